@@ -1,0 +1,279 @@
+//! Herald's adapter for the sandbox vendor (`provider = "sandbox"`).
+//!
+//! It is written as an adapter for a paid vendor would be: the profile a route names decides
+//! which capabilities it declares, and every answer is classified by `herald_provider::http` at
+//! the point where the exchange ended. The sandbox documents that 503 means "not processed"
+//! and 409 means "the first request with this key is still in progress", so both are transient
+//! rejections here rather than ambiguities.
+
+use std::time::Duration;
+
+use herald_provider::http::{
+    StatusRules, classify_failure_status, classify_transport_error, error_chain, unreadable_success,
+};
+use herald_provider::{
+    Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, SendResult,
+};
+use reqwest::header::CONTENT_TYPE;
+use reqwest::{StatusCode, Url};
+
+use crate::server::Profile;
+use crate::wire::{
+    AcceptedBody, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, MAX_MESSAGE_BYTES, SendBody,
+};
+
+/// What the sandbox documents about its statuses (see the module docs).
+const RULES: StatusRules = StatusRules {
+    unavailable_means_not_processed: true,
+    conflict_means_in_progress: true,
+};
+
+/// A route's settings. The profile, window and lag must match the sandbox being called: they
+/// are what herald's reconciliation trusts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxRoute {
+    /// The sandbox's root, e.g. `http://127.0.0.1:4010`.
+    pub base_url: String,
+    pub profile: Profile,
+    pub idempotency_window: Duration,
+    pub visibility_lag: Duration,
+    /// The whole exchange, connect to last body byte.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxRouteError {
+    #[error("the sandbox base_url `{url}` is not a URL: {reason}")]
+    BaseUrl { url: String, reason: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+#[derive(Debug, Clone)]
+pub struct SandboxAdapter {
+    http: reqwest::Client,
+    messages_url: Url,
+    profile: Profile,
+    capabilities: Capabilities,
+}
+
+impl SandboxAdapter {
+    /// Builds the adapter at start-up.
+    ///
+    /// # Panics
+    /// If `base_url` is not a URL, or reqwest cannot build a client — which includes no rustls
+    /// crypto provider being installed (herald's main installs one before building adapters).
+    /// [`SandboxAdapter::try_new`] reports the first two as errors instead.
+    pub fn new(route: SandboxRoute) -> Self {
+        match SandboxAdapter::try_new(route) {
+            Ok(adapter) => adapter,
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    pub fn try_new(route: SandboxRoute) -> Result<Self, SandboxRouteError> {
+        let url = format!("{}/messages", route.base_url.trim_end_matches('/'));
+        let messages_url = Url::parse(&url).map_err(|err| SandboxRouteError::BaseUrl {
+            url: route.base_url.clone(),
+            reason: err.to_string(),
+        })?;
+        let http = reqwest::Client::builder()
+            .timeout(route.timeout)
+            .no_proxy()
+            .build()?;
+        let capabilities = Capabilities {
+            idempotency_window: (route.profile == Profile::Idempotent)
+                .then_some(route.idempotency_window),
+            query_visibility_lag: (route.profile == Profile::Queryable)
+                .then_some(route.visibility_lag),
+            max_payload_bytes: Some(MAX_MESSAGE_BYTES),
+        };
+        Ok(SandboxAdapter {
+            http,
+            messages_url,
+            profile: route.profile,
+            capabilities,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Adapter for SandboxAdapter {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
+        let body = SendBody {
+            reference: key.as_str(),
+            channel: message.channel,
+            to: &message.to,
+            subject: message.subject.as_deref(),
+            text: message.text.as_deref(),
+            html: message.html.as_deref(),
+            payload: message.payload.as_ref(),
+        };
+        // Serialised here rather than by reqwest, so that a failure is known to have happened
+        // before anything was sent instead of surfacing as an ambiguous send error.
+        let body = match serde_json::to_vec(&body) {
+            Ok(body) => body,
+            Err(err) => {
+                return SendResult::Rejected {
+                    permanent: true,
+                    retry_after: None,
+                    evidence: Evidence::new("request", format!("cannot encode the message: {err}")),
+                };
+            }
+        };
+        let response = match self
+            .http
+            .post(self.messages_url.clone())
+            .header(IDEMPOTENCY_KEY, key.as_str())
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(err) => return classify_transport_error(&err),
+        };
+
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = match response.text().await {
+            Ok(text) => text,
+            Err(err) if status.is_success() => {
+                return unreadable_success(
+                    status,
+                    format!("the body could not be read: {}", error_chain(&err)),
+                );
+            }
+            // The status alone classifies a failure; the body only adds detail.
+            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+        };
+        if !status.is_success() {
+            return with_vendor_code(
+                classify_failure_status(status, &headers, &text, RULES),
+                &text,
+            );
+        }
+
+        let answer: AcceptedBody = match serde_json::from_str(&text) {
+            Ok(answer) => answer,
+            Err(err) => return unreadable_success(status, format!("{err}: {text}")),
+        };
+        if answer.reference != key.as_str() {
+            return unreadable_success(
+                status,
+                format!("the answer is about another reference: {text}"),
+            );
+        }
+        let replayed = headers
+            .get(IDEMPOTENT_REPLAYED)
+            .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"));
+        let detail = if replayed {
+            format!("idempotent replay of an earlier acceptance: {text}")
+        } else {
+            text
+        };
+        SendResult::Accepted {
+            provider_ref: Some(answer.id),
+            evidence: Evidence::new("response", detail).with_status(status.as_u16()),
+        }
+    }
+
+    async fn query(&self, _message: &Message, key: &ProviderKey) -> QueryResult {
+        if self.profile != Profile::Queryable {
+            return QueryResult::Unsupported {
+                evidence: Evidence::new(
+                    "query",
+                    format!(
+                        "the sandbox profile `{}` has no outcome query",
+                        self.profile
+                    ),
+                ),
+            };
+        }
+        let mut url = self.messages_url.clone();
+        url.query_pairs_mut().append_pair("reference", key.as_str());
+        let response = match self.http.get(url).send().await {
+            Ok(response) => response,
+            Err(err) => return unsupported(Evidence::new("query", error_chain(&err))),
+        };
+        let status = response.status();
+        let text = match response.text().await {
+            Ok(text) => text,
+            Err(err) => {
+                return unsupported(
+                    Evidence::new("query", error_chain(&err)).with_status(status.as_u16()),
+                );
+            }
+        };
+        if status != StatusCode::OK {
+            return unsupported(Evidence::new("query", &text).with_status(status.as_u16()));
+        }
+        let list: DeliveryList = match serde_json::from_str(&text) {
+            Ok(list) => list,
+            Err(err) => {
+                return unsupported(
+                    Evidence::new("query", format!("{err}: {text}")).with_status(200),
+                );
+            }
+        };
+        // Only entries about this key count, whatever else a future vendor version returns.
+        let mut found = list
+            .data
+            .into_iter()
+            .filter(|d| d.reference == key.as_str());
+        let Some(first) = found.next() else {
+            return QueryResult::NotFoundYet {
+                evidence: Evidence::new("query", "no delivery with this reference is visible")
+                    .with_status(200),
+            };
+        };
+        let others: Vec<String> = found.map(|d| d.id).collect();
+        let detail = if others.is_empty() {
+            format!("delivered as {} at {}", first.id, first.accepted_at)
+        } else {
+            format!(
+                "delivered {} times with this reference: first {} at {}, then {}",
+                others.len() + 1,
+                first.id,
+                first.accepted_at,
+                others.join(", ")
+            )
+        };
+        QueryResult::Accepted {
+            provider_ref: Some(first.id),
+            evidence: Evidence::new("query", detail).with_status(200),
+        }
+    }
+}
+
+fn unsupported(evidence: Evidence) -> QueryResult {
+    QueryResult::Unsupported { evidence }
+}
+
+/// Adds the sandbox's own error `code` from a problem body to a classified failure.
+fn with_vendor_code(result: SendResult, body: &str) -> SendResult {
+    let code = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("code")?.as_str().map(str::to_owned));
+    let Some(code) = code else { return result };
+    match result {
+        SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence,
+        } => SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence: evidence.with_vendor_code(code),
+        },
+        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
+            evidence: evidence.with_vendor_code(code),
+        },
+        accepted @ SendResult::Accepted { .. } => accepted,
+    }
+}
+

@@ -1,0 +1,77 @@
+//! A typed client for the sandbox's test-facing routes: the ledger and the fault rules.
+//!
+//! Herald's own tests and benchmarks read the ledger as ground truth; this keeps them from each
+//! re-deriving the URLs and JSON shapes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::faults::FaultRule;
+
+/// Ground truth: what the sandbox really received and delivered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// `POST /messages` requests received, whatever became of them.
+    pub requests: u64,
+    /// Per reference (the idempotency key herald sent), how many times the message was really
+    /// delivered, including deliveries whose answer a fault lost.
+    pub deliveries: BTreeMap<String, u64>,
+}
+
+impl Ledger {
+    /// How many times the message with this reference was delivered; 0 if never.
+    pub fn deliveries_of(&self, reference: &str) -> u64 {
+        self.deliveries.get(reference).copied().unwrap_or(0)
+    }
+
+    pub fn total_deliveries(&self) -> u64 {
+        self.deliveries.values().sum()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SandboxClient {
+    http: reqwest::Client,
+    base_url: String,
+}
+
+impl SandboxClient {
+    /// `base_url` is the sandbox's root, e.g. `http://127.0.0.1:4010`.
+    pub fn new(base_url: impl Into<String>) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder().no_proxy().build()?;
+        let base_url = base_url.into().trim_end_matches('/').to_owned();
+        Ok(SandboxClient { http, base_url })
+    }
+
+    pub async fn ledger(&self) -> Result<Ledger, reqwest::Error> {
+        self.http
+            .get(format!("{}/ledger", self.base_url))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await
+    }
+
+    /// Forgets every request and delivery; the fault rules stay.
+    pub async fn clear_ledger(&self) -> Result<(), reqwest::Error> {
+        self.http
+            .delete(format!("{}/ledger", self.base_url))
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(())
+    }
+
+    /// Replaces the fault rules; `&[]` removes all faults.
+    pub async fn set_faults(&self, faults: &[FaultRule]) -> Result<(), reqwest::Error> {
+        self.http
+            .put(format!("{}/faults", self.base_url))
+            .json(faults)
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,375 @@
+//! The vendor's routes and everything they remember: the ledger, the idempotency records, the
+//! delivery log behind the outcome query, and the current fault rules.
+//!
+//! All of it sits in one `Mutex`-guarded [`State`] so that counting a request, drawing its fault
+//! and processing it is one atomic step: two concurrent requests with the same key can never
+//! both deliver. The lock is never held across an `.await`.
+//!
+//! What "processing" means here, and what the ledger counts: a `POST /messages` with a valid
+//! body that is not answered from a stored answer (and not refused as a concurrent repeat) is a
+//! delivery, recorded at once. A fault after processing changes only what goes on the wire:
+//! the vendor's own record keeps the acceptance, so a later replay of that key answers 202 with
+//! the stored id, even if the first answer was a 500, a timeout or a dropped connection — the
+//! message *was* delivered, and an honest vendor says so. Such a fault applies to whatever
+//! processing answered — a new delivery, a replay, a 409 or a 422 — so it can hide an answer
+//! but never invent a delivery. Faults before processing (503, 429) answer before the
+//! idempotency records are even consulted, as an overloaded vendor's front door would.
+//!
+//! History grows with traffic until `DELETE /ledger`: this is a development and test tool, and
+//! a ledger that forgot old deliveries would no longer be ground truth.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State as AxumState};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use super::faults::{self, Fault, FaultRule};
+use super::{ConnectionKill, Ledger, Profile, SandboxConfig};
+use crate::wire::{
+    AcceptedBody, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
+    MAX_MESSAGE_BYTES, MessageIn,
+};
+
+/// What the routes share: the fixed settings, and the state behind its lock.
+struct Sandbox {
+    profile: Profile,
+    idempotency_window: Duration,
+    visibility_lag: Duration,
+    delay: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// `POST /messages` requests seen since start or the last reset; numbers `nth` triggers.
+    requests: u64,
+    /// Per reference, how many times a message was really delivered.
+    deliveries: BTreeMap<String, u64>,
+    /// Every delivery, oldest first, for the outcome query.
+    log: Vec<Delivery>,
+    /// Per idempotency key, the answer to replay (profile `idempotent` only).
+    replays: HashMap<String, StoredAnswer>,
+    faults: Vec<FaultRule>,
+}
+
+struct Delivery {
+    id: String,
+    reference: String,
+    accepted_at: OffsetDateTime,
+    /// Monotonic twin of `accepted_at`, for the visibility lag.
+    at: Instant,
+}
+
+/// The answer processing gave to the first request with a key.
+struct StoredAnswer {
+    body: AcceptedBody,
+    processed_at: Instant,
+    /// How long after processing the first request still counts as in progress: the `delay`
+    /// fault's hold, otherwise zero. Kept as a time span rather than flipped by the handler
+    /// when it answers, because a handler whose client hung up may be dropped before then.
+    in_progress_for: Duration,
+}
+
+impl Sandbox {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code panics while holding the lock, so a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+pub(super) fn router(config: SandboxConfig) -> Router {
+    let sandbox = Arc::new(Sandbox {
+        profile: config.profile,
+        idempotency_window: config.idempotency_window,
+        visibility_lag: config.visibility_lag,
+        delay: config.delay,
+        state: Mutex::new(State {
+            faults: config.faults,
+            ..State::default()
+        }),
+    });
+    Router::new()
+        .route("/messages", get(list_messages).post(post_message))
+        .route("/ledger", get(read_ledger).delete(clear_ledger))
+        .route("/profile", get(read_profile))
+        .route("/faults", axum::routing::put(replace_faults))
+        .layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
+        .with_state(sandbox)
+}
+
+/// What processing a `POST /messages` decided, before any fault touches the answer.
+enum Outcome {
+    Delivered(AcceptedBody),
+    Replayed(AcceptedBody),
+    /// A repeat of a key whose first request is still being processed.
+    InProgress,
+    Invalid(String),
+}
+
+async fn post_message(
+    AxumState(sandbox): AxumState<Arc<Sandbox>>,
+    Extension(kill): Extension<ConnectionKill>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let key = headers
+        .get(IDEMPOTENCY_KEY)
+        .and_then(|value| value.to_str().ok())
+        .filter(|key| !key.is_empty());
+    let (fault, outcome) = {
+        let mut state = sandbox.lock();
+        state.requests += 1;
+        let fault = faults::draw(&state.faults, state.requests, &mut rand::rng());
+        match fault {
+            Some(fault) if fault.is_before_processing() => (Some(fault), None),
+            _ => (
+                fault,
+                Some(process(&sandbox, &mut state, key, &body, fault)),
+            ),
+        }
+    };
+    let Some(outcome) = outcome else {
+        return match fault {
+            Some(Fault::RateLimited) => {
+                tracing::info!("refused before processing (rate_limited)");
+                let mut response =
+                    problem(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down");
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            _ => {
+                tracing::info!("refused before processing (unavailable_before_processing)");
+                problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "not processed; try again",
+                )
+            }
+        };
+    };
+    match fault {
+        Some(Fault::AcceptThenDrop) => {
+            kill.trip();
+            // Never answer: the connection's owner drops this future with the connection.
+            std::future::pending::<Response>().await
+        }
+        Some(Fault::Delay) => {
+            tracing::info!(delay = ?sandbox.delay, "holding the answer (delay)");
+            tokio::time::sleep(sandbox.delay).await;
+            outcome.into_response()
+        }
+        Some(Fault::ErrorAfterProcessing) => {
+            tracing::info!("answering 500 after processing (error_after_processing)");
+            problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "something went wrong",
+            )
+        }
+        _ => outcome.into_response(),
+    }
+}
+
+/// The processing step proper, under the lock so that it is atomic per key.
+fn process(
+    sandbox: &Sandbox,
+    state: &mut State,
+    key: Option<&str>,
+    body: &[u8],
+    fault: Option<Fault>,
+) -> Outcome {
+    let message: MessageIn = match serde_json::from_slice(body) {
+        Ok(message) => message,
+        Err(err) => return Outcome::Invalid(err.to_string()),
+    };
+    if message.reference.is_empty() || message.to.is_empty() {
+        return Outcome::Invalid("`reference` and `to` must not be empty".to_owned());
+    }
+    let now = Instant::now();
+    let dedup_key = key.filter(|_| sandbox.profile == Profile::Idempotent);
+    if let Some(stored) = dedup_key.and_then(|key| state.replays.get(key)) {
+        let age = now.duration_since(stored.processed_at);
+        if age < sandbox.idempotency_window {
+            return if age < stored.in_progress_for {
+                Outcome::InProgress
+            } else {
+                Outcome::Replayed(stored.body.clone())
+            };
+        }
+    }
+
+    let id = format!("sbx_{}", uuid::Uuid::now_v7());
+    let answer = AcceptedBody {
+        id: id.clone(),
+        reference: message.reference.clone(),
+        status: "accepted".to_owned(),
+    };
+    tracing::debug!(%id, reference = %message.reference, channel = %message.channel, "delivered");
+    *state
+        .deliveries
+        .entry(message.reference.clone())
+        .or_default() += 1;
+    state.log.push(Delivery {
+        id,
+        reference: message.reference,
+        accepted_at: OffsetDateTime::now_utc(),
+        at: now,
+    });
+    if let Some(key) = dedup_key {
+        let in_progress_for = match fault {
+            Some(Fault::Delay) => sandbox.delay,
+            _ => Duration::ZERO,
+        };
+        state.replays.insert(
+            key.to_owned(),
+            StoredAnswer {
+                body: answer.clone(),
+                processed_at: now,
+                in_progress_for,
+            },
+        );
+    }
+    Outcome::Delivered(answer)
+}
+
+impl IntoResponse for Outcome {
+    fn into_response(self) -> Response {
+        match self {
+            Outcome::Delivered(body) => (StatusCode::ACCEPTED, Json(body)).into_response(),
+            Outcome::Replayed(body) => (
+                StatusCode::ACCEPTED,
+                [(IDEMPOTENT_REPLAYED, "true")],
+                Json(body),
+            )
+                .into_response(),
+            Outcome::InProgress => problem(
+                StatusCode::CONFLICT,
+                "concurrent_idempotent_request",
+                "a request with this Idempotency-Key is still being processed",
+            ),
+            Outcome::Invalid(detail) => {
+                problem(StatusCode::UNPROCESSABLE_ENTITY, "invalid_message", &detail)
+            }
+        }
+    }
+}
+
+/// An error answer in the shape of RFC 9457, plus the vendor's own `code`.
+fn problem(status: StatusCode, code: &str, detail: &str) -> Response {
+    let body = json!({
+        "type": "about:blank",
+        "title": status.canonical_reason().unwrap_or("error"),
+        "status": status.as_u16(),
+        "code": code,
+        "detail": detail,
+    });
+    let mut response = (status, Json(body)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    reference: Option<String>,
+}
+
+async fn list_messages(
+    AxumState(sandbox): AxumState<Arc<Sandbox>>,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    if sandbox.profile != Profile::Queryable {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this sandbox profile has no outcome query",
+        );
+    }
+    let Some(reference) = query.reference.filter(|r| !r.is_empty()) else {
+        return problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_query",
+            "`reference` is required",
+        );
+    };
+    let now = Instant::now();
+    let state = sandbox.lock();
+    let data = state
+        .log
+        .iter()
+        .filter(|d| d.reference == reference)
+        .filter(|d| now.duration_since(d.at) >= sandbox.visibility_lag)
+        .map(|d| DeliveryItem {
+            id: d.id.clone(),
+            reference: d.reference.clone(),
+            accepted_at: d
+                .accepted_at
+                .format(&Rfc3339)
+                .unwrap_or_else(|_| d.accepted_at.to_string()),
+        })
+        .collect();
+    Json(DeliveryList { data }).into_response()
+}
+
+async fn read_ledger(AxumState(sandbox): AxumState<Arc<Sandbox>>) -> Json<Ledger> {
+    let state = sandbox.lock();
+    Json(Ledger {
+        requests: state.requests,
+        deliveries: state.deliveries.clone(),
+    })
+}
+
+/// Forgets all history (requests, deliveries, idempotency records, the query log) but keeps the
+/// configuration and fault rules, so a test starts from a clean vendor and `nth` counts anew.
+async fn clear_ledger(AxumState(sandbox): AxumState<Arc<Sandbox>>) -> StatusCode {
+    let mut state = sandbox.lock();
+    let faults = std::mem::take(&mut state.faults);
+    *state = State {
+        faults,
+        ..State::default()
+    };
+    StatusCode::NO_CONTENT
+}
+
+#[derive(Serialize)]
+struct ProfileView {
+    profile: Profile,
+    idempotency_window_secs: f64,
+    visibility_lag_ms: u128,
+    delay_ms: u128,
+    faults: Vec<FaultRule>,
+}
+
+async fn read_profile(AxumState(sandbox): AxumState<Arc<Sandbox>>) -> Json<ProfileView> {
+    let faults = sandbox.lock().faults.clone();
+    Json(ProfileView {
+        profile: sandbox.profile,
+        idempotency_window_secs: sandbox.idempotency_window.as_secs_f64(),
+        visibility_lag_ms: sandbox.visibility_lag.as_millis(),
+        delay_ms: sandbox.delay.as_millis(),
+        faults,
+    })
+}
+
+async fn replace_faults(
+    AxumState(sandbox): AxumState<Arc<Sandbox>>,
+    Json(faults): Json<Vec<FaultRule>>,
+) -> StatusCode {
+    tracing::info!(?faults, "fault rules replaced");
+    sandbox.lock().faults = faults;
+    StatusCode::NO_CONTENT
+}

@@ -1,0 +1,347 @@
+//! Each capability profile, as the adapter sees it and as the ledger records it.
+
+use std::time::{Duration, Instant};
+
+use herald_provider::{Adapter, Capabilities, QueryResult, SendResult};
+use herald_sandbox::{
+    Profile, SandboxAdapter, SandboxConfig, SandboxRoute, adapter::SandboxRouteError, parse_faults,
+};
+
+use crate::support::{config, install_crypto_provider, key, message, vendor, vendor_with_timeout};
+
+fn accepted_ref(result: &SendResult) -> String {
+    match result {
+        SendResult::Accepted {
+            provider_ref: Some(id),
+            ..
+        } => id.clone(),
+        other => panic!("expected an acceptance with an id, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_repeated_key_is_replayed_with_the_same_id_and_no_new_delivery() {
+    let vendor = vendor(config(Profile::Idempotent)).await;
+    let key = key();
+
+    let first = vendor.adapter.send(&message(), &key).await;
+    let second = vendor.adapter.send(&message(), &key).await;
+
+    assert_eq!(accepted_ref(&first), accepted_ref(&second));
+    let SendResult::Accepted { evidence, .. } = &second else {
+        unreachable!()
+    };
+    assert!(
+        evidence.detail.starts_with("idempotent replay"),
+        "{evidence:?}"
+    );
+    let ledger = vendor.ledger.ledger().await.unwrap();
+    assert_eq!(ledger.requests, 2);
+    assert_eq!(ledger.deliveries_of(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_repeat_while_the_first_request_is_in_progress_is_refused_without_delivering() {
+    // The first request is held for a minute; its client gives up long before that.
+    let vendor = vendor_with_timeout(
+        SandboxConfig {
+            faults: parse_faults("delay:nth=1").unwrap(),
+            delay: Duration::from_secs(60),
+            ..config(Profile::Idempotent)
+        },
+        Duration::from_millis(300),
+    )
+    .await;
+    let key = key();
+
+    let first = vendor.adapter.send(&message(), &key).await;
+    let repeat = vendor.adapter.send(&message(), &key).await;
+
+    assert!(matches!(first, SendResult::Ambiguous { .. }), "{first:?}");
+    match repeat {
+        SendResult::Rejected {
+            permanent: false,
+            evidence,
+            ..
+        } => {
+            assert_eq!(evidence.status, Some(409));
+            assert_eq!(
+                evidence.vendor_code.as_deref(),
+                Some("concurrent_idempotent_request")
+            );
+        }
+        other => panic!("expected a transient rejection, got {other:?}"),
+    }
+    assert_eq!(
+        vendor
+            .ledger
+            .ledger()
+            .await
+            .unwrap()
+            .deliveries_of(key.as_str()),
+        1
+    );
+}
+
+#[tokio::test]
+async fn after_the_idempotency_window_a_repeat_is_a_new_delivery() {
+    let window = Duration::from_millis(400);
+    let vendor = vendor(SandboxConfig {
+        idempotency_window: window,
+        ..config(Profile::Idempotent)
+    })
+    .await;
+    let key = key();
+
+    let started = Instant::now();
+    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    let inside = vendor.adapter.send(&message(), &key).await;
+    assert!(
+        started.elapsed() < window,
+        "the machine is too slow for this window"
+    );
+    assert_eq!(accepted_ref(&inside), first);
+
+    // The window is measured from the first processing, which happened after `started`.
+    tokio::time::sleep_until((started + window + Duration::from_millis(20)).into()).await;
+    let after = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+
+    assert_ne!(after, first);
+    assert_eq!(
+        vendor
+            .ledger
+            .ledger()
+            .await
+            .unwrap()
+            .deliveries_of(key.as_str()),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_queryable_vendor_shows_a_delivery_only_after_its_visibility_lag() {
+    let lag = Duration::from_millis(400);
+    let vendor = vendor(SandboxConfig {
+        visibility_lag: lag,
+        ..config(Profile::Queryable)
+    })
+    .await;
+    let key = key();
+
+    let id = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    let sent = Instant::now();
+    let early = vendor.adapter.query(&message(), &key).await;
+    assert!(sent.elapsed() < lag, "the machine is too slow for this lag");
+    assert!(
+        matches!(early, QueryResult::NotFoundYet { .. }),
+        "{early:?}"
+    );
+
+    // The delivery was recorded before the send returned, so it is older than `lag` by then.
+    tokio::time::sleep_until((sent + lag).into()).await;
+    match vendor.adapter.query(&message(), &key).await {
+        QueryResult::Accepted { provider_ref, .. } => assert_eq!(provider_ref, Some(id)),
+        other => panic!("expected the delivery to be visible, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_queryable_vendor_delivers_every_resend_and_the_query_counts_them() {
+    let vendor = vendor(config(Profile::Queryable)).await;
+    let key = key();
+
+    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    let second = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    assert_ne!(first, second);
+
+    match vendor.adapter.query(&message(), &key).await {
+        QueryResult::Accepted {
+            provider_ref,
+            evidence,
+        } => {
+            assert_eq!(provider_ref, Some(first));
+            assert!(
+                evidence.detail.starts_with("delivered 2 times"),
+                "{evidence:?}"
+            );
+        }
+        other => panic!("expected an acceptance, got {other:?}"),
+    }
+    assert_eq!(
+        vendor
+            .ledger
+            .ledger()
+            .await
+            .unwrap()
+            .deliveries_of(key.as_str()),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_plain_vendor_delivers_every_resend_and_has_no_outcome_query() {
+    let vendor = vendor(config(Profile::Plain)).await;
+    let key = key();
+
+    vendor.adapter.send(&message(), &key).await;
+    vendor.adapter.send(&message(), &key).await;
+
+    let asked = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!(
+            "{}/messages?reference={key}",
+            vendor.handle.base_url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 404);
+    assert!(matches!(
+        vendor.adapter.query(&message(), &key).await,
+        QueryResult::Unsupported { .. }
+    ));
+    assert_eq!(
+        vendor
+            .ledger
+            .ledger()
+            .await
+            .unwrap()
+            .deliveries_of(key.as_str()),
+        2
+    );
+}
+
+#[tokio::test]
+async fn each_profile_declares_exactly_its_own_capability() {
+    install_crypto_provider();
+    let window = Duration::from_secs(3600);
+    let lag = Duration::from_secs(2);
+    let capabilities = |profile| {
+        let adapter = SandboxAdapter::new(SandboxRoute {
+            base_url: "http://127.0.0.1:9".to_owned(),
+            profile,
+            idempotency_window: window,
+            visibility_lag: lag,
+            timeout: Duration::from_secs(1),
+        });
+        let Capabilities {
+            idempotency_window,
+            query_visibility_lag,
+            ..
+        } = adapter.capabilities().clone();
+        (idempotency_window, query_visibility_lag)
+    };
+    assert_eq!(capabilities(Profile::Idempotent), (Some(window), None));
+    assert_eq!(capabilities(Profile::Queryable), (None, Some(lag)));
+    assert_eq!(capabilities(Profile::Plain), (None, None));
+}
+
+#[tokio::test]
+async fn a_route_with_a_malformed_base_url_is_refused_at_start_up() {
+    install_crypto_provider();
+    let built = SandboxAdapter::try_new(SandboxRoute {
+        base_url: "not a url".to_owned(),
+        profile: Profile::Plain,
+        idempotency_window: Duration::ZERO,
+        visibility_lag: Duration::ZERO,
+        timeout: Duration::from_secs(1),
+    });
+    assert!(matches!(built, Err(SandboxRouteError::BaseUrl { .. })));
+}
+
+#[tokio::test]
+async fn an_invalid_message_is_refused_for_good_and_nothing_is_delivered() {
+    let vendor = vendor(config(Profile::Idempotent)).await;
+    let key = key();
+    let mut message = message();
+    message.to = String::new();
+
+    match vendor.adapter.send(&message, &key).await {
+        SendResult::Rejected {
+            permanent: true,
+            evidence,
+            ..
+        } => assert_eq!(evidence.status, Some(422)),
+        other => panic!("expected a permanent rejection, got {other:?}"),
+    }
+    let ledger = vendor.ledger.ledger().await.unwrap();
+    assert_eq!(ledger.requests, 1);
+    assert_eq!(ledger.total_deliveries(), 0);
+}
+
+#[tokio::test]
+async fn clearing_the_ledger_forgets_deliveries_and_idempotency_records() {
+    let vendor = vendor(config(Profile::Idempotent)).await;
+    let key = key();
+    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+
+    vendor.ledger.clear_ledger().await.unwrap();
+    assert_eq!(vendor.ledger.ledger().await.unwrap(), Default::default());
+
+    let again = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    assert_ne!(again, first);
+    assert_eq!(
+        vendor
+            .ledger
+            .ledger()
+            .await
+            .unwrap()
+            .deliveries_of(key.as_str()),
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_profile_route_shows_the_configuration_and_current_faults() {
+    let vendor = vendor(SandboxConfig {
+        visibility_lag: Duration::from_millis(250),
+        ..config(Profile::Queryable)
+    })
+    .await;
+    vendor
+        .ledger
+        .set_faults(&parse_faults("rate_limited:nth=3").unwrap())
+        .await
+        .unwrap();
+
+    let profile: serde_json::Value = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("{}/profile", vendor.handle.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+
+    assert_eq!(
+        profile,
+        serde_json::json!({
+            "profile": "queryable",
+            "idempotency_window_secs": 86400.0,
+            "visibility_lag_ms": 250,
+            "delay_ms": 30000,
+            "faults": [{"fault": "rate_limited", "when": {"nth": 3}}],
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_stopped_sandbox_refuses_the_connection_so_nothing_was_sent() {
+    let vendor = vendor(config(Profile::Idempotent)).await;
+    let adapter = vendor.adapter.clone();
+    vendor.handle.shutdown().await.unwrap();
+
+    match adapter.send(&message(), &key()).await {
+        SendResult::Rejected {
+            permanent: false,
+            evidence,
+            ..
+        } => assert_eq!(evidence.stage, "connect"),
+        other => panic!("expected a connect rejection, got {other:?}"),
+    }
+}

@@ -1,0 +1,114 @@
+//! The HTTP API of CONTRACT.md: routes by resource, bearer auth with tenants, RFC 9457 errors.
+//!
+//! Bodies are read as bytes and parsed here rather than by axum's `Json` extractor, so that
+//! every malformed body, wrong type and oversized request gets a problem+json answer that names
+//! the field at fault.
+
+mod auth;
+mod notifications;
+mod ops;
+mod problem;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+pub use auth::{Principal, Tokens};
+pub use problem::Problem;
+
+use crate::domain::{Routes, Templates};
+use crate::store::Store;
+
+/// What every handler may reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub tokens: Arc<Tokens>,
+    pub routes: Arc<Routes>,
+    pub templates: Arc<Templates>,
+    /// Signalled after a commit that made work due, so the dispatcher starts at once.
+    pub wake: Arc<tokio::sync::Notify>,
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+}
+
+pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    let request_id = axum::http::HeaderName::from_static("x-request-id");
+    Router::new()
+        .merge(notifications::routes())
+        .merge(ops::routes())
+        .fallback(|| async { Problem::not_found() })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method-not-allowed",
+                "Method not allowed",
+                "this resource does not answer that method",
+            )
+        })
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                let id = request
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// A body that must be a JSON object: 413 over the limit, 400 when it is not JSON or not an
+/// object.
+fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body-too-large",
+                "The body is too large",
+                "the request body is over the configured limit (server.max_body_bytes)",
+            )
+        } else {
+            Problem::malformed(rejection.body_text())
+        }
+    })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Problem::malformed(format!("the body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Problem::malformed("the body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+/// Deserializes `value`, naming the field at fault: a wrong type at its path, a missing or
+/// unknown field by its name.
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, Problem> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let message = err.inner().to_string();
+        let field = if path == "." {
+            message.split('`').nth(1).unwrap_or("body").to_owned()
+        } else {
+            path
+        };
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-field",
+            "A field is invalid",
+            format!("{field}: {message}"),
+        )
+        .with_field(field)
+    })
+}

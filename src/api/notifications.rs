@@ -1,0 +1,518 @@
+//! `/v1/notifications`: enqueue (one or a batch) with idempotency keys, read, list, cancel.
+//!
+//! Idempotency follows the IETF draft and Stripe: the key is per tenant; the same key with the
+//! same body answers the original status and body again with `Idempotent-Replayed: true`; with
+//! another body, 422; while the first request is unfinished, 409. Requests that fail validation
+//! store nothing, so they do not burn the key.
+
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+use super::auth::Principal;
+use super::problem::Problem;
+use super::{AppState, json_object, typed};
+use crate::config::Scope;
+use crate::domain::{
+    Attempt, Certainty, IdempotencyKey, Notification, NotificationId, NotificationRequest,
+    Resolution, State as NotificationState,
+};
+use crate::store::{AcceptOutcome, ListFilter, NewAccept, NotificationDetail};
+
+pub const MAX_BATCH_ITEMS: usize = 1000;
+const DEFAULT_PAGE: u32 = 50;
+const MAX_PAGE: u32 = 200;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/notifications", post(create).get(list))
+        .route("/v1/notifications/batch", post(create_batch))
+        .route("/v1/notifications/{id}", get(show))
+        .route("/v1/notifications/{id}/cancel", post(cancel))
+}
+
+/// A notification as the API shows it: with its attempts and, where a person is or was
+/// involved, its review.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationBody {
+    #[serde(flatten)]
+    pub notification: Notification,
+    pub attempts: Vec<Attempt>,
+    pub review: Option<ReviewBody>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReviewBody {
+    /// Waiting for a person: `unknown`, or `duplicate_possible` not yet acknowledged.
+    pub open: bool,
+    pub resolutions: Vec<Resolution>,
+}
+
+impl From<NotificationDetail> for NotificationBody {
+    fn from(d: NotificationDetail) -> Self {
+        let n = &d.notification;
+        let open = n.state == NotificationState::Unknown
+            || (n.certainty == Some(Certainty::DuplicatePossible) && !n.acknowledged);
+        let review = (open || !d.resolutions.is_empty()).then_some(ReviewBody {
+            open,
+            resolutions: d.resolutions,
+        });
+        NotificationBody {
+            notification: d.notification,
+            attempts: d.attempts,
+            review,
+        }
+    }
+}
+
+fn location(id: NotificationId) -> HeaderValue {
+    HeaderValue::from_str(&format!("/v1/notifications/{id}")).expect("a UUID path is a valid header")
+}
+
+/// SHA-256 of the request with object keys sorted, so that key order and whitespace do not make
+/// an identical retry look like a different request.
+fn request_hash(value: &Value) -> Vec<u8> {
+    fn canonical(value: &Value, out: &mut Vec<u8>) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push(b'{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend(Value::String(key.clone()).to_string().as_bytes());
+                    out.push(b':');
+                    canonical(&map[key], out);
+                }
+                out.push(b'}');
+            }
+            Value::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(b']');
+            }
+            scalar => out.extend(scalar.to_string().as_bytes()),
+        }
+    }
+    let mut out = Vec::new();
+    canonical(value, &mut out);
+    Sha256::digest(&out).to_vec()
+}
+
+/// Validates one request and prepares what the store commits for it.
+fn prepare(
+    state: &AppState,
+    tenant: &str,
+    key: IdempotencyKey,
+    body: Value,
+    now: OffsetDateTime,
+) -> Result<NewAccept, Problem> {
+    let request_hash = request_hash(&body);
+    let request: NotificationRequest = typed(body)?;
+    let notification = request
+        .parse(tenant, &state.routes, &state.templates, now)
+        .map_err(Problem::invalid_field)?;
+    let response = serde_json::to_value(NotificationBody {
+        notification: notification.clone(),
+        attempts: Vec::new(),
+        review: None,
+    })
+    .map_err(|e| {
+        tracing::error!(%e, "cannot serialize a notification");
+        Problem::internal()
+    })?;
+    Ok(NewAccept {
+        key,
+        request_hash,
+        notification,
+        response,
+    })
+}
+
+fn key_reused() -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+        "Idempotency key reused",
+        "this Idempotency-Key was used before with a different request body",
+    )
+}
+
+fn key_in_progress() -> Problem {
+    Problem::new(
+        StatusCode::CONFLICT,
+        "idempotency-key-in-progress",
+        "Request in progress",
+        "a request with this Idempotency-Key is still being processed; retry shortly",
+    )
+    .with_retry_after(1)
+}
+
+/// Enqueue one notification.
+#[utoipa::path(post, path = "/v1/notifications", request_body = NotificationRequest,
+    params(("Idempotency-Key" = String, Header, description = "1–255 printable ASCII characters")),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "Accepted (or replayed, with `Idempotent-Replayed: true`)", body = NotificationBody),
+        (status = 400, description = "Missing key or malformed body", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same key still in progress", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, or key reused with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable; nothing stored", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    principal.require(Scope::Send)?;
+    let key = idempotency_key(&headers)?;
+    let body = json_object(body)?;
+    let item = prepare(&state, &principal.tenant, key, body, OffsetDateTime::now_utc())?;
+    let id = item.notification.id;
+    let outcome = state.store.accept(vec![item.clone()]).await?;
+    match outcome.into_iter().next() {
+        Some(AcceptOutcome::Created) => {
+            metrics::counter!("herald_notifications_accepted_total").increment(1);
+            state.wake.notify_one();
+            Ok((
+                StatusCode::ACCEPTED,
+                [(header::LOCATION, location(id))],
+                Json(item.response),
+            )
+                .into_response())
+        }
+        Some(AcceptOutcome::Replayed { status, body }) => Ok(replayed(status, body)),
+        Some(AcceptOutcome::KeyReused) => Err(key_reused()),
+        Some(AcceptOutcome::InProgress) => Err(key_in_progress()),
+        None => Err(Problem::internal()),
+    }
+}
+
+fn replayed(status: u16, body: Value) -> Response {
+    metrics::counter!("herald_idempotency_replays_total").increment(1);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::ACCEPTED);
+    let mut response = (status, Json(&body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    if let Some(id) = body.get("id").and_then(Value::as_str).and_then(NotificationId::parse) {
+        headers.insert(header::LOCATION, location(id));
+    }
+    response
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey, Problem> {
+    let mut values = headers.get_all("idempotency-key").iter();
+    let value = values.next().ok_or_else(|| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "idempotency-key-missing",
+            "Idempotency-Key missing",
+            "send an Idempotency-Key header (1–255 printable ASCII characters) so retries are safe",
+        )
+        .with_field("Idempotency-Key")
+    })?;
+    let invalid = |detail: &str| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "idempotency-key-invalid",
+            "Idempotency-Key invalid",
+            detail,
+        )
+        .with_field("Idempotency-Key")
+    };
+    if values.next().is_some() {
+        return Err(invalid("send exactly one Idempotency-Key header"));
+    }
+    let text = value
+        .to_str()
+        .map_err(|_| invalid("Idempotency-Key must be printable ASCII"))?;
+    IdempotencyKey::parse("Idempotency-Key", text).map_err(|e| invalid(&e.to_string()))
+}
+
+/// One item's result in a batch, in request order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchResult {
+    pub idempotency_key: Option<String>,
+    pub status: u16,
+    /// The original answer was replayed for a key used before with the same body.
+    pub replayed: bool,
+    #[schema(value_type = Option<Object>)]
+    pub notification: Option<Value>,
+    pub problem: Option<Problem>,
+}
+
+impl BatchResult {
+    fn problem(key: Option<String>, problem: Problem) -> Self {
+        BatchResult {
+            idempotency_key: key,
+            status: problem.status,
+            replayed: false,
+            notification: None,
+            problem: Some(problem),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchBody {
+    pub results: Vec<BatchResult>,
+}
+
+/// Enqueue up to 1,000 notifications in one transaction, each with its own `idempotency_key`.
+/// Items that fail validation are answered with their problem and store nothing; the rest
+/// commit together.
+#[utoipa::path(post, path = "/v1/notifications/batch",
+    request_body(content = Object, description = "`{\"items\": [NotificationRequest + \"idempotency_key\"]}`"),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Per-item results in request order", body = BatchBody),
+        (status = 400, description = "Malformed body", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No items, or too many", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable; nothing stored", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create_batch(
+    State(state): State<AppState>,
+    principal: Principal,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    principal.require(Scope::Send)?;
+    let mut body = json_object(body)?;
+    let items = match body.get_mut("items").map(Value::take) {
+        Some(Value::Array(items)) => items,
+        _ => {
+            return Err(Problem::invalid_field(crate::domain::FieldError::new(
+                "items",
+                "must be an array of notifications",
+            )));
+        }
+    };
+    if items.is_empty() || items.len() > MAX_BATCH_ITEMS {
+        return Err(Problem::invalid_field(crate::domain::FieldError::new(
+            "items",
+            format!("must hold 1 to {MAX_BATCH_ITEMS} notifications"),
+        )));
+    }
+    let now = OffsetDateTime::now_utc();
+    let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(items.len());
+    let mut accepted: Vec<(usize, NewAccept)> = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let field = |f: &str| format!("items[{i}].{f}");
+        let Value::Object(mut object) = item else {
+            results.push(Some(BatchResult::problem(
+                None,
+                Problem::malformed(format!("items[{i}] must be a JSON object")),
+            )));
+            continue;
+        };
+        let key = match object.remove("idempotency_key") {
+            Some(Value::String(key)) => IdempotencyKey::parse(&field("idempotency_key"), &key),
+            _ => Err(crate::domain::FieldError::new(
+                field("idempotency_key"),
+                "is required: 1–255 printable ASCII characters",
+            )),
+        };
+        let key_text = key.as_ref().ok().map(|k| k.as_str().to_owned());
+        let prepared = key
+            .map_err(Problem::invalid_field)
+            .and_then(|key| prepare(&state, &principal.tenant, key, Value::Object(object), now));
+        match prepared {
+            Ok(prepared) => {
+                accepted.push((i, prepared));
+                results.push(None);
+            }
+            Err(mut problem) => {
+                problem.field = problem.field.map(|f| field(&f));
+                results.push(Some(BatchResult::problem(key_text, problem)));
+            }
+        }
+    }
+    if !accepted.is_empty() {
+        let (positions, items): (Vec<usize>, Vec<NewAccept>) = accepted.into_iter().unzip();
+        let outcomes = state.store.accept(items.clone()).await?;
+        let mut created = 0;
+        for ((i, item), outcome) in positions.into_iter().zip(items).zip(outcomes) {
+            let key = Some(item.key.as_str().to_owned());
+            results[i] = Some(match outcome {
+                AcceptOutcome::Created => {
+                    created += 1;
+                    BatchResult {
+                        idempotency_key: key,
+                        status: 202,
+                        replayed: false,
+                        notification: Some(item.response),
+                        problem: None,
+                    }
+                }
+                AcceptOutcome::Replayed { status, body } => {
+                    metrics::counter!("herald_idempotency_replays_total").increment(1);
+                    BatchResult {
+                        idempotency_key: key,
+                        status,
+                        replayed: true,
+                        notification: Some(body),
+                        problem: None,
+                    }
+                }
+                AcceptOutcome::KeyReused => BatchResult::problem(key, key_reused()),
+                AcceptOutcome::InProgress => BatchResult::problem(key, key_in_progress()),
+            });
+        }
+        if created > 0 {
+            metrics::counter!("herald_notifications_accepted_total").increment(created);
+            state.wake.notify_one();
+        }
+    }
+    let results = results.into_iter().map(|r| r.expect("every item has a result")).collect();
+    Ok(Json(BatchBody { results }).into_response())
+}
+
+fn parse_id(id: &str) -> Result<NotificationId, Problem> {
+    // An id that cannot exist is simply not found: the same answer as another tenant's id.
+    NotificationId::parse(id).ok_or_else(Problem::not_found)
+}
+
+/// One notification with its attempts and review.
+#[utoipa::path(get, path = "/v1/notifications/{id}", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The notification id")),
+    responses(
+        (status = 200, description = "The notification", body = NotificationBody),
+        (status = 404, description = "No such notification for this tenant", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn show(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Json<NotificationBody>, Problem> {
+    principal.require(Scope::Read)?;
+    let detail = state.store.notification(&principal.tenant, parse_id(&id)?).await?;
+    Ok(Json(detail.into()))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListBody {
+    pub data: Vec<Notification>,
+    /// Pass as `cursor` for the next (older) page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Notifications, newest first, cursor-paginated.
+#[utoipa::path(get, path = "/v1/notifications", security(("bearer" = [])),
+    params(
+        ("state" = Option<String>, Query, description = "Only this state"),
+        ("certainty" = Option<String>, Query, description = "Only this certainty"),
+        ("limit" = Option<u32>, Query, description = "1–200, default 50"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page", body = ListBody),
+        (status = 400, description = "A bad query parameter", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<ListBody>, Problem> {
+    principal.require(Scope::Read)?;
+    let bad = |name: &str, detail: &str| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-parameter", "A query parameter is invalid", detail)
+            .with_field(name)
+    };
+    let mut filter = ListFilter {
+        limit: DEFAULT_PAGE,
+        ..ListFilter::default()
+    };
+    for (name, value) in &params {
+        match name.as_str() {
+            "state" => {
+                filter.state = Some(
+                    NotificationState::parse(value).ok_or_else(|| bad(name, "unknown state"))?,
+                )
+            }
+            "certainty" => {
+                filter.certainty =
+                    Some(Certainty::parse(value).ok_or_else(|| bad(name, "unknown certainty"))?)
+            }
+            "limit" => {
+                filter.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=MAX_PAGE).contains(l))
+                    .ok_or_else(|| bad(name, "must be a number from 1 to 200"))?
+            }
+            "cursor" => {
+                filter.before =
+                    Some(NotificationId::parse(value).ok_or_else(|| bad(name, "not a cursor from this API"))?)
+            }
+            _ => return Err(bad(name, "unknown query parameter")),
+        }
+    }
+    let limit = filter.limit as usize;
+    // One row more than asked tells whether another page exists.
+    filter.limit += 1;
+    let mut data = state.store.list(&principal.tenant, &filter).await?;
+    let next_cursor = if data.len() > limit {
+        data.truncate(limit);
+        data.last().map(|n| n.id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(ListBody { data, next_cursor }))
+}
+
+/// Cancel a notification that is still `queued`.
+#[utoipa::path(post, path = "/v1/notifications/{id}/cancel", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The notification id")),
+    responses(
+        (status = 200, description = "Cancelled", body = Notification),
+        (status = 404, description = "No such notification for this tenant", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not queued any more", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Json<Notification>, Problem> {
+    principal.require(Scope::Send)?;
+    let notification = state
+        .store
+        .cancel(&principal.tenant, parse_id(&id)?, OffsetDateTime::now_utc())
+        .await?;
+    Ok(Json(notification))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_request_hash_ignores_key_order_but_not_values() {
+        let a = json!({"to": "a@b.io", "metadata": {"x": "1", "y": "2"}});
+        let b = json!({"metadata": {"y": "2", "x": "1"}, "to": "a@b.io"});
+        let c = json!({"to": "a@b.io", "metadata": {"x": "1", "y": "3"}});
+        assert_eq!(request_hash(&a), request_hash(&b));
+        assert_ne!(request_hash(&a), request_hash(&c));
+    }
+}

@@ -1,0 +1,133 @@
+//! RFC 9457 problem details: every error herald answers is one of these, typed by a stable
+//! URI, naming the offending field where there is one, and never carrying internals.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::FieldError;
+use crate::store::StoreError;
+
+const TYPE_BASE: &str = "https://herald.dev/problems/";
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem, e.g. `https://herald.dev/problems/invalid-field`.
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// The request field at fault, as the client spelled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    #[serde(skip)]
+    retry_after: Option<u32>,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, slug: &str, title: &str, detail: impl Into<String>) -> Self {
+        Problem {
+            problem_type: format!("{TYPE_BASE}{slug}"),
+            title: title.to_owned(),
+            status: status.as_u16(),
+            detail: detail.into(),
+            field: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn with_retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    pub fn invalid_field(err: FieldError) -> Self {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-field",
+            "A field is invalid",
+            err.to_string(),
+        )
+        .with_field(err.field)
+    }
+
+    pub fn malformed(detail: impl Into<String>) -> Self {
+        Problem::new(StatusCode::BAD_REQUEST, "malformed-request", "The request is malformed", detail)
+    }
+
+    pub fn not_found() -> Self {
+        Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", "no such resource")
+    }
+
+    pub fn unauthorized() -> Self {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Authentication required",
+            "send a valid token as `Authorization: Bearer <token>`",
+        )
+    }
+
+    pub fn internal() -> Self {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+            "herald failed to handle the request; the cause is in its log",
+        )
+    }
+}
+
+impl From<StoreError> for Problem {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => Problem::not_found(),
+            StoreError::Conflict(detail) => {
+                Problem::new(StatusCode::CONFLICT, "conflict", "Conflict with the current state", detail)
+            }
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(%cause, "database unavailable");
+                Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "database-unavailable",
+                    "The database is unavailable",
+                    "herald cannot reach its database right now; nothing was stored, retry shortly",
+                )
+                .with_retry_after(1)
+            }
+            StoreError::Internal(cause) => {
+                tracing::error!(cause = format!("{cause:#}"), "store error");
+                Problem::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), axum::Json(&self)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == 401 {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

@@ -1,0 +1,116 @@
+//! Builds herald from a [`Config`] and runs it until a shutdown token fires. Tests build the
+//! same `App` on port 0, so what they exercise is what `herald serve` runs.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use secrecy::SecretString;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, AppState, Tokens};
+use crate::config::{Config, Scope};
+use crate::domain::{RouteInfo, Routes, Templates};
+use crate::store::{self, Store};
+use crate::telemetry;
+
+/// The tenant of the development token.
+pub const DEV_TENANT: &str = "dev";
+
+pub struct App {
+    listener: TcpListener,
+    router: axum::Router,
+    store: Arc<dyn Store>,
+    /// The development token, when no token is configured and `HERALD_DEV_TOKEN` is not set:
+    /// `serve` prints it once.
+    pub generated_dev_token: Option<SecretString>,
+}
+
+impl App {
+    pub async fn build(config: Config) -> anyhow::Result<App> {
+        let store = store::connect(&config.database.url, config.database.max_connections)
+            .await
+            .with_context(|| {
+                format!("cannot open database {}", store::redact_url(&config.database.url))
+            })?;
+        let (tokens, generated_dev_token) = tokens(&config)?;
+        let templates = Templates::new(config.templates.clone());
+        templates.check().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+        let routes = Routes::new(
+            config
+                .routes
+                .iter()
+                .map(|(name, route)| {
+                    let info = RouteInfo {
+                        channels: route.provider.channels(),
+                        delivery: route.delivery,
+                    };
+                    (name.clone(), info)
+                })
+                .collect::<BTreeMap<_, _>>(),
+            config.channels.iter().map(|(c, r)| (*c, r.clone())).collect(),
+        );
+        let state = AppState {
+            store: store.clone(),
+            tokens: Arc::new(tokens),
+            routes: Arc::new(routes),
+            templates: Arc::new(templates),
+            wake: Arc::new(tokio::sync::Notify::new()),
+            metrics: telemetry::metrics_handle(),
+        };
+        let router = api::router(state, config.server.max_body_bytes);
+        let listener = TcpListener::bind(config.server.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.server.listen))?;
+        Ok(App {
+            listener,
+            router,
+            store,
+            generated_dev_token,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// Serves until `shutdown` fires, then lets requests in progress finish.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        tracing::info!(listen = %self.local_addr(), "herald is serving");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await
+            .context("the HTTP server failed")
+    }
+}
+
+/// The configured tokens, or, with none, the development token for tenant `dev`.
+fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
+    if !config.tokens.is_empty() {
+        let resolved = config
+            .tokens
+            .iter()
+            .map(|t| {
+                let secret = t.secret.resolve(&format!("token `{}`", t.name))?;
+                Ok((t.name.clone(), t.tenant.clone(), t.scopes.clone(), secret))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return Ok((Tokens::new(resolved), None));
+    }
+    let (secret, generated) = match std::env::var("HERALD_DEV_TOKEN") {
+        Ok(token) if !token.is_empty() => (SecretString::from(token), None),
+        _ => {
+            let token = SecretString::from(format!("hrld_dev_{}", hex::encode(rand::random::<[u8; 24]>())));
+            (token.clone(), Some(token))
+        }
+    };
+    let all = vec![Scope::Send, Scope::Read, Scope::Review, Scope::Admin];
+    let tokens = Tokens::new([("dev".to_owned(), DEV_TENANT.to_owned(), all, secret)]);
+    Ok((tokens, generated))
+}

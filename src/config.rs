@@ -1,0 +1,444 @@
+//! `herald.toml`, its environment overrides (`HERALD_<SECTION>__<KEY>`), and its defaults.
+//!
+//! Every key is documented in `herald.example.toml`. Unknown keys are refused, secrets are read
+//! from an env var or a file into `secrecy` types, and everything that can be checked is checked
+//! here, so that `serve` fails at start-up with one clear line instead of on a later request.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use crate::domain::{Channel, Delivery, Template};
+
+/// Scopes a token may hold (CONTRACT.md, "Auth").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Send,
+    Read,
+    Review,
+    Admin,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub database: DatabaseConfig,
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    /// Parsed separately (see [`RouteConfig::from_table`]): a route's keys depend on its provider.
+    #[serde(skip)]
+    pub routes: BTreeMap<String, RouteConfig>,
+    /// The default route of each channel.
+    #[serde(default)]
+    pub channels: BTreeMap<Channel, String>,
+    #[serde(default)]
+    pub dispatch: DispatchConfig,
+    #[serde(default)]
+    pub templates: BTreeMap<String, Template>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body_bytes: 256 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `sqlite://herald.db` or `postgres://user@host/db`.
+    pub url: String,
+    /// Connections to PostgreSQL (SQLite always has one writer and a few readers).
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: "sqlite://herald.db".into(),
+            max_connections: 10,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The principal, recorded in audits.
+    pub name: String,
+    pub tenant: String,
+    pub scopes: Vec<Scope>,
+    pub secret: SecretSource,
+}
+
+/// Where a secret comes from. A literal is accepted for development, with a warning.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum SecretSource {
+    Env { env: String },
+    File { file: PathBuf },
+    Literal(SecretString),
+}
+
+impl SecretSource {
+    pub fn resolve(&self, what: &str) -> anyhow::Result<SecretString> {
+        match self {
+            SecretSource::Env { env } => std::env::var(env)
+                .map(SecretString::from)
+                .with_context(|| format!("{what}: environment variable {env} is not set")),
+            SecretSource::File { file } => std::fs::read_to_string(file)
+                .map(|s| SecretString::from(s.trim_end().to_owned()))
+                .with_context(|| format!("{what}: cannot read {}", file.display())),
+            SecretSource::Literal(secret) => {
+                tracing::warn!("{what} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development");
+                Ok(secret.clone())
+            }
+        }
+    }
+}
+
+/// A named, configured provider instance.
+#[derive(Debug)]
+pub struct RouteConfig {
+    /// The policy for notifications that do not choose one.
+    pub delivery: Delivery,
+    /// Sends in flight at once on this route.
+    pub concurrency: usize,
+    /// How long one call to the provider may take before it is abandoned as ambiguous.
+    pub timeout: Duration,
+    pub max_attempts: u32,
+    /// A notification older than this is not tried again.
+    pub max_age: Duration,
+    pub provider: ProviderConfig,
+}
+
+/// The adapter and its own settings, by `provider = "…"`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "provider", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ProviderConfig {
+    Sandbox {
+        /// A running `herald sandbox`; without it, `serve` starts one in-process.
+        base_url: Option<String>,
+        #[serde(default = "default_sandbox_profile")]
+        profile: String,
+        #[serde(default = "default_idempotency_window_seconds")]
+        idempotency_window_seconds: u64,
+        #[serde(default)]
+        visibility_lag_ms: u64,
+    },
+}
+
+fn default_sandbox_profile() -> String {
+    "idempotent".into()
+}
+
+fn default_idempotency_window_seconds() -> u64 {
+    24 * 3600
+}
+
+impl ProviderConfig {
+    pub fn channels(&self) -> Vec<Channel> {
+        match self {
+            ProviderConfig::Sandbox { .. } => Channel::ALL.to_vec(),
+        }
+    }
+}
+
+/// The keys every route has, whatever its provider.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteCommon {
+    #[serde(default)]
+    delivery: Option<Delivery>,
+    #[serde(default)]
+    concurrency: Option<usize>,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    max_age_seconds: Option<u64>,
+}
+
+impl RouteConfig {
+    const COMMON_KEYS: [&'static str; 5] = [
+        "delivery",
+        "concurrency",
+        "timeout_seconds",
+        "max_attempts",
+        "max_age_seconds",
+    ];
+
+    fn from_table(mut table: toml::Table, dispatch: &DispatchConfig) -> anyhow::Result<Self> {
+        let mut common = toml::Table::new();
+        for key in Self::COMMON_KEYS {
+            if let Some(value) = table.remove(key) {
+                common.insert(key.into(), value);
+            }
+        }
+        let common = RouteCommon::deserialize(common)?;
+        Ok(RouteConfig {
+            delivery: common.delivery.unwrap_or(Delivery::DEFAULT),
+            concurrency: common.concurrency.unwrap_or(16).max(1),
+            timeout: Duration::from_secs(common.timeout_seconds.unwrap_or(10)),
+            max_attempts: common.max_attempts.unwrap_or(dispatch.max_attempts),
+            max_age: Duration::from_secs(common.max_age_seconds.unwrap_or(24 * 3600)),
+            provider: ProviderConfig::deserialize(table)?,
+        })
+    }
+
+    /// The route `serve` uses when none is configured: the in-process sandbox vendor.
+    pub fn builtin_sandbox(dispatch: &DispatchConfig) -> Self {
+        let mut table = toml::Table::new();
+        table.insert("provider".into(), "sandbox".into());
+        Self::from_table(table, dispatch).expect("the built-in sandbox route is valid")
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DispatchConfig {
+    /// How long a claim holds a notification. Must outlast every route's timeout, so that a
+    /// stalled send has been abandoned before another worker reconciles it.
+    pub lease_seconds: u64,
+    /// Attempts per notification before it ends (routes may override).
+    pub max_attempts: u32,
+    /// Notifications claimed in one transaction.
+    pub batch_size: u32,
+    /// Sends in flight at once across all routes, per process.
+    pub concurrency: usize,
+    /// How often to look for due work when no wake-up signal arrives.
+    pub poll_interval_ms: u64,
+    /// The first retry delay; each later one doubles, up to `retry_max_seconds`.
+    pub retry_base_ms: u64,
+    pub retry_max_seconds: u64,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            lease_seconds: 30,
+            max_attempts: 8,
+            batch_size: 64,
+            concurrency: 128,
+            poll_interval_ms: 1000,
+            retry_base_ms: 1000,
+            retry_max_seconds: 3600,
+        }
+    }
+}
+
+/// Safety margin between a route's timeout and the lease (see [`DispatchConfig::lease_seconds`]).
+const LEASE_MARGIN: Duration = Duration::from_secs(2);
+
+impl Config {
+    /// Reads `path` (if any), applies `HERALD_<SECTION>__<KEY>` overrides from `env`, fills
+    /// defaults and checks the result.
+    pub fn load(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Config> {
+        let mut table = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config {}", path.display()))?;
+                toml::from_str::<toml::Table>(&text)
+                    .with_context(|| format!("config {} is not valid TOML", path.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        apply_env_overrides(&mut table, env)?;
+        let routes = match table.remove("routes") {
+            Some(toml::Value::Table(routes)) => routes,
+            Some(_) => bail!("config: `routes` must be a table of routes"),
+            None => toml::Table::new(),
+        };
+        let mut config: Config = Config::deserialize(table).map_err(|e| {
+            anyhow::anyhow!("config: {}", e.to_string().trim_end().replace('\n', " "))
+        })?;
+        for (name, route) in routes {
+            let toml::Value::Table(route) = route else {
+                bail!("config: routes.{name} must be a table");
+            };
+            let route = RouteConfig::from_table(route, &config.dispatch).map_err(|e| {
+                anyhow::anyhow!("config: routes.{name}: {}", e.to_string().trim_end().replace('\n', " "))
+            })?;
+            config.routes.insert(name, route);
+        }
+        if config.routes.is_empty() {
+            config
+                .routes
+                .insert("sandbox".into(), RouteConfig::builtin_sandbox(&config.dispatch));
+            for channel in Channel::ALL {
+                config.channels.entry(channel).or_insert_with(|| "sandbox".into());
+            }
+        }
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        for (channel, route) in &self.channels {
+            let Some(r) = self.routes.get(route) else {
+                bail!("config: channels.{channel} names unknown route `{route}`");
+            };
+            if !r.provider.channels().contains(channel) {
+                bail!("config: channels.{channel}: route `{route}` does not carry {channel}");
+            }
+        }
+        let lease = Duration::from_secs(self.dispatch.lease_seconds);
+        for (name, route) in &self.routes {
+            if route.timeout + LEASE_MARGIN > lease {
+                bail!(
+                    "config: routes.{name}.timeout_seconds ({}) must be at least {} s below dispatch.lease_seconds ({})",
+                    route.timeout.as_secs(),
+                    LEASE_MARGIN.as_secs(),
+                    lease.as_secs()
+                );
+            }
+        }
+        for token in &self.tokens {
+            if token.scopes.is_empty() {
+                bail!("config: token `{}` has no scopes", token.name);
+            }
+        }
+        if self.dispatch.batch_size == 0 || self.dispatch.concurrency == 0 {
+            bail!("config: dispatch.batch_size and dispatch.concurrency must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// `HERALD_DATABASE__URL=…` sets `database.url`; `HERALD_ROUTES__MAIL__PORT=2525` sets
+/// `routes.mail.port`. A value that parses as a TOML value (a number, a boolean, an array) is
+/// taken as one; anything else is a string.
+fn apply_env_overrides(
+    table: &mut toml::Table,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> anyhow::Result<()> {
+    for (name, raw) in env {
+        let Some(path) = name.strip_prefix("HERALD_") else { continue };
+        if !path.contains("__") {
+            continue; // HERALD_CONFIG, HERALD_DEV_TOKEN, HERALD_URL … are not config keys
+        }
+        let keys: Vec<String> = path.split("__").map(str::to_lowercase).collect();
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or(toml::Value::String(raw));
+        let (last, parents) = keys.split_last().expect("split yields at least one key");
+        let mut node = &mut *table;
+        for key in parents {
+            let entry = node
+                .entry(key.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            node = entry
+                .as_table_mut()
+                .with_context(|| format!("{name}: `{key}` is not a table in the config"))?;
+        }
+        node.insert(last.clone(), value);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(toml_text: &str, env: &[(&str, &str)]) -> anyhow::Result<Config> {
+        let dir = std::env::temp_dir().join(format!("herald-config-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("herald.toml");
+        std::fs::write(&path, toml_text).unwrap();
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        let config = Config::load(Some(&path), env);
+        std::fs::remove_dir_all(dir).unwrap();
+        config
+    }
+
+    #[test]
+    fn no_config_means_sqlite_localhost_and_the_sandbox_for_every_channel() {
+        let config = Config::load(None, []).unwrap();
+        assert_eq!(config.database.url, "sqlite://herald.db");
+        assert_eq!(config.server.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.server.max_body_bytes, 262_144);
+        for channel in Channel::ALL {
+            assert_eq!(config.channels[&channel], "sandbox");
+        }
+    }
+
+    #[test]
+    fn environment_variables_override_nested_keys_with_typed_values() {
+        let config = load(
+            "[database]\nurl = \"sqlite://a.db\"\n[routes.box]\nprovider = \"sandbox\"\n",
+            &[
+                ("HERALD_DATABASE__URL", "postgres://postgres@127.0.0.1/x"),
+                ("HERALD_SERVER__MAX_BODY_BYTES", "1024"),
+                ("HERALD_ROUTES__BOX__VISIBILITY_LAG_MS", "250"),
+                ("HERALD_DEV_TOKEN", "not-a-key"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.database.url, "postgres://postgres@127.0.0.1/x");
+        assert_eq!(config.server.max_body_bytes, 1024);
+        let ProviderConfig::Sandbox { visibility_lag_ms, .. } = &config.routes["box"].provider;
+        assert_eq!(*visibility_lag_ms, 250);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        let err = load("[server]\nlisten = \"127.0.0.1:1\"\nlistn = 3\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("listn"), "{err}");
+        let err = load("[routes.a]\nprovider = \"sandbox\"\nhots = \"x\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("routes.a") && err.to_string().contains("hots"), "{err}");
+    }
+
+    #[test]
+    fn a_timeout_that_outlasts_the_lease_is_refused() {
+        let err = load(
+            "[dispatch]\nlease_seconds = 5\n[routes.a]\nprovider = \"sandbox\"\ntimeout_seconds = 10\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("lease_seconds"), "{err}");
+    }
+
+    #[test]
+    fn a_channel_default_must_name_a_route_that_carries_it() {
+        let err = load("[channels]\nemail = \"nope\"\n[routes.a]\nprovider = \"sandbox\"\n", &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown route"), "{err}");
+    }
+
+    #[test]
+    fn token_secrets_come_from_the_environment_and_stay_redacted() {
+        let config = load(
+            "[[tokens]]\nname = \"billing\"\ntenant = \"acme\"\nscopes = [\"send\"]\nsecret = { env = \"HERALD_TEST_TOKEN_SECRET_X\" }\n",
+            &[],
+        )
+        .unwrap();
+        let err = config.tokens[0].secret.resolve("token billing").unwrap_err();
+        assert!(err.to_string().contains("HERALD_TEST_TOKEN_SECRET_X"));
+        let literal = SecretSource::Literal(SecretString::from("canary-secret-1"));
+        assert!(!format!("{literal:?}").contains("canary-secret-1"));
+    }
+}

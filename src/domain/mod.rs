@@ -1,0 +1,16 @@
+//! The vocabulary of CONTRACT.md as types: states, certainty, delivery policy, identifiers and
+//! parsed values. No I/O lives here; everything that crosses the API or the store is parsed into
+//! these types first, so the rest of herald cannot hold an invalid value.
+
+mod notification;
+mod routing;
+mod states;
+mod values;
+
+pub use herald_provider::Channel;
+pub use notification::{Attempt, Content, Notification, NotificationRequest, Resolution};
+pub use routing::{RouteInfo, Routes, Template, Templates};
+pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};
+pub use values::{
+    EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,
+};

@@ -1,0 +1,435 @@
+//! A notification: what an upstream asked for (the request), what herald stores and shows (the
+//! notification with its attempts), and the rules that turn the first into the second.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+use super::routing::{Routes, Templates};
+use super::values::header_safe;
+use super::{
+    AttemptResult, Certainty, Channel, Delivery, EmailAddress, FieldError, NotificationId,
+    PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
+};
+
+/// `POST /v1/notifications` as the client sends it. Every field is checked by [`Self::parse`];
+/// unknown fields are refused so that a typo never silently drops content.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationRequest {
+    /// `email`, `sms`, `push` or `webhook`.
+    #[schema(example = "email")]
+    pub channel: String,
+    /// An email address, an E.164 number, a device token or a webhook URL, by channel.
+    #[schema(example = "ada@example.com")]
+    pub to: String,
+    /// A configured route; defaults to the channel's default route.
+    pub route: Option<String>,
+    pub subject: Option<String>,
+    pub text: Option<String>,
+    pub html: Option<String>,
+    /// The JSON object a webhook receives.
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+    /// A configured template, rendered with `data`, instead of literal content.
+    pub template: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<Map<String, Value>>,
+    /// `at_most_once` or `at_least_once`; defaults to the route's policy.
+    pub delivery: Option<String>,
+    /// Not before this time (RFC 3339).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub send_at: Option<OffsetDateTime>,
+    /// Up to 50 string pairs, echoed in events.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// What is sent, literal or rendered from a template (whose name and data are kept as asked).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Content {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<Map<String, Value>>,
+}
+
+/// A stored notification, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Notification {
+    #[schema(value_type = String, format = Uuid)]
+    pub id: NotificationId,
+    #[serde(skip)]
+    pub tenant: String,
+    #[schema(value_type = String, example = "email")]
+    pub channel: Channel,
+    pub to: String,
+    pub route: String,
+    pub delivery: Delivery,
+    pub state: State,
+    /// Set once the notification is final (`null` while `queued` or `sending`).
+    pub certainty: Option<Certainty>,
+    /// A `duplicate_possible` delivery that a person has seen.
+    pub acknowledged: bool,
+    #[serde(flatten)]
+    pub content: Content,
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub send_at: Option<OffsetDateTime>,
+    /// When the next try is due, while `queued`.
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub next_attempt_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: OffsetDateTime,
+}
+
+/// One try at handing a notification to its provider. Append-only: a later settlement adds
+/// `settled_by` and its evidence but never rewrites what the attempt itself saw.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Attempt {
+    pub n: i32,
+    pub route: String,
+    pub provider_idempotency_key: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub started_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub finished_at: Option<OffsetDateTime>,
+    pub result: AttemptResult,
+    /// For `rejected`: whether the provider refused for good.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permanent: Option<bool>,
+    pub provider_ref: Option<String>,
+    pub settled_by: Option<SettledBy>,
+    /// What the provider's answer (or its absence) showed, and what settled it later.
+    #[schema(value_type = Object)]
+    pub evidence: Value,
+}
+
+/// A person's resolution of a notification under review.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Resolution {
+    pub principal: String,
+    pub outcome: String,
+    pub then: Option<String>,
+    pub note: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: OffsetDateTime,
+}
+
+const MAX_SUBJECT_BYTES: usize = 998;
+const MAX_SMS_CHARS: usize = 1600;
+const MAX_PUSH_TEXT_BYTES: usize = 4096;
+const MAX_ROUTE_BYTES: usize = 64;
+const MAX_METADATA_KEYS: usize = 50;
+const MAX_METADATA_KEY_CHARS: usize = 40;
+const MAX_METADATA_VALUE_CHARS: usize = 500;
+
+impl NotificationRequest {
+    /// Turns a request into a new `queued` notification, or names the first field that is wrong.
+    pub fn parse(
+        self,
+        tenant: &str,
+        routes: &Routes,
+        templates: &Templates,
+        now: OffsetDateTime,
+    ) -> Result<Notification, FieldError> {
+        let channel = Channel::parse(&self.channel).ok_or_else(|| {
+            FieldError::new("channel", "must be one of email, sms, push, webhook")
+        })?;
+        let to = parse_recipient(channel, &self.to)?;
+        if let Some(route) = &self.route {
+            header_safe("route", route, MAX_ROUTE_BYTES)?;
+        }
+        let (route, route_info) = routes.choose(channel, self.route.as_deref())?;
+        let delivery = match &self.delivery {
+            None => route_info.delivery,
+            Some(d) => Delivery::parse(d).ok_or_else(|| {
+                FieldError::new("delivery", "must be at_most_once or at_least_once")
+            })?,
+        };
+        let content = self.content(channel, templates)?;
+        let metadata = parse_metadata(self.metadata.unwrap_or_default())?;
+        Ok(Notification {
+            id: NotificationId::new(),
+            tenant: tenant.to_owned(),
+            channel,
+            to,
+            route: route.to_owned(),
+            delivery,
+            state: State::Queued,
+            certainty: None,
+            acknowledged: false,
+            content,
+            metadata,
+            send_at: self.send_at,
+            next_attempt_at: Some(self.send_at.map_or(now, |at| at.max(now))),
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    fn content(&self, channel: Channel, templates: &Templates) -> Result<Content, FieldError> {
+        let mut content = Content {
+            subject: self.subject.clone(),
+            text: self.text.clone(),
+            html: self.html.clone(),
+            payload: self.payload.clone(),
+            template: None,
+            data: None,
+        };
+        if let Some(name) = &self.template {
+            let literal = [
+                ("subject", self.subject.is_some()),
+                ("text", self.text.is_some()),
+                ("html", self.html.is_some()),
+                ("payload", self.payload.is_some()),
+            ];
+            if let Some((field, _)) = literal.iter().find(|(_, set)| *set) {
+                return Err(FieldError::new(*field, "must not be given with a template"));
+            }
+            let data = self.data.clone().unwrap_or_default();
+            let rendered = templates.render(name, &data)?;
+            content = Content {
+                subject: rendered.subject,
+                text: rendered.text,
+                html: rendered.html,
+                payload: None,
+                template: Some(name.clone()),
+                data: Some(data),
+            };
+        } else if self.data.is_some() {
+            return Err(FieldError::new("data", "is only used with a template"));
+        }
+        check_content(channel, &content)?;
+        Ok(content)
+    }
+}
+
+fn parse_recipient(channel: Channel, to: &str) -> Result<String, FieldError> {
+    Ok(match channel {
+        Channel::Email => EmailAddress::parse("to", to)?.as_str().to_owned(),
+        Channel::Sms => PhoneNumber::parse("to", to)?.as_str().to_owned(),
+        Channel::Push => PushTarget::parse("to", to)?.as_str().to_owned(),
+        Channel::Webhook => WebhookUrl::parse("to", to)?.as_str().to_owned(),
+    })
+}
+
+/// What each channel needs and refuses. An email subject becomes a mail header and a push
+/// subject a title, so both are header-checked.
+fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
+    let forbid = |field: &str, set: bool| {
+        if set {
+            Err(FieldError::new(field, format!("is not used on the {channel} channel")))
+        } else {
+            Ok(())
+        }
+    };
+    let require = |field: &str, set: bool| {
+        if set {
+            Ok(())
+        } else {
+            Err(FieldError::new(field, format!("is required on the {channel} channel")))
+        }
+    };
+    if let Some(subject) = &c.subject {
+        header_safe("subject", subject, MAX_SUBJECT_BYTES)?;
+    }
+    match channel {
+        Channel::Email => {
+            require("subject", c.subject.is_some())?;
+            require("text", c.text.is_some() || c.html.is_some())?;
+            forbid("payload", c.payload.is_some())
+        }
+        Channel::Sms => {
+            forbid("subject", c.subject.is_some())?;
+            forbid("html", c.html.is_some())?;
+            forbid("payload", c.payload.is_some())?;
+            let text = c.text.as_deref().unwrap_or_default();
+            require("text", !text.is_empty())?;
+            if text.chars().count() > MAX_SMS_CHARS {
+                return Err(FieldError::new(
+                    "text",
+                    format!("must be at most {MAX_SMS_CHARS} characters"),
+                ));
+            }
+            Ok(())
+        }
+        Channel::Push => {
+            forbid("html", c.html.is_some())?;
+            forbid("payload", c.payload.is_some())?;
+            let text = c.text.as_deref().unwrap_or_default();
+            require("text", !text.is_empty())?;
+            if text.len() > MAX_PUSH_TEXT_BYTES {
+                return Err(FieldError::new(
+                    "text",
+                    format!("must be at most {MAX_PUSH_TEXT_BYTES} bytes"),
+                ));
+            }
+            Ok(())
+        }
+        Channel::Webhook => {
+            forbid("subject", c.subject.is_some())?;
+            forbid("text", c.text.is_some())?;
+            forbid("html", c.html.is_some())?;
+            match &c.payload {
+                Some(Value::Object(_)) => Ok(()),
+                Some(_) => Err(FieldError::new("payload", "must be a JSON object")),
+                None => require("payload", false),
+            }
+        }
+    }
+}
+
+fn parse_metadata(metadata: Map<String, Value>) -> Result<Map<String, Value>, FieldError> {
+    if metadata.len() > MAX_METADATA_KEYS {
+        return Err(FieldError::new(
+            "metadata",
+            format!("must have at most {MAX_METADATA_KEYS} keys"),
+        ));
+    }
+    for (key, value) in &metadata {
+        let field = format!("metadata.{key}");
+        if key.is_empty() || key.chars().count() > MAX_METADATA_KEY_CHARS {
+            return Err(FieldError::new(
+                field,
+                format!("keys must be 1 to {MAX_METADATA_KEY_CHARS} characters"),
+            ));
+        }
+        match value {
+            Value::String(s) if s.chars().count() <= MAX_METADATA_VALUE_CHARS => {}
+            Value::String(_) => {
+                return Err(FieldError::new(
+                    field,
+                    format!("must be at most {MAX_METADATA_VALUE_CHARS} characters"),
+                ));
+            }
+            _ => return Err(FieldError::new(field, "must be a string")),
+        }
+    }
+    Ok(metadata)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::routing::{RouteInfo, Template};
+
+    fn routes() -> Routes {
+        let all = RouteInfo {
+            channels: Channel::ALL.to_vec(),
+            delivery: Delivery::AtMostOnce,
+        };
+        let mail = RouteInfo {
+            channels: vec![Channel::Email],
+            delivery: Delivery::AtLeastOnce,
+        };
+        Routes::new(
+            BTreeMap::from([("sandbox".into(), all), ("mail".into(), mail)]),
+            Channel::ALL.iter().map(|c| (*c, "sandbox".to_string())).collect::<HashMap<_, _>>(),
+        )
+    }
+
+    fn templates() -> Templates {
+        Templates::new(BTreeMap::from([(
+            "export-ready".to_string(),
+            Template {
+                subject: Some("Export {{ job }} ready".into()),
+                text: Some("Download {{ job }}".into()),
+                html: Some("<b>{{ job }}</b>".into()),
+            },
+        )]))
+    }
+
+    fn parse(body: Value) -> Result<Notification, FieldError> {
+        let request: NotificationRequest = serde_json::from_value(body).unwrap();
+        request.parse("acme", &routes(), &templates(), OffsetDateTime::now_utc())
+    }
+
+    fn field_of(body: Value) -> String {
+        parse(body).unwrap_err().field
+    }
+
+    #[test]
+    fn a_valid_email_is_queued_on_the_default_route() {
+        let n = parse(json!({"channel":"email","to":"ada@example.com","subject":"Hi","text":"x"}))
+            .unwrap();
+        assert_eq!((n.state, n.route.as_str()), (State::Queued, "sandbox"));
+        assert_eq!(n.delivery, Delivery::AtMostOnce);
+        assert_eq!(n.next_attempt_at, Some(n.created_at));
+    }
+
+    #[test]
+    fn delivery_defaults_to_the_routes_policy() {
+        let n = parse(json!({"channel":"email","to":"a@b.io","route":"mail","subject":"s","text":"t"}))
+            .unwrap();
+        assert_eq!(n.delivery, Delivery::AtLeastOnce);
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases = [
+            (json!({"channel":"fax","to":"x"}), "channel"),
+            (json!({"channel":"email","to":"nope","subject":"s","text":"t"}), "to"),
+            (json!({"channel":"sms","to":"555","text":"t"}), "to"),
+            (json!({"channel":"webhook","to":"ftp://x.io","payload":{}}), "to"),
+            (json!({"channel":"email","to":"a@b.io","subject":"a\r\nBcc: e@x.io","text":"t"}), "subject"),
+            (json!({"channel":"email","to":"a@b.io","text":"t"}), "subject"),
+            (json!({"channel":"email","to":"a@b.io","subject":"s"}), "text"),
+            (json!({"channel":"sms","to":"+14155550100","text":"t","route":"mail"}), "route"),
+            (json!({"channel":"sms","to":"+14155550100","text":"t","route":"nope"}), "route"),
+            (json!({"channel":"sms","to":"+14155550100","text":"t","delivery":"twice"}), "delivery"),
+            (json!({"channel":"webhook","to":"https://h.io/x","payload":[1]}), "payload"),
+            (json!({"channel":"sms","to":"+14155550100","text":"t","metadata":{"k":1}}), "metadata.k"),
+            (json!({"channel":"email","to":"a@b.io","template":"nope"}), "template"),
+            (json!({"channel":"email","to":"a@b.io","template":"export-ready","data":{}}), "data"),
+            (json!({"channel":"email","to":"a@b.io","template":"export-ready","text":"t"}), "text"),
+        ];
+        for (body, field) in cases {
+            assert_eq!(field_of(body.clone()), field, "{body}");
+        }
+    }
+
+    #[test]
+    fn a_template_is_rendered_with_its_data_and_html_is_escaped() {
+        let n = parse(json!({"channel":"email","to":"a@b.io","template":"export-ready",
+                             "data":{"job":"<42>"}}))
+        .unwrap();
+        assert_eq!(n.content.subject.as_deref(), Some("Export <42> ready"));
+        assert_eq!(n.content.html.as_deref(), Some("<b>&lt;42&gt;</b>"));
+        assert_eq!(n.content.template.as_deref(), Some("export-ready"));
+    }
+
+    #[test]
+    fn send_at_in_the_future_sets_the_first_due_time() {
+        let n = parse(json!({"channel":"sms","to":"+14155550100","text":"t",
+                             "send_at":"2999-01-01T00:00:00Z"}))
+        .unwrap();
+        assert_eq!(n.next_attempt_at, n.send_at);
+    }
+}

@@ -1,0 +1,128 @@
+//! Which route carries a notification, what delivery policy it defaults to, and the templates
+//! that may stand in for literal content. Built from configuration at start-up.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value};
+
+use super::{Channel, Delivery, FieldError};
+
+/// What the enqueue path needs to know of a configured route.
+#[derive(Debug, Clone)]
+pub struct RouteInfo {
+    pub channels: Vec<Channel>,
+    pub delivery: Delivery,
+}
+
+/// Route names, the channels each serves, and the default route of each channel.
+#[derive(Debug, Clone, Default)]
+pub struct Routes {
+    routes: BTreeMap<String, RouteInfo>,
+    defaults: HashMap<Channel, String>,
+}
+
+impl Routes {
+    pub fn new(routes: BTreeMap<String, RouteInfo>, defaults: HashMap<Channel, String>) -> Self {
+        Routes { routes, defaults }
+    }
+
+    /// The route for `channel`: the one asked for, or the channel's default.
+    pub fn choose(
+        &self,
+        channel: Channel,
+        requested: Option<&str>,
+    ) -> Result<(&str, &RouteInfo), FieldError> {
+        let name = match requested {
+            Some(name) => name,
+            None => self.defaults.get(&channel).map(String::as_str).ok_or_else(|| {
+                FieldError::new("route", format!("no default route for channel {channel}"))
+            })?,
+        };
+        let (name, info) = self
+            .routes
+            .get_key_value(name)
+            .ok_or_else(|| FieldError::new("route", format!("unknown route `{name}`")))?;
+        if !info.channels.contains(&channel) {
+            return Err(FieldError::new(
+                "route",
+                format!("route `{name}` does not carry {channel}"),
+            ));
+        }
+        Ok((name, info))
+    }
+}
+
+/// A configured template: literal fields with `{{ placeholders }}` filled from `data`.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    pub subject: Option<String>,
+    pub text: Option<String>,
+    pub html: Option<String>,
+}
+
+/// Renders templates strictly: a placeholder missing from `data` is an error, not a blank.
+pub struct Templates {
+    env: minijinja::Environment<'static>,
+    templates: BTreeMap<String, Template>,
+}
+
+impl std::fmt::Debug for Templates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Templates")
+            .field("names", &self.templates.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Templates::new(BTreeMap::new())
+    }
+}
+
+impl Templates {
+    pub fn new(templates: BTreeMap<String, Template>) -> Self {
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env.set_auto_escape_callback(|name| {
+            if name.ends_with(".html") {
+                minijinja::AutoEscape::Html
+            } else {
+                minijinja::AutoEscape::None
+            }
+        });
+        Templates { env, templates }
+    }
+
+    /// Checks every template compiles, so a typo fails at start-up rather than on a request.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, t) in &self.templates {
+            for source in [&t.subject, &t.text, &t.html].into_iter().flatten() {
+                self.env
+                    .template_from_str(source)
+                    .map_err(|e| format!("template `{name}`: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn render(&self, name: &str, data: &Map<String, Value>) -> Result<Template, FieldError> {
+        let template = self
+            .templates
+            .get(name)
+            .ok_or_else(|| FieldError::new("template", format!("unknown template `{name}`")))?;
+        let render = |source: &Option<String>, kind: &str| -> Result<Option<String>, FieldError> {
+            let Some(source) = source else { return Ok(None) };
+            self.env
+                .render_named_str(&format!("{name}.{kind}"), source, data)
+                .map(Some)
+                .map_err(|e| FieldError::new("data", format!("template `{name}`: {e}")))
+        };
+        Ok(Template {
+            subject: render(&template.subject, "txt")?,
+            text: render(&template.text, "txt")?,
+            html: render(&template.html, "html")?,
+        })
+    }
+}

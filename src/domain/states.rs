@@ -1,0 +1,125 @@
+//! The state machine's names, exactly as CONTRACT.md spells them. Stored as text with CHECK
+//! constraints, so `as_str` and `parse` are the only translation.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+macro_rules! text_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vdoc])* $variant,)+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)+ }
+            }
+
+            pub fn parse(s: &str) -> Option<$name> {
+                match s { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// Where a notification stands. Each variant says what moves a row in and out.
+    State {
+        /// In: accepted by the API or the inbox; a retry; review `not_delivered` + `resend`.
+        /// Out: claimed by a dispatcher (`sending`) or cancelled.
+        Queued = "queued",
+        /// In: claimed, with an `in_flight` attempt committed before any call. Also held while an
+        /// ambiguous attempt is reconciled. Out: the recorded result.
+        Sending = "sending",
+        /// Final. The provider accepted it; certainty `known` or `duplicate_possible`.
+        Delivered = "delivered",
+        /// Final. The provider did not accept it, and nothing ambiguous is in the history.
+        Failed = "failed",
+        /// An unsettled ambiguity that policy forbids resending; waits for a person.
+        Unknown = "unknown",
+        /// Final. Cancelled while `queued`.
+        Cancelled = "cancelled",
+    }
+}
+
+impl State {
+    /// States in which herald will never touch the row again without a person.
+    pub fn is_final(self) -> bool {
+        !matches!(self, State::Queued | State::Sending)
+    }
+}
+
+text_enum! {
+    /// How sure herald is about what the provider did.
+    Certainty {
+        /// The provider's answer proves the outcome.
+        Known = "known",
+        /// Accepted, but the recipient may have got it more than once.
+        DuplicatePossible = "duplicate_possible",
+        /// Herald cannot tell whether the provider accepted it.
+        Unknown = "unknown",
+    }
+}
+
+text_enum! {
+    /// What herald does after an ambiguous attempt that nothing could settle.
+    Delivery {
+        /// Never send again; go to `unknown` for review.
+        AtMostOnce = "at_most_once",
+        /// Send again; an acceptance then ends `delivered`/`duplicate_possible`.
+        AtLeastOnce = "at_least_once",
+    }
+}
+
+impl Delivery {
+    /// The default of defaults (CONTRACT.md), for a route that names none.
+    pub const DEFAULT: Delivery = Delivery::AtMostOnce;
+}
+
+text_enum! {
+    /// The result of one attempt. `in_flight` is written before the call; the others after.
+    AttemptResult {
+        InFlight = "in_flight",
+        Accepted = "accepted",
+        Rejected = "rejected",
+        Ambiguous = "ambiguous",
+    }
+}
+
+text_enum! {
+    /// What later settled an ambiguous attempt.
+    SettledBy {
+        OutcomeQuery = "outcome_query",
+        IdempotentReplay = "idempotent_replay",
+        Review = "review",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_round_trips() {
+        for s in State::ALL {
+            assert_eq!(State::parse(s.as_str()), Some(*s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for c in Certainty::ALL {
+            assert_eq!(Certainty::parse(c.as_str()), Some(*c));
+        }
+        assert_eq!(Delivery::parse("at_least_once"), Some(Delivery::AtLeastOnce));
+        assert_eq!(State::parse("QUEUED"), None);
+    }
+}

@@ -1,0 +1,57 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use secrecy::ExposeSecret;
+use tokio_util::sync::CancellationToken;
+
+use herald::app::App;
+use herald::cli::{Cli, Command};
+use herald::config::Config;
+use herald::{store, telemetry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init_logs(cli.log_format);
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("herald: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    // One TLS provider for every client in the process (reqwest, sqlx, lettre, async-nats).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = Config::load(cli.config.as_deref(), std::env::vars())?;
+    match cli.command {
+        Command::Serve => {
+            let app = App::build(config).await?;
+            if let Some(token) = &app.generated_dev_token {
+                println!("development token (tenant `dev`, all scopes): {}", token.expose_secret());
+            }
+            let shutdown = CancellationToken::new();
+            tokio::spawn(signal_shutdown(shutdown.clone()));
+            app.run(shutdown).await
+        }
+        Command::Migrate => {
+            store::connect(&config.database.url, 1).await?;
+            println!("migrations applied to {}", store::redact_url(&config.database.url));
+            Ok(())
+        }
+    }
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+async fn signal_shutdown(token: CancellationToken) {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler at start-up");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+    token.cancel();
+}

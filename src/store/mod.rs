@@ -1,0 +1,366 @@
+//! The only place with SQL. One interface, [`Store`], implemented twice: [`sqlite`] (the
+//! embedded default: WAL, one writer) and [`postgres`] (any number of herald processes). Each
+//! backend holds its own SQL beside its method; the conformance suite in `tests/store.rs` runs
+//! the same cases against both.
+//!
+//! Every state change writes its outbox event in the same transaction as the change itself.
+
+mod postgres;
+mod sqlite;
+mod timestamp;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use sqlx::FromRow;
+use sqlx::types::Json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::{
+    Attempt, AttemptResult, Certainty, Channel, Content, Delivery, IdempotencyKey, Notification,
+    NotificationId, Resolution, SettledBy, State,
+};
+pub use timestamp::Timestamp;
+
+/// Errors that callers branch on; everything else is `Internal`, with its context.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    /// The row exists but is in a state that forbids the change.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The database cannot be reached or is refusing work right now; worth retrying later.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        let unavailable = match &err {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Protocol(_) => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                // PostgreSQL: 08 connection exception, 53 insufficient resources, 57P admin
+                // shutdown / crash / cannot connect now. SQLite: 5 BUSY, 6 LOCKED.
+                code.starts_with("08")
+                    || code.starts_with("53")
+                    || code.starts_with("57P")
+                    || code == "5"
+                    || code == "6"
+            }),
+            _ => false,
+        };
+        if unavailable {
+            StoreError::Unavailable(err.to_string())
+        } else {
+            StoreError::Internal(anyhow::Error::new(err))
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// One enqueue: the notification, its idempotency record and its `accepted` event, which the
+/// store commits together.
+#[derive(Debug, Clone)]
+pub struct NewAccept {
+    pub key: IdempotencyKey,
+    /// SHA-256 of the canonical request, to tell a replay from a reused key.
+    pub request_hash: Vec<u8>,
+    pub notification: Notification,
+    /// The answer to store for replays.
+    pub response: Value,
+}
+
+/// What became of one [`NewAccept`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum AcceptOutcome {
+    Created,
+    /// The key was used before with the same request: answer what was answered then.
+    Replayed { status: u16, body: Value },
+    /// The key was used before with another request.
+    KeyReused,
+    /// Another request with this key has not finished yet.
+    InProgress,
+}
+
+/// A notification with its history, as `GET /v1/notifications/{id}` shows it.
+#[derive(Debug, Clone)]
+pub struct NotificationDetail {
+    pub notification: Notification,
+    pub attempts: Vec<Attempt>,
+    pub resolutions: Vec<Resolution>,
+}
+
+/// `GET /v1/notifications` filters; results are newest first, strictly older than `before`.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub state: Option<State>,
+    pub certainty: Option<Certainty>,
+    pub before: Option<NotificationId>,
+    pub limit: u32,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Ok when the database answers and its migrations are the ones this build expects.
+    async fn check_ready(&self) -> StoreResult<()>;
+
+    /// Commits each new notification with its idempotency record and `accepted` event, all in
+    /// one transaction; keys already used are answered from their record instead.
+    async fn accept(&self, items: Vec<NewAccept>) -> StoreResult<Vec<AcceptOutcome>>;
+
+    async fn notification(&self, tenant: &str, id: NotificationId) -> StoreResult<NotificationDetail>;
+
+    async fn list(&self, tenant: &str, filter: &ListFilter) -> StoreResult<Vec<Notification>>;
+
+    /// `queued` → `cancelled`; `Conflict` from any other state.
+    async fn cancel(&self, tenant: &str, id: NotificationId, now: OffsetDateTime) -> StoreResult<Notification>;
+}
+
+/// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        Ok(Arc::new(postgres::PgStore::connect(url, max_connections).await?))
+    } else {
+        anyhow::bail!("database.url must start with sqlite: or postgres: (got `{}`)", redact_url(url))
+    }
+}
+
+/// A database URL fit for an error message: any password replaced.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The migrations of one backend, embedded at build time (no `migrate!` macro: it would need
+/// sqlx's compile-time machinery for two databases).
+fn migrator(sources: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Migrator {
+    use std::borrow::Cow;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    let migrations = sources
+        .iter()
+        .map(|(version, description, sql)| {
+            Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                sqlx::SqlStr::from_static(sql),
+                false,
+            )
+        })
+        .collect::<Vec<_>>();
+    Migrator {
+        migrations: Cow::Owned(migrations),
+        ..Migrator::DEFAULT
+    }
+}
+
+/// CloudEvents `type`s of the outbox (CONTRACT.md, "Events").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Accepted,
+    Delivered,
+    Failed,
+    Unknown,
+    Resolved,
+    Cancelled,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Accepted => "dev.herald.notification.accepted",
+            EventType::Delivered => "dev.herald.notification.delivered",
+            EventType::Failed => "dev.herald.notification.failed",
+            EventType::Unknown => "dev.herald.notification.unknown",
+            EventType::Resolved => "dev.herald.notification.resolved",
+            EventType::Cancelled => "dev.herald.notification.cancelled",
+        }
+    }
+}
+
+/// An outbox row: the event's stable id and its `data`, fixed when the state changed.
+#[derive(Debug, Clone)]
+pub struct OutboxEvent {
+    pub id: Uuid,
+    pub tenant: String,
+    pub notification_id: NotificationId,
+    pub event_type: EventType,
+    pub data: Value,
+    pub created_at: OffsetDateTime,
+}
+
+impl OutboxEvent {
+    pub fn for_notification(n: &Notification, event_type: EventType, now: OffsetDateTime) -> Self {
+        OutboxEvent {
+            id: Uuid::now_v7(),
+            tenant: n.tenant.clone(),
+            notification_id: n.id,
+            event_type,
+            data: json!({
+                "id": n.id,
+                "state": n.state,
+                "certainty": n.certainty,
+                "metadata": n.metadata,
+            }),
+            created_at: now,
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct NotificationRow {
+    id: Uuid,
+    tenant: String,
+    channel: String,
+    recipient: String,
+    route: String,
+    delivery: String,
+    content: Json<Content>,
+    metadata: Json<Map<String, Value>>,
+    state: String,
+    certainty: Option<String>,
+    acknowledged: bool,
+    send_at: Option<Timestamp>,
+    due_at: Timestamp,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+/// A text column holds a name this build does not know: the database was written by another
+/// version, or by hand.
+fn corrupt(column: &str, value: &str) -> StoreError {
+    StoreError::Internal(anyhow::anyhow!("unexpected {column} `{value}` in the database"))
+}
+
+impl TryFrom<NotificationRow> for Notification {
+    type Error = StoreError;
+
+    fn try_from(row: NotificationRow) -> Result<Self, StoreError> {
+        let state = State::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?;
+        let certainty = match row.certainty.as_deref() {
+            None => None,
+            Some(c) => Some(Certainty::parse(c).ok_or_else(|| corrupt("certainty", c))?),
+        };
+        Ok(Notification {
+            id: NotificationId::from_uuid(row.id),
+            tenant: row.tenant,
+            channel: Channel::parse(&row.channel).ok_or_else(|| corrupt("channel", &row.channel))?,
+            to: row.recipient,
+            route: row.route,
+            delivery: Delivery::parse(&row.delivery)
+                .ok_or_else(|| corrupt("delivery", &row.delivery))?,
+            state,
+            certainty,
+            acknowledged: row.acknowledged,
+            content: row.content.0,
+            metadata: row.metadata.0,
+            send_at: row.send_at.map(Timestamp::into_inner),
+            next_attempt_at: (state == State::Queued).then(|| row.due_at.into_inner()),
+            created_at: row.created_at.into_inner(),
+            updated_at: row.updated_at.into_inner(),
+        })
+    }
+}
+
+#[derive(FromRow)]
+struct AttemptRow {
+    n: i32,
+    route: String,
+    provider_idempotency_key: String,
+    started_at: Timestamp,
+    finished_at: Option<Timestamp>,
+    result: String,
+    permanent: Option<bool>,
+    provider_ref: Option<String>,
+    settled_by: Option<String>,
+    evidence: Json<Value>,
+}
+
+impl TryFrom<AttemptRow> for Attempt {
+    type Error = StoreError;
+
+    fn try_from(row: AttemptRow) -> Result<Self, StoreError> {
+        let settled_by = match row.settled_by.as_deref() {
+            None => None,
+            Some(s) => Some(SettledBy::parse(s).ok_or_else(|| corrupt("settled_by", s))?),
+        };
+        Ok(Attempt {
+            n: row.n,
+            route: row.route,
+            provider_idempotency_key: row.provider_idempotency_key,
+            started_at: row.started_at.into_inner(),
+            finished_at: row.finished_at.map(Timestamp::into_inner),
+            result: AttemptResult::parse(&row.result).ok_or_else(|| corrupt("result", &row.result))?,
+            permanent: row.permanent,
+            provider_ref: row.provider_ref,
+            settled_by,
+            evidence: row.evidence.0,
+        })
+    }
+}
+
+#[derive(FromRow)]
+struct ResolutionRow {
+    principal: String,
+    outcome: String,
+    then_action: Option<String>,
+    note: String,
+    created_at: Timestamp,
+}
+
+impl From<ResolutionRow> for Resolution {
+    fn from(row: ResolutionRow) -> Self {
+        Resolution {
+            principal: row.principal,
+            outcome: row.outcome,
+            then: row.then_action,
+            note: row.note,
+            at: row.created_at.into_inner(),
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct IdempotencyRow {
+    request_hash: Vec<u8>,
+    response_status: i32,
+    response_body: Json<Value>,
+}
+
+impl IdempotencyRow {
+    /// A key found already taken: the same request is a replay, another one a reuse.
+    fn outcome_for(self, request_hash: &[u8]) -> AcceptOutcome {
+        if self.request_hash == request_hash {
+            AcceptOutcome::Replayed {
+                status: u16::try_from(self.response_status).unwrap_or(500),
+                body: self.response_body.0,
+            }
+        } else {
+            AcceptOutcome::KeyReused
+        }
+    }
+}
+
+fn rows_into<R, T>(rows: Vec<R>) -> StoreResult<Vec<T>>
+where
+    T: TryFrom<R, Error = StoreError>,
+{
+    rows.into_iter().map(T::try_from).collect()
+}

@@ -1,0 +1,96 @@
+//! Time in the database. PostgreSQL stores `timestamptz`. SQLite has no time type, and sqlx
+//! writes RFC 3339 with a variable number of fractional digits, whose text order is not time
+//! order ("…:00Z" sorts after "…:00.5Z"). Herald compares and sorts times in SQL (due work,
+//! leases), so on SQLite it writes UTC with exactly six fractional digits instead.
+
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
+use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
+use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
+use time::format_description::BorrowedFormatItem;
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+use time::{OffsetDateTime, UtcOffset};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Timestamp(OffsetDateTime);
+
+const SQLITE_FORMAT: &[BorrowedFormatItem<'static>] = format_description!(
+    "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
+);
+
+impl Timestamp {
+    pub fn into_inner(self) -> OffsetDateTime {
+        self.0
+    }
+}
+
+impl From<OffsetDateTime> for Timestamp {
+    fn from(t: OffsetDateTime) -> Self {
+        Timestamp(t)
+    }
+}
+
+impl Type<Postgres> for Timestamp {
+    fn type_info() -> PgTypeInfo {
+        <OffsetDateTime as Type<Postgres>>::type_info()
+    }
+}
+
+impl Encode<'_, Postgres> for Timestamp {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        Encode::<Postgres>::encode_by_ref(&self.0, buf)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Timestamp {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        <OffsetDateTime as Decode<Postgres>>::decode(value).map(Timestamp)
+    }
+}
+
+impl Type<Sqlite> for Timestamp {
+    fn type_info() -> SqliteTypeInfo {
+        <String as Type<Sqlite>>::type_info()
+    }
+}
+
+impl Encode<'_, Sqlite> for Timestamp {
+    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+        let text = self.0.to_offset(UtcOffset::UTC).format(SQLITE_FORMAT)?;
+        Encode::<Sqlite>::encode(text, buf)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for Timestamp {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        let text = <&str as Decode<Sqlite>>::decode(value)?;
+        Ok(Timestamp(OffsetDateTime::parse(text, &Rfc3339)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn sqlite_text_sorts_like_time() {
+        let times = [
+            datetime!(2026-01-01 00:00:00 UTC),
+            datetime!(2026-01-01 00:00:00.5 UTC),
+            datetime!(2026-01-01 00:00:01 +01:00),
+            datetime!(2026-01-01 00:00:01 UTC),
+        ];
+        let text: Vec<String> = times
+            .iter()
+            .map(|t| t.to_offset(UtcOffset::UTC).format(SQLITE_FORMAT).unwrap())
+            .collect();
+        let mut sorted = text.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![text[2].clone(), text[0].clone(), text[1].clone(), text[3].clone()]);
+        assert_eq!(text[0], "2026-01-01T00:00:00.000000Z");
+        assert_eq!(OffsetDateTime::parse(&text[1], &Rfc3339).unwrap(), times[1]);
+    }
+}
