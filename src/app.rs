@@ -33,11 +33,16 @@ impl App {
         let store = store::connect(&config.database.url, config.database.max_connections)
             .await
             .with_context(|| {
-                format!("cannot open database {}", store::redact_url(&config.database.url))
+                format!(
+                    "cannot open database {}",
+                    store::redact_url(&config.database.url)
+                )
             })?;
         let (tokens, generated_dev_token) = tokens(&config)?;
         let templates = Templates::new(config.templates.clone());
-        templates.check().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+        templates
+            .check()
+            .map_err(|e| anyhow::anyhow!("config: {e}"))?;
         let routes = Routes::new(
             config
                 .routes
@@ -50,7 +55,11 @@ impl App {
                     (name.clone(), info)
                 })
                 .collect::<BTreeMap<_, _>>(),
-            config.channels.iter().map(|(c, r)| (*c, r.clone())).collect(),
+            config
+                .channels
+                .iter()
+                .map(|(c, r)| (*c, r.clone()))
+                .collect(),
         );
         let state = AppState {
             store: store.clone(),
@@ -73,7 +82,9 @@ impl App {
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("a bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
     }
 
     pub fn store(&self) -> Arc<dyn Store> {
@@ -106,7 +117,10 @@ fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
     let (secret, generated) = match std::env::var("HERALD_DEV_TOKEN") {
         Ok(token) if !token.is_empty() => (SecretString::from(token), None),
         _ => {
-            let token = SecretString::from(format!("hrld_dev_{}", hex::encode(rand::random::<[u8; 24]>())));
+            let token = SecretString::from(format!(
+                "hrld_dev_{}",
+                hex::encode(rand::random::<[u8; 24]>())
+            ));
             (token.clone(), Some(token))
         }
     };

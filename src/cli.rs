@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use crate::telemetry::LogFormat;
 
 #[derive(Debug, Parser)]
-#[command(name = "herald", version, about = "A notification dispatcher that never claims more than it knows")]
+#[command(
+    name = "herald",
+    version,
+    about = "A notification dispatcher that never claims more than it knows"
+)]
 pub struct Cli {
     /// herald.toml; without one, herald runs on SQLite with the built-in sandbox route.
     #[arg(long, global = true, env = "HERALD_CONFIG")]

@@ -109,7 +109,9 @@ impl SecretSource {
                 .map(|s| SecretString::from(s.trim_end().to_owned()))
                 .with_context(|| format!("{what}: cannot read {}", file.display())),
             SecretSource::Literal(secret) => {
-                tracing::warn!("{what} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development");
+                tracing::warn!(
+                    "{what} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development"
+                );
                 Ok(secret.clone())
             }
         }
@@ -280,16 +282,23 @@ impl Config {
                 bail!("config: routes.{name} must be a table");
             };
             let route = RouteConfig::from_table(route, &config.dispatch).map_err(|e| {
-                anyhow::anyhow!("config: routes.{name}: {}", e.to_string().trim_end().replace('\n', " "))
+                anyhow::anyhow!(
+                    "config: routes.{name}: {}",
+                    e.to_string().trim_end().replace('\n', " ")
+                )
             })?;
             config.routes.insert(name, route);
         }
         if config.routes.is_empty() {
-            config
-                .routes
-                .insert("sandbox".into(), RouteConfig::builtin_sandbox(&config.dispatch));
+            config.routes.insert(
+                "sandbox".into(),
+                RouteConfig::builtin_sandbox(&config.dispatch),
+            );
             for channel in Channel::ALL {
-                config.channels.entry(channel).or_insert_with(|| "sandbox".into());
+                config
+                    .channels
+                    .entry(channel)
+                    .or_insert_with(|| "sandbox".into());
             }
         }
         config.check()?;
@@ -336,7 +345,9 @@ fn apply_env_overrides(
     env: impl IntoIterator<Item = (String, String)>,
 ) -> anyhow::Result<()> {
     for (name, raw) in env {
-        let Some(path) = name.strip_prefix("HERALD_") else { continue };
+        let Some(path) = name.strip_prefix("HERALD_") else {
+            continue;
+        };
         if !path.contains("__") {
             continue; // HERALD_CONFIG, HERALD_DEV_TOKEN, HERALD_URL … are not config keys
         }
@@ -400,7 +411,9 @@ mod tests {
         .unwrap();
         assert_eq!(config.database.url, "postgres://postgres@127.0.0.1/x");
         assert_eq!(config.server.max_body_bytes, 1024);
-        let ProviderConfig::Sandbox { visibility_lag_ms, .. } = &config.routes["box"].provider;
+        let ProviderConfig::Sandbox {
+            visibility_lag_ms, ..
+        } = &config.routes["box"].provider;
         assert_eq!(*visibility_lag_ms, 250);
     }
 
@@ -409,7 +422,10 @@ mod tests {
         let err = load("[server]\nlisten = \"127.0.0.1:1\"\nlistn = 3\n", &[]).unwrap_err();
         assert!(err.to_string().contains("listn"), "{err}");
         let err = load("[routes.a]\nprovider = \"sandbox\"\nhots = \"x\"\n", &[]).unwrap_err();
-        assert!(err.to_string().contains("routes.a") && err.to_string().contains("hots"), "{err}");
+        assert!(
+            err.to_string().contains("routes.a") && err.to_string().contains("hots"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -424,8 +440,11 @@ mod tests {
 
     #[test]
     fn a_channel_default_must_name_a_route_that_carries_it() {
-        let err = load("[channels]\nemail = \"nope\"\n[routes.a]\nprovider = \"sandbox\"\n", &[])
-            .unwrap_err();
+        let err = load(
+            "[channels]\nemail = \"nope\"\n[routes.a]\nprovider = \"sandbox\"\n",
+            &[],
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("unknown route"), "{err}");
     }
 
@@ -436,7 +455,10 @@ mod tests {
             &[],
         )
         .unwrap();
-        let err = config.tokens[0].secret.resolve("token billing").unwrap_err();
+        let err = config.tokens[0]
+            .secret
+            .resolve("token billing")
+            .unwrap_err();
         assert!(err.to_string().contains("HERALD_TEST_TOKEN_SECRET_X"));
         let literal = SecretSource::Literal(SecretString::from("canary-secret-1"));
         assert!(!format!("{literal:?}").contains("canary-secret-1"));

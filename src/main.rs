@@ -30,7 +30,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => {
             let app = App::build(config).await?;
             if let Some(token) = &app.generated_dev_token {
-                println!("development token (tenant `dev`, all scopes): {}", token.expose_secret());
+                println!(
+                    "development token (tenant `dev`, all scopes): {}",
+                    token.expose_secret()
+                );
             }
             let shutdown = CancellationToken::new();
             tokio::spawn(signal_shutdown(shutdown.clone()));
@@ -38,7 +41,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Migrate => {
             store::connect(&config.database.url, 1).await?;
-            println!("migrations applied to {}", store::redact_url(&config.database.url));
+            println!(
+                "migrations applied to {}",
+                store::redact_url(&config.database.url)
+            );
             Ok(())
         }
     }

@@ -15,7 +15,9 @@ pub enum LogFormat {
 pub fn init_logs(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     // A second install (tests building several apps) keeps the first subscriber.
     let _ = match format {
         LogFormat::Text => builder.try_init(),

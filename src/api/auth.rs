@@ -5,15 +5,15 @@
 use std::collections::HashSet;
 
 use axum::extract::FromRequestParts;
+use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use axum::http::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::problem::Problem;
 use super::AppState;
+use super::problem::Problem;
 use crate::config::Scope;
 
 /// Who is calling: resolved from the `Authorization` header of every authenticated request.
@@ -57,7 +57,9 @@ struct Token {
 pub struct Tokens(Vec<Token>);
 
 impl Tokens {
-    pub fn new(tokens: impl IntoIterator<Item = (String, String, Vec<Scope>, SecretString)>) -> Self {
+    pub fn new(
+        tokens: impl IntoIterator<Item = (String, String, Vec<Scope>, SecretString)>,
+    ) -> Self {
         Tokens(
             tokens
                 .into_iter()

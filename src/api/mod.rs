@@ -11,10 +11,10 @@ mod problem;
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{Request, StatusCode};
-use axum::Router;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -76,7 +76,8 @@ impl From<NotificationDetail> for NotificationBody {
 }
 
 fn location(id: NotificationId) -> HeaderValue {
-    HeaderValue::from_str(&format!("/v1/notifications/{id}")).expect("a UUID path is a valid header")
+    HeaderValue::from_str(&format!("/v1/notifications/{id}"))
+        .expect("a UUID path is a valid header")
 }
 
 /// SHA-256 of the request with object keys sorted, so that key order and whitespace do not make
@@ -188,7 +189,13 @@ pub async fn create(
     principal.require(Scope::Send)?;
     let key = idempotency_key(&headers)?;
     let body = json_object(body)?;
-    let item = prepare(&state, &principal.tenant, key, body, OffsetDateTime::now_utc())?;
+    let item = prepare(
+        &state,
+        &principal.tenant,
+        key,
+        body,
+        OffsetDateTime::now_utc(),
+    )?;
     let id = item.notification.id;
     let outcome = state.store.accept(vec![item.clone()]).await?;
     match outcome.into_iter().next() {
@@ -215,7 +222,11 @@ fn replayed(status: u16, body: Value) -> Response {
     let mut response = (status, Json(&body)).into_response();
     let headers = response.headers_mut();
     headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
-    if let Some(id) = body.get("id").and_then(Value::as_str).and_then(NotificationId::parse) {
+    if let Some(id) = body
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(NotificationId::parse)
+    {
         headers.insert(header::LOCATION, location(id));
     }
     response
@@ -327,9 +338,9 @@ pub async fn create_batch(
             continue;
         };
         let key = match object.remove("idempotency_key") {
-            Some(Value::String(key)) => IdempotencyKey::parse(&field("idempotency_key"), &key),
+            Some(Value::String(key)) => IdempotencyKey::parse("idempotency_key", &key),
             _ => Err(crate::domain::FieldError::new(
-                field("idempotency_key"),
+                "idempotency_key",
                 "is required: 1–255 printable ASCII characters",
             )),
         };
@@ -384,7 +395,10 @@ pub async fn create_batch(
             state.wake.notify_one();
         }
     }
-    let results = results.into_iter().map(|r| r.expect("every item has a result")).collect();
+    let results = results
+        .into_iter()
+        .map(|r| r.expect("every item has a result"))
+        .collect();
     Ok(Json(BatchBody { results }).into_response())
 }
 
@@ -406,7 +420,10 @@ pub async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<NotificationBody>, Problem> {
     principal.require(Scope::Read)?;
-    let detail = state.store.notification(&principal.tenant, parse_id(&id)?).await?;
+    let detail = state
+        .store
+        .notification(&principal.tenant, parse_id(&id)?)
+        .await?;
     Ok(Json(detail.into()))
 }
 
@@ -436,8 +453,13 @@ pub async fn list(
 ) -> Result<Json<ListBody>, Problem> {
     principal.require(Scope::Read)?;
     let bad = |name: &str, detail: &str| {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid-parameter", "A query parameter is invalid", detail)
-            .with_field(name)
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-parameter",
+            "A query parameter is invalid",
+            detail,
+        )
+        .with_field(name)
     };
     let mut filter = ListFilter {
         limit: DEFAULT_PAGE,
@@ -462,8 +484,10 @@ pub async fn list(
                     .ok_or_else(|| bad(name, "must be a number from 1 to 200"))?
             }
             "cursor" => {
-                filter.before =
-                    Some(NotificationId::parse(value).ok_or_else(|| bad(name, "not a cursor from this API"))?)
+                filter.before = Some(
+                    NotificationId::parse(value)
+                        .ok_or_else(|| bad(name, "not a cursor from this API"))?,
+                )
             }
             _ => return Err(bad(name, "unknown query parameter")),
         }

@@ -63,11 +63,21 @@ impl Problem {
     }
 
     pub fn malformed(detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::BAD_REQUEST, "malformed-request", "The request is malformed", detail)
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "malformed-request",
+            "The request is malformed",
+            detail,
+        )
     }
 
     pub fn not_found() -> Self {
-        Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", "no such resource")
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "Not found",
+            "no such resource",
+        )
     }
 
     pub fn unauthorized() -> Self {
@@ -93,9 +103,12 @@ impl From<StoreError> for Problem {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound => Problem::not_found(),
-            StoreError::Conflict(detail) => {
-                Problem::new(StatusCode::CONFLICT, "conflict", "Conflict with the current state", detail)
-            }
+            StoreError::Conflict(detail) => Problem::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                "Conflict with the current state",
+                detail,
+            ),
             StoreError::Unavailable(cause) => {
                 tracing::warn!(%cause, "database unavailable");
                 Problem::new(

@@ -241,7 +241,10 @@ fn parse_recipient(channel: Channel, to: &str) -> Result<String, FieldError> {
 fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
     let forbid = |field: &str, set: bool| {
         if set {
-            Err(FieldError::new(field, format!("is not used on the {channel} channel")))
+            Err(FieldError::new(
+                field,
+                format!("is not used on the {channel} channel"),
+            ))
         } else {
             Ok(())
         }
@@ -250,7 +253,10 @@ fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
         if set {
             Ok(())
         } else {
-            Err(FieldError::new(field, format!("is required on the {channel} channel")))
+            Err(FieldError::new(
+                field,
+                format!("is required on the {channel} channel"),
+            ))
         }
     };
     if let Some(subject) = &c.subject {
@@ -351,7 +357,10 @@ mod tests {
         };
         Routes::new(
             BTreeMap::from([("sandbox".into(), all), ("mail".into(), mail)]),
-            Channel::ALL.iter().map(|c| (*c, "sandbox".to_string())).collect::<HashMap<_, _>>(),
+            Channel::ALL
+                .iter()
+                .map(|c| (*c, "sandbox".to_string()))
+                .collect::<HashMap<_, _>>(),
         )
     }
 
@@ -386,8 +395,9 @@ mod tests {
 
     #[test]
     fn delivery_defaults_to_the_routes_policy() {
-        let n = parse(json!({"channel":"email","to":"a@b.io","route":"mail","subject":"s","text":"t"}))
-            .unwrap();
+        let n =
+            parse(json!({"channel":"email","to":"a@b.io","route":"mail","subject":"s","text":"t"}))
+                .unwrap();
         assert_eq!(n.delivery, Delivery::AtLeastOnce);
     }
 
@@ -395,20 +405,59 @@ mod tests {
     fn each_bad_field_is_named() {
         let cases = [
             (json!({"channel":"fax","to":"x"}), "channel"),
-            (json!({"channel":"email","to":"nope","subject":"s","text":"t"}), "to"),
+            (
+                json!({"channel":"email","to":"nope","subject":"s","text":"t"}),
+                "to",
+            ),
             (json!({"channel":"sms","to":"555","text":"t"}), "to"),
-            (json!({"channel":"webhook","to":"ftp://x.io","payload":{}}), "to"),
-            (json!({"channel":"email","to":"a@b.io","subject":"a\r\nBcc: e@x.io","text":"t"}), "subject"),
-            (json!({"channel":"email","to":"a@b.io","text":"t"}), "subject"),
-            (json!({"channel":"email","to":"a@b.io","subject":"s"}), "text"),
-            (json!({"channel":"sms","to":"+14155550100","text":"t","route":"mail"}), "route"),
-            (json!({"channel":"sms","to":"+14155550100","text":"t","route":"nope"}), "route"),
-            (json!({"channel":"sms","to":"+14155550100","text":"t","delivery":"twice"}), "delivery"),
-            (json!({"channel":"webhook","to":"https://h.io/x","payload":[1]}), "payload"),
-            (json!({"channel":"sms","to":"+14155550100","text":"t","metadata":{"k":1}}), "metadata.k"),
-            (json!({"channel":"email","to":"a@b.io","template":"nope"}), "template"),
-            (json!({"channel":"email","to":"a@b.io","template":"export-ready","data":{}}), "data"),
-            (json!({"channel":"email","to":"a@b.io","template":"export-ready","text":"t"}), "text"),
+            (
+                json!({"channel":"webhook","to":"ftp://x.io","payload":{}}),
+                "to",
+            ),
+            (
+                json!({"channel":"email","to":"a@b.io","subject":"a\r\nBcc: e@x.io","text":"t"}),
+                "subject",
+            ),
+            (
+                json!({"channel":"email","to":"a@b.io","text":"t"}),
+                "subject",
+            ),
+            (
+                json!({"channel":"email","to":"a@b.io","subject":"s"}),
+                "text",
+            ),
+            (
+                json!({"channel":"sms","to":"+14155550100","text":"t","route":"mail"}),
+                "route",
+            ),
+            (
+                json!({"channel":"sms","to":"+14155550100","text":"t","route":"nope"}),
+                "route",
+            ),
+            (
+                json!({"channel":"sms","to":"+14155550100","text":"t","delivery":"twice"}),
+                "delivery",
+            ),
+            (
+                json!({"channel":"webhook","to":"https://h.io/x","payload":[1]}),
+                "payload",
+            ),
+            (
+                json!({"channel":"sms","to":"+14155550100","text":"t","metadata":{"k":1}}),
+                "metadata.k",
+            ),
+            (
+                json!({"channel":"email","to":"a@b.io","template":"nope"}),
+                "template",
+            ),
+            (
+                json!({"channel":"email","to":"a@b.io","template":"export-ready","data":{}}),
+                "data",
+            ),
+            (
+                json!({"channel":"email","to":"a@b.io","template":"export-ready","text":"t"}),
+                "text",
+            ),
         ];
         for (body, field) in cases {
             assert_eq!(field_of(body.clone()), field, "{body}");
@@ -417,8 +466,10 @@ mod tests {
 
     #[test]
     fn a_template_is_rendered_with_its_data_and_html_is_escaped() {
-        let n = parse(json!({"channel":"email","to":"a@b.io","template":"export-ready",
-                             "data":{"job":"<42>"}}))
+        let n = parse(
+            json!({"channel":"email","to":"a@b.io","template":"export-ready",
+                             "data":{"job":"<42>"}}),
+        )
         .unwrap();
         assert_eq!(n.content.subject.as_deref(), Some("Export <42> ready"));
         assert_eq!(n.content.html.as_deref(), Some("<b>&lt;42&gt;</b>"));

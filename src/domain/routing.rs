@@ -34,9 +34,13 @@ impl Routes {
     ) -> Result<(&str, &RouteInfo), FieldError> {
         let name = match requested {
             Some(name) => name,
-            None => self.defaults.get(&channel).map(String::as_str).ok_or_else(|| {
-                FieldError::new("route", format!("no default route for channel {channel}"))
-            })?,
+            None => self
+                .defaults
+                .get(&channel)
+                .map(String::as_str)
+                .ok_or_else(|| {
+                    FieldError::new("route", format!("no default route for channel {channel}"))
+                })?,
         };
         let (name, info) = self
             .routes
@@ -113,7 +117,9 @@ impl Templates {
             .get(name)
             .ok_or_else(|| FieldError::new("template", format!("unknown template `{name}`")))?;
         let render = |source: &Option<String>, kind: &str| -> Result<Option<String>, FieldError> {
-            let Some(source) = source else { return Ok(None) };
+            let Some(source) = source else {
+                return Ok(None);
+            };
             self.env
                 .render_named_str(&format!("{name}.{kind}"), source, data)
                 .map(Some)

@@ -119,7 +119,10 @@ mod tests {
         for c in Certainty::ALL {
             assert_eq!(Certainty::parse(c.as_str()), Some(*c));
         }
-        assert_eq!(Delivery::parse("at_least_once"), Some(Delivery::AtLeastOnce));
+        assert_eq!(
+            Delivery::parse("at_least_once"),
+            Some(Delivery::AtLeastOnce)
+        );
         assert_eq!(State::parse("QUEUED"), None);
     }
 }

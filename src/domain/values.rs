@@ -89,7 +89,10 @@ fn reject_control_chars(field: &str, s: &str) -> Result<(), FieldError> {
         return Err(FieldError::new(field, "must not contain CR or LF"));
     }
     if s.chars().any(char::is_control) {
-        return Err(FieldError::new(field, "must not contain control characters"));
+        return Err(FieldError::new(
+            field,
+            "must not contain control characters",
+        ));
     }
     Ok(())
 }
@@ -99,7 +102,10 @@ fn reject_control_chars(field: &str, s: &str) -> Result<(), FieldError> {
 pub(crate) fn header_safe(field: &str, s: &str, max_len: usize) -> Result<(), FieldError> {
     reject_control_chars(field, s)?;
     if s.len() > max_len {
-        return Err(FieldError::new(field, format!("must be at most {max_len} bytes")));
+        return Err(FieldError::new(
+            field,
+            format!("must be at most {max_len} bytes"),
+        ));
     }
     Ok(())
 }
@@ -155,7 +161,10 @@ impl PhoneNumber {
         if valid {
             Ok(PhoneNumber(s.to_owned()))
         } else {
-            Err(FieldError::new(field, "must be an E.164 phone number like +14155550100"))
+            Err(FieldError::new(
+                field,
+                "must be an E.164 phone number like +14155550100",
+            ))
         }
     }
 
@@ -172,7 +181,10 @@ impl PushTarget {
     pub fn parse(field: &str, s: &str) -> Result<Self, FieldError> {
         header_safe(field, s, 4096)?;
         if s.is_empty() || s.chars().any(char::is_whitespace) {
-            return Err(FieldError::new(field, "must be a device token without whitespace"));
+            return Err(FieldError::new(
+                field,
+                "must be a device token without whitespace",
+            ));
         }
         Ok(PushTarget(s.to_owned()))
     }
@@ -226,7 +238,11 @@ mod tests {
 
     #[test]
     fn email_addresses_are_plain_addr_specs() {
-        for ok in ["ada@example.com", "a.b+tag@mail.example.co.uk", "x_y@a-b.io"] {
+        for ok in [
+            "ada@example.com",
+            "a.b+tag@mail.example.co.uk",
+            "x_y@a-b.io",
+        ] {
             assert!(EmailAddress::parse("to", ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -247,7 +263,13 @@ mod tests {
     #[test]
     fn phone_numbers_are_e164() {
         assert!(PhoneNumber::parse("to", "+14155550100").is_ok());
-        for bad in ["14155550100", "+0415555010", "+1415", "+1415555010012345", "+1 415 555"] {
+        for bad in [
+            "14155550100",
+            "+0415555010",
+            "+1415",
+            "+1415555010012345",
+            "+1 415 555",
+        ] {
             assert!(PhoneNumber::parse("to", bad).is_err(), "{bad}");
         }
     }

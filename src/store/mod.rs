@@ -85,7 +85,10 @@ pub struct NewAccept {
 pub enum AcceptOutcome {
     Created,
     /// The key was used before with the same request: answer what was answered then.
-    Replayed { status: u16, body: Value },
+    Replayed {
+        status: u16,
+        body: Value,
+    },
     /// The key was used before with another request.
     KeyReused,
     /// Another request with this key has not finished yet.
@@ -118,12 +121,21 @@ pub trait Store: Send + Sync + 'static {
     /// one transaction; keys already used are answered from their record instead.
     async fn accept(&self, items: Vec<NewAccept>) -> StoreResult<Vec<AcceptOutcome>>;
 
-    async fn notification(&self, tenant: &str, id: NotificationId) -> StoreResult<NotificationDetail>;
+    async fn notification(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+    ) -> StoreResult<NotificationDetail>;
 
     async fn list(&self, tenant: &str, filter: &ListFilter) -> StoreResult<Vec<Notification>>;
 
     /// `queued` → `cancelled`; `Conflict` from any other state.
-    async fn cancel(&self, tenant: &str, id: NotificationId, now: OffsetDateTime) -> StoreResult<Notification>;
+    async fn cancel(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification>;
 }
 
 /// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
@@ -131,9 +143,14 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn 
     if url.starts_with("sqlite:") {
         Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        Ok(Arc::new(postgres::PgStore::connect(url, max_connections).await?))
+        Ok(Arc::new(
+            postgres::PgStore::connect(url, max_connections).await?,
+        ))
     } else {
-        anyhow::bail!("database.url must start with sqlite: or postgres: (got `{}`)", redact_url(url))
+        anyhow::bail!(
+            "database.url must start with sqlite: or postgres: (got `{}`)",
+            redact_url(url)
+        )
     }
 }
 
@@ -151,8 +168,8 @@ pub fn redact_url(url: &str) -> String {
 /// The migrations of one backend, embedded at build time (no `migrate!` macro: it would need
 /// sqlx's compile-time machinery for two databases).
 fn migrator(sources: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Migrator {
-    use std::borrow::Cow;
     use sqlx::migrate::{Migration, MigrationType, Migrator};
+    use std::borrow::Cow;
     let migrations = sources
         .iter()
         .map(|(version, description, sql)| {
@@ -246,7 +263,9 @@ struct NotificationRow {
 /// A text column holds a name this build does not know: the database was written by another
 /// version, or by hand.
 fn corrupt(column: &str, value: &str) -> StoreError {
-    StoreError::Internal(anyhow::anyhow!("unexpected {column} `{value}` in the database"))
+    StoreError::Internal(anyhow::anyhow!(
+        "unexpected {column} `{value}` in the database"
+    ))
 }
 
 impl TryFrom<NotificationRow> for Notification {
@@ -261,7 +280,8 @@ impl TryFrom<NotificationRow> for Notification {
         Ok(Notification {
             id: NotificationId::from_uuid(row.id),
             tenant: row.tenant,
-            channel: Channel::parse(&row.channel).ok_or_else(|| corrupt("channel", &row.channel))?,
+            channel: Channel::parse(&row.channel)
+                .ok_or_else(|| corrupt("channel", &row.channel))?,
             to: row.recipient,
             route: row.route,
             delivery: Delivery::parse(&row.delivery)
@@ -307,7 +327,8 @@ impl TryFrom<AttemptRow> for Attempt {
             provider_idempotency_key: row.provider_idempotency_key,
             started_at: row.started_at.into_inner(),
             finished_at: row.finished_at.map(Timestamp::into_inner),
-            result: AttemptResult::parse(&row.result).ok_or_else(|| corrupt("result", &row.result))?,
+            result: AttemptResult::parse(&row.result)
+                .ok_or_else(|| corrupt("result", &row.result))?,
             permanent: row.permanent,
             provider_ref: row.provider_ref,
             settled_by,

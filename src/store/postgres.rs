@@ -10,9 +10,9 @@ use sqlx::{PgPool, Postgres, Transaction};
 use time::OffsetDateTime;
 
 use super::{
-    AcceptOutcome, AttemptRow, EventType, IdempotencyRow, ListFilter, NewAccept, NotificationDetail,
-    NotificationRow, OutboxEvent, ResolutionRow, Store, StoreError, StoreResult, Timestamp,
-    rows_into,
+    AcceptOutcome, AttemptRow, EventType, IdempotencyRow, ListFilter, NewAccept,
+    NotificationDetail, NotificationRow, OutboxEvent, ResolutionRow, Store, StoreError,
+    StoreResult, Timestamp, rows_into,
 };
 use crate::domain::{Notification, NotificationId, State};
 
@@ -50,7 +50,10 @@ impl PgStore {
         Ok(PgStore { pool })
     }
 
-    async fn insert_event(tx: &mut Transaction<'_, Postgres>, event: &OutboxEvent) -> StoreResult<()> {
+    async fn insert_event(
+        tx: &mut Transaction<'_, Postgres>,
+        event: &OutboxEvent,
+    ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -123,8 +126,11 @@ impl PgStore {
             .bind(Timestamp::from(n.created_at))
             .execute(&mut *tx)
             .await?;
-            Self::insert_event(&mut tx, &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at))
-                .await?;
+            Self::insert_event(
+                &mut tx,
+                &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at),
+            )
+            .await?;
             outcomes.push(AcceptOutcome::Created);
         }
         tx.commit().await?;
@@ -159,11 +165,10 @@ fn is_retryable(err: &StoreError) -> bool {
 #[async_trait]
 impl Store for PgStore {
     async fn check_ready(&self) -> StoreResult<()> {
-        let applied: Option<i64> = sqlx::query_scalar(
-            "SELECT max(version) FROM _sqlx_migrations WHERE success",
-        )
-        .fetch_one(&self.pool)
-        .await?;
+        let applied: Option<i64> =
+            sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?;
         let expected = MIGRATIONS.last().map(|m| m.0);
         if applied != expected {
             return Err(StoreError::Unavailable(format!(
@@ -187,7 +192,11 @@ impl Store for PgStore {
         }
     }
 
-    async fn notification(&self, tenant: &str, id: NotificationId) -> StoreResult<NotificationDetail> {
+    async fn notification(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+    ) -> StoreResult<NotificationDetail> {
         let notification = self.find(tenant, id).await?;
         let attempts: Vec<AttemptRow> = sqlx::query_as(
             "SELECT n, route, provider_idempotency_key, started_at, finished_at, result, permanent,
@@ -232,7 +241,12 @@ impl Store for PgStore {
         rows_into(rows)
     }
 
-    async fn cancel(&self, tenant: &str, id: NotificationId, now: OffsetDateTime) -> StoreResult<Notification> {
+    async fn cancel(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification> {
         let mut tx = self.pool.begin().await?;
         let row: Option<NotificationRow> = sqlx::query_as(concat!(
             "UPDATE notifications
@@ -256,8 +270,11 @@ impl Store for PgStore {
         };
         let notification: Notification = row.try_into()?;
         debug_assert_eq!(notification.state, State::Cancelled);
-        Self::insert_event(&mut tx, &OutboxEvent::for_notification(&notification, EventType::Cancelled, now))
-            .await?;
+        Self::insert_event(
+            &mut tx,
+            &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
+        )
+        .await?;
         tx.commit().await?;
         Ok(notification)
     }

@@ -13,9 +13,9 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use time::OffsetDateTime;
 
 use super::{
-    AcceptOutcome, AttemptRow, EventType, IdempotencyRow, ListFilter, NewAccept, NotificationDetail,
-    NotificationRow, OutboxEvent, ResolutionRow, Store, StoreError, StoreResult, Timestamp,
-    rows_into,
+    AcceptOutcome, AttemptRow, EventType, IdempotencyRow, ListFilter, NewAccept,
+    NotificationDetail, NotificationRow, OutboxEvent, ResolutionRow, Store, StoreError,
+    StoreResult, Timestamp, rows_into,
 };
 use crate::domain::{Notification, NotificationId};
 
@@ -67,7 +67,10 @@ impl SqliteStore {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
-    async fn insert_event(tx: &mut Transaction<'_, Sqlite>, event: &OutboxEvent) -> StoreResult<()> {
+    async fn insert_event(
+        tx: &mut Transaction<'_, Sqlite>,
+        event: &OutboxEvent,
+    ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -171,15 +174,22 @@ impl Store for SqliteStore {
             .bind(Timestamp::from(n.created_at))
             .execute(&mut *tx)
             .await?;
-            Self::insert_event(&mut tx, &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at))
-                .await?;
+            Self::insert_event(
+                &mut tx,
+                &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at),
+            )
+            .await?;
             outcomes.push(AcceptOutcome::Created);
         }
         tx.commit().await?;
         Ok(outcomes)
     }
 
-    async fn notification(&self, tenant: &str, id: NotificationId) -> StoreResult<NotificationDetail> {
+    async fn notification(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+    ) -> StoreResult<NotificationDetail> {
         let notification = self.find(tenant, id).await?;
         let attempts: Vec<AttemptRow> = sqlx::query_as(
             "SELECT n, route, provider_idempotency_key, started_at, finished_at, result, permanent,
@@ -224,7 +234,12 @@ impl Store for SqliteStore {
         rows_into(rows)
     }
 
-    async fn cancel(&self, tenant: &str, id: NotificationId, now: OffsetDateTime) -> StoreResult<Notification> {
+    async fn cancel(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification> {
         let mut tx = self.begin_write().await?;
         let row: Option<NotificationRow> = sqlx::query_as(concat!(
             "UPDATE notifications
@@ -247,8 +262,11 @@ impl Store for SqliteStore {
             )));
         };
         let notification: Notification = row.try_into()?;
-        Self::insert_event(&mut tx, &OutboxEvent::for_notification(&notification, EventType::Cancelled, now))
-            .await?;
+        Self::insert_event(
+            &mut tx,
+            &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
+        )
+        .await?;
         tx.commit().await?;
         Ok(notification)
     }

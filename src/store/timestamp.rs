@@ -16,9 +16,8 @@ use time::{OffsetDateTime, UtcOffset};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Timestamp(OffsetDateTime);
 
-const SQLITE_FORMAT: &[BorrowedFormatItem<'static>] = format_description!(
-    "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
-);
+const SQLITE_FORMAT: &[BorrowedFormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
 
 impl Timestamp {
     pub fn into_inner(self) -> OffsetDateTime {
@@ -89,7 +88,15 @@ mod tests {
             .collect();
         let mut sorted = text.clone();
         sorted.sort();
-        assert_eq!(sorted, vec![text[2].clone(), text[0].clone(), text[1].clone(), text[3].clone()]);
+        assert_eq!(
+            sorted,
+            vec![
+                text[2].clone(),
+                text[0].clone(),
+                text[1].clone(),
+                text[3].clone()
+            ]
+        );
         assert_eq!(text[0], "2026-01-01T00:00:00.000000Z");
         assert_eq!(OffsetDateTime::parse(&text[1], &Rfc3339).unwrap(), times[1]);
     }

@@ -27,7 +27,12 @@ pub enum Channel {
 }
 
 impl Channel {
-    pub const ALL: [Channel; 4] = [Channel::Email, Channel::Sms, Channel::Push, Channel::Webhook];
+    pub const ALL: [Channel; 4] = [
+        Channel::Email,
+        Channel::Sms,
+        Channel::Push,
+        Channel::Webhook,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {

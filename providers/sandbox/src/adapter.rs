@@ -276,4 +276,3 @@ fn with_vendor_code(result: SendResult, body: &str) -> SendResult {
         accepted @ SendResult::Accepted { .. } => accepted,
     }
 }
-

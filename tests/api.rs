@@ -1,0 +1,681 @@
+//! The enqueue and read API over real HTTP, on SQLite and on PostgreSQL (CONTRACT.md, "HTTP API").
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use support::{ACME, ACME_READER, Backend, GLOBEX, email, problem, spawn_app};
+
+on_both_backends!(
+    the_same_key_and_body_replay_the_original_answer,
+    a_reused_key_with_another_body_is_rejected,
+    a_missing_or_malformed_key_is_rejected,
+    keys_belong_to_their_tenant,
+    sixty_four_concurrent_requests_with_one_key_create_one_notification,
+    two_thousand_keys_over_32_connections_create_two_thousand_notifications,
+    invalid_requests_name_their_field_and_store_nothing,
+    auth_tokens_scopes_and_tenants_are_enforced,
+    a_notification_reads_back_with_its_state_and_attempts,
+    lists_are_newest_first_filtered_and_paginated,
+    only_a_queued_notification_can_be_cancelled,
+    a_batch_answers_each_item_in_order_in_one_transaction,
+    operations_endpoints_answer,
+);
+
+async fn the_same_key_and_body_replay_the_original_answer(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let first = app
+        .enqueue(ACME, "order-42", &email("ada@example.com"))
+        .await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let location = first.headers()["location"].to_str().unwrap().to_owned();
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(
+        location,
+        format!("/v1/notifications/{}", first["id"].as_str().unwrap())
+    );
+    assert_eq!(first["state"], "queued");
+
+    // The same body with its keys in another order is the same request.
+    let mut reordered = serde_json::Map::new();
+    for (k, v) in email("ada@example.com").as_object().unwrap().iter().rev() {
+        reordered.insert(k.clone(), v.clone());
+    }
+    let again = app
+        .enqueue(ACME, "order-42", &Value::Object(reordered))
+        .await;
+    assert_eq!(again.status(), StatusCode::ACCEPTED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.headers()["location"].to_str().unwrap(), location);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again, first, "the replay is the original body");
+
+    assert_eq!(app.db.count("notifications").await, 1);
+    assert_eq!(app.db.count("outbox").await, 1);
+    assert_eq!(app.db.count("idempotency_keys").await, 1);
+}
+
+async fn a_reused_key_with_another_body_is_rejected(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    assert_eq!(
+        app.enqueue(ACME, "k1", &email("ada@example.com"))
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    let body = problem(
+        app.enqueue(ACME, "k1", &email("bob@example.com")).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert!(
+        body["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("/idempotency-key-reused"),
+        "{body}"
+    );
+    assert_eq!(app.db.count("notifications").await, 1);
+}
+
+async fn a_missing_or_malformed_key_is_rejected(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let response = app
+        .http
+        .post(app.url("/v1/notifications"))
+        .bearer_auth(ACME)
+        .json(&email("ada@example.com"))
+        .send()
+        .await
+        .unwrap();
+    let body = problem(response, StatusCode::BAD_REQUEST).await;
+    assert!(
+        body["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("/idempotency-key-missing")
+    );
+    assert_eq!(body["field"], "Idempotency-Key");
+
+    let too_long = "k".repeat(256);
+    let body = problem(
+        app.enqueue(ACME, &too_long, &email("ada@example.com"))
+            .await,
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    assert_eq!(body["field"], "Idempotency-Key");
+
+    let response = app
+        .http
+        .post(app.url("/v1/notifications"))
+        .bearer_auth(ACME)
+        .header("Idempotency-Key", "a")
+        .header("Idempotency-Key", "b")
+        .json(&email("ada@example.com"))
+        .send()
+        .await
+        .unwrap();
+    problem(response, StatusCode::BAD_REQUEST).await;
+    assert_eq!(app.db.count("notifications").await, 0);
+    assert_eq!(app.db.count("idempotency_keys").await, 0);
+}
+
+async fn keys_belong_to_their_tenant(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let acme: Value = app
+        .enqueue(ACME, "shared-key", &email("ada@example.com"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let globex = app
+        .enqueue(GLOBEX, "shared-key", &email("bob@example.com"))
+        .await;
+    assert_eq!(globex.status(), StatusCode::ACCEPTED);
+    assert!(globex.headers().get("idempotent-replayed").is_none());
+    let globex: Value = globex.json().await.unwrap();
+    assert_ne!(acme["id"], globex["id"]);
+    assert_eq!(app.db.count("notifications").await, 2);
+}
+
+async fn sixty_four_concurrent_requests_with_one_key_create_one_notification(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let body = email("ada@example.com");
+    let responses = join_all((0..64).map(|_| app.enqueue(ACME, "one-key", &body))).await;
+    let mut ids = HashSet::new();
+    let (mut created, mut replayed, mut in_progress) = (0, 0, 0);
+    for response in responses {
+        match response.status() {
+            StatusCode::ACCEPTED => {
+                if response.headers().contains_key("idempotent-replayed") {
+                    replayed += 1;
+                } else {
+                    created += 1;
+                }
+                let body: Value = response.json().await.unwrap();
+                ids.insert(body["id"].as_str().unwrap().to_owned());
+            }
+            StatusCode::CONFLICT => in_progress += 1,
+            other => panic!("unexpected {other}: {}", response.text().await.unwrap()),
+        }
+    }
+    assert_eq!(created, 1, "exactly one request creates");
+    assert_eq!(created + replayed + in_progress, 64);
+    assert_eq!(ids.len(), 1, "every 202 names the same notification");
+    assert_eq!(app.db.count("notifications").await, 1);
+    assert_eq!(app.db.count("outbox").await, 1);
+}
+
+async fn two_thousand_keys_over_32_connections_create_two_thousand_notifications(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let app = std::sync::Arc::new(app);
+    let workers = (0..32).map(|w| {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..(2000 / 32 + 1) {
+                let n = w * (2000 / 32 + 1) + i;
+                if n >= 2000 {
+                    break;
+                }
+                let response = app
+                    .enqueue(
+                        ACME,
+                        &format!("bulk-{n}"),
+                        &email(&format!("user{n}@example.com")),
+                    )
+                    .await;
+                assert_eq!(response.status(), StatusCode::ACCEPTED, "request {n}");
+                let body: Value = response.json().await.unwrap();
+                ids.push(body["id"].as_str().unwrap().to_owned());
+            }
+            ids
+        })
+    });
+    let ids: HashSet<String> = join_all(workers)
+        .await
+        .into_iter()
+        .flat_map(Result::unwrap)
+        .collect();
+    assert_eq!(ids.len(), 2000);
+    assert_eq!(app.db.count("notifications").await, 2000);
+    assert_eq!(app.db.count("outbox").await, 2000);
+}
+
+async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let cases: Vec<(Value, StatusCode, &str)> = vec![
+        (
+            json!({"channel": "fax", "to": "x"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "channel",
+        ),
+        (
+            json!({"channel": "email", "to": "not-an-address", "subject": "s", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"channel": "sms", "to": "4155550100", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"channel": "webhook", "to": "file:///etc/passwd", "payload": {}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "Hi\r\nBcc: eve@example.com", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "subject",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com\nBcc: eve@example.com", "subject": "s", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "x".repeat(999), "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "subject",
+        ),
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "x".repeat(1601)}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "text",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "send_at": "tomorrow"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "send_at",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "route": "nowhere"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "route",
+        ),
+        (
+            json!({"channel": "email", "to": 42, "subject": "s", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "colour": "red"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "colour",
+        ),
+        (
+            json!({"to": "ada@example.com", "subject": "s", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "channel",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "delivery": "twice"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "delivery",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "metadata": {"n": 1}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "metadata.n",
+        ),
+    ];
+    for (i, (body, status, field)) in cases.into_iter().enumerate() {
+        let answer = problem(app.enqueue(ACME, &format!("bad-{i}"), &body).await, status).await;
+        assert_eq!(answer["field"], field, "case {i}: {body} → {answer}");
+    }
+
+    let raw = |body: &'static str| {
+        app.http
+            .post(app.url("/v1/notifications"))
+            .bearer_auth(ACME)
+            .header("Idempotency-Key", "raw")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    problem(
+        raw("{\"channel\": \"email\",").await.unwrap(),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    problem(raw("[1, 2]").await.unwrap(), StatusCode::BAD_REQUEST).await;
+    let oversized = format!(
+        "{{\"channel\":\"email\",\"text\":\"{}\"}}",
+        "x".repeat(300 * 1024)
+    );
+    let response = app
+        .http
+        .post(app.url("/v1/notifications"))
+        .bearer_auth(ACME)
+        .header("Idempotency-Key", "big")
+        .header("content-type", "application/json")
+        .body(oversized)
+        .send()
+        .await
+        .unwrap();
+    problem(response, StatusCode::PAYLOAD_TOO_LARGE).await;
+    problem(
+        app.get(ACME, "/v1/nothing-here").await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    assert_eq!(app.db.count("notifications").await, 0);
+    assert_eq!(app.db.count("idempotency_keys").await, 0);
+    assert_eq!(app.db.count("outbox").await, 0);
+}
+
+async fn auth_tokens_scopes_and_tenants_are_enforced(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let response = app
+        .enqueue("wrong-token", "k", &email("ada@example.com"))
+        .await;
+    let headers = response.headers().clone();
+    problem(response, StatusCode::UNAUTHORIZED).await;
+    assert_eq!(headers["www-authenticate"], "Bearer");
+    let response = app
+        .http
+        .get(app.url("/v1/notifications"))
+        .send()
+        .await
+        .unwrap();
+    problem(response, StatusCode::UNAUTHORIZED).await;
+
+    problem(
+        app.enqueue(ACME_READER, "k", &email("ada@example.com"))
+            .await,
+        StatusCode::FORBIDDEN,
+    )
+    .await;
+    assert_eq!(app.db.count("notifications").await, 0);
+
+    let created: Value = app
+        .enqueue(ACME, "k", &email("ada@example.com"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let path = format!("/v1/notifications/{}", created["id"].as_str().unwrap());
+    assert_eq!(app.get(ACME_READER, &path).await.status(), StatusCode::OK);
+    problem(app.get(GLOBEX, &path).await, StatusCode::NOT_FOUND).await;
+    problem(
+        app.post_json(GLOBEX, &format!("{path}/cancel"), &json!({}))
+            .await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    let listed: Value = app
+        .get(GLOBEX, "/v1/notifications")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["data"], json!([]));
+}
+
+async fn a_notification_reads_back_with_its_state_and_attempts(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let mut body = email("ada@example.com");
+    body["send_at"] = json!("2999-12-01T09:00:00Z");
+    body["delivery"] = json!("at_least_once");
+    let created: Value = app
+        .enqueue(ACME, "read-back", &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let shown: Value = app
+        .get(
+            ACME,
+            &format!("/v1/notifications/{}", created["id"].as_str().unwrap()),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["id"], created["id"]);
+    assert_eq!(shown["state"], "queued");
+    assert_eq!(shown["certainty"], Value::Null);
+    assert_eq!(shown["delivery"], "at_least_once");
+    assert_eq!(shown["route"], "sandbox");
+    assert_eq!(shown["subject"], "Your export is ready");
+    assert_eq!(shown["metadata"], json!({"export": "export-intent-7"}));
+    assert_eq!(shown["send_at"], "2999-12-01T09:00:00Z");
+    assert_eq!(shown["next_attempt_at"], "2999-12-01T09:00:00Z");
+    assert_eq!(shown["attempts"], json!([]));
+    assert_eq!(shown["review"], Value::Null);
+    problem(
+        app.get(ACME, "/v1/notifications/not-a-uuid").await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+}
+
+async fn lists_are_newest_first_filtered_and_paginated(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let body: Value = app
+            .enqueue(ACME, &format!("list-{i}"), &email("ada@example.com"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        ids.push(body["id"].as_str().unwrap().to_owned());
+    }
+    app.post_json(
+        ACME,
+        &format!("/v1/notifications/{}/cancel", ids[1]),
+        &json!({}),
+    )
+    .await;
+
+    let mut seen = Vec::new();
+    let mut path = "/v1/notifications?limit=2".to_owned();
+    loop {
+        let page: Value = app.get(ACME, &path).await.json().await.unwrap();
+        seen.extend(
+            page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n["id"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/notifications?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first);
+
+    let cancelled: Value = app
+        .get(ACME, "/v1/notifications?state=cancelled")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled["data"].as_array().unwrap().len(), 1);
+    assert_eq!(cancelled["data"][0]["id"], ids[1].as_str());
+    let known: Value = app
+        .get(ACME, "/v1/notifications?certainty=known")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(known["data"].as_array().unwrap().len(), 1);
+
+    for bad in [
+        "state=lost",
+        "limit=0",
+        "limit=500",
+        "cursor=zzz",
+        "colour=red",
+    ] {
+        let answer = problem(
+            app.get(ACME, &format!("/v1/notifications?{bad}")).await,
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+        assert_eq!(answer["field"], bad.split('=').next().unwrap());
+    }
+}
+
+async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let mut body = email("ada@example.com");
+    body["send_at"] = json!("2999-01-01T00:00:00Z");
+    let created: Value = app
+        .enqueue(ACME, "cancel-me", &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let path = format!(
+        "/v1/notifications/{}/cancel",
+        created["id"].as_str().unwrap()
+    );
+    let cancelled = app.post_json(ACME, &path, &json!({})).await;
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    let cancelled: Value = cancelled.json().await.unwrap();
+    assert_eq!(
+        (cancelled["state"].as_str(), cancelled["certainty"].as_str()),
+        (Some("cancelled"), Some("known"))
+    );
+    let again = problem(
+        app.post_json(ACME, &path, &json!({})).await,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert!(again["detail"].as_str().unwrap().contains("cancelled"));
+    assert_eq!(
+        app.db
+            .scalar("SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.cancelled'")
+            .await,
+        1
+    );
+}
+
+async fn a_batch_answers_each_item_in_order_in_one_transaction(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    app.enqueue(ACME, "already", &email("ada@example.com"))
+        .await;
+    let item = |key: &str, to: &str| {
+        let mut body = email(to);
+        body["idempotency_key"] = json!(key);
+        body
+    };
+    let mut invalid = item("b-bad", "nope");
+    invalid["channel"] = json!("email");
+    let response = app
+        .post_json(
+            ACME,
+            "/v1/notifications/batch",
+            &json!({"items": [
+                item("b-1", "one@example.com"),
+                invalid,
+                item("already", "ada@example.com"),
+                item("already", "changed@example.com"),
+                item("b-2", "two@example.com"),
+                {"channel": "email"},
+            ]}),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    let results = body["results"].as_array().unwrap();
+    let statuses: Vec<u64> = results
+        .iter()
+        .map(|r| r["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, vec![202, 422, 202, 422, 202, 422]);
+    assert_eq!(results[0]["notification"]["to"], "one@example.com");
+    assert_eq!(results[1]["problem"]["field"], "items[1].to");
+    assert_eq!(results[2]["replayed"], true);
+    assert!(
+        results[3]["problem"]["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("/idempotency-key-reused")
+    );
+    assert_eq!(results[5]["problem"]["field"], "items[5].idempotency_key");
+    assert_eq!(app.db.count("notifications").await, 3);
+    assert_eq!(app.db.count("outbox").await, 3);
+
+    let too_many: Vec<Value> = (0..1001)
+        .map(|i| item(&format!("m-{i}"), "a@example.com"))
+        .collect();
+    let answer = problem(
+        app.post_json(ACME, "/v1/notifications/batch", &json!({"items": too_many}))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(answer["field"], "items");
+}
+
+async fn operations_endpoints_answer(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    assert_eq!(
+        app.http
+            .get(app.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    let ready: Value = app
+        .http
+        .get(app.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["status"], "ready");
+
+    app.enqueue(ACME, "m-1", &email("ada@example.com")).await;
+    app.enqueue(ACME, "m-1", &email("ada@example.com")).await;
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert!(
+        value("herald_notifications_accepted_total") >= Some(1.0),
+        "{metrics}"
+    );
+    assert!(
+        value("herald_idempotency_replays_total") >= Some(1.0),
+        "{metrics}"
+    );
+
+    let spec: Value = app
+        .http
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(spec["openapi"].as_str().unwrap().starts_with("3."));
+    for path in [
+        "/v1/notifications",
+        "/v1/notifications/{id}",
+        "/v1/notifications/batch",
+    ] {
+        assert!(spec["paths"].get(path).is_some(), "openapi lists {path}");
+    }
+    tokio::time::timeout(Duration::from_secs(10), app.stop())
+        .await
+        .expect("a graceful stop");
+}

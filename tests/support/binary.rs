@@ -1,0 +1,117 @@
+//! herald as a separate process (the real `herald` binary), for tests that kill it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::eventually;
+
+pub struct HeraldProcess {
+    child: Child,
+    pub base: String,
+    config: PathBuf,
+    log: PathBuf,
+}
+
+/// A free loopback port (the kernel's choice, released for the child to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl HeraldProcess {
+    /// Starts `herald serve` with `config_text` and waits until `/readyz` answers 200.
+    pub async fn start(config_text: &str, dir: &Path, name: &str) -> HeraldProcess {
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, config_text).expect("write config");
+        let log = dir.join(format!("{name}.log"));
+        let base = config_text
+            .lines()
+            .find_map(|l| l.strip_prefix("listen = \""))
+            .map(|l| format!("http://{}", l.trim_end_matches('"')))
+            .expect("the config names a listen address");
+        let mut process = HeraldProcess {
+            child: spawn(&config, &log),
+            base,
+            config,
+            log,
+        };
+        process.wait_ready().await;
+        process
+    }
+
+    async fn wait_ready(&mut self) {
+        let http = super::http_client();
+        let url = format!("{}/readyz", self.base);
+        let log = self.log.clone();
+        let child = &mut self.child;
+        eventually("herald to become ready", Duration::from_secs(30), || {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "herald exited with {status} before it was ready:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            let http = http.clone();
+            let url = url.clone();
+            async move {
+                let response = http.get(&url).send().await.ok()?;
+                response.status().is_success().then_some(())
+            }
+        })
+        .await;
+    }
+
+    /// SIGKILL: no shutdown code runs, exactly as in a crash.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL herald");
+        self.child.wait().expect("reap herald");
+    }
+
+    /// SIGTERM, then waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("send SIGTERM");
+        self.child.wait().expect("reap herald")
+    }
+
+    /// Starts the same configuration again (after a kill).
+    pub async fn restart(&mut self) {
+        self.child = spawn(&self.config, &self.log);
+        self.wait_ready().await;
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn spawn(config: &Path, log: &Path) -> Child {
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open the log");
+    Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env_remove("HERALD_CONFIG")
+        .env("RUST_LOG", "info,sqlx=warn")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().expect("clone the log handle"))
+        .stderr(log_file)
+        .spawn()
+        .expect("start the herald binary")
+}
+
+impl Drop for HeraldProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,362 @@
+//! Test harness: a real herald over real HTTP, on a fresh SQLite file or a fresh PostgreSQL
+//! database that is dropped afterwards, so that two test runs never see each other's rows.
+//!
+//! PostgreSQL tests need `HERALD_TEST_POSTGRES_URL` (default: the local server). Without a
+//! reachable server they say loudly that they were skipped; with `CI=true` they fail instead.
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+pub mod binary;
+
+use std::path::PathBuf;
+use std::sync::Once;
+use std::time::Duration;
+
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use herald::app::App;
+use herald::config::Config;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs each named `async fn(Backend)` as two tests, `sqlite::NAME` and `postgres::NAME`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+              async fn $name() { super::$name($crate::support::Backend::Sqlite).await })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+              async fn $name() { super::$name($crate::support::Backend::Postgres).await })*
+        }
+    };
+}
+
+/// The tokens every test app accepts.
+pub const ACME: &str = "test-acme-send-read";
+pub const ACME_READER: &str = "test-acme-read-only";
+pub const ACME_REVIEWER: &str = "test-acme-review";
+pub const GLOBEX: &str = "test-globex-send-read";
+
+const TOKENS: &str = r#"
+[[tokens]]
+name = "acme-app"
+tenant = "acme"
+scopes = ["send", "read"]
+secret = "test-acme-send-read"
+
+[[tokens]]
+name = "acme-dashboard"
+tenant = "acme"
+scopes = ["read"]
+secret = "test-acme-read-only"
+
+[[tokens]]
+name = "acme-oncall"
+tenant = "acme"
+scopes = ["review", "read"]
+secret = "test-acme-review"
+
+[[tokens]]
+name = "globex-app"
+tenant = "globex"
+scopes = ["send", "read"]
+secret = "test-globex-send-read"
+"#;
+
+pub fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+fn postgres_admin_url() -> String {
+    std::env::var("HERALD_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A database of the test's own, removed when dropped.
+pub struct TestDb {
+    pub backend: Backend,
+    pub url: String,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    Dir(PathBuf),
+    PgDatabase { admin_url: String, name: String },
+}
+
+impl TestDb {
+    /// `None` when PostgreSQL is unreachable outside CI: the caller returns (a loud skip).
+    pub async fn new(backend: Backend) -> Option<TestDb> {
+        let unique = uuid::Uuid::new_v4().simple().to_string();
+        match backend {
+            Backend::Sqlite => {
+                let dir = std::env::temp_dir().join(format!("herald-test-{unique}"));
+                std::fs::create_dir_all(&dir).expect("create a temp dir");
+                Some(TestDb {
+                    backend,
+                    url: format!("sqlite://{}", dir.join("herald.db").display()),
+                    cleanup: Cleanup::Dir(dir),
+                })
+            }
+            Backend::Postgres => {
+                let admin_url = postgres_admin_url();
+                let admin = match sqlx::PgPool::connect(&admin_url).await {
+                    Ok(pool) => pool,
+                    Err(err) if !in_ci() => {
+                        eprintln!(
+                            "\n*** POSTGRESQL TEST SKIPPED: cannot reach {admin_url}: {err}\n*** set HERALD_TEST_POSTGRES_URL or start PostgreSQL; with CI=true this fails\n"
+                        );
+                        return None;
+                    }
+                    Err(err) => {
+                        panic!("CI=true and PostgreSQL is unreachable at {admin_url}: {err}")
+                    }
+                };
+                let name = format!("herald_test_{unique}");
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&admin)
+                    .await
+                    .expect("create the test database");
+                admin.close().await;
+                let mut url = url::Url::parse(&admin_url).expect("a PostgreSQL URL");
+                url.set_path(&name);
+                Some(TestDb {
+                    backend,
+                    url: url.to_string(),
+                    cleanup: Cleanup::PgDatabase { admin_url, name },
+                })
+            }
+        }
+    }
+
+    /// Rows in `table`, read straight from the database as ground truth.
+    pub async fn count(&self, table: &str) -> i64 {
+        self.scalar(&format!("SELECT count(*) FROM {table}")).await
+    }
+
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.backend {
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url)
+                    .await
+                    .expect("open sqlite");
+                let n = sqlx::query_scalar(sql)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count");
+                pool.close().await;
+                n
+            }
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url)
+                    .await
+                    .expect("open postgres");
+                let n = sqlx::query_scalar(sql)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count");
+                pool.close().await;
+                n
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        match &self.cleanup {
+            Cleanup::Dir(dir) => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Cleanup::PgDatabase { admin_url, name } => {
+                let (admin_url, name) = (admin_url.clone(), name.clone());
+                // Drop may run inside a runtime, so the async clean-up gets a thread of its own.
+                let dropped = std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    rt.block_on(async {
+                        let admin = sqlx::PgPool::connect(&admin_url).await?;
+                        sqlx::query(sqlx::AssertSqlSafe(format!(
+                            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                        )))
+                        .execute(&admin)
+                        .await?;
+                        admin.close().await;
+                        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+                    })
+                })
+                .join();
+                if !matches!(dropped, Ok(Ok(()))) {
+                    eprintln!("warning: could not drop a test database");
+                }
+            }
+        }
+    }
+}
+
+/// A herald built in-process with [`App::build`], served on an ephemeral port.
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub db: TestDb,
+    shutdown: CancellationToken,
+    server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
+    spawn_app_with(backend, "").await
+}
+
+/// `extra` is appended to the test config (routes, dispatch settings, templates…).
+pub async fn spawn_app_with(backend: Backend, extra: &str) -> Option<TestApp> {
+    let db = TestDb::new(backend).await?;
+    let app = App::build(test_config(&db, extra))
+        .await
+        .expect("herald builds");
+    let base = format!("http://{}", app.local_addr());
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(app.run(shutdown.clone()));
+    Some(TestApp {
+        base,
+        http: http_client(),
+        db,
+        shutdown,
+        server: Some(server),
+    })
+}
+
+pub fn http_client() -> reqwest::Client {
+    install_crypto();
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client")
+}
+
+/// The config text every test app starts from.
+pub fn test_config_text(db_url: &str, listen: &str, extra: &str) -> String {
+    format!(
+        "[server]\nlisten = \"{listen}\"\n\n[database]\nurl = \"{db_url}\"\n{TOKENS}\n{extra}\n"
+    )
+}
+
+fn test_config(db: &TestDb, extra: &str) -> Config {
+    install_crypto();
+    let path = std::env::temp_dir().join(format!("herald-test-{}.toml", uuid::Uuid::new_v4()));
+    std::fs::write(&path, test_config_text(&db.url, "127.0.0.1:0", extra)).expect("write config");
+    let config = Config::load(Some(&path), std::iter::empty()).expect("test config loads");
+    let _ = std::fs::remove_file(path);
+    config
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn enqueue(&self, token: &str, key: &str, body: &Value) -> Response {
+        self.http
+            .post(self.url("/v1/notifications"))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(body)
+            .send()
+            .await
+            .expect("POST /v1/notifications")
+    }
+
+    pub async fn get(&self, token: &str, path: &str) -> Response {
+        self.http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("GET")
+    }
+
+    pub async fn post_json(&self, token: &str, path: &str, body: &Value) -> Response {
+        self.http
+            .post(self.url(path))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .expect("POST")
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            server.await.expect("server task").expect("server ran");
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A notification body that passes validation.
+pub fn email(to: &str) -> Value {
+    json!({
+        "channel": "email",
+        "to": to,
+        "subject": "Your export is ready",
+        "text": "Download it at https://example.com/exports/42",
+        "metadata": {"export": "export-intent-7"}
+    })
+}
+
+/// Reads a problem+json answer, checking its content type.
+pub async fn problem(response: Response, status: StatusCode) -> Value {
+    assert_eq!(response.status(), status, "status");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(content_type, "application/problem+json");
+    let body: Value = response.json().await.expect("a JSON problem");
+    assert_eq!(body["status"], status.as_u16());
+    body
+}
+
+/// Polls `check` until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
