@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState, Tokens};
 use crate::config::{Config, Scope};
+use crate::dispatch::{self, Dispatcher};
 use crate::domain::{RouteInfo, Routes, Templates};
 use crate::store::{self, Store};
 use crate::telemetry;
@@ -23,6 +24,9 @@ pub struct App {
     listener: TcpListener,
     router: axum::Router,
     store: Arc<dyn Store>,
+    dispatcher: Option<Dispatcher>,
+    /// Built-in sandbox vendors of routes without a `base_url`; they live as long as the app.
+    _sandboxes: Vec<herald_sandbox::SandboxHandle>,
     /// The development token, when no token is configured and `HERALD_DEV_TOKEN` is not set:
     /// `serve` prints it once.
     pub generated_dev_token: Option<SecretString>,
@@ -61,12 +65,22 @@ impl App {
                 .map(|(c, r)| (*c, r.clone()))
                 .collect(),
         );
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let (route_adapters, sandboxes) = dispatch::build_routes(&config).await?;
+        let dispatcher = config.dispatch.enabled.then(|| {
+            Dispatcher::new(
+                store.clone(),
+                route_adapters,
+                config.dispatch.settings(),
+                wake.clone(),
+            )
+        });
         let state = AppState {
             store: store.clone(),
             tokens: Arc::new(tokens),
             routes: Arc::new(routes),
             templates: Arc::new(templates),
-            wake: Arc::new(tokio::sync::Notify::new()),
+            wake,
             metrics: telemetry::metrics_handle(),
         };
         let router = api::router(state, config.server.max_body_bytes);
@@ -77,6 +91,8 @@ impl App {
             listener,
             router,
             store,
+            dispatcher,
+            _sandboxes: sandboxes,
             generated_dev_token,
         })
     }
@@ -91,13 +107,29 @@ impl App {
         self.store.clone()
     }
 
-    /// Serves until `shutdown` fires, then lets requests in progress finish.
+    /// Takes the dispatcher out, so that `run` serves the API only and the caller steps it
+    /// (tests do, with [`Dispatcher::drain`]).
+    pub fn take_dispatcher(&mut self) -> Option<Dispatcher> {
+        self.dispatcher.take()
+    }
+
+    /// Serves and dispatches until `shutdown` fires; then lets requests in progress finish and
+    /// sends in flight be recorded (see [`Dispatcher::run`]).
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        tracing::info!(listen = %self.local_addr(), "herald is serving");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
+        tracing::info!(listen = %self.local_addr(), dispatch = self.dispatcher.is_some(), "herald is serving");
+        let dispatcher = self
+            .dispatcher
+            .map(|d| tokio::spawn(d.run(shutdown.clone())));
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
             .await
-            .context("the HTTP server failed")
+            .context("the HTTP server failed");
+        // Whatever ended the server ends the dispatcher too.
+        shutdown.cancel();
+        if let Some(dispatcher) = dispatcher {
+            dispatcher.await.context("the dispatcher panicked")?;
+        }
+        served
     }
 }
 

@@ -219,6 +219,9 @@ impl RouteConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DispatchConfig {
+    /// Run the dispatcher in this process. `false` makes an API-only node (another process
+    /// sharing the PostgreSQL database dispatches).
+    pub enabled: bool,
     /// How long a claim holds a notification. Must outlast every route's timeout, so that a
     /// stalled send has been abandoned before another worker reconciles it.
     pub lease_seconds: u64,
@@ -235,9 +238,23 @@ pub struct DispatchConfig {
     pub retry_max_seconds: u64,
 }
 
+impl DispatchConfig {
+    pub fn settings(&self) -> crate::dispatch::Settings {
+        crate::dispatch::Settings {
+            lease: Duration::from_secs(self.lease_seconds),
+            batch_size: self.batch_size,
+            concurrency: self.concurrency,
+            poll_interval: Duration::from_millis(self.poll_interval_ms),
+            retry_base: Duration::from_millis(self.retry_base_ms),
+            retry_max: Duration::from_secs(self.retry_max_seconds),
+        }
+    }
+}
+
 impl Default for DispatchConfig {
     fn default() -> Self {
         DispatchConfig {
+            enabled: true,
             lease_seconds: 30,
             max_attempts: 8,
             batch_size: 64,

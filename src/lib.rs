@@ -3,6 +3,7 @@
 //! - [`domain`]: states, certainty, delivery policy, parsed values (no I/O).
 //! - [`config`]: `herald.toml`, environment overrides, defaults, secrets.
 //! - [`store`]: the only place with SQL; SQLite and PostgreSQL behind one interface.
+//! - [`dispatch`]: claim → send → record, reconciliation, the pure retry and settlement policy.
 //! - [`api`]: the HTTP API (axum), problem+json errors, auth and tenants.
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
 //! - [`cli`]: the command line.
@@ -13,6 +14,7 @@ pub mod api;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod dispatch;
 pub mod domain;
 pub mod store;
 pub mod telemetry;

@@ -1,11 +1,14 @@
 use std::process::ExitCode;
 
+use std::time::Duration;
+
+use anyhow::Context;
 use clap::Parser;
 use secrecy::ExposeSecret;
 use tokio_util::sync::CancellationToken;
 
 use herald::app::App;
-use herald::cli::{Cli, Command};
+use herald::cli::{Cli, Command, SandboxArgs};
 use herald::config::Config;
 use herald::{store, telemetry};
 
@@ -25,8 +28,12 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     // One TLS provider for every client in the process (reqwest, sqlx, lettre, async-nats).
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let command = match cli.command {
+        Command::Sandbox(args) => return sandbox(args).await,
+        command => command,
+    };
     let config = Config::load(cli.config.as_deref(), std::env::vars())?;
-    match cli.command {
+    match command {
         Command::Serve => {
             let app = App::build(config).await?;
             if let Some(token) = &app.generated_dev_token {
@@ -47,7 +54,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Sandbox(_) => unreachable!("handled before the config is read"),
     }
+}
+
+/// `herald sandbox`: the stand-in vendor on its own, until SIGINT or SIGTERM.
+async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
+    let config = herald_sandbox::SandboxConfig {
+        profile: args.profile.parse()?,
+        idempotency_window: Duration::from_secs(args.window_seconds),
+        visibility_lag: Duration::from_millis(args.lag_ms),
+        faults: herald_sandbox::parse_faults(&args.faults)?,
+        delay: Duration::from_millis(args.delay_ms),
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    println!(
+        "sandbox vendor ({}) on http://{}; ledger at /ledger",
+        args.profile,
+        listener.local_addr()?
+    );
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signal_shutdown(shutdown.clone()));
+    herald_sandbox::serve(listener, config, shutdown.cancelled_owned()).await?;
+    Ok(())
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.

@@ -5,12 +5,14 @@
 mod notification;
 mod routing;
 mod states;
+mod transition;
 mod values;
 
 pub use herald_provider::Channel;
 pub use notification::{Attempt, Content, Notification, NotificationRequest, Resolution};
 pub use routing::{RouteInfo, Routes, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};
+pub use transition::{AttemptOutcome, Decision, Next, Settlement};
 pub use values::{
     EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,
 };

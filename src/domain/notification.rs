@@ -138,6 +138,15 @@ pub struct Resolution {
     pub at: OffsetDateTime,
 }
 
+impl Notification {
+    /// The idempotency key the provider sees: stable per notification (never per attempt), so
+    /// every resend can be recognised by a vendor that deduplicates. A UUID, which every vendor
+    /// in VENDORS.md accepts.
+    pub fn provider_key(&self) -> String {
+        self.id.to_string()
+    }
+}
+
 const MAX_SUBJECT_BYTES: usize = 998;
 const MAX_SMS_CHARS: usize = 1600;
 const MAX_PUSH_TEXT_BYTES: usize = 4096;
@@ -171,6 +180,10 @@ impl NotificationRequest {
         };
         let content = self.content(channel, templates)?;
         let metadata = parse_metadata(self.metadata.unwrap_or_default())?;
+        // Both stores keep microseconds: the answer to this request must match what reads return.
+        let now = now
+            .replace_nanosecond(now.nanosecond() / 1000 * 1000)
+            .expect("a truncated nanosecond is in range");
         Ok(Notification {
             id: NotificationId::new(),
             tenant: tenant.to_owned(),

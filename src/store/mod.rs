@@ -10,6 +10,7 @@ mod sqlite;
 mod timestamp;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -19,8 +20,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::{
-    Attempt, AttemptResult, Certainty, Channel, Content, Delivery, IdempotencyKey, Notification,
-    NotificationId, Resolution, SettledBy, State,
+    Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, IdempotencyKey, Next,
+    Notification, NotificationId, Resolution, SettledBy, State,
 };
 pub use timestamp::Timestamp;
 
@@ -112,6 +113,46 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
+/// Why a notification was claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimMode {
+    /// It was `queued`: attempt `n` is committed `in_flight`, to be sent now.
+    Send { n: i32 },
+    /// It was `sending` past its lease (a crashed or stalled worker, whose `in_flight` attempt is
+    /// now `ambiguous`) or parked for reconciliation: settle its ambiguity.
+    Reconcile,
+}
+
+/// A notification claimed by one worker until its lease ends. `generation` fences every later
+/// write: once another claim bumps it, this worker's writes change nothing but its own
+/// attempt's evidence.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub notification: Notification,
+    pub generation: i64,
+    pub mode: ClaimMode,
+    /// Every attempt, oldest first, including one this claim started.
+    pub attempts: Vec<Attempt>,
+}
+
+/// What [`Store::record`] did.
+#[derive(Debug, Clone)]
+pub enum Recorded {
+    Applied(Notification),
+    /// The claim was lost (its lease expired and another worker claimed the notification).
+    Fenced,
+}
+
+/// Gauges for `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct QueueStats {
+    pub queued: i64,
+    pub sending: i64,
+    /// The oldest `queued` notification that is already due.
+    pub oldest_due: Option<OffsetDateTime>,
+    pub review_open: i64,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Ok when the database answers and its migrations are the ones this build expects.
@@ -136,6 +177,47 @@ pub trait Store: Send + Sync + 'static {
         id: NotificationId,
         now: OffsetDateTime,
     ) -> StoreResult<Notification>;
+
+    /// Claims up to `limit` due notifications in one transaction: `queued` ones get an
+    /// `in_flight` attempt (the intent, committed before any call), `sending` ones past their
+    /// lease have their `in_flight` attempt marked `ambiguous`. Each gets a new generation and a
+    /// lease until `now + lease`.
+    async fn claim(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<Claim>>;
+
+    /// Commits a new `in_flight` attempt for a claimed notification (a replay or a resend) and
+    /// renews the lease; `None` if the claim was lost.
+    async fn start_attempt(
+        &self,
+        claim: &Claim,
+        now: OffsetDateTime,
+        lease: Duration,
+    ) -> StoreResult<Option<Attempt>>;
+
+    /// Commits a decision for a claimed notification, with its outbox event if it finished.
+    async fn record(
+        &self,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded>;
+
+    /// When the earliest `queued` or `sending` notification falls due.
+    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>>;
+
+    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats>;
+
+    /// Signals `wake` whenever another process commits due work (PostgreSQL `LISTEN`); returns
+    /// at once where only this process writes (SQLite).
+    async fn listen_for_work(
+        &self,
+        wake: Arc<tokio::sync::Notify>,
+        shutdown: tokio_util::sync::CancellationToken,
+    );
 }
 
 /// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
@@ -299,6 +381,15 @@ impl TryFrom<NotificationRow> for Notification {
     }
 }
 
+/// A notification row as a claim returns it, with the columns only dispatch needs.
+#[derive(FromRow)]
+struct ClaimedRow {
+    generation: i64,
+    attempt_count: i32,
+    #[sqlx(flatten)]
+    notification: NotificationRow,
+}
+
 #[derive(FromRow)]
 struct AttemptRow {
     n: i32,
@@ -377,6 +468,59 @@ impl IdempotencyRow {
             AcceptOutcome::KeyReused
         }
     }
+}
+
+/// The event type of a final state.
+fn event_for(state: State) -> Option<EventType> {
+    match state {
+        State::Delivered => Some(EventType::Delivered),
+        State::Failed => Some(EventType::Failed),
+        State::Unknown => Some(EventType::Unknown),
+        State::Cancelled => Some(EventType::Cancelled),
+        State::Queued | State::Sending => None,
+    }
+}
+
+/// The columns a decision sets on the notification: state, certainty, due time, finish time.
+fn next_columns(
+    next: &Next,
+    now: OffsetDateTime,
+) -> (
+    State,
+    Option<Certainty>,
+    OffsetDateTime,
+    Option<OffsetDateTime>,
+) {
+    match next {
+        Next::Finish { state, certainty } => (*state, Some(*certainty), now, Some(now)),
+        Next::Retry { at } => (State::Queued, None, *at, None),
+        Next::Reconcile { at } => (State::Sending, None, *at, None),
+    }
+}
+
+/// What a settlement adds to each attempt it settles.
+fn settlement_evidence(decision: &Decision, now: OffsetDateTime) -> Option<Value> {
+    decision.settle.as_ref().map(|s| {
+        json!({"settlement": {
+            "by": s.by,
+            "outcome": if s.accepted { "accepted" } else { "not_accepted" },
+            "evidence": s.evidence,
+            "at": now.format(&time::format_description::well_known::Rfc3339).ok(),
+        }})
+    })
+}
+
+/// A result that arrived after the claim was lost: kept as evidence, never as the result.
+fn late_evidence(decision: &Decision) -> Option<(i32, Value)> {
+    decision.attempt.as_ref().map(|a| {
+        (a.n, json!({"late_result": {"result": a.result, "provider_ref": a.provider_ref, "evidence": a.evidence}}))
+    })
+}
+
+/// What a claim writes on an attempt it found `in_flight` past its lease.
+fn lease_expired_evidence(now: OffsetDateTime) -> Value {
+    json!({"stage": "lease_expired", "detail": "the worker's lease ended before it recorded a result (crashed or stalled); the provider may or may not have the message",
+           "at": now.format(&time::format_description::well_known::Rfc3339).ok()})
 }
 
 fn rows_into<R, T>(rows: Vec<R>) -> StoreResult<Vec<T>>

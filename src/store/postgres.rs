@@ -9,12 +9,22 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Postgres, Transaction};
 use time::OffsetDateTime;
 
+use std::sync::Arc;
+
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
 use super::{
-    AcceptOutcome, AttemptRow, EventType, IdempotencyRow, ListFilter, NewAccept,
-    NotificationDetail, NotificationRow, OutboxEvent, ResolutionRow, Store, StoreError,
-    StoreResult, Timestamp, rows_into,
+    AcceptOutcome, AttemptRow, Claim, ClaimMode, ClaimedRow, EventType, IdempotencyRow, ListFilter,
+    NewAccept, NotificationDetail, NotificationRow, OutboxEvent, QueueStats, Recorded,
+    ResolutionRow, Store, StoreError, StoreResult, Timestamp, event_for, late_evidence,
+    lease_expired_evidence, next_columns, rows_into, settlement_evidence,
 };
-use crate::domain::{Notification, NotificationId, State};
+use crate::domain::{Attempt, Decision, Notification, NotificationId, State};
+
+/// The channel on which a commit that made work due wakes every herald process.
+const WAKE_CHANNEL: &str = "herald_due";
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[(
     1,
@@ -133,8 +143,27 @@ impl PgStore {
             .await?;
             outcomes.push(AcceptOutcome::Created);
         }
+        if outcomes.contains(&AcceptOutcome::Created) {
+            // Delivered to listeners only if the transaction commits.
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(WAKE_CHANNEL)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(outcomes)
+    }
+
+    async fn attempts(&self, id: NotificationId) -> StoreResult<Vec<Attempt>> {
+        let rows: Vec<AttemptRow> = sqlx::query_as(
+            "SELECT n, route, provider_idempotency_key, started_at, finished_at, result, permanent,
+                    provider_ref, settled_by, evidence
+             FROM attempts WHERE notification_id = $1 ORDER BY n",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(&self.pool)
+        .await?;
+        rows_into(rows)
     }
 
     async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<Notification> {
@@ -198,14 +227,7 @@ impl Store for PgStore {
         id: NotificationId,
     ) -> StoreResult<NotificationDetail> {
         let notification = self.find(tenant, id).await?;
-        let attempts: Vec<AttemptRow> = sqlx::query_as(
-            "SELECT n, route, provider_idempotency_key, started_at, finished_at, result, permanent,
-                    provider_ref, settled_by, evidence
-             FROM attempts WHERE notification_id = $1 ORDER BY n",
-        )
-        .bind(id.as_uuid())
-        .fetch_all(&self.pool)
-        .await?;
+        let attempts = self.attempts(id).await?;
         let resolutions: Vec<ResolutionRow> = sqlx::query_as(
             "SELECT principal, outcome, then_action, note, created_at
              FROM resolutions WHERE notification_id = $1 ORDER BY seq",
@@ -215,7 +237,7 @@ impl Store for PgStore {
         .await?;
         Ok(NotificationDetail {
             notification,
-            attempts: rows_into(attempts)?,
+            attempts,
             resolutions: resolutions.into_iter().map(Into::into).collect(),
         })
     }
@@ -278,4 +300,298 @@ impl Store for PgStore {
         tx.commit().await?;
         Ok(notification)
     }
+
+    #[tracing::instrument(skip_all, fields(limit))]
+    async fn claim(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<Claim>> {
+        let mut tx = self.pool.begin().await?;
+        // SKIP LOCKED: rows another process is claiming right now are simply not due for us.
+        let due: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, state FROM notifications
+             WHERE state IN ('queued', 'sending') AND due_at <= $1
+             ORDER BY due_at LIMIT $2
+             FOR UPDATE SKIP LOCKED",
+        )
+        .bind(Timestamp::from(now))
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = due.iter().map(|(id, _)| *id).collect();
+        let was_queued: Vec<Uuid> = due
+            .iter()
+            .filter(|(_, s)| s == "queued")
+            .map(|(id, _)| *id)
+            .collect();
+        let rows: Vec<ClaimedRow> = sqlx::query_as(concat!(
+            "UPDATE notifications
+             SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
+                 attempt_count = attempt_count + CASE WHEN id = ANY($4) THEN 1 ELSE 0 END
+             WHERE id = ANY($3)
+             RETURNING generation, attempt_count, ",
+            notification_columns!()
+        ))
+        .bind(Timestamp::from(now))
+        .bind(Timestamp::from(now + lease))
+        .bind(&ids)
+        .bind(&was_queued)
+        .fetch_all(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE attempts SET result = 'ambiguous', finished_at = $2, evidence = evidence || $3
+             WHERE notification_id = ANY($1) AND result = 'in_flight'",
+        )
+        .bind(&ids)
+        .bind(Timestamp::from(now))
+        .bind(Json(lease_expired_evidence(now)))
+        .execute(&mut *tx)
+        .await?;
+        let mut claims = Vec::with_capacity(rows.len());
+        for row in rows {
+            let generation = row.generation;
+            let attempt_count = row.attempt_count;
+            let notification: Notification = row.notification.try_into()?;
+            let mode = if was_queued.contains(&notification.id.as_uuid()) {
+                sqlx::query(
+                    "INSERT INTO attempts (notification_id, n, generation, route,
+                         provider_idempotency_key, started_at, result, evidence)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', '{}')",
+                )
+                .bind(notification.id.as_uuid())
+                .bind(attempt_count)
+                .bind(generation)
+                .bind(&notification.route)
+                .bind(notification.provider_key())
+                .bind(Timestamp::from(now))
+                .execute(&mut *tx)
+                .await?;
+                ClaimMode::Send { n: attempt_count }
+            } else {
+                ClaimMode::Reconcile
+            };
+            claims.push(Claim {
+                notification,
+                generation,
+                mode,
+                attempts: Vec::new(),
+            });
+        }
+        let attempts: Vec<AttemptWithOwner> = sqlx::query_as(
+            "SELECT notification_id, n, route, provider_idempotency_key, started_at, finished_at,
+                    result, permanent, provider_ref, settled_by, evidence
+             FROM attempts WHERE notification_id = ANY($1) ORDER BY notification_id, n",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        for row in attempts {
+            if let Some(claim) = claims
+                .iter_mut()
+                .find(|c| c.notification.id.as_uuid() == row.notification_id)
+            {
+                claim.attempts.push(row.attempt.try_into()?);
+            }
+        }
+        Ok(claims)
+    }
+
+    async fn start_attempt(
+        &self,
+        claim: &Claim,
+        now: OffsetDateTime,
+        lease: Duration,
+    ) -> StoreResult<Option<Attempt>> {
+        let mut tx = self.pool.begin().await?;
+        let n: Option<i32> = sqlx::query_scalar(
+            "UPDATE notifications SET attempt_count = attempt_count + 1, due_at = $3, updated_at = $4
+             WHERE id = $1 AND generation = $2 AND state = 'sending'
+             RETURNING attempt_count",
+        )
+        .bind(claim.notification.id.as_uuid())
+        .bind(claim.generation)
+        .bind(Timestamp::from(now + lease))
+        .bind(Timestamp::from(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(n) = n else { return Ok(None) };
+        let row: AttemptRow = sqlx::query_as(
+            "INSERT INTO attempts (notification_id, n, generation, route, provider_idempotency_key,
+                                   started_at, result, evidence)
+             VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', '{}')
+             RETURNING n, route, provider_idempotency_key, started_at, finished_at, result,
+                       permanent, provider_ref, settled_by, evidence",
+        )
+        .bind(claim.notification.id.as_uuid())
+        .bind(n)
+        .bind(claim.generation)
+        .bind(&claim.notification.route)
+        .bind(claim.notification.provider_key())
+        .bind(Timestamp::from(now))
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(row.try_into()?))
+    }
+
+    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
+    async fn record(
+        &self,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded> {
+        let id = claim.notification.id.as_uuid();
+        let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
+        let mut tx = self.pool.begin().await?;
+        let row: Option<NotificationRow> = sqlx::query_as(concat!(
+            "UPDATE notifications
+             SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7
+             WHERE id = $1 AND generation = $2 AND state = 'sending'
+             RETURNING ",
+            notification_columns!()
+        ))
+        .bind(id)
+        .bind(claim.generation)
+        .bind(state.as_str())
+        .bind(certainty.map(|c| c.as_str()))
+        .bind(Timestamp::from(due_at))
+        .bind(finished_at.map(Timestamp::from))
+        .bind(Timestamp::from(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            if let Some((n, late)) = late_evidence(decision) {
+                sqlx::query(
+                    "UPDATE attempts SET evidence = evidence || $3
+                     WHERE notification_id = $1 AND n = $2",
+                )
+                .bind(id)
+                .bind(n)
+                .bind(Json(late))
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            return Ok(Recorded::Fenced);
+        };
+        let notification: Notification = row.try_into()?;
+        if let Some(a) = &decision.attempt {
+            sqlx::query(
+                "UPDATE attempts
+                 SET result = $3, permanent = $4, provider_ref = $5, evidence = $6, finished_at = $7
+                 WHERE notification_id = $1 AND n = $2",
+            )
+            .bind(id)
+            .bind(a.n)
+            .bind(a.result.as_str())
+            .bind(a.permanent)
+            .bind(&a.provider_ref)
+            .bind(Json(&a.evidence))
+            .bind(Timestamp::from(now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let (Some(settle), Some(evidence)) =
+            (&decision.settle, settlement_evidence(decision, now))
+        {
+            sqlx::query(
+                "UPDATE attempts SET settled_by = $3, evidence = evidence || $4
+                 WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL
+                   AND n <> $2",
+            )
+            .bind(id)
+            .bind(decision.attempt.as_ref().map_or(0, |a| a.n))
+            .bind(settle.by.as_str())
+            .bind(Json(evidence))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(event_type) = event_for(notification.state) {
+            Self::insert_event(
+                &mut tx,
+                &OutboxEvent::for_notification(&notification, event_type, now),
+            )
+            .await?;
+        }
+        if notification.state == State::Queued {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(WAKE_CHANNEL)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(Recorded::Applied(notification))
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
+        let due: Option<Timestamp> = sqlx::query_scalar(
+            "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(due.map(Timestamp::into_inner))
+    }
+
+    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
+        let (queued, sending, oldest_due, review_open): (i64, i64, Option<Timestamp>, i64) = sqlx::query_as(
+            "SELECT
+                 (SELECT count(*) FROM notifications WHERE state = 'queued'),
+                 (SELECT count(*) FROM notifications WHERE state = 'sending'),
+                 (SELECT min(due_at) FROM notifications WHERE state = 'queued' AND due_at <= $1),
+                 (SELECT count(*) FROM notifications
+                  WHERE state = 'unknown' OR (certainty = 'duplicate_possible' AND NOT acknowledged))",
+        )
+        .bind(Timestamp::from(now))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(QueueStats {
+            queued,
+            sending,
+            oldest_due: oldest_due.map(Timestamp::into_inner),
+            review_open,
+        })
+    }
+
+    async fn listen_for_work(&self, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
+        loop {
+            let listener = async {
+                let mut listener = PgListener::connect_with(&self.pool).await?;
+                listener.listen(WAKE_CHANNEL).await?;
+                // A notification sent while no listener was connected was missed: look now.
+                wake.notify_one();
+                loop {
+                    listener.recv().await?;
+                    wake.notify_one();
+                }
+                #[allow(unreachable_code)]
+                Ok::<(), sqlx::Error>(())
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                result = listener => {
+                    if let Err(err) = result {
+                        tracing::warn!(%err, "LISTEN connection lost; polling until it is back");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct AttemptWithOwner {
+    notification_id: Uuid,
+    #[sqlx(flatten)]
+    attempt: AttemptRow,
 }

@@ -12,12 +12,18 @@ use sqlx::types::Json;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use time::OffsetDateTime;
 
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
 use super::{
-    AcceptOutcome, AttemptRow, EventType, IdempotencyRow, ListFilter, NewAccept,
-    NotificationDetail, NotificationRow, OutboxEvent, ResolutionRow, Store, StoreError,
-    StoreResult, Timestamp, rows_into,
+    AcceptOutcome, AttemptRow, Claim, ClaimMode, ClaimedRow, EventType, IdempotencyRow, ListFilter,
+    NewAccept, NotificationDetail, NotificationRow, OutboxEvent, QueueStats, Recorded,
+    ResolutionRow, Store, StoreError, StoreResult, Timestamp, event_for, late_evidence,
+    lease_expired_evidence, next_columns, rows_into, settlement_evidence,
 };
-use crate::domain::{Notification, NotificationId};
+use crate::domain::{Attempt, Decision, Notification, NotificationId};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[(
     1,
@@ -27,9 +33,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
 
 const READERS: u32 = 4;
 
+const ATTEMPTS_OF: &str =
+    "SELECT n, route, provider_idempotency_key, started_at, finished_at, result,
+        permanent, provider_ref, settled_by, evidence
+     FROM attempts WHERE notification_id = $1 ORDER BY n";
+
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// Held for the life of the process: a second herald on the same file refuses to start,
+    /// because two dispatchers without `SKIP LOCKED` would claim the same rows.
+    _lock: Option<std::fs::File>,
 }
 
 macro_rules! notification_columns {
@@ -47,6 +61,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        let lock = Self::lock(options.get_filename())?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(10))
@@ -58,7 +73,32 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options.read_only(true))
             .await?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore {
+            writer,
+            reader,
+            _lock: lock,
+        })
+    }
+
+    fn lock(database: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
+        if database.as_os_str() == ":memory:" {
+            return Ok(None);
+        }
+        let mut path = database.as_os_str().to_owned();
+        path.push(".lock");
+        let path = std::path::PathBuf::from(path);
+        let file = std::fs::File::create(&path)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+                "another herald process is using {}: SQLite serves one process; use PostgreSQL to run several",
+                database.display()
+            ),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(anyhow::anyhow!("cannot lock {}: {e}", path.display()))
+            }
+        }
     }
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first
@@ -191,14 +231,10 @@ impl Store for SqliteStore {
         id: NotificationId,
     ) -> StoreResult<NotificationDetail> {
         let notification = self.find(tenant, id).await?;
-        let attempts: Vec<AttemptRow> = sqlx::query_as(
-            "SELECT n, route, provider_idempotency_key, started_at, finished_at, result, permanent,
-                    provider_ref, settled_by, evidence
-             FROM attempts WHERE notification_id = $1 ORDER BY n",
-        )
-        .bind(id.as_uuid())
-        .fetch_all(&self.reader)
-        .await?;
+        let attempts: Vec<AttemptRow> = sqlx::query_as(ATTEMPTS_OF)
+            .bind(id.as_uuid())
+            .fetch_all(&self.reader)
+            .await?;
         let resolutions: Vec<ResolutionRow> = sqlx::query_as(
             "SELECT principal, outcome, then_action, note, created_at
              FROM resolutions WHERE notification_id = $1 ORDER BY seq",
@@ -269,5 +305,241 @@ impl Store for SqliteStore {
         .await?;
         tx.commit().await?;
         Ok(notification)
+    }
+
+    #[tracing::instrument(skip_all, fields(limit))]
+    async fn claim(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<Claim>> {
+        // The write lock makes this transaction the only claimer (one process, one writer).
+        let mut tx = self.begin_write().await?;
+        let due: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, state FROM notifications
+             WHERE state IN ('queued', 'sending') AND due_at <= $1
+             ORDER BY due_at LIMIT $2",
+        )
+        .bind(Timestamp::from(now))
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut claims = Vec::with_capacity(due.len());
+        for (id, state) in due {
+            let was_queued = state == "queued";
+            let row: ClaimedRow = sqlx::query_as(concat!(
+                "UPDATE notifications
+                 SET state = 'sending', generation = generation + 1, due_at = $3, updated_at = $2,
+                     attempt_count = attempt_count + $4
+                 WHERE id = $1
+                 RETURNING generation, attempt_count, ",
+                notification_columns!()
+            ))
+            .bind(id)
+            .bind(Timestamp::from(now))
+            .bind(Timestamp::from(now + lease))
+            .bind(i32::from(was_queued))
+            .fetch_one(&mut *tx)
+            .await?;
+            let notification: Notification = row.notification.try_into()?;
+            let mode = if was_queued {
+                sqlx::query(
+                    "INSERT INTO attempts (notification_id, n, generation, route,
+                         provider_idempotency_key, started_at, result, evidence)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', '{}')",
+                )
+                .bind(id)
+                .bind(row.attempt_count)
+                .bind(row.generation)
+                .bind(&notification.route)
+                .bind(notification.provider_key())
+                .bind(Timestamp::from(now))
+                .execute(&mut *tx)
+                .await?;
+                ClaimMode::Send {
+                    n: row.attempt_count,
+                }
+            } else {
+                sqlx::query(
+                    "UPDATE attempts SET result = 'ambiguous', finished_at = $2,
+                         evidence = json_patch(evidence, $3)
+                     WHERE notification_id = $1 AND result = 'in_flight'",
+                )
+                .bind(id)
+                .bind(Timestamp::from(now))
+                .bind(Json(lease_expired_evidence(now)))
+                .execute(&mut *tx)
+                .await?;
+                ClaimMode::Reconcile
+            };
+            let attempts: Vec<AttemptRow> = sqlx::query_as(ATTEMPTS_OF)
+                .bind(id)
+                .fetch_all(&mut *tx)
+                .await?;
+            claims.push(Claim {
+                notification,
+                generation: row.generation,
+                mode,
+                attempts: rows_into(attempts)?,
+            });
+        }
+        tx.commit().await?;
+        Ok(claims)
+    }
+
+    async fn start_attempt(
+        &self,
+        claim: &Claim,
+        now: OffsetDateTime,
+        lease: Duration,
+    ) -> StoreResult<Option<Attempt>> {
+        let mut tx = self.begin_write().await?;
+        let n: Option<i32> = sqlx::query_scalar(
+            "UPDATE notifications SET attempt_count = attempt_count + 1, due_at = $3, updated_at = $4
+             WHERE id = $1 AND generation = $2 AND state = 'sending'
+             RETURNING attempt_count",
+        )
+        .bind(claim.notification.id.as_uuid())
+        .bind(claim.generation)
+        .bind(Timestamp::from(now + lease))
+        .bind(Timestamp::from(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(n) = n else { return Ok(None) };
+        let row: AttemptRow = sqlx::query_as(
+            "INSERT INTO attempts (notification_id, n, generation, route, provider_idempotency_key,
+                                   started_at, result, evidence)
+             VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', '{}')
+             RETURNING n, route, provider_idempotency_key, started_at, finished_at, result,
+                       permanent, provider_ref, settled_by, evidence",
+        )
+        .bind(claim.notification.id.as_uuid())
+        .bind(n)
+        .bind(claim.generation)
+        .bind(&claim.notification.route)
+        .bind(claim.notification.provider_key())
+        .bind(Timestamp::from(now))
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(row.try_into()?))
+    }
+
+    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
+    async fn record(
+        &self,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded> {
+        let id = claim.notification.id.as_uuid();
+        let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
+        let mut tx = self.begin_write().await?;
+        let row: Option<NotificationRow> = sqlx::query_as(concat!(
+            "UPDATE notifications
+             SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7
+             WHERE id = $1 AND generation = $2 AND state = 'sending'
+             RETURNING ",
+            notification_columns!()
+        ))
+        .bind(id)
+        .bind(claim.generation)
+        .bind(state.as_str())
+        .bind(certainty.map(|c| c.as_str()))
+        .bind(Timestamp::from(due_at))
+        .bind(finished_at.map(Timestamp::from))
+        .bind(Timestamp::from(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            if let Some((n, late)) = late_evidence(decision) {
+                sqlx::query(
+                    "UPDATE attempts SET evidence = json_patch(evidence, $3)
+                     WHERE notification_id = $1 AND n = $2",
+                )
+                .bind(id)
+                .bind(n)
+                .bind(Json(late))
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            return Ok(Recorded::Fenced);
+        };
+        let notification: Notification = row.try_into()?;
+        if let Some(a) = &decision.attempt {
+            sqlx::query(
+                "UPDATE attempts
+                 SET result = $3, permanent = $4, provider_ref = $5, evidence = $6, finished_at = $7
+                 WHERE notification_id = $1 AND n = $2",
+            )
+            .bind(id)
+            .bind(a.n)
+            .bind(a.result.as_str())
+            .bind(a.permanent)
+            .bind(&a.provider_ref)
+            .bind(Json(&a.evidence))
+            .bind(Timestamp::from(now))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let (Some(settle), Some(evidence)) =
+            (&decision.settle, settlement_evidence(decision, now))
+        {
+            sqlx::query(
+                "UPDATE attempts SET settled_by = $3, evidence = json_patch(evidence, $4)
+                 WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL
+                   AND n <> $2",
+            )
+            .bind(id)
+            .bind(decision.attempt.as_ref().map_or(0, |a| a.n))
+            .bind(settle.by.as_str())
+            .bind(Json(evidence))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(event_type) = event_for(notification.state) {
+            Self::insert_event(
+                &mut tx,
+                &OutboxEvent::for_notification(&notification, event_type, now),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Recorded::Applied(notification))
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
+        let due: Option<Timestamp> = sqlx::query_scalar(
+            "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')",
+        )
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(due.map(Timestamp::into_inner))
+    }
+
+    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
+        let (queued, sending, oldest_due, review_open): (i64, i64, Option<Timestamp>, i64) = sqlx::query_as(
+            "SELECT
+                 (SELECT count(*) FROM notifications WHERE state = 'queued'),
+                 (SELECT count(*) FROM notifications WHERE state = 'sending'),
+                 (SELECT min(due_at) FROM notifications WHERE state = 'queued' AND due_at <= $1),
+                 (SELECT count(*) FROM notifications
+                  WHERE state = 'unknown' OR (certainty = 'duplicate_possible' AND NOT acknowledged))",
+        )
+        .bind(Timestamp::from(now))
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(QueueStats {
+            queued,
+            sending,
+            oldest_due: oldest_due.map(Timestamp::into_inner),
+            review_open,
+        })
+    }
+
+    /// One process writes an SQLite database, and it wakes its own dispatcher.
+    async fn listen_for_work(&self, _wake: Arc<tokio::sync::Notify>, _shutdown: CancellationToken) {
     }
 }

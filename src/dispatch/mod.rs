@@ -1,0 +1,438 @@
+//! The dispatch cycle (DESIGN.md): **claim** due notifications in one transaction that commits
+//! an `in_flight` attempt before any call; **send** through the route's adapter, concurrently,
+//! within per-route limits; **record** each result in one transaction, fenced by the claim's
+//! generation; **recover** notifications whose lease expired by reconciling their ambiguous
+//! attempt. No transaction is held across a provider call.
+//!
+//! What is true after each step is decided by the pure [`policy`]; this module only moves data
+//! between the store and the adapters, and keeps time.
+
+pub mod policy;
+mod routes;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use herald_provider::{Message, ProviderKey, QueryResult, SendResult};
+use time::OffsetDateTime;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use routes::{Route, Routes, build_routes};
+
+use crate::domain::{AttemptResult, Decision, Next, Notification};
+use crate::store::{Claim, ClaimMode, Recorded, Store, StoreError};
+use policy::{Plan, Situation, Step};
+
+/// How the dispatcher paces itself; from `[dispatch]` in herald.toml.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub lease: Duration,
+    pub batch_size: u32,
+    pub concurrency: usize,
+    pub poll_interval: Duration,
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+}
+
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    routes: Arc<Routes>,
+    settings: Settings,
+    /// Signalled by the API after it commits new work, by the PostgreSQL listener when another
+    /// process does, and by this dispatcher when it schedules a retry: the claim loop then looks
+    /// for due work at once instead of waiting for its next poll.
+    wake: Arc<Notify>,
+}
+
+/// How often the queue gauges are refreshed.
+const STATS_INTERVAL: Duration = Duration::from_secs(5);
+/// How often a failed record is tried again before the lease takes over.
+const RECORD_TRIES: u32 = 3;
+
+impl Dispatcher {
+    pub fn new(
+        store: Arc<dyn Store>,
+        routes: Routes,
+        settings: Settings,
+        wake: Arc<Notify>,
+    ) -> Self {
+        Dispatcher {
+            store,
+            routes: Arc::new(routes),
+            settings,
+            wake,
+        }
+    }
+
+    /// Claims and dispatches until `shutdown`; then stops claiming and gives sends in flight
+    /// until their routes' timeouts to finish and be recorded. A send cut off by the deadline
+    /// (or by SIGKILL) stays `in_flight` until its lease ends, when recovery reconciles it.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let listener = tokio::spawn({
+            let (store, wake, shutdown) = (self.store.clone(), self.wake.clone(), shutdown.clone());
+            async move { store.listen_for_work(wake, shutdown).await }
+        });
+        let gauges = tokio::spawn(refresh_gauges(self.store.clone(), shutdown.clone()));
+        let permits = Arc::new(Semaphore::new(self.settings.concurrency));
+        let mut tasks = JoinSet::new();
+        while !shutdown.is_cancelled() {
+            while tasks.try_join_next().is_some() {}
+            let free = permits
+                .available_permits()
+                .min(self.settings.batch_size as usize);
+            if free == 0 {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tasks.join_next() => continue,
+                }
+            }
+            let now = OffsetDateTime::now_utc();
+            let claims = match self
+                .store
+                .claim(now, self.settings.lease, free as u32)
+                .await
+            {
+                Ok(claims) => claims,
+                Err(err) => {
+                    tracing::warn!(%err, "cannot claim work; trying again shortly");
+                    self.pause(&shutdown, Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let full = claims.len() == free;
+            for claim in claims {
+                let permit = permits
+                    .clone()
+                    .try_acquire_owned()
+                    .expect("claimed no more than free permits");
+                let worker = self.worker();
+                tasks.spawn(async move {
+                    worker.dispatch(claim).await;
+                    drop(permit);
+                });
+            }
+            if !full {
+                self.idle(&shutdown).await;
+            }
+        }
+        let grace = self.routes.longest_timeout() + Duration::from_secs(1);
+        let drained =
+            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(
+                unfinished = tasks.len(),
+                "sends still unfinished at shutdown; their leases will recover them"
+            );
+            tasks.abort_all();
+        }
+        listener.abort();
+        gauges.abort();
+    }
+
+    /// Dispatches until nothing is left to do within `horizon`: every claim is processed, and
+    /// work that falls due within the horizon (a retry, a lease, a visibility lag) is waited for.
+    /// Tests step the dispatcher with this instead of sleeping.
+    pub async fn drain(&self, horizon: Duration) -> anyhow::Result<()> {
+        let worker = self.worker();
+        loop {
+            let now = OffsetDateTime::now_utc();
+            let claims = self
+                .store
+                .claim(now, self.settings.lease, self.settings.batch_size)
+                .await?;
+            if !claims.is_empty() {
+                let mut tasks = JoinSet::new();
+                for claim in claims {
+                    let worker = worker.clone();
+                    tasks.spawn(async move { worker.dispatch(claim).await });
+                }
+                while let Some(done) = tasks.join_next().await {
+                    done?;
+                }
+                continue;
+            }
+            match self.store.next_due().await? {
+                Some(due) if due <= now + horizon => {
+                    let wait =
+                        Duration::try_from(due - OffsetDateTime::now_utc()).unwrap_or_default();
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn worker(&self) -> Worker {
+        Worker {
+            store: self.store.clone(),
+            routes: self.routes.clone(),
+            settings: self.settings.clone(),
+            wake: self.wake.clone(),
+        }
+    }
+
+    /// Waits until the next notification falls due, a wake-up, the poll interval, or shutdown.
+    async fn idle(&self, shutdown: &CancellationToken) {
+        let poll = self.settings.poll_interval;
+        let wait = match self.store.next_due().await {
+            Ok(Some(due)) => Duration::try_from(due - OffsetDateTime::now_utc())
+                .unwrap_or_default()
+                .min(poll),
+            Ok(None) => poll,
+            Err(_) => poll,
+        };
+        if wait.is_zero() {
+            return;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = self.wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+
+    async fn pause(&self, shutdown: &CancellationToken, d: Duration) {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(d) => {}
+        }
+    }
+}
+
+/// One claimed notification's journey through a step; cheap to clone per task.
+#[derive(Clone)]
+struct Worker {
+    store: Arc<dyn Store>,
+    routes: Arc<Routes>,
+    settings: Settings,
+    wake: Arc<Notify>,
+}
+
+fn message_of(n: &Notification) -> Message {
+    Message {
+        notification_id: n.id.to_string(),
+        channel: n.channel,
+        to: n.to.clone(),
+        subject: n.content.subject.clone(),
+        text: n.content.text.clone(),
+        html: n.content.html.clone(),
+        payload: n.content.payload.clone(),
+    }
+}
+
+impl Worker {
+    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id, route = %claim.notification.route))]
+    async fn dispatch(&self, mut claim: Claim) {
+        let Some(route) = self.routes.get(&claim.notification.route) else {
+            // A route removed from the config while notifications still name it: leave them be
+            // (their lease will expire and they will be looked at again) and say so loudly.
+            tracing::error!(
+                "no route `{}` is configured; the notification waits",
+                claim.notification.route
+            );
+            return;
+        };
+        let message = message_of(&claim.notification);
+        let key = ProviderKey::new(claim.notification.provider_key());
+        let decision = match claim.mode {
+            ClaimMode::Send { n } => {
+                let result = route.send(&message, &key).await;
+                let s = self.situation(route, &claim);
+                policy::decide(
+                    &s,
+                    Step::Sent {
+                        n,
+                        replay: false,
+                        result,
+                    },
+                    rand::random(),
+                )
+            }
+            ClaimMode::Reconcile => match self.reconcile(route, &mut claim, &message, &key).await {
+                Some(decision) => decision,
+                None => return,
+            },
+        };
+        self.commit(&claim, &decision).await;
+    }
+
+    /// Settles the ambiguity: ask, else replay under the same key, else apply the policy.
+    /// `None` when the claim was lost on the way.
+    async fn reconcile(
+        &self,
+        route: &Route,
+        claim: &mut Claim,
+        message: &Message,
+        key: &ProviderKey,
+    ) -> Option<Decision> {
+        let mut query_failed = false;
+        loop {
+            let s = self.situation(route, claim);
+            match policy::plan(&s, query_failed) {
+                Plan::Query => match route.adapter.query(message, key).await {
+                    QueryResult::Unsupported { evidence } => {
+                        tracing::info!(detail = %evidence.detail, "the outcome query proved nothing");
+                        query_failed = true;
+                    }
+                    result => {
+                        metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => "outcome_query").increment(1);
+                        let s = self.situation(route, claim);
+                        return Some(policy::decide(&s, Step::Queried(result), rand::random()));
+                    }
+                },
+                plan @ (Plan::Replay | Plan::Resend) => {
+                    let replay = plan == Plan::Replay;
+                    let now = OffsetDateTime::now_utc();
+                    let attempt = match self
+                        .store
+                        .start_attempt(claim, now, self.settings.lease)
+                        .await
+                    {
+                        Ok(Some(attempt)) => attempt,
+                        Ok(None) => return None,
+                        Err(err) => {
+                            tracing::warn!(%err, "cannot start an attempt; the lease will bring it back");
+                            return None;
+                        }
+                    };
+                    let n = attempt.n;
+                    claim.attempts.push(attempt);
+                    let result = route.send(message, key).await;
+                    let by = if replay {
+                        "idempotent_replay"
+                    } else {
+                        "resend"
+                    };
+                    metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => by).increment(1);
+                    let s = self.situation(route, claim);
+                    return Some(policy::decide(
+                        &s,
+                        Step::Sent { n, replay, result },
+                        rand::random(),
+                    ));
+                }
+                Plan::Record(decision) => return Some(decision),
+            }
+        }
+    }
+
+    fn situation<'a>(&self, route: &'a Route, claim: &'a Claim) -> Situation<'a> {
+        Situation {
+            delivery: claim.notification.delivery,
+            capabilities: route.adapter.capabilities(),
+            attempts: &claim.attempts,
+            created_at: claim.notification.created_at,
+            now: OffsetDateTime::now_utc(),
+            limits: route.limits(&self.settings),
+        }
+    }
+
+    /// Records the decision, retrying briefly if the database is away. If it stays away, the
+    /// lease ends and recovery treats the attempt as ambiguous: safe, never lost.
+    async fn commit(&self, claim: &Claim, decision: &Decision) {
+        for attempt in 1..=RECORD_TRIES {
+            match self
+                .store
+                .record(claim, decision, OffsetDateTime::now_utc())
+                .await
+            {
+                Ok(Recorded::Applied(n)) => {
+                    self.observe(claim, decision, &n);
+                    return;
+                }
+                Ok(Recorded::Fenced) => {
+                    tracing::warn!(
+                        "the lease was lost before the result was recorded; kept as evidence only"
+                    );
+                    return;
+                }
+                Err(StoreError::Unavailable(cause)) if attempt < RECORD_TRIES => {
+                    tracing::warn!(%cause, attempt, "cannot record yet; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(err) => {
+                    tracing::error!(%err, "cannot record the result; the lease will bring it back");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn observe(&self, claim: &Claim, decision: &Decision, n: &Notification) {
+        match &decision.next {
+            Next::Finish { state, certainty } => {
+                metrics::counter!("herald_notifications_finished_total", "state" => state.as_str(), "certainty" => certainty.as_str()).increment(1);
+                let age = OffsetDateTime::now_utc() - claim.notification.created_at;
+                metrics::histogram!("herald_end_to_end_seconds")
+                    .record(age.as_seconds_f64().max(0.0));
+                tracing::info!(state = %state, certainty = %certainty, "finished");
+            }
+            Next::Retry { at } | Next::Reconcile { at } => {
+                tracing::debug!(state = %n.state, due = %at, "scheduled");
+                self.wake.notify_one();
+            }
+        }
+    }
+}
+
+impl Route {
+    /// One provider call, within the route's concurrency limit and timeout. A timeout here is
+    /// ambiguous: the adapter's own should have fired first, so the request may be out.
+    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .expect("route semaphores are never closed");
+        let started = Instant::now();
+        let result = match tokio::time::timeout(
+            self.timeout + Duration::from_secs(1),
+            self.adapter.send(message, key),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => SendResult::Ambiguous {
+                evidence: herald_provider::Evidence::new(
+                    "awaiting_response",
+                    "the adapter did not return within the route's timeout",
+                ),
+            },
+        };
+        let label = match &result {
+            SendResult::Accepted { .. } => AttemptResult::Accepted,
+            SendResult::Rejected { .. } => AttemptResult::Rejected,
+            SendResult::Ambiguous { .. } => AttemptResult::Ambiguous,
+        };
+        metrics::counter!("herald_attempts_total", "route" => self.name.clone(), "result" => label.as_str()).increment(1);
+        metrics::histogram!("herald_send_seconds", "route" => self.name.clone())
+            .record(started.elapsed().as_secs_f64());
+        result
+    }
+}
+
+/// Keeps the queue gauges of `/metrics` current.
+async fn refresh_gauges(store: Arc<dyn Store>, shutdown: CancellationToken) {
+    loop {
+        let now = OffsetDateTime::now_utc();
+        match store.queue_stats(now).await {
+            Ok(stats) => {
+                metrics::gauge!("herald_queue_depth", "state" => "queued").set(stats.queued as f64);
+                metrics::gauge!("herald_queue_depth", "state" => "sending")
+                    .set(stats.sending as f64);
+                let oldest = stats
+                    .oldest_due
+                    .map_or(0.0, |due| (now - due).as_seconds_f64().max(0.0));
+                metrics::gauge!("herald_queue_oldest_due_seconds").set(oldest);
+                metrics::gauge!("herald_review_open").set(stats.review_open as f64);
+            }
+            Err(err) => tracing::debug!(%err, "cannot refresh queue gauges"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(STATS_INTERVAL) => {}
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! What one dispatch step decided, as data: the attempt's result, any settlement of earlier
+//! ambiguous attempts, and where the notification goes next. `dispatch::policy` produces it;
+//! the store commits it in one transaction, fenced by the claim's generation.
+
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::{AttemptResult, Certainty, SettledBy, State};
+
+/// The outcome of a step, for the store to commit in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The result of the attempt made in this step, if one was made.
+    pub attempt: Option<AttemptOutcome>,
+    /// Settles every unsettled ambiguous attempt (other than this step's own).
+    pub settle: Option<Settlement>,
+    pub next: Next,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptOutcome {
+    pub n: i32,
+    pub result: AttemptResult,
+    pub permanent: Option<bool>,
+    pub provider_ref: Option<String>,
+    pub evidence: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    pub by: SettledBy,
+    pub accepted: bool,
+    pub evidence: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    Finish {
+        state: State,
+        certainty: Certainty,
+    },
+    /// Back to `queued`, due at this time.
+    Retry {
+        at: OffsetDateTime,
+    },
+    /// Stay `sending` and reconcile again at this time.
+    Reconcile {
+        at: OffsetDateTime,
+    },
+}
