@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 pub mod binary;
+pub mod pg_cluster;
 
 use std::path::PathBuf;
 use std::sync::Once;
@@ -16,6 +17,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use herald::app::App;
+use herald::dispatch::Dispatcher;
 use herald::config::Config;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +85,8 @@ fn postgres_admin_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
-fn in_ci() -> bool {
+/// `CI=true` (or `1`): a test that cannot run here fails instead of skipping.
+pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
@@ -216,30 +219,45 @@ pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
     pub db: TestDb,
+    pub store: std::sync::Arc<dyn herald::store::Store>,
     shutdown: CancellationToken,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
+/// An API-only herald: nothing is dispatched, so what the API stored stays as it was.
 pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
-    spawn_app_with(backend, "").await
+    spawn_app_with(backend, "[dispatch]\nenabled = false\n").await
 }
 
 /// `extra` is appended to the test config (routes, dispatch settings, templates…).
 pub async fn spawn_app_with(backend: Backend, extra: &str) -> Option<TestApp> {
     let db = TestDb::new(backend).await?;
-    let app = App::build(test_config(&db, extra))
-        .await
-        .expect("herald builds");
+    let app = App::build(test_config(&db, extra)).await.expect("herald builds");
+    Some(serve(app, db))
+}
+
+/// A herald whose dispatcher the test steps with [`Dispatcher::drain`] instead of letting it
+/// run: what happens between steps is then the test's to arrange.
+pub async fn spawn_stepped(backend: Backend, extra: &str) -> Option<(TestApp, Dispatcher)> {
+    let db = TestDb::new(backend).await?;
+    let mut app = App::build(test_config(&db, extra)).await.expect("herald builds");
+    let dispatcher = app.take_dispatcher().expect("the test config enables dispatch");
+    Some((serve(app, db), dispatcher))
+}
+
+fn serve(app: App, db: TestDb) -> TestApp {
     let base = format!("http://{}", app.local_addr());
+    let store = app.store();
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run(shutdown.clone()));
-    Some(TestApp {
+    TestApp {
         base,
         http: http_client(),
         db,
+        store,
         shutdown,
         server: Some(server),
-    })
+    }
 }
 
 pub fn http_client() -> reqwest::Client {
@@ -358,5 +376,26 @@ where
             panic!("timed out after {timeout:?} waiting for {what}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A directory of the test's own under the system temp dir, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("create a temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
