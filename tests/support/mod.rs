@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use herald::app::App;
-use herald::dispatch::Dispatcher;
 use herald::config::Config;
+use herald::dispatch::Dispatcher;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -232,7 +232,9 @@ pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
 /// `extra` is appended to the test config (routes, dispatch settings, templates…).
 pub async fn spawn_app_with(backend: Backend, extra: &str) -> Option<TestApp> {
     let db = TestDb::new(backend).await?;
-    let app = App::build(test_config(&db, extra)).await.expect("herald builds");
+    let app = App::build(test_config(&db, extra))
+        .await
+        .expect("herald builds");
     Some(serve(app, db))
 }
 
@@ -240,8 +242,12 @@ pub async fn spawn_app_with(backend: Backend, extra: &str) -> Option<TestApp> {
 /// run: what happens between steps is then the test's to arrange.
 pub async fn spawn_stepped(backend: Backend, extra: &str) -> Option<(TestApp, Dispatcher)> {
     let db = TestDb::new(backend).await?;
-    let mut app = App::build(test_config(&db, extra)).await.expect("herald builds");
-    let dispatcher = app.take_dispatcher().expect("the test config enables dispatch");
+    let mut app = App::build(test_config(&db, extra))
+        .await
+        .expect("herald builds");
+    let dispatcher = app
+        .take_dispatcher()
+        .expect("the test config enables dispatch");
     Some((serve(app, db), dispatcher))
 }
 

@@ -1,0 +1,546 @@
+//! Dispatch against the sandbox vendor over real HTTP: every fault of DESIGN.md's classification
+//! table, per vendor profile and delivery policy, ends where CONTRACT.md says, with the sandbox's
+//! ledger as ground truth. The dispatcher is stepped with `drain`, so nothing here sleeps to wait.
+
+mod support;
+
+use std::time::Duration;
+
+use herald_sandbox::{Profile, SandboxClient, SandboxConfig, SandboxHandle};
+use reqwest::StatusCode;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use herald::dispatch::Dispatcher;
+use herald::domain::{AttemptOutcome, AttemptResult, Certainty, Decision, Next, State};
+use herald::store::{ClaimMode, Recorded};
+use support::{ACME, Backend, TestApp, email, spawn_stepped};
+
+on_both_backends!(
+    every_fault_ends_where_the_contract_says,
+    a_claim_abandoned_by_a_dead_worker_is_reconciled,
+    a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome,
+);
+
+/// A herald with one route, `vendor`, to a sandbox of the given profile and faults.
+struct Rig {
+    app: TestApp,
+    dispatcher: Dispatcher,
+    ledger: SandboxClient,
+    _vendor: SandboxHandle,
+}
+
+const LEASE_SECONDS: u64 = 3;
+
+async fn rig(backend: Backend, profile: Profile, delivery: &str, faults: &str) -> Option<Rig> {
+    support::install_crypto();
+    let vendor = herald_sandbox::spawn(SandboxConfig {
+        profile,
+        visibility_lag: Duration::from_millis(200),
+        faults: herald_sandbox::parse_faults(faults).expect("fault syntax"),
+        // Longer than the route's timeout (1 s), so a delayed answer is a client timeout.
+        delay: Duration::from_millis(1500),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("sandbox starts");
+    let config = format!(
+        r#"
+[dispatch]
+lease_seconds = {LEASE_SECONDS}
+retry_base_ms = 100
+retry_max_seconds = 2
+
+[routes.vendor]
+provider = "sandbox"
+base_url = "{url}"
+profile = "{profile}"
+visibility_lag_ms = 200
+timeout_seconds = 1
+max_attempts = 20
+delivery = "{delivery}"
+
+[channels]
+email = "vendor"
+"#,
+        url = vendor.base_url(),
+        profile = profile.as_str(),
+    );
+    let (app, dispatcher) = spawn_stepped(backend, &config).await?;
+    Some(Rig {
+        app,
+        dispatcher,
+        ledger: vendor.client().expect("sandbox client"),
+        _vendor: vendor,
+    })
+}
+
+impl Rig {
+    async fn enqueue(&self, key: &str) -> String {
+        let response = self.app.enqueue(ACME, key, &email("ada@example.com")).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        let body: Value = response.json().await.unwrap();
+        body["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn drain(&self) {
+        self.dispatcher
+            .drain(Duration::from_secs(15))
+            .await
+            .expect("dispatch runs");
+    }
+
+    async fn show(&self, id: &str) -> Value {
+        self.app
+            .get(ACME, &format!("/v1/notifications/{id}"))
+            .await
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// How many times the vendor really delivered this notification.
+    async fn delivered(&self, id: &str) -> u64 {
+        self.ledger
+            .ledger()
+            .await
+            .expect("ledger")
+            .deliveries_of(id)
+    }
+}
+
+fn results(n: &Value) -> Vec<String> {
+    n["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["result"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+struct Case {
+    profile: Profile,
+    delivery: &'static str,
+    fault: &'static str,
+    state: &'static str,
+    certainty: &'static str,
+    /// The attempts' results; `..` in the middle stands for any number of transient rejections.
+    attempts: &'static [&'static str],
+    first_settled_by: Option<&'static str>,
+    delivered: u64,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_most_once",
+        fault: "",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["accepted"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_most_once",
+        fault: "accept_then_drop:nth=1",
+        state: "unknown",
+        certainty: "unknown",
+        attempts: &["ambiguous"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_least_once",
+        fault: "accept_then_drop:nth=1",
+        state: "delivered",
+        certainty: "duplicate_possible",
+        attempts: &["ambiguous", "accepted"],
+        first_settled_by: None,
+        delivered: 2,
+    },
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_most_once",
+        fault: "error_after_processing:nth=1",
+        state: "unknown",
+        certainty: "unknown",
+        attempts: &["ambiguous"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_most_once",
+        fault: "delay:nth=1",
+        state: "unknown",
+        certainty: "unknown",
+        attempts: &["ambiguous"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_least_once",
+        fault: "delay:nth=1",
+        state: "delivered",
+        certainty: "duplicate_possible",
+        attempts: &["ambiguous", "accepted"],
+        first_settled_by: None,
+        delivered: 2,
+    },
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_most_once",
+        fault: "unavailable_before_processing:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["rejected", "accepted"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Plain,
+        delivery: "at_most_once",
+        fault: "rate_limited:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["rejected", "accepted"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Idempotent,
+        delivery: "at_most_once",
+        fault: "accept_then_drop:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["ambiguous", "accepted"],
+        first_settled_by: Some("idempotent_replay"),
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Idempotent,
+        delivery: "at_most_once",
+        fault: "error_after_processing:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["ambiguous", "accepted"],
+        first_settled_by: Some("idempotent_replay"),
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Idempotent,
+        delivery: "at_least_once",
+        fault: "delay:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["ambiguous", "..", "accepted"],
+        first_settled_by: Some("idempotent_replay"),
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Idempotent,
+        delivery: "at_most_once",
+        fault: "rate_limited:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["rejected", "accepted"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Queryable,
+        delivery: "at_most_once",
+        fault: "accept_then_drop:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["ambiguous"],
+        first_settled_by: Some("outcome_query"),
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Queryable,
+        delivery: "at_least_once",
+        fault: "delay:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["ambiguous"],
+        first_settled_by: Some("outcome_query"),
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Queryable,
+        delivery: "at_most_once",
+        fault: "error_after_processing:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["ambiguous"],
+        first_settled_by: Some("outcome_query"),
+        delivered: 1,
+    },
+    Case {
+        profile: Profile::Queryable,
+        delivery: "at_most_once",
+        fault: "unavailable_before_processing:nth=1",
+        state: "delivered",
+        certainty: "known",
+        attempts: &["rejected", "accepted"],
+        first_settled_by: None,
+        delivered: 1,
+    },
+];
+
+fn attempts_match(got: &[String], want: &[&str]) -> bool {
+    match want.iter().position(|w| *w == "..") {
+        None => got.iter().map(String::as_str).eq(want.iter().copied()),
+        Some(gap) => {
+            let (head, tail) = (&want[..gap], &want[gap + 1..]);
+            got.len() >= head.len() + tail.len()
+                && got[..head.len()]
+                    .iter()
+                    .map(String::as_str)
+                    .eq(head.iter().copied())
+                && got[got.len() - tail.len()..]
+                    .iter()
+                    .map(String::as_str)
+                    .eq(tail.iter().copied())
+                && got[head.len()..got.len() - tail.len()]
+                    .iter()
+                    .all(|r| r == "rejected")
+        }
+    }
+}
+
+async fn every_fault_ends_where_the_contract_says(backend: Backend) {
+    for case in CASES {
+        let label = format!(
+            "{} / {} / fault `{}`",
+            case.profile.as_str(),
+            case.delivery,
+            case.fault
+        );
+        let Some(rig) = rig(backend, case.profile, case.delivery, case.fault).await else {
+            return;
+        };
+        let id = rig.enqueue("case").await;
+        rig.drain().await;
+        let n = rig.show(&id).await;
+        assert_eq!(
+            (n["state"].as_str(), n["certainty"].as_str()),
+            (Some(case.state), Some(case.certainty)),
+            "{label}: {n:#}"
+        );
+        assert!(
+            attempts_match(&results(&n), case.attempts),
+            "{label}: attempts {:?}, want {:?}",
+            results(&n),
+            case.attempts
+        );
+        assert_eq!(
+            n["attempts"][0]["settled_by"].as_str(),
+            case.first_settled_by,
+            "{label}: {n:#}"
+        );
+        assert_eq!(
+            rig.delivered(&id).await,
+            case.delivered,
+            "{label}: the vendor's ledger"
+        );
+        for attempt in n["attempts"].as_array().unwrap() {
+            assert_eq!(
+                attempt["provider_idempotency_key"],
+                id.as_str(),
+                "{label}: one key per notification"
+            );
+            assert!(
+                attempt["evidence"]["stage"].is_string(),
+                "{label}: evidence names its stage: {attempt}"
+            );
+        }
+        if case.fault.starts_with("rate_limited") {
+            let started = |i: usize| {
+                OffsetDateTime::parse(
+                    n["attempts"][i]["started_at"].as_str().unwrap(),
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .unwrap()
+            };
+            assert!(
+                started(1) - started(0) >= Duration::from_secs(1),
+                "{label}: Retry-After: 1 is honoured"
+            );
+        }
+        let events = rig
+            .app
+            .db
+            .scalar(&format!(
+                "SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.{}'",
+                case.state
+            ))
+            .await;
+        assert_eq!(events, 1, "{label}: one event for the final state");
+    }
+}
+
+async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
+    // The worker claimed (committing its in_flight attempt) and died before calling the vendor:
+    // nothing was delivered, and only what the vendor offers can prove it.
+    let cases = [
+        (
+            Profile::Queryable,
+            "at_most_once",
+            "delivered",
+            "known",
+            Some("outcome_query"),
+            1,
+        ),
+        (
+            Profile::Idempotent,
+            "at_most_once",
+            "delivered",
+            "known",
+            Some("idempotent_replay"),
+            1,
+        ),
+        (
+            Profile::Plain,
+            "at_most_once",
+            "unknown",
+            "unknown",
+            None,
+            0,
+        ),
+        (
+            Profile::Plain,
+            "at_least_once",
+            "delivered",
+            "duplicate_possible",
+            None,
+            1,
+        ),
+    ];
+    for (profile, delivery, state, certainty, settled_by, delivered) in cases {
+        let label = format!("{} / {delivery}", profile.as_str());
+        let Some(rig) = rig(backend, profile, delivery, "").await else {
+            return;
+        };
+        let id = rig.enqueue("abandoned").await;
+        let claims = rig
+            .app
+            .store
+            .claim(
+                OffsetDateTime::now_utc(),
+                Duration::from_secs(LEASE_SECONDS),
+                10,
+            )
+            .await
+            .unwrap();
+        assert_eq!(claims.len(), 1);
+        assert!(matches!(claims[0].mode, ClaimMode::Send { n: 1 }));
+        let during = rig.show(&id).await;
+        assert_eq!(
+            (during["state"].as_str(), results(&during)),
+            (Some("sending"), vec!["in_flight".to_owned()]),
+            "{label}"
+        );
+
+        rig.drain().await;
+        let n = rig.show(&id).await;
+        assert_eq!(
+            (n["state"].as_str(), n["certainty"].as_str()),
+            (Some(state), Some(certainty)),
+            "{label}: {n:#}"
+        );
+        assert_eq!(n["attempts"][0]["result"], "ambiguous", "{label}");
+        assert_eq!(
+            n["attempts"][0]["evidence"]["stage"], "lease_expired",
+            "{label}"
+        );
+        assert_eq!(
+            n["attempts"][0]["settled_by"].as_str(),
+            settled_by,
+            "{label}"
+        );
+        assert_eq!(
+            rig.delivered(&id).await,
+            delivered,
+            "{label}: the vendor's ledger"
+        );
+    }
+}
+
+async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "at_most_once", "").await else {
+        return;
+    };
+    let id = rig.enqueue("fenced").await;
+    let store = &rig.app.store;
+    let lease = Duration::from_secs(LEASE_SECONDS);
+    let now = OffsetDateTime::now_utc();
+    let stale = store.claim(now, lease, 10).await.unwrap().remove(0);
+    // Another worker claims it after the lease: attempt 1 becomes ambiguous, generation moves on.
+    let fresh = store
+        .claim(now + lease + Duration::from_secs(1), lease, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(fresh.mode, ClaimMode::Reconcile);
+    assert_eq!(fresh.generation, stale.generation + 1);
+
+    let late_acceptance = Decision {
+        attempt: Some(AttemptOutcome {
+            n: 1,
+            result: AttemptResult::Accepted,
+            permanent: None,
+            provider_ref: Some("late-ref".into()),
+            evidence: serde_json::json!({"stage": "response", "status": 202}),
+        }),
+        settle: None,
+        next: Next::Finish {
+            state: State::Delivered,
+            certainty: Certainty::Known,
+        },
+    };
+    assert!(matches!(
+        store.record(&stale, &late_acceptance, now).await.unwrap(),
+        Recorded::Fenced
+    ));
+    let reviewed = Decision {
+        attempt: None,
+        settle: None,
+        next: Next::Finish {
+            state: State::Unknown,
+            certainty: Certainty::Unknown,
+        },
+    };
+    assert!(matches!(
+        store.record(&fresh, &reviewed, now).await.unwrap(),
+        Recorded::Applied(_)
+    ));
+
+    let n = rig.show(&id).await;
+    assert_eq!(
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("unknown"), Some("unknown"))
+    );
+    let first = &n["attempts"][0];
+    assert_eq!(
+        first["result"], "ambiguous",
+        "the stale worker did not rewrite the result"
+    );
+    assert_eq!(first["provider_ref"], Value::Null);
+    assert_eq!(
+        first["evidence"]["late_result"]["result"], "accepted",
+        "but its answer is kept as evidence: {first}"
+    );
+    assert_eq!(
+        rig.app
+            .db
+            .scalar("SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.delivered'")
+            .await,
+        0
+    );
+}
