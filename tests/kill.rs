@@ -75,7 +75,9 @@ async fn killing_the_server_right_after_a_202_loses_nothing(backend: Backend) {
         "herald",
     )
     .await;
-    let http = http_client();
+    // A fresh client for each life of the process: a pooled connection to the killed one
+    // must not turn a request of the next round into a transport error.
+    let mut http = http_client();
     let seed: u64 = std::env::var("HERALD_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -123,6 +125,7 @@ async fn killing_the_server_right_after_a_202_loses_nothing(backend: Backend) {
             }
         }
         herald.restart().await;
+        http = http_client();
     }
     println!(
         "{} requests acknowledged, {} cut by {ROUNDS} kills",
