@@ -404,6 +404,15 @@ mod tests {
     }
 
     #[test]
+    fn the_example_config_documents_valid_keys() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/herald.example.toml")).unwrap();
+        let config = load(&text, &[]).unwrap();
+        assert_eq!(config.tokens.len(), 2);
+        assert_eq!(config.channels[&Channel::Webhook], "sandbox");
+        assert!(config.templates.contains_key("export-ready"));
+    }
+
+    #[test]
     fn no_config_means_sqlite_localhost_and_the_sandbox_for_every_channel() {
         let config = Config::load(None, []).unwrap();
         assert_eq!(config.database.url, "sqlite://herald.db");

@@ -50,6 +50,9 @@ macro_rules! notification_columns {
 impl PgStore {
     pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         let options: PgConnectOptions = url.parse()?;
+        // One direct connection first: a pool would report only "timed out", not the cause.
+        use sqlx::Connection;
+        sqlx::PgConnection::connect_with(&options).await?.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             // A request waiting on a dead database answers 503 promptly instead of hanging.
