@@ -405,7 +405,9 @@ mod tests {
 
     #[test]
     fn the_example_config_documents_valid_keys() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/herald.example.toml")).unwrap();
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/herald.example.toml"))
+                .unwrap();
         let config = load(&text, &[]).unwrap();
         assert_eq!(config.tokens.len(), 2);
         assert_eq!(config.channels[&Channel::Webhook], "sandbox");

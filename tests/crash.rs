@@ -243,9 +243,9 @@ sms = "vendor"
 /// Posts notification `i` until some herald acknowledges it, the same key every time, as a
 /// careful upstream would: a retry after a lost answer is a replay, never a second notification.
 async fn enqueue_until_acknowledged(http: &reqwest::Client, bases: &[String], i: usize) -> String {
-    let body = if i % 2 == 0 {
+    let body = if i.is_multiple_of(2) {
         json!({"channel": "email", "to": format!("user{i}@example.com"), "subject": "Crash test", "text": "hello",
-               "delivery": if i % 4 == 0 { "at_least_once" } else { "at_most_once" }})
+               "delivery": if i.is_multiple_of(4) { "at_least_once" } else { "at_most_once" }})
     } else {
         json!({"channel": "sms", "to": format!("+1415555{:04}", i % 10_000), "text": "hello",
                "delivery": if i % 4 == 1 { "at_least_once" } else { "at_most_once" }})

@@ -168,7 +168,8 @@ fn key_in_progress() -> Problem {
 
 /// Enqueue one notification.
 #[utoipa::path(post, path = "/v1/notifications", request_body = NotificationRequest,
-    params(("Idempotency-Key" = String, Header, description = "1–255 printable ASCII characters")),
+    params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 255, pattern = "^[ -~]+$",
+            description = "1–255 printable ASCII characters; retries with the same key are safe")),
     security(("bearer" = [])),
     responses(
         (status = 202, description = "Accepted (or replayed, with `Idempotent-Replayed: true`)", body = NotificationBody),
@@ -261,6 +262,39 @@ fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey, Problem> {
     IdempotencyKey::parse("Idempotency-Key", text).map_err(|e| invalid(&e.to_string()))
 }
 
+/// `POST /v1/notifications/batch` (documentation only: the handler reads items one by one, so
+/// that each bad item gets its own problem).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct BatchRequest {
+    #[schema(schema_with = batch_items_schema)]
+    items: Vec<Value>,
+}
+
+/// Each item is a [`NotificationRequest`] with its own `idempotency_key`.
+fn batch_items_schema() -> utoipa::openapi::Array {
+    use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
+    use utoipa::openapi::{ArrayBuilder, RefOr};
+    let mut item = match <NotificationRequest as utoipa::PartialSchema>::schema() {
+        RefOr::T(Schema::Object(object)) => object,
+        _ => Object::new(),
+    };
+    item.properties.insert(
+        "idempotency_key".into(),
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(255))
+            .into(),
+    );
+    item.required.push("idempotency_key".into());
+    ArrayBuilder::new()
+        .items(item)
+        .min_items(Some(1))
+        .max_items(Some(MAX_BATCH_ITEMS))
+        .build()
+}
+
 /// One item's result in a batch, in request order.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BatchResult {
@@ -294,7 +328,7 @@ pub struct BatchBody {
 /// Items that fail validation are answered with their problem and store nothing; the rest
 /// commit together.
 #[utoipa::path(post, path = "/v1/notifications/batch",
-    request_body(content = Object, description = "`{\"items\": [NotificationRequest + \"idempotency_key\"]}`"),
+    request_body = BatchRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Per-item results in request order", body = BatchBody),
@@ -437,10 +471,10 @@ pub struct ListBody {
 /// Notifications, newest first, cursor-paginated.
 #[utoipa::path(get, path = "/v1/notifications", security(("bearer" = [])),
     params(
-        ("state" = Option<String>, Query, description = "Only this state"),
-        ("certainty" = Option<String>, Query, description = "Only this certainty"),
-        ("limit" = Option<u32>, Query, description = "1–200, default 50"),
-        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+        ("state" = Option<NotificationState>, Query, description = "Only this state"),
+        ("certainty" = Option<Certainty>, Query, description = "Only this certainty"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 200, description = "Page size, default 50"),
+        ("cursor" = Option<String>, Query, format = Uuid, description = "`next_cursor` of the previous page"),
     ),
     responses(
         (status = 200, description = "A page", body = ListBody),

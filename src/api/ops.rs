@@ -71,8 +71,14 @@ pub struct ApiDoc;
 struct BearerAuth;
 
 impl utoipa::Modify for BearerAuth {
+    /// Declares the bearer scheme, and on every operation that needs a token, the answers any
+    /// such operation can give: 401 (no valid token), 403 (missing scope) and 503 (database
+    /// unavailable), so that each handler lists only what is its own.
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::content::ContentBuilder;
+        use utoipa::openapi::response::ResponseBuilder;
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        use utoipa::openapi::{Ref, RefOr};
         openapi
             .components
             .get_or_insert_default()
@@ -80,6 +86,43 @@ impl utoipa::Modify for BearerAuth {
                 "bearer",
                 SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
             );
+        let problem = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/problem+json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("Problem")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                if operation.security.is_none() {
+                    continue;
+                }
+                let responses = &mut operation.responses.responses;
+                for (status, description) in [
+                    ("401", "No valid token"),
+                    ("403", "The token lacks the scope"),
+                    ("503", "The database is unavailable; nothing was stored"),
+                ] {
+                    responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| problem(description));
+                }
+            }
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use super::{
 #[serde(deny_unknown_fields)]
 pub struct NotificationRequest {
     /// `email`, `sms`, `push` or `webhook`.
-    #[schema(example = "email")]
+    #[schema(example = "email", schema_with = channel_schema)]
     pub channel: String,
     /// An email address, an E.164 number, a device token or a webhook URL, by channel.
     #[schema(example = "ada@example.com")]
@@ -37,6 +37,7 @@ pub struct NotificationRequest {
     #[schema(value_type = Option<Object>)]
     pub data: Option<Map<String, Value>>,
     /// `at_most_once` or `at_least_once`; defaults to the route's policy.
+    #[schema(schema_with = delivery_schema)]
     pub delivery: Option<String>,
     /// Not before this time (RFC 3339).
     #[serde(default, with = "time::serde::rfc3339::option")]
@@ -45,6 +46,23 @@ pub struct NotificationRequest {
     /// Up to 50 string pairs, echoed in events.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
+}
+
+fn channel_schema() -> utoipa::openapi::Object {
+    names_schema(Channel::ALL.map(Channel::as_str))
+}
+
+fn delivery_schema() -> utoipa::openapi::Object {
+    names_schema(Delivery::ALL.iter().map(|d| d.as_str()))
+}
+
+/// A string schema limited to `names`: a text enum whose Rust field is a plain string, so that
+/// a wrong value gets herald's own error naming the field.
+fn names_schema(names: impl IntoIterator<Item = &'static str>) -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(names))
+        .build()
 }
 
 /// What is sent, literal or rendered from a template (whose name and data are kept as asked).
@@ -73,7 +91,7 @@ pub struct Notification {
     pub id: NotificationId,
     #[serde(skip)]
     pub tenant: String,
-    #[schema(value_type = String, example = "email")]
+    #[schema(schema_with = channel_schema)]
     pub channel: Channel,
     pub to: String,
     pub route: String,

@@ -138,7 +138,7 @@ pub struct Claim {
 /// What [`Store::record`] did.
 #[derive(Debug, Clone)]
 pub enum Recorded {
-    Applied(Notification),
+    Applied(Box<Notification>),
     /// The claim was lost (its lease expired and another worker claimed the notification).
     Fenced,
 }

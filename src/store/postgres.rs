@@ -52,7 +52,10 @@ impl PgStore {
         let options: PgConnectOptions = url.parse()?;
         // One direct connection first: a pool would report only "timed out", not the cause.
         use sqlx::Connection;
-        sqlx::PgConnection::connect_with(&options).await?.close().await?;
+        sqlx::PgConnection::connect_with(&options)
+            .await?
+            .close()
+            .await?;
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             // A request waiting on a dead database answers 503 promptly instead of hanging.
@@ -530,7 +533,7 @@ impl Store for PgStore {
                 .await?;
         }
         tx.commit().await?;
-        Ok(Recorded::Applied(notification))
+        Ok(Recorded::Applied(Box::new(notification)))
     }
 
     async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {

@@ -507,7 +507,7 @@ impl Store for SqliteStore {
             .await?;
         }
         tx.commit().await?;
-        Ok(Recorded::Applied(notification))
+        Ok(Recorded::Applied(Box::new(notification)))
     }
 
     async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
