@@ -1,0 +1,227 @@
+//! herald as processes: graceful shutdown, wake-ups across processes, one process per SQLite
+//! file, and the metrics a running dispatcher exposes.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use herald_sandbox::{Profile, SandboxConfig, SandboxHandle};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use support::binary::{HeraldProcess, free_port};
+use support::{ACME, Backend, TempDir, TestDb, email, eventually, http_client, test_config_text};
+
+/// A route to `vendor`, with polling so slow (one minute) that only a wake-up can explain a
+/// prompt delivery.
+fn route(vendor: &SandboxHandle, timeout_seconds: u64, dispatch: bool) -> String {
+    format!(
+        r#"
+[dispatch]
+enabled = {dispatch}
+poll_interval_ms = 60000
+lease_seconds = 10
+
+[routes.vendor]
+provider = "sandbox"
+base_url = "{}"
+profile = "idempotent"
+timeout_seconds = {timeout_seconds}
+
+[channels]
+email = "vendor"
+"#,
+        vendor.base_url()
+    )
+}
+
+async fn vendor(faults: &str) -> SandboxHandle {
+    support::install_crypto();
+    herald_sandbox::spawn(SandboxConfig {
+        profile: Profile::Idempotent,
+        faults: herald_sandbox::parse_faults(faults).expect("fault syntax"),
+        delay: Duration::from_millis(1500),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("sandbox starts")
+}
+
+async fn start(db: &TestDb, dir: &TempDir, name: &str, route: &str) -> HeraldProcess {
+    let config = test_config_text(&db.url, &format!("127.0.0.1:{}", free_port()), route);
+    HeraldProcess::start(&config, dir.path(), name).await
+}
+
+async fn enqueue(base: &str, key: &str) -> String {
+    let response = http_client()
+        .post(format!("{base}/v1/notifications"))
+        .bearer_auth(ACME)
+        .header("Idempotency-Key", key)
+        .json(&email("ada@example.com"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let body: Value = response.json().await.unwrap();
+    body["id"].as_str().unwrap().to_owned()
+}
+
+async fn show(base: &str, id: &str) -> Value {
+    http_client()
+        .get(format!("{base}/v1/notifications/{id}"))
+        .bearer_auth(ACME)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn state_becomes(base: &str, id: &str, state: &str, within: Duration) -> Value {
+    eventually(&format!("{id} to be {state}"), within, || async {
+        let n = show(base, id).await;
+        (n["state"] == state).then_some(n)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_send_in_flight_finish_and_exits_zero() {
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-sigterm");
+    // The vendor holds its answer for 1.5 s, well inside the route's 5 s timeout.
+    let vendor = vendor("delay:nth=1").await;
+    let mut herald = start(&db, &dir, "herald", &route(&vendor, 5, true)).await;
+    let id = enqueue(&herald.base, "in-flight").await;
+    let n = state_becomes(&herald.base, &id, "sending", Duration::from_secs(5)).await;
+    assert_eq!(n["attempts"][0]["result"], "in_flight");
+
+    let status = tokio::task::spawn_blocking(move || {
+        let status = herald.terminate();
+        (status, herald)
+    });
+    let (status, herald) = status.await.unwrap();
+    assert!(
+        status.success(),
+        "herald exits 0 on SIGTERM: {status}\n{}",
+        herald.log()
+    );
+    let recorded = db
+        .scalar("SELECT count(*) FROM attempts WHERE result = 'accepted'")
+        .await;
+    let delivered = db
+        .scalar("SELECT count(*) FROM notifications WHERE state = 'delivered'")
+        .await;
+    assert_eq!(
+        (recorded, delivered),
+        (1, 1),
+        "the send in flight was recorded before exit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_on_one_sqlite_file_refuses_to_start() {
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-sqlite-lock");
+    let vendor = vendor("").await;
+    let _first = start(&db, &dir, "first", &route(&vendor, 5, true)).await;
+    let config = dir.path().join("second.toml");
+    let text = test_config_text(
+        &db.url,
+        &format!("127.0.0.1:{}", free_port()),
+        &route(&vendor, 5, true),
+    );
+    std::fs::write(&config, text).unwrap();
+    let second = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .expect("run herald");
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("herald: ") && last.contains("another herald process is using"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_in_one_process_wakes_the_dispatcher_of_another() {
+    let Some(db) = TestDb::new(Backend::Postgres).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-listen");
+    let vendor = vendor("").await;
+    let api_only = start(&db, &dir, "api", &route(&vendor, 5, false)).await;
+    let dispatching = start(&db, &dir, "worker", &route(&vendor, 5, true)).await;
+    // Let the worker finish its first look at the queue and go idle on its one-minute poll.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = enqueue(&api_only.base, "wake-up").await;
+    let n = state_becomes(&dispatching.base, &id, "delivered", Duration::from_secs(10)).await;
+    assert_eq!(n["certainty"], "known");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_notification_is_sent_without_waiting_for_the_poll() {
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-wake");
+    let vendor = vendor("").await;
+    let herald = start(&db, &dir, "herald", &route(&vendor, 5, true)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = enqueue(&herald.base, "wake-up").await;
+    state_becomes(&herald.base, &id, "delivered", Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_attempts_outcomes_and_the_queue() {
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-metrics");
+    let vendor = vendor("rate_limited:nth=1").await;
+    let herald = start(&db, &dir, "herald", &route(&vendor, 5, true)).await;
+    let id = enqueue(&herald.base, "metered").await;
+    state_becomes(&herald.base, &id, "delivered", Duration::from_secs(10)).await;
+    let metrics = eventually("the queue gauges", Duration::from_secs(10), || async {
+        let text = http_client()
+            .get(format!("{}/metrics", herald.base))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.contains("herald_queue_depth").then_some(text)
+    })
+    .await;
+    for line in [
+        "herald_attempts_total{route=\"vendor\",result=\"rejected\"} 1",
+        "herald_attempts_total{route=\"vendor\",result=\"accepted\"} 1",
+        "herald_notifications_finished_total{state=\"delivered\",certainty=\"known\"} 1",
+        "herald_notifications_accepted_total 1",
+        "herald_review_open 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing `{line}` in:\n{metrics}"
+        );
+    }
+    for histogram in [
+        "herald_send_seconds_count{route=\"vendor\"} 2",
+        "herald_end_to_end_seconds_count 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == histogram),
+            "missing `{histogram}` in:\n{metrics}"
+        );
+    }
+}
