@@ -130,6 +130,10 @@ pub struct RouteConfig {
     pub max_attempts: u32,
     /// A notification older than this is not tried again.
     pub max_age: Duration,
+    /// Calls per second this process makes to the vendor (a token bucket); `None`: no limit.
+    pub rate_limit_per_second: Option<f64>,
+    /// How many calls may go at once before the rate applies.
+    pub burst: u32,
     pub provider: ProviderConfig,
 }
 
@@ -179,15 +183,21 @@ struct RouteCommon {
     max_attempts: Option<u32>,
     #[serde(default)]
     max_age_seconds: Option<u64>,
+    #[serde(default)]
+    rate_limit_per_second: Option<f64>,
+    #[serde(default)]
+    burst: Option<u32>,
 }
 
 impl RouteConfig {
-    const COMMON_KEYS: [&'static str; 5] = [
+    const COMMON_KEYS: [&'static str; 7] = [
         "delivery",
         "concurrency",
         "timeout_seconds",
         "max_attempts",
         "max_age_seconds",
+        "rate_limit_per_second",
+        "burst",
     ];
 
     fn from_table(mut table: toml::Table, dispatch: &DispatchConfig) -> anyhow::Result<Self> {
@@ -204,6 +214,8 @@ impl RouteConfig {
             timeout: Duration::from_secs(common.timeout_seconds.unwrap_or(10)),
             max_attempts: common.max_attempts.unwrap_or(dispatch.max_attempts),
             max_age: Duration::from_secs(common.max_age_seconds.unwrap_or(24 * 3600)),
+            rate_limit_per_second: common.rate_limit_per_second.filter(|r| *r > 0.0),
+            burst: common.burst.unwrap_or(1),
             provider: ProviderConfig::deserialize(table)?,
         })
     }

@@ -435,6 +435,7 @@ async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
                 OffsetDateTime::now_utc(),
                 Duration::from_secs(LEASE_SECONDS),
                 10,
+                &[],
             )
             .await
             .unwrap();
@@ -480,10 +481,10 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
     let store = &rig.app.store;
     let lease = Duration::from_secs(LEASE_SECONDS);
     let now = OffsetDateTime::now_utc();
-    let stale = store.claim(now, lease, 10).await.unwrap().remove(0);
+    let stale = store.claim(now, lease, 10, &[]).await.unwrap().remove(0);
     // Another worker claims it after the lease: attempt 1 becomes ambiguous, generation moves on.
     let fresh = store
-        .claim(now + lease + Duration::from_secs(1), lease, 10)
+        .claim(now + lease + Duration::from_secs(1), lease, 10, &[])
         .await
         .unwrap()
         .remove(0);

@@ -7,6 +7,7 @@
 //! What is true after each step is decided by the pure [`policy`]; this module only moves data
 //! between the store and the adapters, and keeps time.
 
+mod pacing;
 pub mod policy;
 mod routes;
 
@@ -48,6 +49,11 @@ pub struct Dispatcher {
 
 /// How often the queue gauges are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(5);
+/// With routes held back, how soon the claim loop looks again for work they can take.
+const HELD_BACK_LOOK_AGAIN: Duration = Duration::from_millis(25);
+/// The longest a claimed send waits for its route's pace: far inside any lease (which outlasts
+/// the route's timeout by at least 2 s), so a held send is never mistaken for a crashed one.
+const PACE_PATIENCE: Duration = Duration::from_secs(1);
 /// How often a failed record is tried again before the lease takes over.
 const RECORD_TRIES: u32 = 3;
 
@@ -89,9 +95,10 @@ impl Dispatcher {
                 }
             }
             let now = OffsetDateTime::now_utc();
+            let skip = self.routes.saturated();
             let claims = match self
                 .store
-                .claim(now, self.settings.lease, free as u32)
+                .claim(now, self.settings.lease, free as u32, &skip)
                 .await
             {
                 Ok(claims) => claims,
@@ -107,14 +114,15 @@ impl Dispatcher {
                     .clone()
                     .try_acquire_owned()
                     .expect("claimed no more than free permits");
+                let pending = self.routes.pending(&claim.notification.route);
                 let worker = self.worker();
                 tasks.spawn(async move {
                     worker.dispatch(claim).await;
-                    drop(permit);
+                    drop((permit, pending));
                 });
             }
             if !full {
-                self.idle(&shutdown).await;
+                self.idle(&shutdown, !skip.is_empty(), &mut tasks).await;
             }
         }
         let grace = self.routes.longest_timeout() + Duration::from_secs(1);
@@ -140,7 +148,7 @@ impl Dispatcher {
             let now = OffsetDateTime::now_utc();
             let claims = self
                 .store
-                .claim(now, self.settings.lease, self.settings.batch_size)
+                .claim(now, self.settings.lease, self.settings.batch_size, &[])
                 .await?;
             if !claims.is_empty() {
                 let mut tasks = JoinSet::new();
@@ -174,15 +182,19 @@ impl Dispatcher {
     }
 
     /// Waits until the next notification falls due, a wake-up, the poll interval, or shutdown.
-    async fn idle(&self, shutdown: &CancellationToken) {
+    /// With routes left out of claims (`held_back`), work that is due may be waiting for them:
+    /// look again when a task finishes or shortly, never in a busy loop.
+    async fn idle(&self, shutdown: &CancellationToken, held_back: bool, tasks: &mut JoinSet<()>) {
         let poll = self.settings.poll_interval;
-        let wait = match self.store.next_due().await {
+        let mut wait = match self.store.next_due().await {
             Ok(Some(due)) => Duration::try_from(due - OffsetDateTime::now_utc())
                 .unwrap_or_default()
                 .min(poll),
-            Ok(None) => poll,
-            Err(_) => poll,
+            Ok(None) | Err(_) => poll,
         };
+        if held_back {
+            wait = wait.max(HELD_BACK_LOOK_AGAIN);
+        }
         if wait.is_zero() {
             return;
         }
@@ -190,6 +202,7 @@ impl Dispatcher {
             _ = shutdown.cancelled() => {}
             _ = self.wake.notified() => {}
             _ = tokio::time::sleep(wait) => {}
+            Some(_) = tasks.join_next(), if held_back => {}
         }
     }
 
@@ -386,6 +399,20 @@ impl Route {
             .acquire()
             .await
             .expect("route semaphores are never closed");
+        if let Err(wait) = self.pace.take(PACE_PATIENCE).await {
+            // Not sent: a rejection that herald itself can prove, due again after the wait.
+            return SendResult::Rejected {
+                permanent: false,
+                retry_after: Some(wait),
+                evidence: herald_provider::Evidence::new(
+                    "paced",
+                    format!(
+                        "not sent: the route is paused or at its rate limit for {} ms more",
+                        wait.as_millis()
+                    ),
+                ),
+            };
+        }
         let started = Instant::now();
         let result = match tokio::time::timeout(
             self.timeout + Duration::from_secs(1),
@@ -409,6 +436,15 @@ impl Route {
         metrics::counter!("herald_attempts_total", "route" => self.name.clone(), "result" => label.as_str()).increment(1);
         metrics::histogram!("herald_send_seconds", "route" => self.name.clone())
             .record(started.elapsed().as_secs_f64());
+        if let SendResult::Rejected {
+            permanent: false,
+            retry_after: Some(wait),
+            ..
+        } = &result
+        {
+            // The vendor asked for a pause: it holds for the whole route, not this message only.
+            self.pace.pause_until(std::time::Instant::now() + *wait);
+        }
         result
     }
 }

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use herald_provider::Adapter;
@@ -12,6 +13,7 @@ use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute}
 use tokio::sync::Semaphore;
 
 use super::Settings;
+use super::pacing::Pace;
 use super::policy::Limits;
 use crate::config::{Config, ProviderConfig, RouteConfig};
 
@@ -20,12 +22,22 @@ pub struct Route {
     pub adapter: Arc<dyn Adapter>,
     /// Bounds this route's calls in flight, so that one slow vendor cannot take every worker.
     pub permits: Semaphore,
+    concurrency: usize,
+    /// Notifications of this route claimed by this process and not yet recorded.
+    pending: Arc<AtomicUsize>,
+    pub pace: Pace,
     pub timeout: Duration,
     max_attempts: u32,
     max_age: Duration,
 }
 
 impl Route {
+    /// Whether new claims should leave this route out: it has as much work as it can run, or
+    /// it must not call its vendor yet.
+    pub fn saturated(&self, now: Instant) -> bool {
+        self.pending.load(Ordering::Relaxed) >= self.concurrency || !self.pace.wait(now).is_zero()
+    }
+
     pub fn limits(&self, settings: &Settings) -> Limits {
         Limits {
             max_attempts: self.max_attempts,
@@ -45,8 +57,34 @@ impl Routes {
         self.0.get(name)
     }
 
+    /// Counts a claimed notification against its route until the guard is dropped.
+    pub fn pending(&self, route: &str) -> Option<PendingGuard> {
+        self.0.get(route).map(|r| {
+            r.pending.fetch_add(1, Ordering::Relaxed);
+            PendingGuard(r.pending.clone())
+        })
+    }
+
+    /// The routes new claims should leave out (see [`Route::saturated`]).
+    pub fn saturated(&self) -> Vec<String> {
+        let now = Instant::now();
+        self.0
+            .values()
+            .filter(|r| r.saturated(now))
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
     pub fn longest_timeout(&self) -> Duration {
         self.0.values().map(|r| r.timeout).max().unwrap_or_default()
+    }
+}
+
+pub struct PendingGuard(Arc<AtomicUsize>);
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -65,6 +103,9 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
                 name: name.clone(),
                 adapter,
                 permits: Semaphore::new(route.concurrency),
+                concurrency: route.concurrency,
+                pending: Arc::default(),
+                pace: Pace::new(route.rate_limit_per_second, route.burst),
                 timeout: route.timeout,
                 max_attempts: route.max_attempts,
                 max_age: route.max_age,

@@ -1,0 +1,146 @@
+//! A route's pace: how fast herald may call its vendor (a token bucket from the route's
+//! `rate_limit_per_second` and `burst`), and a route-wide pause when the vendor says "slow
+//! down" (a transient rejection with `Retry-After`, e.g. 429). Both are per process.
+//!
+//! A route that is paused or out of tokens is left out of the next claims, so its notifications
+//! wait in the queue rather than in workers, and other routes keep their pace.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct Pace {
+    /// Tokens per second and bucket size; `None`: no limit of our own.
+    rate: Option<(f64, f64)>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    tokens: f64,
+    refilled: Instant,
+    paused_until: Option<Instant>,
+}
+
+impl Pace {
+    pub fn new(rate_per_second: Option<f64>, burst: u32) -> Self {
+        let rate = rate_per_second.map(|r| (r, f64::from(burst.max(1))));
+        Pace {
+            rate,
+            state: Mutex::new(State {
+                tokens: rate.map_or(0.0, |(_, burst)| burst),
+                refilled: Instant::now(),
+                paused_until: None,
+            }),
+        }
+    }
+
+    /// How long until a send could start: zero when one can start now.
+    pub fn wait(&self, now: Instant) -> Duration {
+        let mut state = self.state.lock().expect("pace lock");
+        let paused = state
+            .paused_until
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
+        let Some((per_second, burst)) = self.rate else {
+            return paused;
+        };
+        state.refill(now, per_second, burst);
+        let starved = if state.tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - state.tokens) / per_second)
+        };
+        paused.max(starved)
+    }
+
+    /// Takes a token, waiting for a pause to end or a token to refill for at most `patience`;
+    /// `Err` with the remaining wait if that would take longer (the caller then does not send).
+    pub async fn take(&self, patience: Duration) -> Result<(), Duration> {
+        let deadline = Instant::now() + patience;
+        loop {
+            let now = Instant::now();
+            let wait = self.wait(now);
+            if wait.is_zero() {
+                let mut state = self.state.lock().expect("pace lock");
+                if self.rate.is_none() || state.tokens >= 1.0 {
+                    state.tokens -= 1.0;
+                    return Ok(());
+                }
+                continue; // another task took it between the look and the take
+            }
+            if now + wait > deadline {
+                return Err(wait);
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// The vendor asked for a pause: nobody on this route calls it before `until`.
+    pub fn pause_until(&self, until: Instant) {
+        let mut state = self.state.lock().expect("pace lock");
+        state.paused_until = Some(
+            state
+                .paused_until
+                .map_or(until, |current| current.max(until)),
+        );
+    }
+}
+
+impl State {
+    fn refill(&mut self, now: Instant, per_second: f64, burst: f64) {
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * per_second).min(burst);
+        self.refilled = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unlimited_route_is_never_held_back() {
+        let pace = Pace::new(None, 1);
+        assert_eq!(pace.wait(Instant::now()), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_the_rate() {
+        let pace = Pace::new(Some(10.0), 3);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(pace.wait(t0), Duration::ZERO);
+            pace.state.lock().unwrap().tokens -= 1.0;
+        }
+        let wait = pace.wait(t0);
+        assert!(
+            wait > Duration::from_millis(90) && wait <= Duration::from_millis(100),
+            "{wait:?}"
+        );
+        assert_eq!(pace.wait(t0 + Duration::from_millis(100)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_pause_holds_the_route_until_it_ends_and_never_shortens() {
+        let pace = Pace::new(None, 1);
+        let t0 = Instant::now();
+        pace.pause_until(t0 + Duration::from_secs(2));
+        pace.pause_until(t0 + Duration::from_secs(1));
+        assert_eq!(pace.wait(t0), Duration::from_secs(2));
+        assert_eq!(pace.wait(t0 + Duration::from_secs(2)), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn take_waits_for_a_token_within_its_patience() {
+        let pace = Pace::new(Some(20.0), 1);
+        let started = Instant::now();
+        pace.take(Duration::ZERO).await.unwrap();
+        pace.take(Duration::from_secs(1)).await.unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(45),
+            "the second token needs ~50 ms"
+        );
+        let short = pace.take(Duration::from_millis(1)).await.unwrap_err();
+        assert!(short > Duration::from_millis(1));
+    }
+}

@@ -1,0 +1,166 @@
+//! A route's pace: its own rate limit, and a route-wide pause when its vendor answers 429 with
+//! `Retry-After` — while other routes keep going.
+
+mod support;
+
+use std::time::Duration;
+
+use herald_sandbox::{Profile, SandboxConfig, SandboxHandle};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use support::{ACME, Backend, TestApp, eventually, spawn_app_with};
+
+on_both_backends!(
+    a_route_keeps_to_its_rate_limit,
+    a_429_pauses_its_route_and_no_other,
+);
+
+async fn vendor(faults: &str) -> SandboxHandle {
+    support::install_crypto();
+    herald_sandbox::spawn(SandboxConfig {
+        profile: Profile::Plain,
+        faults: herald_sandbox::parse_faults(faults).expect("fault syntax"),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("sandbox starts")
+}
+
+fn route(name: &str, vendor: &SandboxHandle, extra: &str) -> String {
+    format!(
+        "[routes.{name}]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\ntimeout_seconds = 2\n{extra}\n",
+        vendor.base_url()
+    )
+}
+
+async fn enqueue(app: &TestApp, key: &str, route: &str) -> String {
+    let body = json!({"channel": "sms", "to": "+14155550100", "text": key, "route": route});
+    let response: Value = app.enqueue(ACME, key, &body).await.json().await.unwrap();
+    response["id"].as_str().unwrap().to_owned()
+}
+
+async fn delivered(app: &TestApp, id: &str) -> Value {
+    eventually(
+        &format!("{id} delivered"),
+        Duration::from_secs(15),
+        || async {
+            let n: Value = app
+                .get(ACME, &format!("/v1/notifications/{id}"))
+                .await
+                .json()
+                .await
+                .ok()?;
+            (n["state"] == "delivered").then_some(n)
+        },
+    )
+    .await
+}
+
+fn started(n: &Value, attempt: usize) -> OffsetDateTime {
+    OffsetDateTime::parse(
+        n["attempts"][attempt]["started_at"].as_str().unwrap(),
+        &Rfc3339,
+    )
+    .unwrap()
+}
+
+/// When the vendor answered the accepted attempt: a send held by the pace starts (commits its
+/// attempt) before it waits, so only the answer's time shows the pace.
+fn accepted_at(n: &Value) -> OffsetDateTime {
+    let attempts = n["attempts"].as_array().unwrap();
+    let accepted = attempts
+        .iter()
+        .rfind(|a| a["result"] == "accepted")
+        .unwrap();
+    OffsetDateTime::parse(accepted["finished_at"].as_str().unwrap(), &Rfc3339).unwrap()
+}
+
+async fn a_route_keeps_to_its_rate_limit(backend: Backend) {
+    let vendor = vendor("").await;
+    let config = format!(
+        "[dispatch]\nretry_base_ms = 50\n{}",
+        route("slow", &vendor, "rate_limit_per_second = 5\nburst = 1")
+    );
+    let Some(app) = spawn_app_with(backend, &config).await else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(enqueue(&app, &format!("paced-{i}"), "slow").await);
+    }
+    let mut starts = Vec::new();
+    for id in &ids {
+        let n = delivered(&app, id).await;
+        assert_eq!(n["certainty"], "known");
+        starts.push(accepted_at(&n));
+    }
+    starts.sort();
+    let span = starts[5] - starts[0];
+    assert!(
+        span >= Duration::from_millis(900),
+        "6 sends at 5/s with a burst of 1 take ≥ 1 s, took {span}"
+    );
+    assert_eq!(
+        vendor
+            .client()
+            .unwrap()
+            .ledger()
+            .await
+            .unwrap()
+            .total_deliveries(),
+        6
+    );
+}
+
+async fn a_429_pauses_its_route_and_no_other(backend: Backend) {
+    let limited = vendor("rate_limited:nth=1").await;
+    let healthy = vendor("").await;
+    let config = format!(
+        "[dispatch]\nretry_base_ms = 50\n{}{}",
+        route("limited", &limited, ""),
+        route("healthy", &healthy, "")
+    );
+    let Some(app) = spawn_app_with(backend, &config).await else {
+        return;
+    };
+    let first = enqueue(&app, "limited-1", "limited").await;
+    // Wait for the 429 to land, then queue more on both routes during the pause.
+    let refused_at = eventually("the 429", Duration::from_secs(5), || async {
+        let n: Value = app
+            .get(ACME, &format!("/v1/notifications/{first}"))
+            .await
+            .json()
+            .await
+            .ok()?;
+        (n["attempts"][0]["result"] == "rejected").then(|| started(&n, 0))
+    })
+    .await;
+    let second = enqueue(&app, "limited-2", "limited").await;
+    let other = enqueue(&app, "healthy-1", "healthy").await;
+
+    let other = delivered(&app, &other).await;
+    let pause_ends = refused_at + Duration::from_secs(1);
+    assert!(
+        started(&other, 0) < pause_ends,
+        "the healthy route was not held: {other}"
+    );
+    for id in [first, second] {
+        let n = delivered(&app, &id).await;
+        assert!(
+            accepted_at(&n) >= pause_ends,
+            "no send on the paused route before Retry-After ran out: {n}"
+        );
+    }
+    assert_eq!(
+        limited
+            .client()
+            .unwrap()
+            .ledger()
+            .await
+            .unwrap()
+            .total_deliveries(),
+        2
+    );
+}
