@@ -22,6 +22,11 @@ on_both_backends!(
     a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome,
 );
 
+/// The one route of the rig.
+fn vendor() -> Vec<String> {
+    vec!["vendor".to_owned()]
+}
+
 /// A herald with one route, `vendor`, to a sandbox of the given profile and faults.
 struct Rig {
     app: TestApp,
@@ -435,7 +440,7 @@ async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
                 OffsetDateTime::now_utc(),
                 Duration::from_secs(LEASE_SECONDS),
                 10,
-                &[],
+                &vendor(),
             )
             .await
             .unwrap();
@@ -481,10 +486,14 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
     let store = &rig.app.store;
     let lease = Duration::from_secs(LEASE_SECONDS);
     let now = OffsetDateTime::now_utc();
-    let stale = store.claim(now, lease, 10, &[]).await.unwrap().remove(0);
+    let stale = store
+        .claim(now, lease, 10, &vendor())
+        .await
+        .unwrap()
+        .remove(0);
     // Another worker claims it after the lease: attempt 1 becomes ambiguous, generation moves on.
     let fresh = store
-        .claim(now + lease + Duration::from_secs(1), lease, 10, &[])
+        .claim(now + lease + Duration::from_secs(1), lease, 10, &vendor())
         .await
         .unwrap()
         .remove(0);

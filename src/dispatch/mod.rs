@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use routes::{Route, Routes, build_routes};
 
-use crate::domain::{AttemptResult, Decision, Next, Notification};
+use crate::domain::{AttemptOutcome, AttemptResult, Decision, Next, Notification};
 use crate::store::{Claim, ClaimMode, Recorded, Store, StoreError};
 use policy::{Plan, Situation, Step};
 
@@ -49,6 +49,8 @@ pub struct Dispatcher {
 
 /// How often the queue gauges are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(5);
+/// How soon a notification whose route is missing from the config is looked at again.
+const NO_ROUTE_LOOK_AGAIN: Duration = Duration::from_secs(60);
 /// With routes held back, how soon the claim loop looks again for work they can take.
 const HELD_BACK_LOOK_AGAIN: Duration = Duration::from_millis(25);
 /// The longest a claimed send waits for its route's pace: far inside any lease (which outlasts
@@ -95,10 +97,11 @@ impl Dispatcher {
                 }
             }
             let now = OffsetDateTime::now_utc();
-            let skip = self.routes.saturated();
+            let ready = self.routes.ready();
+            let held_back = ready.len() < self.routes.count();
             let claims = match self
                 .store
-                .claim(now, self.settings.lease, free as u32, &skip)
+                .claim(now, self.settings.lease, free as u32, &ready)
                 .await
             {
                 Ok(claims) => claims,
@@ -122,7 +125,7 @@ impl Dispatcher {
                 });
             }
             if !full {
-                self.idle(&shutdown, !skip.is_empty(), &mut tasks).await;
+                self.idle(&shutdown, held_back, &mut tasks).await;
             }
         }
         let grace = self.routes.longest_timeout() + Duration::from_secs(1);
@@ -148,7 +151,12 @@ impl Dispatcher {
             let now = OffsetDateTime::now_utc();
             let claims = self
                 .store
-                .claim(now, self.settings.lease, self.settings.batch_size, &[])
+                .claim(
+                    now,
+                    self.settings.lease,
+                    self.settings.batch_size,
+                    &self.routes.names(),
+                )
                 .await?;
             if !claims.is_empty() {
                 let mut tasks = JoinSet::new();
@@ -223,6 +231,33 @@ struct Worker {
     wake: Arc<Notify>,
 }
 
+/// What to record for a claim whose route is not configured: its attempt (if it started one)
+/// was not sent, which herald itself can prove.
+fn no_route(claim: &Claim, at: OffsetDateTime) -> Decision {
+    let evidence = serde_json::json!({
+        "stage": "no_route",
+        "detail": format!("not sent: no route `{}` is configured", claim.notification.route),
+    });
+    match claim.mode {
+        ClaimMode::Send { n } => Decision {
+            attempt: Some(AttemptOutcome {
+                n,
+                result: AttemptResult::Rejected,
+                permanent: Some(false),
+                provider_ref: None,
+                evidence,
+            }),
+            settle: None,
+            next: Next::Retry { at },
+        },
+        ClaimMode::Reconcile => Decision {
+            attempt: None,
+            settle: None,
+            next: Next::Reconcile { at },
+        },
+    }
+}
+
 fn message_of(n: &Notification) -> Message {
     Message {
         notification_id: n.id.to_string(),
@@ -239,12 +274,14 @@ impl Worker {
     #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id, route = %claim.notification.route))]
     async fn dispatch(&self, mut claim: Claim) {
         let Some(route) = self.routes.get(&claim.notification.route) else {
-            // A route removed from the config while notifications still name it: leave them be
-            // (their lease will expire and they will be looked at again) and say so loudly.
+            // Claims take only configured routes, so this is a claim that raced a change of
+            // route set: record the attempt as not sent and look again later.
             tracing::error!(
-                "no route `{}` is configured; the notification waits",
+                "no route `{}` is configured; the notification waits for it",
                 claim.notification.route
             );
+            let decision = no_route(&claim, OffsetDateTime::now_utc() + NO_ROUTE_LOOK_AGAIN);
+            self.commit(&claim, &decision).await;
             return;
         };
         let message = message_of(&claim.notification);

@@ -65,14 +65,23 @@ impl Routes {
         })
     }
 
-    /// The routes new claims should leave out (see [`Route::saturated`]).
-    pub fn saturated(&self) -> Vec<String> {
+    /// The routes new claims may take work for: every configured route but the saturated ones
+    /// (see [`Route::saturated`]).
+    pub fn ready(&self) -> Vec<String> {
         let now = Instant::now();
         self.0
             .values()
-            .filter(|r| r.saturated(now))
+            .filter(|r| !r.saturated(now))
             .map(|r| r.name.clone())
             .collect()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.len()
     }
 
     pub fn longest_timeout(&self) -> Duration {

@@ -181,14 +181,14 @@ pub trait Store: Send + Sync + 'static {
     /// Claims up to `limit` due notifications in one transaction: `queued` ones get an
     /// `in_flight` attempt (the intent, committed before any call), `sending` ones past their
     /// lease have their `in_flight` attempt marked `ambiguous`. Each gets a new generation and a
-    /// lease until `now + lease`. Notifications on `skip_routes` (paused or saturated routes)
-    /// stay where they are.
+    /// lease until `now + lease`. Only notifications on `routes` are claimed: the routes this
+    /// process has configured and can take work for now (not paused, not saturated).
     async fn claim(
         &self,
         now: OffsetDateTime,
         lease: Duration,
         limit: u32,
-        skip_routes: &[String],
+        routes: &[String],
     ) -> StoreResult<Vec<Claim>>;
 
     /// Commits a new `in_flight` attempt for a claimed notification (a replay or a resend) and

@@ -313,20 +313,20 @@ impl Store for PgStore {
         now: OffsetDateTime,
         lease: Duration,
         limit: u32,
-        skip_routes: &[String],
+        routes: &[String],
     ) -> StoreResult<Vec<Claim>> {
         let mut tx = self.pool.begin().await?;
         // SKIP LOCKED: rows another process is claiming right now are simply not due for us.
         let due: Vec<(Uuid, String)> = sqlx::query_as(
             "SELECT id, state FROM notifications
              WHERE state IN ('queued', 'sending') AND due_at <= $1
-               AND route <> ALL($3)
+               AND route = ANY($3)
              ORDER BY due_at LIMIT $2
              FOR UPDATE SKIP LOCKED",
         )
         .bind(Timestamp::from(now))
         .bind(i64::from(limit))
-        .bind(skip_routes)
+        .bind(routes)
         .fetch_all(&mut *tx)
         .await?;
         if due.is_empty() {

@@ -313,19 +313,19 @@ impl Store for SqliteStore {
         now: OffsetDateTime,
         lease: Duration,
         limit: u32,
-        skip_routes: &[String],
+        routes: &[String],
     ) -> StoreResult<Vec<Claim>> {
         // The write lock makes this transaction the only claimer (one process, one writer).
         let mut tx = self.begin_write().await?;
         let due: Vec<(Uuid, String)> = sqlx::query_as(
             "SELECT id, state FROM notifications
              WHERE state IN ('queued', 'sending') AND due_at <= $1
-               AND route NOT IN (SELECT value FROM json_each($3))
+               AND route IN (SELECT value FROM json_each($3))
              ORDER BY due_at LIMIT $2",
         )
         .bind(Timestamp::from(now))
         .bind(i64::from(limit))
-        .bind(Json(skip_routes))
+        .bind(Json(routes))
         .fetch_all(&mut *tx)
         .await?;
         let mut claims = Vec::with_capacity(due.len());
