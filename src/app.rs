@@ -34,14 +34,7 @@ pub struct App {
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
-        let store = store::connect(&config.database.url, config.database.max_connections)
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot open database {}",
-                    store::redact_url(&config.database.url)
-                )
-            })?;
+        let store = store::connect(&config.database.url, config.database.max_connections).await?;
         let (tokens, generated_dev_token) = tokens(&config)?;
         let templates = Templates::new(config.templates.clone());
         templates

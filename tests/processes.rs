@@ -225,3 +225,48 @@ async fn metrics_count_attempts_outcomes_and_the_queue() {
         );
     }
 }
+
+#[test]
+fn a_bad_config_fails_at_start_with_one_line_naming_the_key() {
+    let dir = TempDir::new("herald-bad-config");
+    let config = dir.path().join("herald.toml");
+    std::fs::write(&config, "[server]\nlisten = \"127.0.0.1:0\"\nlistn = 3\n").unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .expect("run herald");
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("herald: config: unknown field `listn`"),
+        "{stderr}"
+    );
+
+    let usage = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .arg("sernve")
+        .output()
+        .unwrap();
+    assert_eq!(usage.status.code(), Some(2), "a usage error exits 2");
+}
+
+#[test]
+fn an_unreachable_database_fails_at_start_with_its_cause() {
+    let run = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["migrate"])
+        .env(
+            "HERALD_DATABASE__URL",
+            format!("postgres://postgres@127.0.0.1:{}/nowhere", free_port()),
+        )
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .expect("run herald");
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("herald: cannot open database") && last.contains("Connection refused"),
+        "{stderr}"
+    );
+}

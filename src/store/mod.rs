@@ -224,18 +224,30 @@ pub trait Store: Send + Sync + 'static {
 
 /// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
-    if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
+    use anyhow::Context;
+    let store: Arc<dyn Store> = if url.starts_with("sqlite:") {
+        Arc::new(
+            sqlite::SqliteStore::connect(url)
+                .await
+                .with_context(|| opening(url))?,
+        )
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        Ok(Arc::new(
-            postgres::PgStore::connect(url, max_connections).await?,
-        ))
+        Arc::new(
+            postgres::PgStore::connect(url, max_connections)
+                .await
+                .with_context(|| opening(url))?,
+        )
     } else {
         anyhow::bail!(
             "database.url must start with sqlite: or postgres: (got `{}`)",
             redact_url(url)
         )
-    }
+    };
+    Ok(store)
+}
+
+fn opening(url: &str) -> String {
+    format!("cannot open database {}", redact_url(url))
 }
 
 /// A database URL fit for an error message: any password replaced.
