@@ -1,1 +1,57 @@
-//! (being written)
+//! Herald's adapter for [Resend](https://resend.com) (channel `email`).
+//!
+//! One `POST https://api.resend.com/emails` per send, with `Authorization: Bearer re_…`, a JSON
+//! body of `from` (the route's sender), `to` (the one recipient), `subject`, `html` and/or
+//! `text`, and a `tags` entry `herald_notification_id` (when the id fits Resend's tag alphabet),
+//! and herald's [`ProviderKey`](herald_provider::ProviderKey) — stable per notification — as the
+//! `Idempotency-Key` header. Resend answers `{"id": "…"}`, which becomes the `provider_ref`, and
+//! errors as `{"statusCode", "name", "message"}`, whose `name` becomes `Evidence::vendor_code`.
+//!
+//! # Capabilities
+//! | capability | value | source |
+//! |---|---|---|
+//! | idempotency window | 24 h: a repeat with the same key and payload answers the first answer (same id) without sending again | <https://resend.com/docs/dashboard/emails/idempotency-keys> |
+//! | outcome query | none: Resend looks emails up by its own id, not by our key (VENDORS.md: "By key: unconfirmed"); a replay inside the window is the reconciliation | <https://resend.com/docs/api-reference/emails/send-email> |
+//! | payload limit | 40 MB per email including Base64 attachments (read as 40 000 000 bytes) | <https://resend.com/docs/api-reference/emails/send-email> |
+//! | rate limit | 2 requests/s by default, per team; 429 with `retry-after` and `ratelimit-*` headers | <https://resend.com/docs/api-reference/rate-limit> |
+//!
+//! # Classification
+//! Error names and statuses: <https://resend.com/docs/api-reference/errors>; the idempotency
+//! answers: <https://resend.com/docs/dashboard/emails/idempotency-keys>.
+//!
+//! | Resend's answer | herald's result |
+//! |---|---|
+//! | 2xx `{"id"}` (first answer or replay) | `Accepted`, `provider_ref` = the id |
+//! | 2xx with a body that is unreadable or has no id | `Ambiguous`: Resend probably sent it |
+//! | 400 `invalid_idempotency_key` (key not 1–256 chars) | `Rejected` permanent: nothing was processed, and the key is herald's own |
+//! | 400 `validation_error`, 422 `missing_required_field` / `invalid_attachment` / …, 404, 405 | `Rejected` permanent |
+//! | 401 `missing_api_key` / `restricted_api_key`; 403 `invalid_api_key`, 403 `validation_error` (unverified domain, testing address), 403 "error code: 1010" (no `User-Agent`) | `Rejected` permanent |
+//! | 409 `invalid_idempotent_request` (same key, another payload) | `Rejected` permanent. herald always sends the same payload for a key (the stored message, serialised the same way, with the route's sender), so this means Resend holds something else under the key — another sender using the key, or the route's `from` changed since the first attempt. Nothing was sent by *this* request; whether the earlier one was, only its own attempt can say |
+//! | 409 `concurrent_idempotent_requests` | `Rejected` transient, with `Retry-After` if sent: the first request with the key is still in progress and this one was not processed ("safe to retry this request later") |
+//! | any other 409 | `Rejected` permanent (herald-provider's shared table) |
+//! | 429 `rate_limit_exceeded` / `daily_quota_exceeded` / `monthly_quota_exceeded` | `Rejected` transient; `retry_after` from `retry-after`, else `ratelimit-reset` (seconds until the window resets) |
+//! | 408, 425 | `Rejected` transient (shared table) |
+//! | 500 `application_error` / `internal_server_error`, 502, 503, 504, any other 5xx | `Ambiguous`: Resend does not document any 5xx as "not processed", so it may have sent the email |
+//! | connection or TLS failure before the request was written | `Rejected` transient (stage `connect`) |
+//! | timeout or reset after the request was written | `Ambiguous` (stage `awaiting_response`) |
+//!
+//! Every ambiguity settles by resending within 24 hours: Resend then answers the first answer
+//! again, or sends for the first time if the first request never got through. The API key is
+//! never logged and never part of evidence, errors or `Debug` output; anything Resend echoes is
+//! scrubbed of it before it becomes evidence.
+//!
+//! # Modules
+//! - [`adapter`]: [`ResendAdapter`] and its [`ResendRoute`].
+//! - `fake` (feature `fake`): a local stand-in for Resend's API with faults and a ledger.
+//!
+//! The JSON shapes both sides share live in one private module so that they cannot drift apart.
+#![forbid(unsafe_code)]
+
+pub mod adapter;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod wire;
+
+pub use adapter::{
+    DEFAULT_BASE_URL, IDEMPOTENCY_WINDOW, MAX_EMAIL_BYTES, ResendAdapter, ResendError, ResendRoute,
+};

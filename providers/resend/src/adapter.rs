@@ -1,0 +1,367 @@
+//! Herald's adapter for Resend (`provider = "resend"`): one `POST /emails` per send, under the
+//! notification's stable `Idempotency-Key`, classified where the exchange ended.
+//!
+//! The crate docs state the classification table and the sources; this module implements it.
+//! Only two answers differ from `herald_provider::http`'s shared table: a 409
+//! `concurrent_idempotent_requests` is a transient rejection (the first request with the key is
+//! still in progress, this one was not processed), and a 429 without `Retry-After` takes its
+//! wait from `ratelimit-reset`.
+
+use std::fmt;
+use std::time::Duration;
+
+use herald_provider::http::{
+    StatusRules, classify_failure_status, classify_transport_error, error_chain, retry_after,
+    unreadable_success,
+};
+use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, SendResult};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::{StatusCode, Url};
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::wire::{
+    CONCURRENT_IDEMPOTENT_REQUESTS, EMAILS_PATH, ErrorBody, IDEMPOTENCY_KEY, RATELIMIT_RESET,
+    SendEmail, SentEmail, Tag, is_tag_text,
+};
+
+/// Resend's public API root.
+pub const DEFAULT_BASE_URL: &str = "https://api.resend.com";
+
+/// Resend keeps an idempotency key for 24 hours
+/// (<https://resend.com/docs/dashboard/emails/idempotency-keys>).
+pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// "max 40MB per email, after Base64 encoding of the attachments"
+/// (<https://resend.com/docs/api-reference/emails/send-email>); decimal megabytes, the smaller
+/// reading.
+pub const MAX_EMAIL_BYTES: usize = 40_000_000;
+
+/// The tag that carries herald's notification id, so that Resend's dashboard and webhooks can be
+/// matched back to a notification.
+const NOTIFICATION_TAG: &str = "herald_notification_id";
+
+/// Resend documents nothing special about 409 or 503 beyond what `classify_error` handles by
+/// the error's `name`, so the shared table applies as it is.
+const RULES: StatusRules = StatusRules {
+    unavailable_means_not_processed: false,
+    conflict_means_in_progress: false,
+};
+
+/// A route's settings, already resolved by herald.
+#[derive(Debug, Clone)]
+pub struct ResendRoute {
+    /// [`DEFAULT_BASE_URL`], or a stand-in such as the fake's.
+    pub base_url: String,
+    /// `re_…`; sent as `Authorization: Bearer <key>` and nowhere else.
+    pub api_key: SecretString,
+    /// The sender, e.g. `Acme <notify@acme.example>`, on a domain verified in Resend.
+    pub from: String,
+    /// The whole exchange, connect to last body byte.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResendError {
+    #[error("the Resend base_url `{url}` is not an http(s) URL: {reason}")]
+    BaseUrl { url: String, reason: String },
+    /// The key itself is never part of the message.
+    #[error("the Resend API key has characters that an HTTP header cannot carry")]
+    ApiKey,
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+pub struct ResendAdapter {
+    http: reqwest::Client,
+    emails_url: Url,
+    /// `Bearer <key>`, marked sensitive so that no header dump shows it.
+    authorization: HeaderValue,
+    /// Kept only to scrub the key from anything a vendor answer might echo.
+    api_key: SecretString,
+    from: String,
+    capabilities: Capabilities,
+}
+
+impl fmt::Debug for ResendAdapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResendAdapter")
+            .field("emails_url", &self.emails_url.as_str())
+            .field("from", &self.from)
+            .field("api_key", &"[REDACTED]")
+            .field("capabilities", &self.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResendAdapter {
+    /// Builds the adapter at start-up. reqwest needs a rustls crypto provider to be installed
+    /// first (herald's main installs ring); without one, building the client panics inside
+    /// reqwest.
+    pub fn new(route: ResendRoute) -> Result<Self, ResendError> {
+        let emails_url = endpoint(&route.base_url)?;
+        let mut authorization =
+            HeaderValue::from_str(&format!("Bearer {}", route.api_key.expose_secret()))
+                .map_err(|_| ResendError::ApiKey)?;
+        authorization.set_sensitive(true);
+        let http = reqwest::Client::builder()
+            .timeout(route.timeout)
+            // Resend refuses requests without a User-Agent (403, error 1010) before they reach
+            // the API: https://resend.com/docs/knowledge-base/403-error-1010.
+            .user_agent(concat!("herald-resend/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(ResendError::Client)?;
+        Ok(ResendAdapter {
+            http,
+            emails_url,
+            authorization,
+            api_key: route.api_key,
+            from: route.from,
+            capabilities: Capabilities {
+                idempotency_window: Some(IDEMPOTENCY_WINDOW),
+                // Resend can fetch an email by its own id, but not by our key or reference
+                // (VENDORS.md: "By key: unconfirmed"); a replay inside the window is the
+                // reconciliation instead.
+                query_visibility_lag: None,
+                max_payload_bytes: Some(MAX_EMAIL_BYTES),
+            },
+        })
+    }
+
+    /// Replaces the API key wherever a vendor answer (or an error about it) might repeat it.
+    fn scrub(&self, result: SendResult) -> SendResult {
+        let secret = self.api_key.expose_secret();
+        if secret.is_empty() {
+            return result;
+        }
+        let clean = |mut evidence: Evidence| {
+            evidence.detail = evidence.detail.replace(secret, "[REDACTED]");
+            evidence.vendor_code = evidence
+                .vendor_code
+                .map(|code| code.replace(secret, "[REDACTED]"));
+            evidence
+        };
+        match result {
+            SendResult::Accepted {
+                provider_ref,
+                evidence,
+            } => SendResult::Accepted {
+                provider_ref,
+                evidence: clean(evidence),
+            },
+            SendResult::Rejected {
+                permanent,
+                retry_after,
+                evidence,
+            } => SendResult::Rejected {
+                permanent,
+                retry_after,
+                evidence: clean(evidence),
+            },
+            SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
+                evidence: clean(evidence),
+            },
+        }
+    }
+
+    async fn exchange(&self, message: &Message, key: &ProviderKey) -> SendResult {
+        // Checked here because reqwest would report a bad header only when sending, as an
+        // error that cannot be told apart from a failure after the request was written.
+        let Ok(idempotency_key) = HeaderValue::from_str(key.as_str()) else {
+            return rejected_before_sending("the idempotency key cannot be sent as a header");
+        };
+        let tags = if is_tag_text(&message.notification_id) {
+            vec![Tag {
+                name: NOTIFICATION_TAG,
+                value: &message.notification_id,
+            }]
+        } else {
+            Vec::new()
+        };
+        let body = SendEmail {
+            from: &self.from,
+            to: [&message.to],
+            subject: message.subject.as_deref(),
+            html: message.html.as_deref(),
+            text: message.text.as_deref(),
+            tags,
+        };
+        // Serialised here rather than by reqwest, so that a failure is known to have happened
+        // before anything was sent. The same message always serialises to the same bytes, which
+        // is what Resend compares a repeated key against.
+        let body = match serde_json::to_vec(&body) {
+            Ok(body) => body,
+            Err(err) => {
+                return rejected_before_sending(format!("cannot encode the message: {err}"));
+            }
+        };
+        let response = match self
+            .http
+            .post(self.emails_url.clone())
+            .header(AUTHORIZATION, self.authorization.clone())
+            .header(IDEMPOTENCY_KEY, idempotency_key)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(err) => return classify_transport_error(&err),
+        };
+
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = match response.text().await {
+            Ok(text) => text,
+            Err(err) if status.is_success() => {
+                return unreadable_success(
+                    status,
+                    format!("the body could not be read: {}", error_chain(&err)),
+                );
+            }
+            // The status alone classifies a failure; the body only adds detail.
+            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+        };
+        if !status.is_success() {
+            return classify_error(status, &headers, &text);
+        }
+        match serde_json::from_str::<SentEmail>(&text) {
+            Ok(sent) if !sent.id.is_empty() => SendResult::Accepted {
+                provider_ref: Some(sent.id),
+                evidence: Evidence::new("response", &text).with_status(status.as_u16()),
+            },
+            Ok(_) => unreadable_success(status, format!("the answer has an empty id: {text}")),
+            Err(err) => unreadable_success(status, format!("{err}: {text}")),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Adapter for ResendAdapter {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
+        let result = self.exchange(message, key).await;
+        self.scrub(result)
+    }
+}
+
+fn endpoint(base_url: &str) -> Result<Url, ResendError> {
+    let bad = |reason: String| ResendError::BaseUrl {
+        url: base_url.to_owned(),
+        reason,
+    };
+    let url = Url::parse(&format!("{}{EMAILS_PATH}", base_url.trim_end_matches('/')))
+        .map_err(|err| bad(err.to_string()))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(bad(format!("the scheme `{other}` is not http or https"))),
+    }
+}
+
+fn rejected_before_sending(detail: impl AsRef<str>) -> SendResult {
+    SendResult::Rejected {
+        permanent: true,
+        retry_after: None,
+        evidence: Evidence::new("request", detail),
+    }
+}
+
+/// A non-2xx answer, by status and Resend's error `name` (see the crate docs for the table).
+fn classify_error(status: StatusCode, headers: &HeaderMap, body: &str) -> SendResult {
+    let name = serde_json::from_str::<ErrorBody>(body)
+        .ok()
+        .map(|error| error.name);
+    let evidence = || Evidence::new("response", body).with_status(status.as_u16());
+    let result = match (status.as_u16(), name.as_deref()) {
+        // The first request with this key is still being processed and this one was not: the
+        // first one's own attempt carries the ambiguity, if any.
+        (409, Some(CONCURRENT_IDEMPOTENT_REQUESTS)) => SendResult::Rejected {
+            permanent: false,
+            retry_after: retry_after(headers),
+            evidence: evidence(),
+        },
+        (429, _) => SendResult::Rejected {
+            permanent: false,
+            retry_after: rate_limit_wait(headers),
+            evidence: evidence(),
+        },
+        _ => classify_failure_status(status, headers, body, RULES),
+    };
+    match name {
+        Some(name) => with_vendor_code(result, name),
+        None => result,
+    }
+}
+
+/// How long a 429 asks us to wait: `retry-after`, else `ratelimit-reset` (seconds until the
+/// window resets), per <https://resend.com/docs/api-reference/rate-limit>.
+fn rate_limit_wait(headers: &HeaderMap) -> Option<Duration> {
+    retry_after(headers).or_else(|| {
+        headers
+            .get(RATELIMIT_RESET)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_secs)
+    })
+}
+
+fn with_vendor_code(result: SendResult, code: String) -> SendResult {
+    match result {
+        SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence,
+        } => SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence: evidence.with_vendor_code(code),
+        },
+        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
+            evidence: evidence.with_vendor_code(code),
+        },
+        accepted @ SendResult::Accepted { .. } => accepted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn a_rate_limit_wait_prefers_retry_after_and_falls_back_to_ratelimit_reset() {
+        let both = headers(&[("retry-after", "3"), ("ratelimit-reset", "9")]);
+        assert_eq!(rate_limit_wait(&both), Some(Duration::from_secs(3)));
+        let reset_only = headers(&[("ratelimit-reset", "9")]);
+        assert_eq!(rate_limit_wait(&reset_only), Some(Duration::from_secs(9)));
+        assert_eq!(rate_limit_wait(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_base_url_must_be_http_or_https() {
+        assert_eq!(
+            endpoint("https://api.resend.com/").unwrap().as_str(),
+            "https://api.resend.com/emails"
+        );
+        assert!(matches!(
+            endpoint("ftp://api.resend.com"),
+            Err(ResendError::BaseUrl { .. })
+        ));
+        assert!(matches!(
+            endpoint("not a url"),
+            Err(ResendError::BaseUrl { .. })
+        ));
+    }
+}

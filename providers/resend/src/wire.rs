@@ -1,0 +1,68 @@
+//! Resend's HTTP contract as far as herald uses it: the path, header names and JSON bodies of
+//! `POST /emails`, shared by the adapter and the fake so that the two cannot drift apart.
+//!
+//! Source: <https://resend.com/docs/api-reference/emails/send-email> and
+//! <https://resend.com/docs/api-reference/errors>.
+
+use serde::{Deserialize, Serialize};
+
+/// The send endpoint, below the base URL.
+pub const EMAILS_PATH: &str = "/emails";
+/// The request header that carries the idempotency key (1–256 characters, kept 24 hours).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Seconds until the rate-limit window resets; sent with every answer, including a 429.
+pub const RATELIMIT_RESET: &str = "ratelimit-reset";
+/// The error `name` of a repeat whose first request with the same key is still in progress.
+pub const CONCURRENT_IDEMPOTENT_REQUESTS: &str = "concurrent_idempotent_requests";
+/// The longest idempotency key Resend takes.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
+
+/// `POST /emails` as the adapter writes it, borrowed from herald's message.
+#[derive(Debug, Serialize)]
+pub struct SendEmail<'a> {
+    pub from: &'a str,
+    pub to: [&'a str; 1],
+    /// Required by Resend; absent only if herald's message has none, and then Resend refuses
+    /// the request (422 `missing_required_field`) rather than the adapter guessing one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub html: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag<'a>>,
+}
+
+/// A Resend email tag: name and value of ASCII letters, digits, `_` and `-`, at most 256 each.
+#[derive(Debug, Serialize)]
+pub struct Tag<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+}
+
+/// The answer to an accepted (or replayed) `POST /emails`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SentEmail {
+    pub id: String,
+}
+
+/// Every error answer: `{"statusCode": 422, "name": "missing_required_field", "message": "…"}`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    #[serde(default)]
+    pub status_code: Option<u16>,
+    pub name: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// Whether `s` may be a tag name or value
+/// (<https://resend.com/docs/api-reference/emails/send-email>).
+pub fn is_tag_text(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 256
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}

@@ -1,0 +1,305 @@
+//! Each documented Resend answer, as the adapter classifies it and as the ledger records it.
+
+use std::time::Duration;
+
+use herald_provider::{Adapter, SendResult};
+use herald_resend::fake::{FakeConfig, Fault, Faults};
+use herald_resend::{IDEMPOTENCY_WINDOW, MAX_EMAIL_BYTES, ResendAdapter, ResendError, ResendRoute};
+use secrecy::SecretString;
+use serde_json::json;
+
+use crate::support::{
+    CLIENT_TIMEOUT, SENDER, SHORT_TIMEOUT, accepted_ref, adapter, documented_message, fixture,
+    install_crypto_provider, key, message, vendor, vendor_with,
+};
+
+const REQUEST: &str = include_str!("../../../../fixtures/resend/send-email.request.json");
+const RESPONSE: &str = include_str!("../../../../fixtures/resend/send-email.response.json");
+const INVALID_IDEMPOTENCY_KEY: &str =
+    include_str!("../../../../fixtures/resend/errors/invalid_idempotency_key.json");
+const MISSING_API_KEY: &str =
+    include_str!("../../../../fixtures/resend/errors/missing_api_key.json");
+const INVALID_IDEMPOTENT_REQUEST: &str =
+    include_str!("../../../../fixtures/resend/errors/invalid_idempotent_request.json");
+const CONCURRENT_IDEMPOTENT_REQUESTS: &str =
+    include_str!("../../../../fixtures/resend/errors/concurrent_idempotent_requests.json");
+const MISSING_REQUIRED_FIELD: &str =
+    include_str!("../../../../fixtures/resend/errors/missing_required_field.json");
+
+fn rejection(result: SendResult) -> (bool, Option<Duration>, herald_provider::Evidence) {
+    match result {
+        SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence,
+        } => (permanent, retry_after, evidence),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_sent_email_is_accepted_with_resends_id_and_the_request_has_the_documented_shape() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let key = key();
+
+    let result = vendor.adapter.send(&message(), &key).await;
+
+    let SendResult::Accepted {
+        provider_ref: Some(id),
+        evidence,
+    } = &result
+    else {
+        panic!("expected an acceptance with an id, got {result:?}");
+    };
+    assert_eq!(evidence.status, Some(200));
+    // The answer has exactly the documented fields.
+    let answer: serde_json::Value = serde_json::from_str(&evidence.detail).unwrap();
+    let keys = |v: &serde_json::Value| {
+        let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&answer), keys(&fixture(RESPONSE)));
+    assert_eq!(answer["id"], json!(id));
+
+    let request = vendor
+        .fake
+        .last_request()
+        .expect("the fake saw the request");
+    assert_eq!(request.auth_scheme.as_deref(), Some("Bearer"));
+    assert_eq!(request.idempotency_key.as_deref(), Some(key.as_str()));
+    assert_eq!(request.content_type.as_deref(), Some("application/json"));
+    assert!(
+        request
+            .user_agent
+            .as_deref()
+            .is_some_and(|ua| ua.starts_with("herald-resend/")),
+        "{request:?}"
+    );
+    // Every field of the documented example is there, with herald's values.
+    for field in keys(&fixture(REQUEST)) {
+        assert!(request.body.get(&field).is_some(), "missing `{field}`");
+    }
+    assert_eq!(
+        request.body,
+        json!({
+            "from": SENDER,
+            "to": ["ada@example.com"],
+            "subject": "Your code",
+            "html": "<p>123456</p>",
+            "text": "123456",
+            "tags": [{"name": "herald_notification_id", "value": message().notification_id}],
+        })
+    );
+    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_repeat_inside_the_window_is_answered_with_the_first_id_and_nothing_is_sent_again() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let key = key();
+
+    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    let again = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+
+    assert_eq!(first, again);
+    let ledger = vendor.fake.ledger();
+    assert_eq!(ledger.requests, 2);
+    assert_eq!(ledger.deliveries_of(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn after_the_window_a_repeat_is_sent_again() {
+    let window = Duration::from_millis(300);
+    let vendor = vendor(FakeConfig {
+        idempotency_window: window,
+        ..FakeConfig::default()
+    })
+    .await;
+    let key = key();
+
+    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    // A bounded wait for the window to pass, not for a condition.
+    tokio::time::sleep(window + Duration::from_millis(50)).await;
+    let after = accepted_ref(&vendor.adapter.send(&message(), &key).await);
+
+    assert_ne!(first, after);
+    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 2);
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_payload_is_a_permanent_rejection_with_resends_code() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let key = key();
+    accepted_ref(&vendor.adapter.send(&message(), &key).await);
+
+    let mut other = message();
+    other.text = Some("654321".to_owned());
+    let (permanent, retry_after, evidence) = rejection(vendor.adapter.send(&other, &key).await);
+
+    assert!(permanent);
+    assert_eq!(retry_after, None);
+    assert_eq!(evidence.status, Some(409));
+    assert_eq!(
+        evidence.vendor_code.as_deref(),
+        Some("invalid_idempotent_request")
+    );
+    assert!(
+        evidence
+            .detail
+            .contains(&documented_message(INVALID_IDEMPOTENT_REQUEST))
+    );
+    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_repeat_while_the_first_request_is_in_progress_is_a_transient_rejection() {
+    // The first request is processed and then held for a minute; its client gives up first.
+    let config = FakeConfig {
+        delay: Duration::from_secs(60),
+        faults: Faults::next([Fault::Delay]),
+        ..FakeConfig::default()
+    };
+    let api_key = config.api_key.clone();
+    let vendor = vendor_with(config, &api_key, SHORT_TIMEOUT).await;
+    let key = key();
+
+    let first = vendor.adapter.send(&message(), &key).await;
+    let repeat = vendor.adapter.send(&message(), &key).await;
+
+    assert!(matches!(first, SendResult::Ambiguous { .. }), "{first:?}");
+    let (permanent, _, evidence) = rejection(repeat);
+    assert!(!permanent);
+    assert_eq!(evidence.status, Some(409));
+    assert_eq!(
+        evidence.vendor_code.as_deref(),
+        Some("concurrent_idempotent_requests")
+    );
+    assert!(
+        evidence
+            .detail
+            .contains(&documented_message(CONCURRENT_IDEMPOTENT_REQUESTS))
+    );
+    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_longer_than_256_characters_is_a_permanent_rejection() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let long = herald_provider::ProviderKey::new("k".repeat(257));
+
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&message(), &long).await);
+
+    assert!(permanent);
+    assert_eq!(evidence.status, Some(400));
+    assert_eq!(
+        evidence.vendor_code.as_deref(),
+        Some("invalid_idempotency_key")
+    );
+    assert!(
+        evidence
+            .detail
+            .contains(&documented_message(INVALID_IDEMPOTENCY_KEY))
+    );
+    assert_eq!(vendor.fake.ledger().total_deliveries(), 0);
+}
+
+#[tokio::test]
+async fn a_key_that_cannot_be_a_header_is_refused_before_anything_is_sent() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let bad = herald_provider::ProviderKey::new("line\nbreak");
+
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&message(), &bad).await);
+
+    assert!(permanent);
+    assert_eq!(evidence.stage, "request");
+    assert_eq!(vendor.fake.ledger().requests, 0);
+}
+
+#[tokio::test]
+async fn a_message_without_a_subject_is_refused_as_missing_a_required_field() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let mut no_subject = message();
+    no_subject.subject = None;
+
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&no_subject, &key()).await);
+
+    assert!(permanent);
+    assert_eq!(evidence.status, Some(422));
+    assert_eq!(
+        evidence.vendor_code.as_deref(),
+        Some("missing_required_field")
+    );
+    assert!(
+        evidence
+            .detail
+            .contains(&documented_message(MISSING_REQUIRED_FIELD))
+    );
+    assert_eq!(vendor.fake.ledger().total_deliveries(), 0);
+}
+
+#[tokio::test]
+async fn a_missing_api_key_is_a_permanent_rejection() {
+    let vendor = vendor_with(FakeConfig::default(), "", CLIENT_TIMEOUT).await;
+
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&message(), &key()).await);
+
+    assert!(permanent);
+    assert_eq!(evidence.status, Some(401));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("missing_api_key"));
+    assert!(
+        evidence
+            .detail
+            .contains(&documented_message(MISSING_API_KEY))
+    );
+    assert_eq!(vendor.fake.ledger().total_deliveries(), 0);
+}
+
+#[tokio::test]
+async fn an_unreachable_vendor_is_a_transient_rejection_before_anything_was_sent() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let adapter = adapter(
+        &format!("http://127.0.0.1:{port}"),
+        "re_unused",
+        CLIENT_TIMEOUT,
+    );
+
+    let (permanent, retry_after, evidence) = rejection(adapter.send(&message(), &key()).await);
+
+    assert!(!permanent);
+    assert_eq!(retry_after, None);
+    assert_eq!(evidence.stage, "connect");
+}
+
+#[test]
+fn a_base_url_that_is_not_http_is_refused_when_the_adapter_is_built() {
+    install_crypto_provider();
+    let built = ResendAdapter::new(ResendRoute {
+        base_url: "smtp://api.resend.com".to_owned(),
+        api_key: SecretString::from("re_123"),
+        from: SENDER.to_owned(),
+        timeout: CLIENT_TIMEOUT,
+    });
+    assert!(
+        matches!(built, Err(ResendError::BaseUrl { .. })),
+        "{built:?}"
+    );
+}
+
+#[test]
+fn capabilities_state_the_24_hour_window_no_query_and_the_40_mb_limit() {
+    let adapter = adapter(herald_resend::DEFAULT_BASE_URL, "re_123", CLIENT_TIMEOUT);
+    let capabilities = adapter.capabilities();
+    assert_eq!(
+        capabilities.idempotency_window,
+        Some(Duration::from_secs(24 * 60 * 60))
+    );
+    assert_eq!(capabilities.idempotency_window, Some(IDEMPOTENCY_WINDOW));
+    assert_eq!(capabilities.query_visibility_lag, None);
+    assert_eq!(capabilities.max_payload_bytes, Some(MAX_EMAIL_BYTES));
+}
