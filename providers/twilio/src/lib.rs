@@ -1,1 +1,80 @@
-//! (being written)
+//! Herald's adapter for Twilio Programmable Messaging (channel `sms`, `provider = "twilio"`).
+//!
+//! Sending creates a Message resource; looking a send up lists Message resources. Both are
+//! described at <https://www.twilio.com/docs/messaging/api/message-resource>; the request and
+//! answer samples in `fixtures/twilio/` come from there (see its README).
+//!
+//! # Capabilities
+//! | | |
+//! |---|---|
+//! | idempotency key | **none**: Twilio documents no idempotency for `Messages.json` (a resend is a second SMS) |
+//! | outcome query | yes: `GET /2010-04-01/Accounts/{AccountSid}/Messages.json?To=&From=&DateSent>=&PageSize=`, matched on the text |
+//! | query visibility lag | [`TwilioRoute::visibility_lag`] (default 10 min), enforced through `ValidityPeriod` (below) |
+//! | payload limit | `Body` ≤ 1,600 characters (declared as 1,600 bytes, which never over-promises) |
+//!
+//! # Sending
+//! `POST /2010-04-01/Accounts/{AccountSid}/Messages.json`, form-encoded: `To`, `From` or
+//! `MessagingServiceSid`, `Body`, `StatusCallback` if configured, `ValidityPeriod`, and
+//! `SmartEncoded=false` (so that Twilio stores the text exactly as sent, which the look-up
+//! relies on). HTTP Basic auth: `AccountSid:AuthToken`, or an API key's `SID:secret`.
+//!
+//! | Twilio's answer | result |
+//! |---|---|
+//! | `201` with a `sid` | `Accepted`, `provider_ref` = the `sid` |
+//! | `2xx` without a readable `sid` | `Ambiguous` (probably created; nothing proves it) |
+//! | `400` (e.g. 21211 invalid `To`, 21610 recipient replied STOP, 21602 no body) | `Rejected`, permanent |
+//! | `401` (20003, wrong credentials) | `Rejected`, permanent |
+//! | other `4xx` (403, 404, 422, …) | `Rejected`, permanent |
+//! | `429`, or any 4xx with code 20429 (too many requests), 21611 (sender queue full) or 63017 (rate limit) | `Rejected`, transient, `retry_after` from `Retry-After` |
+//! | `500`, `502`, `503`, `504` and other `5xx` | `Ambiguous`: Twilio does not document any of them as "not processed" |
+//! | no connection (refused, DNS, TLS) | `Rejected`, transient: nothing was sent |
+//! | timeout or reset after the request was written | `Ambiguous` |
+//! | message not an SMS, without text or over 1,600 characters | `Rejected`, permanent, before any I/O |
+//!
+//! Twilio's error code (`{"code", "message", "more_info", "status"}`) goes into
+//! `Evidence::vendor_code`.
+//!
+//! # Looking a send up
+//! Twilio keeps no client reference, and herald appends nothing to an SMS (a reference in the
+//! text would reach the recipient). So [`TwilioAdapter::query`](herald_provider::Adapter::query)
+//! finds a send by what it was: an `outbound-api` message from this route's sender (or
+//! Messaging Service) to `message.to`, with exactly `message.text`, created since the
+//! notification existed (its UUIDv7 id carries its creation time; other ids fall back to the
+//! last 24 h). The `DateSent>` filter counts whole UTC days, so it asks from the day the
+//! window starts, and the exact bound is applied to `date_created`. This is the honest best:
+//! it can find every send of this notification, but two identical texts to one number in the
+//! window cannot be told apart — the answer is then `Accepted` with the count in the evidence,
+//! never `NotFoundYet`, which would invite a duplicate.
+//!
+//! | look-up | result |
+//! |---|---|
+//! | one or more matches | `Accepted`, `provider_ref` = the earliest `sid`; several are listed in the evidence |
+//! | no match, list complete | `NotFoundYet` (herald weighs it against the visibility lag) |
+//! | matching messages whose text is redacted | `Unsupported`: any of them may be this send |
+//! | more than 5 pages of 1000 without a match | `Unsupported` |
+//! | transport error, `401`, `5xx`, any non-`200`, unreadable page | `Unsupported`: proves nothing |
+//!
+//! **Why the lag is enforced.** The `DateSent` filter finds a message only once Twilio has
+//! *sent* it (`date_sent` is "when Twilio sent the message"), and Twilio queues a message for
+//! as long as its `ValidityPeriod` when a sender is over its rate (36,000 s by default). The
+//! adapter therefore sends `ValidityPeriod` = visibility lag − 30 s: a message Twilio has not
+//! sent by then is dropped, never sent, and its absence after the lag is the truth herald
+//! takes it for. The docs do not say whether a still-queued message (no `date_sent` yet)
+//! matches the filter; the design does not depend on it.
+//!
+//! # Testing
+//! Feature `fake` adds [`fake`]: a local Twilio that speaks this API, keeps a ledger of real
+//! deliveries and injects faults.
+#![forbid(unsafe_code)]
+
+mod adapter;
+mod lookback;
+mod wire;
+
+#[cfg(feature = "fake")]
+pub mod fake;
+
+pub use adapter::{
+    DEFAULT_BASE_URL, DEFAULT_VISIBILITY_LAG, MAX_BODY_CHARS, TwilioAdapter, TwilioError,
+    TwilioRoute,
+};

@@ -1,0 +1,556 @@
+//! Herald's adapter for Twilio's Message resource: create a Message to send, list Messages to
+//! look a send up. The crate docs state what is classified how, and why.
+
+use std::time::Duration;
+
+use herald_provider::http::{
+    StatusRules, classify_failure_status, classify_transport_error, error_chain, retry_after,
+    unreadable_success,
+};
+use herald_provider::{
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, SendResult,
+};
+use reqwest::header::HeaderMap;
+use reqwest::{StatusCode, Url};
+use secrecy::{ExposeSecret, SecretString};
+use time::OffsetDateTime;
+use time::format_description::well_known::{Rfc2822, Rfc3339};
+
+use crate::lookback;
+use crate::wire::{ErrorBody, MessagePage, MessageResource};
+
+/// Twilio's public REST endpoint.
+pub const DEFAULT_BASE_URL: &str = "https://api.twilio.com";
+
+/// See [`TwilioRoute::visibility_lag`].
+pub const DEFAULT_VISIBILITY_LAG: Duration = Duration::from_secs(10 * 60);
+
+/// Twilio takes a `Body` of up to 1,600 characters.
+pub const MAX_BODY_CHARS: usize = 1600;
+
+/// Of the visibility lag, the part kept for the Messages list to catch up with a message Twilio
+/// has just sent; the rest is the longest Twilio may keep the message queued (`ValidityPeriod`).
+const LIST_ALLOWANCE: Duration = Duration::from_secs(30);
+
+/// Twilio's largest page; one or two pages cover any sane traffic to one number in two days.
+const PAGE_SIZE: u32 = 1000;
+
+/// Past this many pages the look-up gives up rather than keep a reconcile waiting.
+const MAX_PAGES: usize = 5;
+
+/// Twilio error codes that prove the request was not processed and may succeed later:
+/// 20429 too many concurrent requests ("aren't processed and are safe to retry"), 21611 the
+/// sender's queue is full, 63017 the account's messages-per-second limit.
+const TRANSIENT_CODES: [i64; 3] = [20429, 21611, 63017];
+
+/// Twilio documents nothing special about 409 or 503, so both keep the cautious default.
+const RULES: StatusRules = StatusRules {
+    unavailable_means_not_processed: false,
+    conflict_means_in_progress: false,
+};
+
+/// A Twilio route, as herald's configuration resolves it.
+#[derive(Debug, Clone)]
+pub struct TwilioRoute {
+    /// [`DEFAULT_BASE_URL`], or a fake's address in tests.
+    pub base_url: String,
+    /// `AC…`; names the account in every URL.
+    pub account_sid: String,
+    /// `SK…` when authenticating with an API key; `auth_token` then holds the key's secret.
+    /// `None`: Basic auth is `account_sid:auth_token`.
+    pub api_key_sid: Option<String>,
+    pub auth_token: SecretString,
+    /// The sender (E.164 number, short code or alphanumeric ID). Exactly one of `from` and
+    /// `messaging_service_sid` is set.
+    pub from: Option<String>,
+    /// `MG…`: Twilio picks the sender from the service's pool.
+    pub messaging_service_sid: Option<String>,
+    /// Sent as `StatusCallback`, for delivery reports.
+    pub status_callback: Option<String>,
+    /// How long after its acceptance a message may still be missing from the Messages list.
+    ///
+    /// The list's `DateSent` filter only finds a message once Twilio has *sent* it, and Twilio
+    /// keeps a message queued for as long as its `ValidityPeriod` (up to 10 h by default) when
+    /// a sender is over its rate. So the adapter sends `ValidityPeriod` = this lag less 30 s:
+    /// a message not sent by then is dropped by Twilio, never sent, and its absence after the
+    /// lag is then the truth that herald takes it for. Ten minutes by default: long enough for
+    /// a long code (1 message/s) to drain a burst of several hundred messages, short enough
+    /// that the rare lost answer is resent within minutes; a message still queued after ten
+    /// minutes is usually stale for a notification anyway. Twilio recommends a
+    /// `ValidityPeriod` above 5 s, so lags under a minute are for tests against the fake.
+    pub visibility_lag: Duration,
+    /// The whole exchange, connect to last body byte.
+    pub timeout: Duration,
+}
+
+impl TwilioRoute {
+    /// A route on Twilio's public endpoint with the default lag and a 10 s timeout; set `from`
+    /// or `messaging_service_sid` before building the adapter.
+    pub fn new(account_sid: impl Into<String>, auth_token: SecretString) -> Self {
+        TwilioRoute {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            account_sid: account_sid.into(),
+            api_key_sid: None,
+            auth_token,
+            from: None,
+            messaging_service_sid: None,
+            status_callback: None,
+            visibility_lag: DEFAULT_VISIBILITY_LAG,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a route cannot be built. Never carries a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum TwilioError {
+    #[error("the Twilio base_url `{url}` cannot serve as an API root: {reason}")]
+    BaseUrl { url: String, reason: String },
+    #[error("a Twilio route needs an account_sid")]
+    AccountSid,
+    #[error("a Twilio route needs exactly one of `from` and `messaging_service_sid`")]
+    Sender,
+    #[error("a Twilio route needs a visibility_lag above zero")]
+    VisibilityLag,
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// Who sends: what goes into the create request, and what a listed message must show.
+#[derive(Debug, Clone)]
+enum Sender {
+    From(String),
+    Service(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct TwilioAdapter {
+    http: reqwest::Client,
+    /// The API root, to resolve `next_page_uri` against and to check that it stays there.
+    base: Url,
+    messages_url: Url,
+    user: String,
+    auth_token: SecretString,
+    sender: Sender,
+    status_callback: Option<String>,
+    validity_period_secs: u64,
+    capabilities: Capabilities,
+}
+
+impl TwilioAdapter {
+    /// Builds the adapter at start-up. reqwest needs a rustls crypto provider installed first
+    /// (herald's main installs ring); without one, building the client panics inside reqwest.
+    pub fn new(route: TwilioRoute) -> Result<Self, TwilioError> {
+        if route.account_sid.trim().is_empty() {
+            return Err(TwilioError::AccountSid);
+        }
+        let sender = match (route.from, route.messaging_service_sid) {
+            (Some(from), None) if !from.is_empty() => Sender::From(from),
+            (None, Some(service)) if !service.is_empty() => Sender::Service(service),
+            _ => return Err(TwilioError::Sender),
+        };
+        if route.visibility_lag.is_zero() {
+            return Err(TwilioError::VisibilityLag);
+        }
+        let bad_url = |reason: String| TwilioError::BaseUrl {
+            url: route.base_url.clone(),
+            reason,
+        };
+        let base = Url::parse(&route.base_url).map_err(|err| bad_url(err.to_string()))?;
+        let mut messages_url = base.clone();
+        messages_url
+            .path_segments_mut()
+            .map_err(|()| bad_url("it has no path".to_owned()))?
+            .pop_if_empty()
+            // Pushed as segments, so that an odd account SID cannot change the path.
+            .extend([
+                "2010-04-01",
+                "Accounts",
+                route.account_sid.as_str(),
+                "Messages.json",
+            ]);
+        let http = reqwest::Client::builder().timeout(route.timeout).build()?;
+        // Twilio accepts 1..=36000 s; the allowance keeps room for the list to catch up.
+        let validity_period_secs = route
+            .visibility_lag
+            .saturating_sub(LIST_ALLOWANCE)
+            .as_secs()
+            .clamp(1, 36_000);
+        Ok(TwilioAdapter {
+            http,
+            base,
+            messages_url,
+            user: route.api_key_sid.unwrap_or(route.account_sid),
+            auth_token: route.auth_token,
+            sender,
+            status_callback: route.status_callback,
+            validity_period_secs,
+            capabilities: Capabilities {
+                idempotency_window: None,
+                query_visibility_lag: Some(route.visibility_lag),
+                // 1,600 characters are at least 1,600 bytes: never a promise Twilio breaks.
+                max_payload_bytes: Some(MAX_BODY_CHARS),
+            },
+        })
+    }
+
+    /// The SMS text, or why this message cannot be an SMS (decided before any I/O).
+    fn body_of<'m>(&self, message: &'m Message) -> Result<&'m str, String> {
+        if message.channel != Channel::Sms {
+            return Err(format!("a Twilio route sends sms, not {}", message.channel));
+        }
+        let body = message.text.as_deref().unwrap_or_default();
+        if body.is_empty() {
+            return Err("an SMS needs a text".to_owned());
+        }
+        let chars = body.chars().count();
+        if chars > MAX_BODY_CHARS {
+            return Err(format!(
+                "the text has {chars} characters; Twilio takes at most {MAX_BODY_CHARS}"
+            ));
+        }
+        Ok(body)
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.basic_auth(&self.user, Some(self.auth_token.expose_secret()))
+    }
+
+    /// One page of the Messages list, or the evidence of why the look-up proves nothing.
+    async fn page(&self, url: Url) -> Result<MessagePage, Evidence> {
+        let request = self
+            .authorized(self.http.get(url))
+            .build()
+            .map_err(|err| Evidence::new("query", error_chain(&err)))?;
+        let response = self
+            .http
+            .execute(request)
+            .await
+            .map_err(|err| Evidence::new("query", error_chain(&err)))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|err| {
+            Evidence::new("query", error_chain(&err)).with_status(status.as_u16())
+        })?;
+        if status != StatusCode::OK {
+            let evidence = Evidence::new("query", &text).with_status(status.as_u16());
+            return Err(match vendor_code(&text) {
+                Some(code) => evidence.with_vendor_code(code.to_string()),
+                None => evidence,
+            });
+        }
+        serde_json::from_str(&text).map_err(|err| {
+            Evidence::new("query", format!("{err}: {text}")).with_status(status.as_u16())
+        })
+    }
+
+    /// `next_page_uri` is a path on the API host. Anything that would take the credentials
+    /// elsewhere is refused.
+    fn next_page(&self, uri: &str) -> Result<Url, Evidence> {
+        let url = self.base.join(uri).map_err(|err| {
+            Evidence::new("query", format!("unusable next_page_uri `{uri}`: {err}"))
+        })?;
+        if url.origin() != self.base.origin() {
+            return Err(Evidence::new(
+                "query",
+                format!("next_page_uri `{uri}` leaves the API host"),
+            ));
+        }
+        Ok(url)
+    }
+
+    /// When a listed message was created, if it was sent by this route to `to` inside the
+    /// window. `Err` when its creation date cannot be read: the look-up then proves nothing.
+    fn candidate(
+        &self,
+        listed: &MessageResource,
+        to: &str,
+        since: OffsetDateTime,
+    ) -> Result<Option<OffsetDateTime>, Evidence> {
+        let sender_matches = match &self.sender {
+            Sender::From(from) => listed.from.as_deref() == Some(from.as_str()),
+            Sender::Service(service) => {
+                listed.messaging_service_sid.as_deref() == Some(service.as_str())
+            }
+        };
+        if listed.direction.as_deref() != Some("outbound-api")
+            || listed.to.as_deref() != Some(to)
+            || !sender_matches
+        {
+            return Ok(None);
+        }
+        let created = listed
+            .date_created
+            .as_deref()
+            .and_then(|date| OffsetDateTime::parse(date, &Rfc2822).ok())
+            .ok_or_else(|| {
+                Evidence::new(
+                    "query",
+                    format!(
+                        "message {} has an unreadable date_created {:?}",
+                        listed.sid, listed.date_created
+                    ),
+                )
+            })?;
+        Ok((created >= since).then_some(created))
+    }
+}
+
+#[async_trait::async_trait]
+impl Adapter for TwilioAdapter {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    async fn send(&self, message: &Message, _key: &ProviderKey) -> SendResult {
+        let body = match self.body_of(message) {
+            Ok(body) => body,
+            Err(detail) => return rejected_permanently(Evidence::new("request", detail)),
+        };
+        let validity = self.validity_period_secs.to_string();
+        let mut form: Vec<(&str, &str)> = vec![("To", &message.to), ("Body", body)];
+        match &self.sender {
+            Sender::From(from) => form.push(("From", from)),
+            Sender::Service(service) => form.push(("MessagingServiceSid", service)),
+        }
+        if let Some(callback) = &self.status_callback {
+            form.push(("StatusCallback", callback));
+        }
+        form.push(("ValidityPeriod", &validity));
+        // The look-up matches the stored text exactly, so Twilio must not rewrite it (a
+        // Messaging Service may have smart encoding on by default).
+        form.push(("SmartEncoded", "false"));
+
+        // Built before sending, so that a failure here is known to precede any I/O instead of
+        // surfacing from `execute` as a possibly-sent error.
+        let request = match self
+            .authorized(self.http.post(self.messages_url.clone()))
+            .form(&form)
+            .build()
+        {
+            Ok(request) => request,
+            Err(err) => {
+                return rejected_permanently(Evidence::new(
+                    "request",
+                    format!("cannot build the request: {}", error_chain(&err)),
+                ));
+            }
+        };
+        let response = match self.http.execute(request).await {
+            Ok(response) => response,
+            Err(err) => return classify_transport_error(&err),
+        };
+
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = match response.text().await {
+            Ok(text) => text,
+            Err(err) if status.is_success() => {
+                return unreadable_success(
+                    status,
+                    format!("the body could not be read: {}", error_chain(&err)),
+                );
+            }
+            // The status alone classifies a failure; the body only adds detail.
+            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+        };
+        if !status.is_success() {
+            return classify_failure(status, &headers, &text);
+        }
+        match serde_json::from_str::<MessageResource>(&text) {
+            Ok(created) if !created.sid.is_empty() => SendResult::Accepted {
+                evidence: Evidence::new(
+                    "response",
+                    format!(
+                        "created {} with status {}",
+                        created.sid,
+                        created.status.as_deref().unwrap_or("(none)")
+                    ),
+                )
+                .with_status(status.as_u16()),
+                provider_ref: Some(created.sid),
+            },
+            Ok(_) => unreadable_success(status, format!("the answer names no sid: {text}")),
+            Err(err) => unreadable_success(status, format!("{err}: {text}")),
+        }
+    }
+
+    /// Twilio keeps no client reference, and herald adds nothing to the text, so a send is
+    /// found by what it was: an `outbound-api` message from this route's sender to
+    /// `message.to` with exactly this text, created since the notification existed. Two
+    /// identical texts to one number in that window cannot be told apart; the answer is then
+    /// `Accepted` with the count in the evidence — never "not found", which would invite a
+    /// duplicate.
+    async fn query(&self, message: &Message, _key: &ProviderKey) -> QueryResult {
+        let body = match self.body_of(message) {
+            Ok(body) => body,
+            Err(detail) => {
+                return QueryResult::Unsupported {
+                    evidence: Evidence::new("query", detail),
+                };
+            }
+        };
+        let (since, from_id) = lookback::window_start(&message.notification_id, now());
+        let since_text = since.format(&Rfc3339).unwrap_or_else(|_| since.to_string());
+        let mut url = self.messages_url.clone();
+        {
+            let mut pairs = url.query_pairs_mut();
+            pairs.append_pair("To", &message.to);
+            // A Messaging Service's sender is picked from a pool: filter on the service instead,
+            // below, since the list has no service filter.
+            if let Sender::From(from) = &self.sender {
+                pairs.append_pair("From", from);
+            }
+            // `DateSent>` is "on or after this UTC day".
+            pairs.append_pair("DateSent>", &lookback::utc_date(since));
+            pairs.append_pair("PageSize", &PAGE_SIZE.to_string());
+        }
+
+        let mut found: Vec<(OffsetDateTime, MessageResource)> = Vec::new();
+        let mut without_text = 0usize;
+        let mut next = Some(url);
+        for _ in 0..MAX_PAGES {
+            let Some(url) = next.take() else { break };
+            let page = match self.page(url).await {
+                Ok(page) => page,
+                Err(evidence) => return QueryResult::Unsupported { evidence },
+            };
+            for listed in page.messages {
+                match self.candidate(&listed, &message.to, since) {
+                    Ok(None) => {}
+                    Ok(Some(created)) => match listed.body.as_deref() {
+                        Some(text) if text == body => found.push((created, listed)),
+                        // Redacted by content retention: it may be this very send.
+                        None | Some("") => without_text += 1,
+                        Some(_) => {}
+                    },
+                    Err(evidence) => return QueryResult::Unsupported { evidence },
+                }
+            }
+            next = match page.next_page_uri.as_deref() {
+                Some(uri) if !uri.is_empty() => match self.next_page(uri) {
+                    Ok(url) => Some(url),
+                    Err(evidence) => return QueryResult::Unsupported { evidence },
+                },
+                _ => None,
+            };
+        }
+        let complete = next.is_none();
+        let window = format!(
+            "since {since_text} ({})",
+            if from_id {
+                "the notification's creation less clock skew"
+            } else {
+                "a fixed look-back: the notification id carries no time"
+            }
+        );
+
+        // Several matches: the earliest is the likeliest to be herald's first attempt. Twilio
+        // lists newest first and stamps whole seconds, so the list is reversed before a stable
+        // sort keeps same-second messages in the order Twilio created them.
+        found.reverse();
+        found.sort_by_key(|(created, _)| *created);
+        if let Some((_, earliest)) = found.first() {
+            let sids: Vec<&str> = found.iter().map(|(_, m)| m.sid.as_str()).collect();
+            let detail = if found.len() == 1 && complete {
+                format!(
+                    "found {} (status {}) with this text to this number {window}",
+                    earliest.sid,
+                    earliest.status.as_deref().unwrap_or("(none)")
+                )
+            } else {
+                format!(
+                    "{}{} messages with this exact text to this number {window}: {}; Twilio \
+                     keeps no client reference, so they cannot be told apart",
+                    if complete { "" } else { "at least " },
+                    found.len(),
+                    sids.join(", ")
+                )
+            };
+            return QueryResult::Accepted {
+                provider_ref: Some(earliest.sid.clone()),
+                evidence: Evidence::new("query", detail).with_status(200),
+            };
+        }
+        if !complete {
+            return QueryResult::Unsupported {
+                evidence: Evidence::new(
+                    "query",
+                    format!(
+                        "no match in the first {MAX_PAGES} pages of messages to this number \
+                         {window}; the rest was not read"
+                    ),
+                )
+                .with_status(200),
+            };
+        }
+        if without_text > 0 {
+            return QueryResult::Unsupported {
+                evidence: Evidence::new(
+                    "query",
+                    format!(
+                        "{without_text} messages to this number {window} show no text \
+                         (redacted?); any of them may be this send"
+                    ),
+                )
+                .with_status(200),
+            };
+        }
+        QueryResult::NotFoundYet {
+            evidence: Evidence::new(
+                "query",
+                format!("no message with this text to this number {window}"),
+            )
+            .with_status(200),
+        }
+    }
+}
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+fn rejected_permanently(evidence: Evidence) -> SendResult {
+    SendResult::Rejected {
+        permanent: true,
+        retry_after: None,
+        evidence,
+    }
+}
+
+fn vendor_code(body: &str) -> Option<i64> {
+    serde_json::from_str::<ErrorBody>(body).ok()?.code
+}
+
+/// A non-2xx answer: the status decides, except that Twilio's rate-limit and full-queue codes
+/// turn a 4xx into a transient rejection; the code goes into the evidence either way.
+fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &str) -> SendResult {
+    let code = vendor_code(body);
+    let result = match classify_failure_status(status, headers, body, RULES) {
+        SendResult::Rejected {
+            permanent: true,
+            evidence,
+            ..
+        } if code.is_some_and(|code| TRANSIENT_CODES.contains(&code)) => SendResult::Rejected {
+            permanent: false,
+            retry_after: retry_after(headers),
+            evidence,
+        },
+        other => other,
+    };
+    let Some(code) = code else { return result };
+    match result {
+        SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence,
+        } => SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence: evidence.with_vendor_code(code.to_string()),
+        },
+        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
+            evidence: evidence.with_vendor_code(code.to_string()),
+        },
+        accepted @ SendResult::Accepted { .. } => accepted,
+    }
+}

@@ -1,0 +1,330 @@
+//! Sending: the request Twilio receives, and how each documented answer is classified.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use herald_provider::{Adapter, Channel, SendResult};
+use herald_twilio::fake::FakeConfig;
+use herald_twilio::{DEFAULT_VISIBILITY_LAG, TwilioAdapter, TwilioError};
+use secrecy::SecretString;
+use serde_json::Value;
+
+use crate::support::{
+    ACCOUNT, FROM, SERVICE, TO, TOKEN, fake_config, field, form, install_crypto_provider, key,
+    route, sms, unique_text, vendor, vendor_with,
+};
+
+#[tokio::test]
+async fn a_created_message_is_accepted_with_its_sid_and_the_request_has_the_documented_shape() {
+    let vendor = vendor_with(fake_config(), |route| {
+        route.status_callback = Some("https://herald.example/twilio/status".to_owned());
+    })
+    .await;
+    let text = unique_text();
+    let message = sms(&text);
+
+    let sid = match vendor.adapter.send(&message, &key(&message)).await {
+        SendResult::Accepted {
+            provider_ref: Some(sid),
+            evidence,
+        } => {
+            assert_eq!(evidence.status, Some(201));
+            assert!(evidence.detail.contains("status queued"), "{evidence:?}");
+            sid
+        }
+        other => panic!("expected an acceptance, got {other:?}"),
+    };
+
+    let ledger = vendor.fake.ledger();
+    assert_eq!(ledger.deliveries_of(&text), 1);
+    assert_eq!(ledger.deliveries[0].sid, sid);
+
+    let received = vendor.fake.received();
+    assert_eq!(received.len(), 1);
+    let request = &received[0];
+    assert_eq!(request.method, "POST");
+    assert_eq!(
+        request.path,
+        format!("/2010-04-01/Accounts/{ACCOUNT}/Messages.json")
+    );
+    assert_eq!(request.basic_user.as_deref(), Some(ACCOUNT));
+    assert_eq!(
+        request.content_type.as_deref(),
+        Some("application/x-www-form-urlencoded")
+    );
+    let form = form(&request.body);
+    assert_eq!(field(&form, "To"), Some(TO));
+    assert_eq!(field(&form, "From"), Some(FROM));
+    assert_eq!(field(&form, "Body"), Some(text.as_str()));
+    assert_eq!(field(&form, "MessagingServiceSid"), None);
+    assert_eq!(
+        field(&form, "StatusCallback"),
+        Some("https://herald.example/twilio/status")
+    );
+    // Twilio drops what it has not sent within the lag, less the list's allowance.
+    let validity = DEFAULT_VISIBILITY_LAG.as_secs() - 30;
+    assert_eq!(
+        field(&form, "ValidityPeriod"),
+        Some(validity.to_string().as_str())
+    );
+    assert_eq!(field(&form, "SmartEncoded"), Some("false"));
+}
+
+#[tokio::test]
+async fn a_messaging_service_route_names_the_service_instead_of_a_sender() {
+    let vendor = vendor_with(fake_config(), |route| {
+        route.from = None;
+        route.messaging_service_sid = Some(SERVICE.to_owned());
+    })
+    .await;
+    let message = sms(&unique_text());
+
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+    assert!(matches!(result, SendResult::Accepted { .. }), "{result:?}");
+    let form = form(&vendor.fake.received()[0].body);
+    assert_eq!(field(&form, "MessagingServiceSid"), Some(SERVICE));
+    assert_eq!(field(&form, "From"), None);
+}
+
+#[tokio::test]
+async fn an_invalid_number_is_rejected_permanently_with_twilio_code_21211() {
+    let vendor = vendor().await;
+    let mut message = sms(&unique_text());
+    message.to = "+15005550001".to_owned();
+
+    match vendor.adapter.send(&message, &key(&message)).await {
+        SendResult::Rejected {
+            permanent: true,
+            retry_after: None,
+            evidence,
+        } => {
+            assert_eq!(evidence.status, Some(400));
+            assert_eq!(evidence.vendor_code.as_deref(), Some("21211"));
+        }
+        other => panic!("expected a permanent rejection, got {other:?}"),
+    }
+    assert_eq!(vendor.fake.ledger().total(), 0);
+}
+
+#[tokio::test]
+async fn a_recipient_who_replied_stop_is_rejected_permanently_with_code_21610() {
+    let vendor = vendor().await;
+    let mut message = sms(&unique_text());
+    message.to = "+15005550004".to_owned();
+
+    match vendor.adapter.send(&message, &key(&message)).await {
+        SendResult::Rejected {
+            permanent: true,
+            evidence,
+            ..
+        } => assert_eq!(evidence.vendor_code.as_deref(), Some("21610")),
+        other => panic!("expected a permanent rejection, got {other:?}"),
+    }
+    assert_eq!(vendor.fake.ledger().total(), 0);
+}
+
+#[tokio::test]
+async fn wrong_credentials_are_rejected_permanently_with_the_documented_401() {
+    let vendor = vendor_with(
+        FakeConfig::new(ACCOUNT, SecretString::from("another")),
+        |_| {},
+    )
+    .await;
+    let message = sms(&unique_text());
+
+    match vendor.adapter.send(&message, &key(&message)).await {
+        SendResult::Rejected {
+            permanent: true,
+            retry_after: None,
+            evidence,
+        } => {
+            assert_eq!(evidence.status, Some(401));
+            assert_eq!(evidence.vendor_code.as_deref(), Some("20003"));
+            let documented: Value =
+                serde_json::from_str(include_str!("../../../../fixtures/twilio/error_20003.json"))
+                    .unwrap();
+            let served: Value = serde_json::from_str(&evidence.detail).unwrap();
+            assert_eq!(served, documented);
+        }
+        other => panic!("expected a permanent rejection, got {other:?}"),
+    }
+    assert_eq!(vendor.fake.ledger().total(), 0);
+}
+
+#[tokio::test]
+async fn an_api_key_authenticates_in_place_of_the_account_token() {
+    let config = FakeConfig {
+        api_key: Some((
+            "SK00000000000000000000000000000001".to_owned(),
+            SecretString::from("key-secret"),
+        )),
+        ..fake_config()
+    };
+    let vendor = vendor_with(config, |route| {
+        route.api_key_sid = Some("SK00000000000000000000000000000001".to_owned());
+        route.auth_token = SecretString::from("key-secret");
+    })
+    .await;
+    let message = sms(&unique_text());
+
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+    assert!(matches!(result, SendResult::Accepted { .. }), "{result:?}");
+    let received = vendor.fake.received();
+    assert_eq!(
+        received[0].basic_user.as_deref(),
+        Some("SK00000000000000000000000000000001")
+    );
+    // The URL still names the account.
+    assert!(received[0].path.contains(ACCOUNT));
+}
+
+#[tokio::test]
+async fn what_cannot_be_an_sms_is_rejected_before_any_request() {
+    let vendor = vendor().await;
+    let mut email = sms(&unique_text());
+    email.channel = Channel::Email;
+    let mut empty = sms("");
+    empty.text = None;
+    let long = sms(&"x".repeat(1601));
+
+    for message in [email, empty, long] {
+        match vendor.adapter.send(&message, &key(&message)).await {
+            SendResult::Rejected {
+                permanent: true,
+                evidence,
+                ..
+            } => assert_eq!(evidence.stage, "request"),
+            other => panic!("expected a permanent rejection, got {other:?}"),
+        }
+    }
+    assert!(vendor.fake.received().is_empty());
+}
+
+#[tokio::test]
+async fn a_text_of_exactly_1600_characters_is_sent() {
+    let vendor = vendor().await;
+    let message = sms(&"é".repeat(1600));
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+    assert!(matches!(result, SendResult::Accepted { .. }), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_route_needs_an_account_exactly_one_sender_and_a_usable_base_url() {
+    install_crypto_provider();
+    let both = {
+        let mut r = route("http://127.0.0.1:9".to_owned());
+        r.messaging_service_sid = Some(SERVICE.to_owned());
+        r
+    };
+    let neither = {
+        let mut r = route("http://127.0.0.1:9".to_owned());
+        r.from = None;
+        r
+    };
+    assert!(matches!(TwilioAdapter::new(both), Err(TwilioError::Sender)));
+    assert!(matches!(
+        TwilioAdapter::new(neither),
+        Err(TwilioError::Sender)
+    ));
+
+    let mut no_account = route("http://127.0.0.1:9".to_owned());
+    no_account.account_sid = " ".to_owned();
+    assert!(matches!(
+        TwilioAdapter::new(no_account),
+        Err(TwilioError::AccountSid)
+    ));
+
+    for url in ["not a url", "mailto:someone@example.com"] {
+        assert!(matches!(
+            TwilioAdapter::new(route(url.to_owned())),
+            Err(TwilioError::BaseUrl { .. })
+        ));
+    }
+    let mut no_lag = route("http://127.0.0.1:9".to_owned());
+    no_lag.visibility_lag = Duration::ZERO;
+    assert!(matches!(
+        TwilioAdapter::new(no_lag),
+        Err(TwilioError::VisibilityLag)
+    ));
+}
+
+#[tokio::test]
+async fn capabilities_declare_the_query_lag_and_no_idempotency() {
+    let vendor = vendor_with(fake_config(), |route| {
+        route.visibility_lag = Duration::from_secs(90);
+    })
+    .await;
+    let capabilities = vendor.adapter.capabilities();
+    assert_eq!(capabilities.idempotency_window, None);
+    assert_eq!(
+        capabilities.query_visibility_lag,
+        Some(Duration::from_secs(90))
+    );
+    assert_eq!(capabilities.max_payload_bytes, Some(1600));
+    let message = sms(&unique_text());
+    vendor.adapter.send(&message, &key(&message)).await;
+    let form = form(&vendor.fake.received()[0].body);
+    assert_eq!(field(&form, "ValidityPeriod"), Some("60"));
+}
+
+/// The fake is checked against the docs too: it takes the documented request and answers with
+/// every field of the documented answers.
+#[tokio::test]
+async fn the_fake_takes_the_documented_request_and_answers_in_the_documented_shape() {
+    let vendor = vendor().await;
+    let documented: Value = serde_json::from_str(include_str!(
+        "../../../../fixtures/twilio/create_request.json"
+    ))
+    .unwrap();
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for (name, value) in documented.as_object().unwrap() {
+        match value {
+            Value::Array(items) => {
+                for item in items {
+                    fields.push((name.clone(), item.as_str().unwrap().to_owned()));
+                }
+            }
+            other => fields.push((name.clone(), other.as_str().unwrap().to_owned())),
+        }
+    }
+    let http = reqwest::Client::new();
+    let url = format!(
+        "{}/2010-04-01/Accounts/{ACCOUNT}/Messages.json",
+        vendor.fake.base_url()
+    );
+    let created = http
+        .post(&url)
+        .basic_auth(ACCOUNT, Some(TOKEN))
+        .form(&fields)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let created: Value = created.json().await.unwrap();
+    let expected: Value = serde_json::from_str(include_str!(
+        "../../../../fixtures/twilio/create_response.json"
+    ))
+    .unwrap();
+    assert_eq!(keys(&created), keys(&expected));
+
+    let listed: Value = http
+        .get(&url)
+        .basic_auth(ACCOUNT, Some(TOKEN))
+        .query(&[("To", "+14155552345"), ("PageSize", "2")])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let expected: Value = serde_json::from_str(include_str!(
+        "../../../../fixtures/twilio/list_response.json"
+    ))
+    .unwrap();
+    assert_eq!(keys(&listed), keys(&expected));
+    assert_eq!(keys(&listed["messages"][0]), keys(&expected["messages"][0]));
+}
+
+fn keys(value: &Value) -> BTreeSet<String> {
+    value.as_object().unwrap().keys().cloned().collect()
+}
