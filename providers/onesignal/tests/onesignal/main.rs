@@ -1,0 +1,7 @@
+//! Herald's OneSignal adapter against the fake OneSignal, end to end over loopback HTTP: no
+//! mocks, the real fake on 127.0.0.1:0 and the real adapter, with the fake's ledger as the judge.
+
+mod answers;
+mod faults;
+mod secrets;
+mod support;
