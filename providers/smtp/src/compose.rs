@@ -1,0 +1,162 @@
+//! Turning herald's [`Message`] into an RFC 5322 message with a Message-ID that never changes.
+//!
+//! SMTP has no idempotency key, so the Message-ID is the only handle a resend carries: the same
+//! notification always gets `<{notification_id}@herald.invalid>`, which lets receiving systems
+//! drop a duplicate and lets a person search mail logs for it. The `.invalid` domain (RFC 2606)
+//! is used rather than the sender's domain so that a change of `from` between two attempts
+//! cannot change the id.
+
+use herald_provider::{Channel, Message};
+use lettre::message::{Mailbox, MultiPart, SinglePart};
+use lettre::{Address, Message as Email};
+
+/// The right-hand side of every Message-ID herald sends.
+pub const MESSAGE_ID_DOMAIN: &str = "herald.invalid";
+
+/// The Message-ID header value (angle brackets included) of a notification, identical on every
+/// attempt. The scripted peer's ledger is keyed by this value.
+pub fn message_id(notification_id: &str) -> String {
+    format!("<{notification_id}@{MESSAGE_ID_DOMAIN}>")
+}
+
+/// The message ready for the wire, or the reason it can never be sent.
+pub(crate) fn compose(from: &Mailbox, message: &Message) -> Result<Email, String> {
+    if message.channel != Channel::Email {
+        return Err(format!(
+            "the SMTP adapter sends email, not {}",
+            message.channel
+        ));
+    }
+    check_id_left(&message.notification_id)?;
+    // Herald's API refuses these already; checking again here keeps a header injection out even
+    // if a caller skips the API (lettre would encode rather than refuse them).
+    if [&message.to, message.subject.as_deref().unwrap_or("")]
+        .iter()
+        .any(|field| field.contains(['\r', '\n']))
+    {
+        return Err("a line break in the recipient or subject".to_owned());
+    }
+    let to: Address = message
+        .to
+        .parse()
+        .map_err(|err| format!("the recipient is not an email address: {err}"))?;
+    let mut builder = Email::builder()
+        .from(from.clone())
+        .to(Mailbox::new(None, to))
+        .message_id(Some(message_id(&message.notification_id)));
+    if let Some(subject) = &message.subject {
+        builder = builder.subject(subject);
+    }
+    let built = match (&message.text, &message.html) {
+        (Some(text), Some(html)) => builder.multipart(MultiPart::alternative_plain_html(
+            text.clone(),
+            html.clone(),
+        )),
+        (Some(text), None) => builder.singlepart(SinglePart::plain(text.clone())),
+        (None, Some(html)) => builder.singlepart(SinglePart::html(html.clone())),
+        (None, None) => return Err("an email needs a text or an html body".to_owned()),
+    };
+    built.map_err(|err| format!("cannot build the message: {err}"))
+}
+
+/// The notification id becomes the left part of the Message-ID, so it must be a dot-atom
+/// (RFC 5322 §3.6.4); herald's ids are UUIDs, which are.
+fn check_id_left(id: &str) -> Result<(), String> {
+    let atom_ok = |atom: &str| {
+        !atom.is_empty()
+            && atom
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_+=".contains(&b))
+    };
+    if id.len() <= 200 && id.split('.').all(atom_ok) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the notification id `{}` cannot form a Message-ID",
+            id.escape_debug()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn email(subject: &str) -> Message {
+        Message {
+            notification_id: "0190f0d4-7e2a-7c3b-9d7e-2b4f1a6c8e90".into(),
+            channel: Channel::Email,
+            to: "ada@example.com".into(),
+            subject: Some(subject.into()),
+            text: Some("hello".into()),
+            html: None,
+            payload: None,
+        }
+    }
+
+    fn from() -> Mailbox {
+        "Herald <herald@example.com>".parse().unwrap()
+    }
+
+    #[test]
+    fn the_message_id_is_derived_from_the_notification_id_alone() {
+        let composed = compose(&from(), &email("Hi")).unwrap();
+        let text = String::from_utf8(composed.formatted()).unwrap();
+        assert!(
+            text.contains("Message-ID: <0190f0d4-7e2a-7c3b-9d7e-2b4f1a6c8e90@herald.invalid>\r\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_line_break_in_the_subject_is_refused_before_lettre_sees_it() {
+        assert!(compose(&from(), &email("Hi\r\nBcc: eve@example.com")).is_err());
+        assert!(compose(&from(), &email("Hi\nBcc: eve@example.com")).is_err());
+    }
+
+    #[test]
+    fn lettre_encodes_a_line_break_in_the_subject_instead_of_writing_a_header() {
+        // The second line of defence, should the check above ever be removed.
+        let email = Email::builder()
+            .from(from())
+            .to("ada@example.com".parse().unwrap())
+            .subject("Hi\r\nBcc: eve@example.com")
+            .body(String::from("x"))
+            .unwrap();
+        let text = String::from_utf8(email.formatted()).unwrap();
+        assert!(!text.contains("\r\nBcc:"), "{text}");
+    }
+
+    #[test]
+    fn lettre_refuses_a_line_break_in_an_address() {
+        assert!(
+            "ada@example.com\r\nBcc: eve@example.com"
+                .parse::<Address>()
+                .is_err()
+        );
+        assert!(
+            "Ada <ada@example.com>\r\nBcc: eve@example.com"
+                .parse::<Mailbox>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn ids_that_cannot_form_a_message_id_are_refused() {
+        for id in ["", "a b", "a>b", "a..b", ".a", "a\r\nb", "a@b"] {
+            let mut message = email("Hi");
+            message.notification_id = id.into();
+            assert!(compose(&from(), &message).is_err(), "{id:?}");
+        }
+    }
+
+    #[test]
+    fn other_channels_and_empty_bodies_are_refused() {
+        let mut sms = email("Hi");
+        sms.channel = Channel::Sms;
+        assert!(compose(&from(), &sms).is_err());
+        let mut empty = email("Hi");
+        empty.text = None;
+        assert!(compose(&from(), &empty).is_err());
+    }
+}
