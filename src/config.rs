@@ -151,6 +151,30 @@ pub enum ProviderConfig {
         #[serde(default)]
         visibility_lag_ms: u64,
     },
+    /// Signed Standard Webhooks POSTs to each notification's URL.
+    Webhook {
+        /// `whsec_…` signing secrets; every request carries a signature for each (rotation).
+        secrets: Vec<SecretSource>,
+        /// Let webhooks reach loopback and private addresses (off: the URL is the sender's).
+        #[serde(default)]
+        allow_private_networks: bool,
+        #[serde(default)]
+        max_payload_bytes: Option<usize>,
+    },
+    /// Resend's email API, deduplicating on `Idempotency-Key` for 24 h.
+    Resend {
+        /// Default: Resend's public endpoint.
+        base_url: Option<String>,
+        api_key: SecretSource,
+        /// The sender, e.g. `Acme <noreply@acme.example>`.
+        from: String,
+    },
+    /// OneSignal's push API, deduplicating on `idempotency_key` for 30 days.
+    Onesignal {
+        base_url: Option<String>,
+        app_id: String,
+        api_key: SecretSource,
+    },
 }
 
 fn default_sandbox_profile() -> String {
@@ -165,6 +189,9 @@ impl ProviderConfig {
     pub fn channels(&self) -> Vec<Channel> {
         match self {
             ProviderConfig::Sandbox { .. } => Channel::ALL.to_vec(),
+            ProviderConfig::Webhook { .. } => vec![Channel::Webhook],
+            ProviderConfig::Resend { .. } => vec![Channel::Email],
+            ProviderConfig::Onesignal { .. } => vec![Channel::Push],
         }
     }
 }
@@ -451,10 +478,10 @@ mod tests {
         .unwrap();
         assert_eq!(config.database.url, "postgres://postgres@127.0.0.1/x");
         assert_eq!(config.server.max_body_bytes, 1024);
-        let ProviderConfig::Sandbox {
-            visibility_lag_ms, ..
-        } = &config.routes["box"].provider;
-        assert_eq!(*visibility_lag_ms, 250);
+        assert!(matches!(
+            config.routes["box"].provider,
+            ProviderConfig::Sandbox { visibility_lag_ms: 250, .. }
+        ));
     }
 
     #[test]

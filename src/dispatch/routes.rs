@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use herald_provider::Adapter;
 use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute};
+use herald_onesignal::{OneSignalAdapter, OneSignalRoute};
+use herald_resend::{ResendAdapter, ResendRoute};
+use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
 use super::Settings;
@@ -165,5 +168,43 @@ async fn adapter(
             })?;
             Ok(Arc::new(adapter))
         }
+        ProviderConfig::Webhook {
+            secrets,
+            allow_private_networks,
+            max_payload_bytes,
+        } => {
+            let secrets = secrets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.resolve(&format!("routes.{name}.secrets[{i}]")))
+                .collect::<anyhow::Result<_>>()?;
+            Ok(Arc::new(WebhookAdapter::new(WebhookRoute {
+                secrets,
+                timeout: route.timeout,
+                allow_private_networks: *allow_private_networks,
+                max_payload_bytes: *max_payload_bytes,
+                user_agent: None,
+            })?))
+        }
+        ProviderConfig::Resend {
+            base_url,
+            api_key,
+            from,
+        } => Ok(Arc::new(ResendAdapter::new(ResendRoute {
+            base_url: base_url.clone().unwrap_or_else(|| herald_resend::DEFAULT_BASE_URL.into()),
+            api_key: api_key.resolve(&format!("routes.{name}.api_key"))?,
+            from: from.clone(),
+            timeout: route.timeout,
+        })?)),
+        ProviderConfig::Onesignal {
+            base_url,
+            app_id,
+            api_key,
+        } => Ok(Arc::new(OneSignalAdapter::new(OneSignalRoute {
+            base_url: base_url.clone().unwrap_or_else(|| herald_onesignal::DEFAULT_BASE_URL.into()),
+            app_id: app_id.clone(),
+            api_key: api_key.resolve(&format!("routes.{name}.api_key"))?,
+            timeout: route.timeout,
+        })?)),
     }
 }

@@ -1,0 +1,327 @@
+//! Each vendor adapter inside herald, against a local server that speaks the vendor's
+//! documented API: the attempts a fault produces and where the notification ends, under the
+//! route's delivery policy, with the fake vendor's ledger as ground truth.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use herald::dispatch::Dispatcher;
+use support::{ACME, Backend, TestApp, spawn_stepped};
+
+on_both_backends!(
+    resend_settles_every_fault_by_replaying_its_key,
+    onesignal_settles_every_fault_by_replaying_its_key,
+    webhooks_are_signed_classified_and_kept_off_private_networks,
+);
+
+/// A herald with one route, stepped by the test.
+struct Rig {
+    app: TestApp,
+    dispatcher: Dispatcher,
+}
+
+async fn start_rig(backend: Backend, route: &str) -> Option<Rig> {
+    support::install_crypto();
+    let config = format!(
+        "[dispatch]\nlease_seconds = 4\nretry_base_ms = 50\nretry_max_seconds = 1\n\n[routes.vendor]\ntimeout_seconds = 1\nmax_attempts = 10\n{route}\n"
+    );
+    let (app, dispatcher) = spawn_stepped(backend, &config).await?;
+    Some(Rig { app, dispatcher })
+}
+
+impl Rig {
+    /// Enqueues `body` on the route, dispatches until nothing is left, and reads it back.
+    async fn deliver(&self, key: &str, mut body: Value) -> Value {
+        body["route"] = json!("vendor");
+        let created: Value = self
+            .app
+            .enqueue(ACME, key, &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let id = created["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("enqueued: {created}"));
+        self.dispatcher
+            .drain(Duration::from_secs(15))
+            .await
+            .expect("dispatch runs");
+        self.app
+            .get(ACME, &format!("/v1/notifications/{id}"))
+            .await
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+fn outcome(n: &Value) -> (String, String, Vec<String>) {
+    let results = n["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["result"].as_str().unwrap().to_owned())
+        .collect();
+    (
+        n["state"].as_str().unwrap().to_owned(),
+        n["certainty"].as_str().unwrap_or("-").to_owned(),
+        results,
+    )
+}
+
+fn expect(n: &Value, state: &str, certainty: &str, attempts: &[&str], label: &str) {
+    let (s, c, a) = outcome(n);
+    assert_eq!(
+        (
+            s.as_str(),
+            c.as_str(),
+            a.iter().map(String::as_str).collect::<Vec<_>>()
+        ),
+        (state, certainty, attempts.to_vec()),
+        "{label}: {n:#}"
+    );
+}
+
+fn email() -> Value {
+    json!({"channel": "email", "to": "ada@example.com", "subject": "Hi", "text": "hello", "html": "<p>hello</p>"})
+}
+
+async fn resend_settles_every_fault_by_replaying_its_key(backend: Backend) {
+    use herald_resend::fake::{self, Fault, Faults};
+    let vendor = fake::spawn(fake::FakeConfig {
+        delay: Duration::from_millis(1500),
+        ..fake::FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let route = format!(
+        "provider = \"resend\"\nbase_url = \"{}\"\napi_key = \"{}\"\nfrom = \"Acme <noreply@acme.example>\"\n",
+        vendor.base_url(),
+        fake::FakeConfig::default().api_key
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let cases: &[(&str, Option<Fault>, &str, &[&str])] = &[
+        ("plain", None, "known", &["accepted"]),
+        (
+            "dropped",
+            Some(Fault::AcceptThenDrop),
+            "known",
+            &["ambiguous", "accepted"],
+        ),
+        (
+            "500",
+            Some(Fault::ErrorAfterProcessing),
+            "known",
+            &["ambiguous", "accepted"],
+        ),
+        (
+            "503",
+            Some(Fault::UnavailableBeforeProcessing),
+            "known",
+            &["ambiguous", "accepted"],
+        ),
+        (
+            "429",
+            Some(Fault::RateLimited),
+            "known",
+            &["rejected", "accepted"],
+        ),
+    ];
+    for (label, fault, certainty, attempts) in cases {
+        vendor.set_faults(Faults::next(*fault));
+        let n = rig.deliver(label, email()).await;
+        expect(
+            &n,
+            "delivered",
+            certainty,
+            attempts,
+            &format!("resend {label}"),
+        );
+        let key = n["id"].as_str().unwrap();
+        assert_eq!(
+            vendor.ledger().deliveries_of(key),
+            1,
+            "resend {label}: delivered once"
+        );
+        if attempts.len() > 1 && attempts[0] == "ambiguous" {
+            assert_eq!(
+                n["attempts"][0]["settled_by"], "idempotent_replay",
+                "resend {label}"
+            );
+        }
+    }
+    // A timeout: the replay meets the first request still in progress (409), then its answer.
+    vendor.set_faults(Faults::next([Fault::Delay]));
+    let n = rig.deliver("delayed", email()).await;
+    let (state, certainty, attempts) = outcome(&n);
+    assert_eq!(
+        (state.as_str(), certainty.as_str()),
+        ("delivered", "known"),
+        "{n:#}"
+    );
+    assert_eq!(
+        (
+            attempts.first().map(String::as_str),
+            attempts.last().map(String::as_str)
+        ),
+        (Some("ambiguous"), Some("accepted"))
+    );
+    assert_eq!(vendor.ledger().deliveries_of(n["id"].as_str().unwrap()), 1);
+}
+
+async fn onesignal_settles_every_fault_by_replaying_its_key(backend: Backend) {
+    use herald_onesignal::fake::{self, Fault, Faults};
+    let config = fake::FakeConfig {
+        unsubscribed: vec!["gone-device".into()],
+        ..fake::FakeConfig::default()
+    };
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    let route = format!(
+        "provider = \"onesignal\"\nbase_url = \"{}\"\napp_id = \"{}\"\napi_key = \"{}\"\n",
+        vendor.base_url(),
+        config.app_id,
+        config.api_key
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let push = |to: &str| json!({"channel": "push", "to": to, "subject": "Hi", "text": "hello"});
+    for (label, fault, attempts) in [
+        ("plain", None, &["accepted"][..]),
+        (
+            "dropped",
+            Some(Fault::AcceptThenDrop),
+            &["ambiguous", "accepted"][..],
+        ),
+        (
+            "500",
+            Some(Fault::ErrorAfterProcessing),
+            &["ambiguous", "accepted"][..],
+        ),
+        (
+            "429",
+            Some(Fault::RateLimited),
+            &["rejected", "accepted"][..],
+        ),
+    ] {
+        vendor.set_faults(Faults::next(fault));
+        let n = rig.deliver(label, push("device-1")).await;
+        expect(
+            &n,
+            "delivered",
+            "known",
+            attempts,
+            &format!("onesignal {label}"),
+        );
+        let key = herald_onesignal::idempotency_key_for(&herald_provider::ProviderKey::new(
+            n["id"].as_str().unwrap(),
+        ));
+        assert_eq!(
+            vendor.ledger().deliveries_of(&key),
+            1,
+            "onesignal {label}: delivered once"
+        );
+    }
+    let n = rig.deliver("unsubscribed", push("gone-device")).await;
+    expect(
+        &n,
+        "failed",
+        "known",
+        &["rejected"],
+        "onesignal unsubscribed device",
+    );
+}
+
+async fn webhooks_are_signed_classified_and_kept_off_private_networks(backend: Backend) {
+    use herald_webhook::fake::{self, Fault};
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let receiver = fake::spawn(fake::FakeConfig {
+        secrets: vec![secret.into()],
+        ..fake::FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let open = format!(
+        "provider = \"webhook\"\nsecrets = [\"{secret}\"]\nallow_private_networks = true\ndelivery = \"at_most_once\"\n"
+    );
+    let Some(rig) = start_rig(backend, &open).await else {
+        return;
+    };
+    let hook = json!({"channel": "webhook", "to": format!("{}/hooks/orders", receiver.base_url()), "payload": {"order": 42}});
+    let cases = [
+        ("plain", None, "delivered", "known", &["accepted"][..], 1),
+        (
+            "gone",
+            Some(Fault::StatusBeforeProcessing(410)),
+            "failed",
+            "known",
+            &["rejected"][..],
+            0,
+        ),
+        (
+            "429",
+            Some(Fault::RateLimited),
+            "delivered",
+            "known",
+            &["rejected", "accepted"][..],
+            1,
+        ),
+        // A receiver without an outcome query or a dedup promise: at most once stops at unknown.
+        (
+            "500",
+            Some(Fault::ErrorAfterProcessing),
+            "unknown",
+            "unknown",
+            &["ambiguous"][..],
+            1,
+        ),
+    ];
+    for (label, fault, state, certainty, attempts, delivered) in cases {
+        receiver.set_faults(fault.into_iter().collect());
+        let n = rig.deliver(label, hook.clone()).await;
+        expect(&n, state, certainty, attempts, &format!("webhook {label}"));
+        let id = n["id"].as_str().unwrap();
+        assert_eq!(
+            receiver.ledger().deliveries_of(id),
+            delivered,
+            "webhook {label}: the receiver's ledger"
+        );
+    }
+    let signed = receiver
+        .ledger()
+        .requests
+        .into_iter()
+        .find(|r| r.answer == Some(204))
+        .expect("a delivered webhook");
+    assert!(
+        signed
+            .header("webhook-signature")
+            .is_some_and(|s| s.starts_with("v1,"))
+    );
+
+    // The default: private and loopback addresses are refused before any connection.
+    let closed = format!("provider = \"webhook\"\nsecrets = [\"{secret}\"]\n");
+    let Some(rig) = start_rig(backend, &closed).await else {
+        return;
+    };
+    let before = receiver.ledger().connections;
+    let n = rig.deliver("ssrf", hook).await;
+    expect(
+        &n,
+        "failed",
+        "known",
+        &["rejected"],
+        "webhook to loopback without allow_private_networks",
+    );
+    assert_eq!(
+        receiver.ledger().connections,
+        before,
+        "no connection was made"
+    );
+}
