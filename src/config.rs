@@ -169,12 +169,38 @@ pub enum ProviderConfig {
         /// The sender, e.g. `Acme <noreply@acme.example>`.
         from: String,
     },
+    /// An SMTP server (a relay or a vendor's SMTP endpoint).
+    Smtp {
+        host: String,
+        /// Default: 25, 587 or 465 by `tls`.
+        port: Option<u16>,
+        #[serde(default)]
+        tls: SmtpTls,
+        username: Option<String>,
+        password: Option<SecretSource>,
+        /// The envelope and header sender.
+        from: String,
+        /// The EHLO name; default: this host's name.
+        hello_name: Option<String>,
+        /// A PEM file of extra CA certificates to trust (a private relay's CA).
+        root_certificate: Option<PathBuf>,
+    },
     /// OneSignal's push API, deduplicating on `idempotency_key` for 30 days.
     Onesignal {
         base_url: Option<String>,
         app_id: String,
         api_key: SecretSource,
     },
+}
+
+/// How an SMTP route protects its connection.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SmtpTls {
+    None,
+    #[default]
+    Starttls,
+    Implicit,
 }
 
 fn default_sandbox_profile() -> String {
@@ -190,7 +216,7 @@ impl ProviderConfig {
         match self {
             ProviderConfig::Sandbox { .. } => Channel::ALL.to_vec(),
             ProviderConfig::Webhook { .. } => vec![Channel::Webhook],
-            ProviderConfig::Resend { .. } => vec![Channel::Email],
+            ProviderConfig::Resend { .. } | ProviderConfig::Smtp { .. } => vec![Channel::Email],
             ProviderConfig::Onesignal { .. } => vec![Channel::Push],
         }
     }

@@ -12,6 +12,7 @@ use herald::dispatch::Dispatcher;
 use support::{ACME, Backend, TestApp, spawn_stepped};
 
 on_both_backends!(
+    smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
     onesignal_settles_every_fault_by_replaying_its_key,
     webhooks_are_signed_classified_and_kept_off_private_networks,
@@ -324,4 +325,61 @@ async fn webhooks_are_signed_classified_and_kept_off_private_networks(backend: B
         before,
         "no connection was made"
     );
+}
+
+async fn smtp_refusals_and_the_rfc_1047_window_end_where_they_should(backend: Backend) {
+    use herald_smtp::fake::{self, Script, Step};
+    let server = fake::spawn(Script::Accept).await.unwrap();
+    let route = format!(
+        "provider = \"smtp\"\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\nfrom = \"noreply@acme.example\"\n",
+        server.addr().port()
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let cases = [
+        (
+            "queued",
+            Script::Accept,
+            "delivered",
+            "known",
+            &["accepted"][..],
+            1,
+        ),
+        (
+            "no such user",
+            Script::reply(Step::RcptTo, 550, "5.1.1 No such user"),
+            "failed",
+            "known",
+            &["rejected"][..],
+            0,
+        ),
+        // The connection is lost after the final dot: the server may have the message.
+        (
+            "rfc 1047",
+            Script::DropAfterDot,
+            "unknown",
+            "unknown",
+            &["ambiguous"][..],
+            1,
+        ),
+    ];
+    for (label, script, state, certainty, attempts, delivered) in cases {
+        server.set_script(script);
+        let n = rig.deliver(label, email()).await;
+        expect(&n, state, certainty, attempts, &format!("smtp {label}"));
+        let message_id = herald_smtp::message_id(n["id"].as_str().unwrap());
+        assert_eq!(
+            server.ledger().deliveries_of(&message_id),
+            delivered,
+            "smtp {label}: the server's ledger"
+        );
+        assert!(
+            n["attempts"][0]["evidence"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&message_id),
+            "smtp {label}: evidence names the Message-ID"
+        );
+    }
 }

@@ -12,13 +12,14 @@ use herald_provider::Adapter;
 use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute};
 use herald_onesignal::{OneSignalAdapter, OneSignalRoute};
 use herald_resend::{ResendAdapter, ResendRoute};
+use herald_smtp::{SmtpAdapter, SmtpRoute, Tls};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
 use super::Settings;
 use super::pacing::Pace;
 use super::policy::Limits;
-use crate::config::{Config, ProviderConfig, RouteConfig};
+use crate::config::{Config, ProviderConfig, RouteConfig, SmtpTls};
 
 pub struct Route {
     pub name: String,
@@ -196,6 +197,43 @@ async fn adapter(
             from: from.clone(),
             timeout: route.timeout,
         })?)),
+        ProviderConfig::Smtp {
+            host,
+            port,
+            tls,
+            username,
+            password,
+            from,
+            hello_name,
+            root_certificate,
+        } => {
+            let tls = match tls {
+                SmtpTls::None => Tls::None,
+                SmtpTls::Starttls => Tls::StartTls,
+                SmtpTls::Implicit => Tls::Implicit,
+            };
+            let extra_root_certificate_pem = match root_certificate {
+                Some(path) => Some(std::fs::read_to_string(path).with_context(|| {
+                    format!("cannot read routes.{name}.root_certificate {}", path.display())
+                })?),
+                None => None,
+            };
+            let password = match password {
+                Some(p) => Some(p.resolve(&format!("routes.{name}.password"))?),
+                None => None,
+            };
+            Ok(Arc::new(SmtpAdapter::new(SmtpRoute {
+                host: host.clone(),
+                port: port.unwrap_or_else(|| tls.default_port()),
+                tls,
+                username: username.clone(),
+                password,
+                from: from.clone(),
+                timeout: route.timeout,
+                hello_name: hello_name.clone(),
+                extra_root_certificate_pem,
+            })?))
+        }
         ProviderConfig::Onesignal {
             base_url,
             app_id,
