@@ -185,6 +185,30 @@ pub enum ProviderConfig {
         /// A PEM file of extra CA certificates to trust (a private relay's CA).
         root_certificate: Option<PathBuf>,
     },
+    /// Twilio's Messages API: no idempotency key, but a look-up of the Messages list.
+    Twilio {
+        base_url: Option<String>,
+        account_sid: String,
+        /// `SK…` to authenticate with an API key (then `auth_token` is the key's secret).
+        api_key_sid: Option<String>,
+        auth_token: SecretSource,
+        /// The sender; or `messaging_service_sid`, exactly one of the two.
+        from: Option<String>,
+        messaging_service_sid: Option<String>,
+        status_callback: Option<String>,
+        /// How long a sent message may take to show in the Messages list (default 600 000).
+        visibility_lag_ms: Option<u64>,
+    },
+    /// Mailjet's Send API v3.1: no idempotency key, but a look-up by `CustomID`.
+    Mailjet {
+        base_url: Option<String>,
+        api_key: String,
+        api_secret: SecretSource,
+        from: String,
+        from_name: Option<String>,
+        /// How long a sent message may take to show in the look-up (default 900 000).
+        visibility_lag_ms: Option<u64>,
+    },
     /// OneSignal's push API, deduplicating on `idempotency_key` for 30 days.
     Onesignal {
         base_url: Option<String>,
@@ -216,8 +240,11 @@ impl ProviderConfig {
         match self {
             ProviderConfig::Sandbox { .. } => Channel::ALL.to_vec(),
             ProviderConfig::Webhook { .. } => vec![Channel::Webhook],
-            ProviderConfig::Resend { .. } | ProviderConfig::Smtp { .. } => vec![Channel::Email],
+            ProviderConfig::Resend { .. }
+            | ProviderConfig::Smtp { .. }
+            | ProviderConfig::Mailjet { .. } => vec![Channel::Email],
             ProviderConfig::Onesignal { .. } => vec![Channel::Push],
+            ProviderConfig::Twilio { .. } => vec![Channel::Sms],
         }
     }
 }
@@ -506,7 +533,10 @@ mod tests {
         assert_eq!(config.server.max_body_bytes, 1024);
         assert!(matches!(
             config.routes["box"].provider,
-            ProviderConfig::Sandbox { visibility_lag_ms: 250, .. }
+            ProviderConfig::Sandbox {
+                visibility_lag_ms: 250,
+                ..
+            }
         ));
     }
 

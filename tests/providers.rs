@@ -12,6 +12,8 @@ use herald::dispatch::Dispatcher;
 use support::{ACME, Backend, TestApp, spawn_stepped};
 
 on_both_backends!(
+    mailjet_settles_every_fault_by_looking_up_its_custom_id,
+    twilio_settles_every_fault_by_looking_the_message_up,
     smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
     onesignal_settles_every_fault_by_replaying_its_key,
@@ -380,6 +382,151 @@ async fn smtp_refusals_and_the_rfc_1047_window_end_where_they_should(backend: Ba
                 .unwrap()
                 .contains(&message_id),
             "smtp {label}: evidence names the Message-ID"
+        );
+    }
+}
+
+async fn twilio_settles_every_fault_by_looking_the_message_up(backend: Backend) {
+    use herald_twilio::fake::{self, Fault};
+    use secrecy::SecretString;
+    let mut config = fake::FakeConfig::new(
+        "AC00000000000000000000000000000001",
+        SecretString::from("twilio-token"),
+    );
+    config.visibility_lag = Duration::from_millis(200);
+    config.delay = Duration::from_millis(1500);
+    let vendor = fake::spawn(config).await.unwrap();
+    let route = format!(
+        "provider = \"twilio\"\nbase_url = \"{}\"\naccount_sid = \"AC00000000000000000000000000000001\"\nauth_token = \"twilio-token\"\nfrom = \"+15005550006\"\nvisibility_lag_ms = 500\n",
+        vendor.base_url()
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let cases = [
+        ("plain", None, &["accepted"][..], None),
+        (
+            "dropped",
+            Some(Fault::AcceptThenDrop),
+            &["ambiguous"][..],
+            Some("outcome_query"),
+        ),
+        (
+            "500",
+            Some(Fault::ErrorAfterProcessing),
+            &["ambiguous"][..],
+            Some("outcome_query"),
+        ),
+        (
+            "timeout",
+            Some(Fault::Delay),
+            &["ambiguous"][..],
+            Some("outcome_query"),
+        ),
+        // Not processed, but a 503 does not say so: the look-up finds nothing after the lag,
+        // which settles it as not accepted, and the retry is then known.
+        (
+            "503",
+            Some(Fault::UnavailableBeforeProcessing),
+            &["ambiguous", "accepted"][..],
+            Some("outcome_query"),
+        ),
+        (
+            "429",
+            Some(Fault::RateLimited),
+            &["rejected", "accepted"][..],
+            None,
+        ),
+    ];
+    for (label, fault, attempts, settled_by) in cases {
+        vendor.set_faults(fault);
+        let text = format!("Your code is {label}");
+        let n = rig
+            .deliver(
+                label,
+                json!({"channel": "sms", "to": "+14155550100", "text": text}),
+            )
+            .await;
+        expect(
+            &n,
+            "delivered",
+            "known",
+            attempts,
+            &format!("twilio {label}"),
+        );
+        assert_eq!(
+            n["attempts"][0]["settled_by"].as_str(),
+            settled_by,
+            "twilio {label}: {n:#}"
+        );
+        assert_eq!(
+            vendor.ledger().deliveries_of(&text),
+            1,
+            "twilio {label}: delivered once"
+        );
+    }
+}
+
+async fn mailjet_settles_every_fault_by_looking_up_its_custom_id(backend: Backend) {
+    use herald_mailjet::fake::{self, Fault};
+    use secrecy::SecretString;
+    let mut config = fake::FakeConfig::new("mj-key", SecretString::from("mj-secret"));
+    config.visibility_lag = Duration::from_millis(200);
+    config.delay = Duration::from_millis(1500);
+    let vendor = fake::spawn(config).await.unwrap();
+    let route = format!(
+        "provider = \"mailjet\"\nbase_url = \"{}\"\napi_key = \"mj-key\"\napi_secret = \"mj-secret\"\nfrom = \"noreply@acme.example\"\nvisibility_lag_ms = 500\n",
+        vendor.base_url()
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let cases = [
+        ("plain", None, &["accepted"][..], None),
+        (
+            "dropped",
+            Some(Fault::AcceptThenDrop),
+            &["ambiguous"][..],
+            Some("outcome_query"),
+        ),
+        (
+            "500",
+            Some(Fault::ErrorAfterProcessing),
+            &["ambiguous"][..],
+            Some("outcome_query"),
+        ),
+        (
+            "503",
+            Some(Fault::UnavailableBeforeProcessing),
+            &["ambiguous", "accepted"][..],
+            Some("outcome_query"),
+        ),
+        (
+            "429",
+            Some(Fault::RateLimited),
+            &["rejected", "accepted"][..],
+            None,
+        ),
+    ];
+    for (label, fault, attempts, settled_by) in cases {
+        vendor.set_faults(fault);
+        let n = rig.deliver(label, email()).await;
+        expect(
+            &n,
+            "delivered",
+            "known",
+            attempts,
+            &format!("mailjet {label}"),
+        );
+        assert_eq!(
+            n["attempts"][0]["settled_by"].as_str(),
+            settled_by,
+            "mailjet {label}: {n:#}"
+        );
+        assert_eq!(
+            vendor.ledger().deliveries_of(n["id"].as_str().unwrap()),
+            1,
+            "mailjet {label}: delivered once"
         );
     }
 }

@@ -8,11 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use herald_provider::Adapter;
-use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute};
+use herald_mailjet::{MailjetAdapter, MailjetRoute};
 use herald_onesignal::{OneSignalAdapter, OneSignalRoute};
+use herald_provider::Adapter;
 use herald_resend::{ResendAdapter, ResendRoute};
+use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute};
 use herald_smtp::{SmtpAdapter, SmtpRoute, Tls};
+use herald_twilio::{TwilioAdapter, TwilioRoute};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
@@ -192,7 +194,9 @@ async fn adapter(
             api_key,
             from,
         } => Ok(Arc::new(ResendAdapter::new(ResendRoute {
-            base_url: base_url.clone().unwrap_or_else(|| herald_resend::DEFAULT_BASE_URL.into()),
+            base_url: base_url
+                .clone()
+                .unwrap_or_else(|| herald_resend::DEFAULT_BASE_URL.into()),
             api_key: api_key.resolve(&format!("routes.{name}.api_key"))?,
             from: from.clone(),
             timeout: route.timeout,
@@ -214,7 +218,10 @@ async fn adapter(
             };
             let extra_root_certificate_pem = match root_certificate {
                 Some(path) => Some(std::fs::read_to_string(path).with_context(|| {
-                    format!("cannot read routes.{name}.root_certificate {}", path.display())
+                    format!(
+                        "cannot read routes.{name}.root_certificate {}",
+                        path.display()
+                    )
                 })?),
                 None => None,
             };
@@ -234,12 +241,58 @@ async fn adapter(
                 extra_root_certificate_pem,
             })?))
         }
+        ProviderConfig::Twilio {
+            base_url,
+            account_sid,
+            api_key_sid,
+            auth_token,
+            from,
+            messaging_service_sid,
+            status_callback,
+            visibility_lag_ms,
+        } => Ok(Arc::new(TwilioAdapter::new(TwilioRoute {
+            base_url: base_url
+                .clone()
+                .unwrap_or_else(|| herald_twilio::DEFAULT_BASE_URL.into()),
+            account_sid: account_sid.clone(),
+            api_key_sid: api_key_sid.clone(),
+            auth_token: auth_token.resolve(&format!("routes.{name}.auth_token"))?,
+            from: from.clone(),
+            messaging_service_sid: messaging_service_sid.clone(),
+            status_callback: status_callback.clone(),
+            visibility_lag: visibility_lag_ms
+                .map_or(herald_twilio::DEFAULT_VISIBILITY_LAG, Duration::from_millis),
+            timeout: route.timeout,
+        })?)),
+        ProviderConfig::Mailjet {
+            base_url,
+            api_key,
+            api_secret,
+            from,
+            from_name,
+            visibility_lag_ms,
+        } => Ok(Arc::new(MailjetAdapter::new(MailjetRoute {
+            base_url: base_url
+                .clone()
+                .unwrap_or_else(|| herald_mailjet::DEFAULT_BASE_URL.into()),
+            api_key: api_key.clone(),
+            api_secret: api_secret.resolve(&format!("routes.{name}.api_secret"))?,
+            from: from.clone(),
+            from_name: from_name.clone(),
+            visibility_lag: visibility_lag_ms.map_or(
+                herald_mailjet::DEFAULT_VISIBILITY_LAG,
+                Duration::from_millis,
+            ),
+            timeout: route.timeout,
+        })?)),
         ProviderConfig::Onesignal {
             base_url,
             app_id,
             api_key,
         } => Ok(Arc::new(OneSignalAdapter::new(OneSignalRoute {
-            base_url: base_url.clone().unwrap_or_else(|| herald_onesignal::DEFAULT_BASE_URL.into()),
+            base_url: base_url
+                .clone()
+                .unwrap_or_else(|| herald_onesignal::DEFAULT_BASE_URL.into()),
             app_id: app_id.clone(),
             api_key: api_key.resolve(&format!("routes.{name}.api_key"))?,
             timeout: route.timeout,

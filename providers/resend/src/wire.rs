@@ -15,6 +15,7 @@ pub const RATELIMIT_RESET: &str = "ratelimit-reset";
 /// The error `name` of a repeat whose first request with the same key is still in progress.
 pub const CONCURRENT_IDEMPOTENT_REQUESTS: &str = "concurrent_idempotent_requests";
 /// The longest idempotency key Resend takes.
+#[cfg(feature = "fake")]
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 
 /// `POST /emails` as the adapter writes it, borrowed from herald's message.
