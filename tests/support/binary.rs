@@ -11,6 +11,7 @@ pub struct HeraldProcess {
     pub base: String,
     config: PathBuf,
     log: PathBuf,
+    env: Vec<(String, String)>,
 }
 
 /// A free loopback port (the kernel's choice, released for the child to take).
@@ -24,6 +25,17 @@ pub fn free_port() -> u16 {
 impl HeraldProcess {
     /// Starts `herald serve` with `config_text` and waits until `/readyz` answers 200.
     pub async fn start(config_text: &str, dir: &Path, name: &str) -> HeraldProcess {
+        Self::start_with_env(config_text, dir, name, &[]).await
+    }
+
+    /// As [`HeraldProcess::start`], with these environment variables for the child (and its
+    /// restarts), e.g. secrets that the config names by env var.
+    pub async fn start_with_env(
+        config_text: &str,
+        dir: &Path,
+        name: &str,
+        env: &[(&str, &str)],
+    ) -> HeraldProcess {
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(&config, config_text).expect("write config");
         let log = dir.join(format!("{name}.log"));
@@ -32,11 +44,16 @@ impl HeraldProcess {
             .find_map(|l| l.strip_prefix("listen = \""))
             .map(|l| format!("http://{}", l.trim_end_matches('"')))
             .expect("the config names a listen address");
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let mut process = HeraldProcess {
-            child: spawn(&config, &log),
+            child: spawn(&config, &log, &env),
             base,
             config,
             log,
+            env,
         };
         process.wait_ready().await;
         process
@@ -82,7 +99,7 @@ impl HeraldProcess {
 
     /// Starts the same configuration again (after a kill).
     pub async fn restart(&mut self) {
-        self.child = spawn(&self.config, &self.log);
+        self.child = spawn(&self.config, &self.log, &self.env);
         self.wait_ready().await;
     }
 
@@ -91,7 +108,7 @@ impl HeraldProcess {
     }
 }
 
-fn spawn(config: &Path, log: &Path) -> Child {
+fn spawn(config: &Path, log: &Path, env: &[(String, String)]) -> Child {
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -102,6 +119,7 @@ fn spawn(config: &Path, log: &Path) -> Child {
         .arg(config)
         .env_remove("HERALD_CONFIG")
         .env("RUST_LOG", "info,sqlx=warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log_file.try_clone().expect("clone the log handle"))
         .stderr(log_file)
