@@ -3,13 +3,97 @@
 //! Before the request was written, nothing can have been processed: `Rejected`. After it was
 //! written and before a readable answer came back, anything may have happened: `Ambiguous`.
 //! Vendors differ only at the margins (what 409 or 503 mean), which [`StatusRules`] states.
+//!
+//! [`exchange`] (for a send) and [`look_up`] (for an outcome query) run that classification
+//! over one request, so an adapter keeps only what is its vendor's own: the request's shape, its
+//! status rules, the parsing of its answers and its error codes.
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::{RequestBuilder, StatusCode};
 
 use crate::{Evidence, SendResult};
+
+/// A vendor's answer, read to its end: what is left to classify once the exchange has come
+/// back whole. A 2xx's body is the vendor's to parse (an unreadable one is
+/// [`unreadable_success`]); anything else goes to the vendor's own rules, which end in
+/// [`classify_failure_status`].
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// The body as text. After a non-2xx whose body could not be read, a note saying so: the
+    /// status alone classifies a failure, and the body only adds detail.
+    pub body: String,
+}
+
+/// Sends `request` and reads the whole answer, classifying every way the exchange can end
+/// before there is an answer to parse:
+///
+/// - a request that cannot be built (a header value that is not one, say) is a permanent
+///   `Rejected` at stage `request`: nothing was sent, and a resend would fail the same way;
+/// - a transport error is [`classify_transport_error`]'s;
+/// - a 2xx whose body breaks off is [`unreadable_success`]: the vendor probably took it.
+///
+/// The `Err` is then the send's result as it stands. The request is built before any I/O, so
+/// that a failure to build is never mistaken for one after the request was written.
+pub async fn exchange(request: RequestBuilder) -> Result<Answer, SendResult> {
+    let (client, request) = request.build_split();
+    let request = request.map_err(|err| SendResult::Rejected {
+        permanent: true,
+        retry_after: None,
+        evidence: Evidence::new(
+            "request",
+            format!("cannot build the request: {}", error_chain(&err)),
+        ),
+    })?;
+    let response = client
+        .execute(request)
+        .await
+        .map_err(|err| classify_transport_error(&err))?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = match response.text().await {
+        Ok(body) => body,
+        Err(err) if status.is_success() => {
+            return Err(unreadable_success(
+                status,
+                format!("the body could not be read: {}", error_chain(&err)),
+            ));
+        }
+        Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+    };
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// [`exchange`] for an outcome query, where every failure to get a readable answer proves the
+/// same thing — nothing — and becomes the evidence (stage `query`) of a
+/// `QueryResult::Unsupported`. Whether the status is the one the look-up expects, and what its
+/// body says, is the vendor adapter's to judge.
+pub async fn look_up(request: RequestBuilder) -> Result<Answer, Evidence> {
+    let (client, request) = request.build_split();
+    let request = request.map_err(|err| Evidence::new("query", error_chain(&err)))?;
+    let response = client
+        .execute(request)
+        .await
+        .map_err(|err| Evidence::new("query", error_chain(&err)))?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response
+        .text()
+        .await
+        .map_err(|err| Evidence::new("query", error_chain(&err)).with_status(status.as_u16()))?;
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
+}
 
 /// How a vendor's documentation reads on the statuses that are not the same everywhere.
 #[derive(Debug, Clone, Copy, Default)]
@@ -87,6 +171,63 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         .parse::<u64>()
         .ok()
         .map(Duration::from_secs)
+}
+
+/// Adds the vendor's own error code, if its answer had one, to a classified failure's evidence.
+/// An acceptance is returned as it is: its code, if any, is the adapter's to place.
+pub fn with_vendor_code(result: SendResult, code: Option<String>) -> SendResult {
+    let Some(code) = code else { return result };
+    match result {
+        SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence,
+        } => SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence: evidence.with_vendor_code(code),
+        },
+        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
+            evidence: evidence.with_vendor_code(code),
+        },
+        accepted @ SendResult::Accepted { .. } => accepted,
+    }
+}
+
+/// Replaces `secret` wherever a vendor answer (or an error about it) might have repeated it in
+/// a result's evidence, whatever the result. An empty secret leaves the result as it is.
+pub fn redact(result: SendResult, secret: &str) -> SendResult {
+    if secret.is_empty() {
+        return result;
+    }
+    let clean = |mut evidence: Evidence| {
+        evidence.detail = evidence.detail.replace(secret, "[REDACTED]");
+        evidence.vendor_code = evidence
+            .vendor_code
+            .map(|code| code.replace(secret, "[REDACTED]"));
+        evidence
+    };
+    match result {
+        SendResult::Accepted {
+            provider_ref,
+            evidence,
+        } => SendResult::Accepted {
+            provider_ref,
+            evidence: clean(evidence),
+        },
+        SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence,
+        } => SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence: clean(evidence),
+        },
+        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
+            evidence: clean(evidence),
+        },
+    }
 }
 
 /// reqwest's top-level message hides the cause ("error sending request"); the chain names it.

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, classify_transport_error, error_chain, unreadable_success,
+    Answer, StatusRules, classify_failure_status, exchange, look_up, unreadable_success,
+    with_vendor_code,
 };
 use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, SendResult,
@@ -125,36 +126,24 @@ impl Adapter for SandboxAdapter {
                 };
             }
         };
-        let response = match self
+        let request = self
             .http
             .post(self.messages_url.clone())
             .header(IDEMPOTENCY_KEY, key.as_str())
             .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-        {
-            Ok(response) => response,
-            Err(err) => return classify_transport_error(&err),
-        };
-
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = match response.text().await {
-            Ok(text) => text,
-            Err(err) if status.is_success() => {
-                return unreadable_success(
-                    status,
-                    format!("the body could not be read: {}", error_chain(&err)),
-                );
-            }
-            // The status alone classifies a failure; the body only adds detail.
-            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+            .body(body);
+        let Answer {
+            status,
+            headers,
+            body: text,
+        } = match exchange(request).await {
+            Ok(answer) => answer,
+            Err(result) => return result,
         };
         if !status.is_success() {
             return with_vendor_code(
                 classify_failure_status(status, &headers, &text, RULES),
-                &text,
+                vendor_code(&text),
             );
         }
 
@@ -196,18 +185,11 @@ impl Adapter for SandboxAdapter {
         }
         let mut url = self.messages_url.clone();
         url.query_pairs_mut().append_pair("reference", key.as_str());
-        let response = match self.http.get(url).send().await {
-            Ok(response) => response,
-            Err(err) => return unsupported(Evidence::new("query", error_chain(&err))),
-        };
-        let status = response.status();
-        let text = match response.text().await {
-            Ok(text) => text,
-            Err(err) => {
-                return unsupported(
-                    Evidence::new("query", error_chain(&err)).with_status(status.as_u16()),
-                );
-            }
+        let Answer {
+            status, body: text, ..
+        } = match look_up(self.http.get(url)).await {
+            Ok(answer) => answer,
+            Err(evidence) => return unsupported(evidence),
         };
         if status != StatusCode::OK {
             return unsupported(Evidence::new("query", &text).with_status(status.as_u16()));
@@ -254,25 +236,9 @@ fn unsupported(evidence: Evidence) -> QueryResult {
     QueryResult::Unsupported { evidence }
 }
 
-/// Adds the sandbox's own error `code` from a problem body to a classified failure.
-fn with_vendor_code(result: SendResult, body: &str) -> SendResult {
-    let code = serde_json::from_str::<serde_json::Value>(body)
+/// The sandbox's own error `code`, from a problem body.
+fn vendor_code(body: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| v.get("code")?.as_str().map(str::to_owned));
-    let Some(code) = code else { return result };
-    match result {
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence: evidence.with_vendor_code(code),
-        },
-        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-            evidence: evidence.with_vendor_code(code),
-        },
-        accepted @ SendResult::Accepted { .. } => accepted,
-    }
+        .and_then(|v| v.get("code")?.as_str().map(str::to_owned))
 }
