@@ -502,7 +502,11 @@ mod tests {
                 .unwrap();
         let config = load(&text, &[]).unwrap();
         assert_eq!(config.tokens.len(), 2);
-        assert_eq!(config.routes.len(), 7, "every provider has an example route");
+        assert_eq!(
+            config.routes.len(),
+            7,
+            "every provider has an example route"
+        );
         assert_eq!(config.channels[&Channel::Webhook], "sandbox");
         assert!(config.templates.contains_key("export-ready"));
     }
