@@ -9,6 +9,8 @@
 //! only what its vendor documents differently.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "fake")]
+pub mod fake;
 pub mod http;
 
 use std::fmt;
