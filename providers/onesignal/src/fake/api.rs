@@ -13,7 +13,7 @@
 //! notification. The ledger counts a delivery the moment it is decided, before any fault
 //! decides what goes on the wire.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,9 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use serde_json::{Value, json};
 
-use super::{ConnectionKill, FakeConfig, Fault, Faults, Ledger};
+use herald_provider::fake::Kill;
+
+use super::{FakeConfig, Fault, Faults, Ledger};
 use crate::wire::{IDEMPOTENT_REPLAYED, NOTIFICATIONS_PATH};
 
 // The documented answers, shared with the tests through `fixtures/onesignal/`.
@@ -75,8 +77,8 @@ struct VendorState {
     ledger: Ledger,
     /// Per `idempotency_key`, the first processed request's result and when it was decided.
     results: HashMap<String, (Value, Instant)>,
-    next_faults: VecDeque<Fault>,
-    then: Option<Fault>,
+    /// The pending faults; each request that gets past authentication draws one.
+    faults: Faults,
     last_request: Option<ReceivedRequest>,
 }
 
@@ -114,9 +116,7 @@ impl Vendor {
     }
 
     pub(super) fn set_faults(&self, faults: Faults) {
-        let mut state = self.lock();
-        state.next_faults = faults.next.into();
-        state.then = faults.then;
+        self.lock().faults = faults;
     }
 
     pub(super) fn last_request(&self) -> Option<ReceivedRequest> {
@@ -213,12 +213,6 @@ impl Vendor {
     }
 }
 
-impl VendorState {
-    fn draw_fault(&mut self) -> Option<Fault> {
-        self.next_faults.pop_front().or(self.then)
-    }
-}
-
 pub(super) fn router(vendor: Arc<Vendor>) -> Router {
     Router::new()
         .route(NOTIFICATIONS_PATH, post(create_message))
@@ -227,7 +221,7 @@ pub(super) fn router(vendor: Arc<Vendor>) -> Router {
 
 async fn create_message(
     State(vendor): State<Arc<Vendor>>,
-    Extension(kill): Extension<ConnectionKill>,
+    Extension(kill): Extension<Kill>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -251,7 +245,7 @@ async fn create_message(
         if let Some(refusal) = vendor.refuse_unauthenticated(&headers, payload.as_ref()) {
             return refusal;
         }
-        let fault = state.draw_fault();
+        let fault = state.faults.draw();
         match fault {
             Some(Fault::RateLimited | Fault::UnavailableBeforeProcessing) => (fault, None),
             _ => (fault, Some(vendor.process(&mut state, payload, fault))),
@@ -276,9 +270,7 @@ async fn create_message(
     match fault {
         Some(Fault::AcceptThenDrop) => {
             tracing::info!("closing the connection after processing (accept_then_drop)");
-            kill.trip();
-            // Never answer: the connection's owner drops this future with the connection.
-            std::future::pending::<Response>().await
+            kill.kill().await
         }
         Some(Fault::Delay) => {
             tracing::info!(delay = ?vendor.delay, "holding the answer (delay)");

@@ -14,7 +14,7 @@
 //! otherwise the first answer again). Only a request that passes all of that is a delivery, and
 //! the ledger counts it at once, before any fault decides what goes on the wire.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,9 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
-use super::{ConnectionKill, FakeConfig, Fault, Faults, Ledger};
+use herald_provider::fake::Kill;
+
+use super::{FakeConfig, Fault, Faults, Ledger};
 use crate::wire::{EMAILS_PATH, IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_CHARS, SentEmail};
 
 // The documented error bodies, shared with the tests through `fixtures/resend/`.
@@ -75,8 +77,8 @@ struct VendorState {
     ledger: Ledger,
     /// Per idempotency key, what its first processed request was and answered.
     records: HashMap<String, Record>,
-    next_faults: VecDeque<Fault>,
-    then: Option<Fault>,
+    /// The pending faults; each request that gets past authentication draws one.
+    faults: Faults,
     last_request: Option<ReceivedRequest>,
 }
 
@@ -119,9 +121,7 @@ impl Vendor {
     }
 
     pub(super) fn set_faults(&self, faults: Faults) {
-        let mut state = self.lock();
-        state.next_faults = faults.next.into();
-        state.then = faults.then;
+        self.lock().faults = faults;
     }
 
     pub(super) fn last_request(&self) -> Option<ReceivedRequest> {
@@ -207,12 +207,6 @@ impl Vendor {
     }
 }
 
-impl VendorState {
-    fn draw_fault(&mut self) -> Option<Fault> {
-        self.next_faults.pop_front().or(self.then)
-    }
-}
-
 /// `from`, `to` and `subject` are required; `to` is one address or 1–50 of them.
 fn check_fields(payload: &Value) -> Option<Outcome> {
     let missing = ["from", "to", "subject"]
@@ -244,7 +238,7 @@ pub(super) fn router(vendor: Arc<Vendor>) -> Router {
 
 async fn send_email(
     State(vendor): State<Arc<Vendor>>,
-    Extension(kill): Extension<ConnectionKill>,
+    Extension(kill): Extension<Kill>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -270,7 +264,7 @@ async fn send_email(
         if let Some(refusal) = vendor.refuse_unauthenticated(&headers) {
             return refusal;
         }
-        let fault = state.draw_fault();
+        let fault = state.faults.draw();
         match fault {
             Some(Fault::RateLimited | Fault::UnavailableBeforeProcessing) => (fault, None),
             _ => (
@@ -294,9 +288,7 @@ async fn send_email(
     match fault {
         Some(Fault::AcceptThenDrop) => {
             tracing::info!("closing the connection after processing (accept_then_drop)");
-            kill.trip();
-            // Never answer: the connection's owner drops this future with the connection.
-            std::future::pending::<Response>().await
+            kill.kill().await
         }
         Some(Fault::Delay) => {
             tracing::info!(delay = ?vendor.delay, "holding the answer (delay)");

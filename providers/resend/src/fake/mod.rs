@@ -19,25 +19,18 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The server runs its connections itself (hyper's HTTP/1 connection per socket) instead of
-//! through `axum::serve`, because `accept_then_drop` must close a connection after processing
-//! without writing a byte of the answer, and only the code that owns the connection can.
+//! The server is herald-provider's fake harness ([`herald_provider::fake::serve`]), which owns
+//! each connection so that `accept_then_drop` can close one without writing a byte of the
+//! answer.
 
 mod api;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::{Extension, Router};
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, oneshot};
-use tokio::task::JoinSet;
+use herald_provider::fake::{self as harness, FakeServer};
 
 pub use api::ReceivedRequest;
 
@@ -85,33 +78,7 @@ pub enum Fault {
 /// Which requests misbehave: the next requests take `next` in order, one fault each; after
 /// that every request takes `then` (`None`: answered normally). Requests refused for their
 /// `User-Agent` or API key do not use up a fault.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Faults {
-    pub next: Vec<Fault>,
-    pub then: Option<Fault>,
-}
-
-impl Faults {
-    pub fn none() -> Faults {
-        Faults::default()
-    }
-
-    /// These faults for the next requests, one each, then none.
-    pub fn next(faults: impl IntoIterator<Item = Fault>) -> Faults {
-        Faults {
-            next: faults.into_iter().collect(),
-            then: None,
-        }
-    }
-
-    /// This fault for every request until the faults are set again.
-    pub fn always(fault: Fault) -> Faults {
-        Faults {
-            next: Vec::new(),
-            then: Some(fault),
-        }
-    }
-}
+pub type Faults = harness::Faults<Fault>;
 
 /// Ground truth: what the fake really received and delivered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -137,29 +104,21 @@ impl Ledger {
 /// A running fake on 127.0.0.1. Dropping the handle stops the server and closes its
 /// connections, answered or not.
 pub struct FakeHandle {
-    addr: SocketAddr,
+    server: FakeServer,
     vendor: Arc<api::Vendor>,
-    _stop: oneshot::Sender<()>,
 }
 
 /// Binds 127.0.0.1 on a free port and serves the fake there in a background task.
 pub async fn spawn(config: FakeConfig) -> io::Result<FakeHandle> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-    let addr = listener.local_addr()?;
     let vendor = Arc::new(api::Vendor::new(config));
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(listener, api::router(vendor.clone()), stopped));
-    Ok(FakeHandle {
-        addr,
-        vendor,
-        _stop: stop,
-    })
+    let server = harness::serve(api::router(vendor.clone())).await?;
+    Ok(FakeHandle { server, vendor })
 }
 
 impl FakeHandle {
     /// `http://127.0.0.1:<port>`, for [`crate::ResendRoute::base_url`].
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.base_url()
     }
 
     /// A snapshot of the ledger.
@@ -175,61 +134,5 @@ impl FakeHandle {
     /// The last `POST /emails` received, whatever became of it.
     pub fn last_request(&self) -> Option<ReceivedRequest> {
         self.vendor.last_request()
-    }
-}
-
-/// Accepts connections until `stopped` resolves (or its sender is dropped), then drops every
-/// connection at once: a `delay` fault must not hold a test's teardown.
-async fn serve(listener: TcpListener, router: Router, stopped: oneshot::Receiver<()>) {
-    let mut connections = JoinSet::new();
-    let mut stopped = std::pin::pin!(stopped);
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut stopped => break,
-            // Reaps finished connections so the set does not grow with every one ever served.
-            Some(_) = connections.join_next() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    connections.spawn(run_connection(stream, peer, router.clone()));
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "accept failed; retrying shortly");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-        }
-    }
-    connections.shutdown().await;
-}
-
-/// Lets a request handler close the connection it arrived on without answering.
-///
-/// Protocol: the handler calls [`ConnectionKill::trip`] and then never completes; the task that
-/// owns the connection waits on the signal alongside the connection and drops it, which closes
-/// the socket and drops the pending handler with it. `Notify` keeps a signal sent before the
-/// owner starts waiting, so no ordering can lose it.
-#[derive(Clone, Default)]
-struct ConnectionKill(Arc<Notify>);
-
-impl ConnectionKill {
-    fn trip(&self) {
-        self.0.notify_one();
-    }
-}
-
-async fn run_connection(stream: TcpStream, peer: SocketAddr, router: Router) {
-    let kill = ConnectionKill::default();
-    let service = TowerToHyperService::new(router.layer(Extension(kill.clone())));
-    let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    tokio::select! {
-        result = connection => {
-            if let Err(err) = result {
-                tracing::debug!(%peer, error = %err, "connection ended with an error");
-            }
-        }
-        () = kill.0.notified() => {
-            tracing::info!(%peer, "closed the connection without answering (accept_then_drop)");
-        }
     }
 }
