@@ -10,7 +10,8 @@ use std::fmt;
 use std::time::Duration;
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, classify_transport_error, error_chain, unreadable_success,
+    Answer, StatusRules, classify_failure_status, exchange, redact, unreadable_success,
+    with_vendor_code,
 };
 use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, SendResult};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -133,43 +134,9 @@ impl OneSignalAdapter {
         })
     }
 
-    /// Replaces the API key wherever a vendor answer (or an error about it) might repeat it.
-    fn scrub(&self, result: SendResult) -> SendResult {
-        let secret = self.api_key.expose_secret();
-        if secret.is_empty() {
-            return result;
-        }
-        let clean = |mut evidence: Evidence| {
-            evidence.detail = evidence.detail.replace(secret, "[REDACTED]");
-            evidence.vendor_code = evidence
-                .vendor_code
-                .map(|code| code.replace(secret, "[REDACTED]"));
-            evidence
-        };
-        match result {
-            SendResult::Accepted {
-                provider_ref,
-                evidence,
-            } => SendResult::Accepted {
-                provider_ref,
-                evidence: clean(evidence),
-            },
-            SendResult::Rejected {
-                permanent,
-                retry_after,
-                evidence,
-            } => SendResult::Rejected {
-                permanent,
-                retry_after,
-                evidence: clean(evidence),
-            },
-            SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-                evidence: clean(evidence),
-            },
-        }
-    }
-
-    async fn exchange(&self, message: &Message, key: &ProviderKey) -> SendResult {
+    /// One create-message request, classified; [`Adapter::send`] scrubs the key from the
+    /// result.
+    async fn create_message(&self, message: &Message, key: &ProviderKey) -> SendResult {
         let body = CreateMessage {
             app_id: &self.app_id,
             idempotency_key: idempotency_key_for(key),
@@ -189,38 +156,25 @@ impl OneSignalAdapter {
                 };
             }
         };
-        let response = match self
+        let request = self
             .http
             .post(self.notifications_url.clone())
             .header(AUTHORIZATION, self.authorization.clone())
             .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-        {
-            Ok(response) => response,
-            Err(err) => return classify_transport_error(&err),
-        };
-
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = match response.text().await {
-            Ok(text) => text,
-            Err(err) if status.is_success() => {
-                return unreadable_success(
-                    status,
-                    format!("the body could not be read: {}", error_chain(&err)),
-                );
-            }
-            // The status alone classifies a failure; the body only adds detail.
-            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+            .body(body);
+        let Answer {
+            status,
+            headers,
+            body: text,
+        } = match exchange(request).await {
+            Ok(answer) => answer,
+            Err(result) => return result,
         };
         if !status.is_success() {
-            let result = classify_failure_status(status, &headers, &text, RULES);
-            return match errors_of(&text).as_ref().and_then(first_error) {
-                Some(code) => with_vendor_code(result, code),
-                None => result,
-            };
+            return with_vendor_code(
+                classify_failure_status(status, &headers, &text, RULES),
+                errors_of(&text).as_ref().and_then(first_error),
+            );
         }
         classify_success(status, &headers, &text, &message.to)
     }
@@ -233,8 +187,9 @@ impl Adapter for OneSignalAdapter {
     }
 
     async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
-        let result = self.exchange(message, key).await;
-        self.scrub(result)
+        // Anything OneSignal echoes is scrubbed of the key before it becomes evidence.
+        let result = self.create_message(message, key).await;
+        redact(result, self.api_key.expose_secret())
     }
 }
 
@@ -324,24 +279,6 @@ fn with_code(evidence: Evidence, code: Option<String>) -> Evidence {
     match code {
         Some(code) => evidence.with_vendor_code(code),
         None => evidence,
-    }
-}
-
-fn with_vendor_code(result: SendResult, code: String) -> SendResult {
-    match result {
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence: evidence.with_vendor_code(code),
-        },
-        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-            evidence: evidence.with_vendor_code(code),
-        },
-        accepted @ SendResult::Accepted { .. } => accepted,
     }
 }
 

@@ -11,8 +11,8 @@ use std::fmt;
 use std::time::Duration;
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, classify_transport_error, error_chain, retry_after,
-    unreadable_success,
+    Answer, StatusRules, classify_failure_status, exchange, redact, retry_after,
+    unreadable_success, with_vendor_code,
 };
 use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, SendResult};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -127,45 +127,10 @@ impl ResendAdapter {
         })
     }
 
-    /// Replaces the API key wherever a vendor answer (or an error about it) might repeat it.
-    fn scrub(&self, result: SendResult) -> SendResult {
-        let secret = self.api_key.expose_secret();
-        if secret.is_empty() {
-            return result;
-        }
-        let clean = |mut evidence: Evidence| {
-            evidence.detail = evidence.detail.replace(secret, "[REDACTED]");
-            evidence.vendor_code = evidence
-                .vendor_code
-                .map(|code| code.replace(secret, "[REDACTED]"));
-            evidence
-        };
-        match result {
-            SendResult::Accepted {
-                provider_ref,
-                evidence,
-            } => SendResult::Accepted {
-                provider_ref,
-                evidence: clean(evidence),
-            },
-            SendResult::Rejected {
-                permanent,
-                retry_after,
-                evidence,
-            } => SendResult::Rejected {
-                permanent,
-                retry_after,
-                evidence: clean(evidence),
-            },
-            SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-                evidence: clean(evidence),
-            },
-        }
-    }
-
-    async fn exchange(&self, message: &Message, key: &ProviderKey) -> SendResult {
-        // Checked here because reqwest would report a bad header only when sending, as an
-        // error that cannot be told apart from a failure after the request was written.
+    /// One `POST /emails`, classified; [`Adapter::send`] scrubs the key from the result.
+    async fn send_email(&self, message: &Message, key: &ProviderKey) -> SendResult {
+        // Checked here, before any I/O, so that the evidence names the key rather than a
+        // builder error.
         let Ok(idempotency_key) = HeaderValue::from_str(key.as_str()) else {
             return rejected_before_sending("the idempotency key cannot be sent as a header");
         };
@@ -194,32 +159,20 @@ impl ResendAdapter {
                 return rejected_before_sending(format!("cannot encode the message: {err}"));
             }
         };
-        let response = match self
+        let request = self
             .http
             .post(self.emails_url.clone())
             .header(AUTHORIZATION, self.authorization.clone())
             .header(IDEMPOTENCY_KEY, idempotency_key)
             .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-        {
-            Ok(response) => response,
-            Err(err) => return classify_transport_error(&err),
-        };
-
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = match response.text().await {
-            Ok(text) => text,
-            Err(err) if status.is_success() => {
-                return unreadable_success(
-                    status,
-                    format!("the body could not be read: {}", error_chain(&err)),
-                );
-            }
-            // The status alone classifies a failure; the body only adds detail.
-            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+            .body(body);
+        let Answer {
+            status,
+            headers,
+            body: text,
+        } = match exchange(request).await {
+            Ok(answer) => answer,
+            Err(result) => return result,
         };
         if !status.is_success() {
             return classify_error(status, &headers, &text);
@@ -242,8 +195,9 @@ impl Adapter for ResendAdapter {
     }
 
     async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
-        let result = self.exchange(message, key).await;
-        self.scrub(result)
+        // Anything Resend echoes is scrubbed of the key before it becomes evidence.
+        let result = self.send_email(message, key).await;
+        redact(result, self.api_key.expose_secret())
     }
 }
 
@@ -289,10 +243,7 @@ fn classify_error(status: StatusCode, headers: &HeaderMap, body: &str) -> SendRe
         },
         _ => classify_failure_status(status, headers, body, RULES),
     };
-    match name {
-        Some(name) => with_vendor_code(result, name),
-        None => result,
-    }
+    with_vendor_code(result, name)
 }
 
 /// How long a 429 asks us to wait: `retry-after`, else `ratelimit-reset` (seconds until the
@@ -308,24 +259,6 @@ fn rate_limit_wait(headers: &HeaderMap) -> Option<Duration> {
             .ok()
             .map(Duration::from_secs)
     })
-}
-
-fn with_vendor_code(result: SendResult, code: String) -> SendResult {
-    match result {
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence: evidence.with_vendor_code(code),
-        },
-        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-            evidence: evidence.with_vendor_code(code),
-        },
-        accepted @ SendResult::Accepted { .. } => accepted,
-    }
 }
 
 #[cfg(test)]
