@@ -16,12 +16,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use base64::Engine;
+use herald_provider::fake::Kill;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::{ConnectionKill, Delivery, FakeConfig, Fault, Received, State};
+use super::{Delivery, FakeConfig, Fault, Received, State};
 
 /// Mailjet's answer to wrong credentials (`mj-0015`).
 const UNAUTHORIZED_BODY: &str = include_str!("../../../../fixtures/mailjet/error_401.json");
@@ -72,7 +73,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
 
 async fn send(
     AxumState(shared): AxumState<Arc<Shared>>,
-    Extension(kill): Extension<ConnectionKill>,
+    Extension(kill): Extension<Kill>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -95,7 +96,7 @@ async fn send(
 
 async fn list(
     AxumState(shared): AxumState<Arc<Shared>>,
-    Extension(kill): Extension<ConnectionKill>,
+    Extension(kill): Extension<Kill>,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
@@ -118,7 +119,7 @@ async fn list(
 /// Puts the fault (if any) between the processed answer and the wire.
 async fn finish(
     shared: &Shared,
-    kill: ConnectionKill,
+    kill: Kill,
     fault: Option<Fault>,
     answer: Option<Response>,
 ) -> Response {
@@ -144,11 +145,7 @@ async fn finish(
         };
     };
     match fault {
-        Some(Fault::AcceptThenDrop) => {
-            kill.0.notify_one();
-            // Never answer: the connection's owner drops this future with the connection.
-            std::future::pending::<Response>().await
-        }
+        Some(Fault::AcceptThenDrop) => kill.kill().await,
         Some(Fault::Delay) => {
             tokio::time::sleep(shared.config.delay).await;
             answer

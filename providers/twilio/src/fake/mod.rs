@@ -25,18 +25,11 @@ mod routes;
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::{Extension, Router};
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
+use herald_provider::fake::{self as harness, FakeServer};
 use secrecy::SecretString;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, oneshot};
-use tokio::task::JoinSet;
 
 /// How the fake Twilio behaves. Fixed for the server's lifetime; faults are set on the handle.
 #[derive(Debug, Clone)]
@@ -136,30 +129,21 @@ pub struct Received {
 /// The fake Twilio, running in a background task on 127.0.0.1. Dropping it stops the server
 /// and closes every connection, answered or not.
 pub struct FakeHandle {
-    addr: SocketAddr,
+    server: FakeServer,
     shared: Arc<routes::Shared>,
-    stop: Option<oneshot::Sender<()>>,
 }
 
 /// Binds 127.0.0.1 on a free port and serves the fake there.
 pub async fn spawn(config: FakeConfig) -> io::Result<FakeHandle> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-    let addr = listener.local_addr()?;
     let shared = Arc::new(routes::Shared::new(config));
-    let router = routes::router(shared.clone());
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(listener, router, stopped));
-    Ok(FakeHandle {
-        addr,
-        shared,
-        stop: Some(stop),
-    })
+    let server = harness::serve(routes::router(shared.clone())).await?;
+    Ok(FakeHandle { server, shared })
 }
 
 impl FakeHandle {
     /// `http://127.0.0.1:<port>`: a `TwilioRoute::base_url`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.base_url()
     }
 
     pub fn ledger(&self) -> Ledger {
@@ -183,14 +167,6 @@ impl FakeHandle {
     }
 }
 
-impl Drop for FakeHandle {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
 /// What the routes share; behind one lock so that taking a fault and processing is one step.
 #[derive(Default)]
 struct State {
@@ -199,50 +175,4 @@ struct State {
     send_faults: VecDeque<Fault>,
     lookup_faults: VecDeque<Fault>,
     received: Vec<Received>,
-}
-
-/// Lets a handler close the connection it arrived on without answering: it trips the switch
-/// and never completes; the task owning the connection drops it (and the handler with it).
-/// `Notify` keeps a signal sent before the owner waits, so no ordering loses it.
-#[derive(Clone, Default)]
-struct ConnectionKill(Arc<Notify>);
-
-async fn serve(listener: TcpListener, router: Router, stopped: oneshot::Receiver<()>) {
-    let mut connections = JoinSet::new();
-    let mut stopped = std::pin::pin!(stopped);
-    loop {
-        tokio::select! {
-            biased;
-            // A dropped sender ends the wait too: the server cannot outlive its handle.
-            _ = &mut stopped => break,
-            Some(_) = connections.join_next() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    connections.spawn(connection(stream, peer, router.clone()));
-                }
-                Err(err) => {
-                    tracing::debug!(error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            },
-        }
-    }
-    // Closes every connection at once, so a held `Delay` answer cannot hold a test's teardown.
-    connections.shutdown().await;
-}
-
-async fn connection(stream: TcpStream, peer: SocketAddr, router: Router) {
-    let kill = ConnectionKill::default();
-    let service = TowerToHyperService::new(router.layer(Extension(kill.clone())));
-    let served = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    tokio::select! {
-        result = served => {
-            if let Err(err) = result {
-                tracing::debug!(%peer, error = %err, "connection ended with an error");
-            }
-        }
-        () = kill.0.notified() => {
-            tracing::debug!(%peer, "closed the connection without answering");
-        }
-    }
 }

@@ -15,12 +15,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
 use base64::Engine;
+use herald_provider::fake::Kill;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc2822;
 
-use super::{ConnectionKill, Delivery, FakeConfig, Fault, Received, State};
+use super::{Delivery, FakeConfig, Fault, Received, State};
 use std::sync::Arc;
 
 /// Twilio's answer to wrong credentials, as documented.
@@ -76,7 +77,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
 
 async fn create(
     AxumState(shared): AxumState<Arc<Shared>>,
-    Extension(kill): Extension<ConnectionKill>,
+    Extension(kill): Extension<Kill>,
     Path(account): Path<String>,
     uri: Uri,
     headers: HeaderMap,
@@ -100,7 +101,7 @@ async fn create(
 
 async fn list(
     AxumState(shared): AxumState<Arc<Shared>>,
-    Extension(kill): Extension<ConnectionKill>,
+    Extension(kill): Extension<Kill>,
     Path(account): Path<String>,
     uri: Uri,
     headers: HeaderMap,
@@ -124,7 +125,7 @@ async fn list(
 /// Puts the fault (if any) between the processed answer and the wire.
 async fn finish(
     shared: &Shared,
-    kill: ConnectionKill,
+    kill: Kill,
     fault: Option<Fault>,
     answer: Option<Response>,
 ) -> Response {
@@ -145,11 +146,7 @@ async fn finish(
         };
     };
     match fault {
-        Some(Fault::AcceptThenDrop) => {
-            kill.0.notify_one();
-            // Never answer: the connection's owner drops this future with the connection.
-            std::future::pending::<Response>().await
-        }
+        Some(Fault::AcceptThenDrop) => kill.kill().await,
         Some(Fault::Delay) => {
             tokio::time::sleep(shared.config.delay).await;
             answer
