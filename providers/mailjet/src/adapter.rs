@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, classify_transport_error, error_chain, unreadable_success,
+    Answer, StatusRules, classify_failure_status, exchange, look_up, unreadable_success,
+    with_vendor_code,
 };
 use herald_provider::{
     Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, SendResult,
@@ -201,41 +202,14 @@ impl Adapter for MailjetAdapter {
             Ok(body) => body,
             Err(detail) => return rejected_permanently(Evidence::new("request", detail)),
         };
-        // Built before sending, so that a failure here is known to precede any I/O instead of
-        // surfacing from `execute` as a possibly-sent error.
-        let request = match self
+        let request = self
             .authorized(self.http.post(self.send_url.clone()))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .build()
-        {
-            Ok(request) => request,
-            Err(err) => {
-                return rejected_permanently(Evidence::new(
-                    "request",
-                    format!("cannot build the request: {}", error_chain(&err)),
-                ));
-            }
-        };
-        let response = match self.http.execute(request).await {
-            Ok(response) => response,
-            Err(err) => return classify_transport_error(&err),
-        };
-
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = match response.text().await {
-            Ok(text) => text,
-            Err(err) if status.is_success() => {
-                return unreadable_success(
-                    status,
-                    format!("the body could not be read: {}", error_chain(&err)),
-                );
-            }
-            // The status alone classifies a failure; the body only adds detail.
-            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
-        };
-        classify_answer(status, &headers, &text)
+            .body(body);
+        match exchange(request).await {
+            Ok(answer) => classify_answer(answer.status, &answer.headers, &answer.body),
+            Err(result) => result,
+        }
     }
 
     /// Every attempt carries the notification's provider key as `CustomID`, so the key finds
@@ -254,22 +228,11 @@ impl Adapter for MailjetAdapter {
             }
         }
         let unsupported = |evidence| QueryResult::Unsupported { evidence };
-        let request = match self.authorized(self.http.get(url)).build() {
-            Ok(request) => request,
-            Err(err) => return unsupported(Evidence::new("query", error_chain(&err))),
-        };
-        let response = match self.http.execute(request).await {
-            Ok(response) => response,
-            Err(err) => return unsupported(Evidence::new("query", error_chain(&err))),
-        };
-        let status = response.status();
-        let text = match response.text().await {
-            Ok(text) => text,
-            Err(err) => {
-                return unsupported(
-                    Evidence::new("query", error_chain(&err)).with_status(status.as_u16()),
-                );
-            }
+        let Answer {
+            status, body: text, ..
+        } = match look_up(self.authorized(self.http.get(url))).await {
+            Ok(answer) => answer,
+            Err(evidence) => return unsupported(evidence),
         };
         if status != StatusCode::OK {
             let code = serde_json::from_str::<SendAnswer>(&text)
@@ -413,25 +376,6 @@ fn error_codes(answer: &SendAnswer) -> Option<String> {
         .filter_map(|e| e.error_code.as_deref())
         .collect();
     (!codes.is_empty()).then(|| codes.join(","))
-}
-
-fn with_vendor_code(result: SendResult, code: Option<String>) -> SendResult {
-    let Some(code) = code else { return result };
-    match result {
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence: evidence.with_vendor_code(code),
-        },
-        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-            evidence: evidence.with_vendor_code(code),
-        },
-        accepted @ SendResult::Accepted { .. } => accepted,
-    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, classify_transport_error, error_chain, retry_after,
-    unreadable_success,
+    Answer, StatusRules, classify_failure_status, exchange, look_up, retry_after,
+    unreadable_success, with_vendor_code,
 };
 use herald_provider::{
     Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, SendResult,
@@ -218,19 +218,9 @@ impl TwilioAdapter {
 
     /// One page of the Messages list, or the evidence of why the look-up proves nothing.
     async fn page(&self, url: Url) -> Result<MessagePage, Evidence> {
-        let request = self
-            .authorized(self.http.get(url))
-            .build()
-            .map_err(|err| Evidence::new("query", error_chain(&err)))?;
-        let response = self
-            .http
-            .execute(request)
-            .await
-            .map_err(|err| Evidence::new("query", error_chain(&err)))?;
-        let status = response.status();
-        let text = response.text().await.map_err(|err| {
-            Evidence::new("query", error_chain(&err)).with_status(status.as_u16())
-        })?;
+        let Answer {
+            status, body: text, ..
+        } = look_up(self.authorized(self.http.get(url))).await?;
         if status != StatusCode::OK {
             let evidence = Evidence::new("query", &text).with_status(status.as_u16());
             return Err(match vendor_code(&text) {
@@ -320,38 +310,16 @@ impl Adapter for TwilioAdapter {
         // Messaging Service may have smart encoding on by default).
         form.push(("SmartEncoded", "false"));
 
-        // Built before sending, so that a failure here is known to precede any I/O instead of
-        // surfacing from `execute` as a possibly-sent error.
-        let request = match self
+        let request = self
             .authorized(self.http.post(self.messages_url.clone()))
-            .form(&form)
-            .build()
-        {
-            Ok(request) => request,
-            Err(err) => {
-                return rejected_permanently(Evidence::new(
-                    "request",
-                    format!("cannot build the request: {}", error_chain(&err)),
-                ));
-            }
-        };
-        let response = match self.http.execute(request).await {
-            Ok(response) => response,
-            Err(err) => return classify_transport_error(&err),
-        };
-
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = match response.text().await {
-            Ok(text) => text,
-            Err(err) if status.is_success() => {
-                return unreadable_success(
-                    status,
-                    format!("the body could not be read: {}", error_chain(&err)),
-                );
-            }
-            // The status alone classifies a failure; the body only adds detail.
-            Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+            .form(&form);
+        let Answer {
+            status,
+            headers,
+            body: text,
+        } = match exchange(request).await {
+            Ok(answer) => answer,
+            Err(result) => return result,
         };
         if !status.is_success() {
             return classify_failure(status, &headers, &text);
@@ -537,20 +505,5 @@ fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &str) -> Send
         },
         other => other,
     };
-    let Some(code) = code else { return result };
-    match result {
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence: evidence.with_vendor_code(code.to_string()),
-        },
-        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-            evidence: evidence.with_vendor_code(code.to_string()),
-        },
-        accepted @ SendResult::Accepted { .. } => accepted,
-    }
+    with_vendor_code(result, code.map(|code| code.to_string()))
 }
