@@ -14,13 +14,13 @@
 //! 4. meets a fault after processing, if that is what was queued: the delivery stands, only the
 //!    answer is lost, late or wrong.
 //!
-//! The server drives each connection itself (hyper's HTTP/1 connection raced against a kill
-//! signal), because `accept_then_drop` must close a connection without writing a byte of the
-//! answer, and only the code that owns the connection can do that.
+//! The server is herald-provider's fake harness ([`herald_provider::fake::serve`]), which owns
+//! each connection so that `accept_then_drop` can close one without writing a byte of the
+//! answer, and counts the connections it accepts.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,13 +29,8 @@ use axum::extract::State as AxumState;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
+use herald_provider::fake::{self as harness, FakeServer, Kill};
 use secrecy::SecretString;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, oneshot};
-use tokio::task::{JoinHandle, JoinSet};
 
 use crate::signature::SigningSecret;
 use crate::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
@@ -94,6 +89,7 @@ pub enum Fault {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ledger {
     /// TCP connections accepted, so a test can prove that a refused send never connected.
+    /// The harness counts them; [`FakeHandle::ledger`] copies its count in.
     pub connections: u64,
     /// Every request, oldest first, whatever became of it.
     pub requests: Vec<Received>,
@@ -155,10 +151,8 @@ impl Shared {
 /// A receiver running in a background task on 127.0.0.1. Dropping it shuts the server down and
 /// closes its connections, answered or not.
 pub struct FakeHandle {
-    addr: SocketAddr,
+    server: FakeServer,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
 }
 
 /// Binds 127.0.0.1 on a free port and serves `config` there. Fails on a malformed secret.
@@ -179,31 +173,28 @@ pub async fn spawn(config: FakeConfig) -> io::Result<FakeHandle> {
             ledger: Ledger::default(),
         }),
     });
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, Arc::clone(&shared), stopped));
-    Ok(FakeHandle {
-        addr,
-        shared,
-        stop: Some(stop),
-        task: Some(task),
-    })
+    let router = Router::new()
+        .fallback(receive)
+        .with_state(Arc::clone(&shared));
+    let server = harness::serve(router).await?;
+    Ok(FakeHandle { server, shared })
 }
 
 impl FakeHandle {
     /// `http://127.0.0.1:<port>`, without a trailing slash; any path below it is a receiver.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.base_url()
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// A snapshot of what the receiver has seen so far.
     pub fn ledger(&self) -> Ledger {
-        self.shared.lock().ledger.clone()
+        let mut ledger = self.shared.lock().ledger.clone();
+        ledger.connections = self.server.connections();
+        ledger
     }
 
     /// Replaces the fault queue: the next requests meet these faults, one each, in order; then
@@ -213,63 +204,8 @@ impl FakeHandle {
     }
 
     /// Stops the server, closes its connections and waits until it has.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for FakeHandle {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-async fn serve(listener: TcpListener, shared: Arc<Shared>, stopped: oneshot::Receiver<()>) {
-    let router = Router::new()
-        .fallback(receive)
-        .with_state(Arc::clone(&shared));
-    let mut connections = JoinSet::new();
-    let mut stopped = std::pin::pin!(stopped);
-    loop {
-        tokio::select! {
-            biased;
-            // A dropped handle ends the wait too, so the server cannot outlive it.
-            _ = &mut stopped => break,
-            Some(_) = connections.join_next() => {}
-            accepted = listener.accept() => {
-                // A failed accept (a client gone already, no file descriptors) ends nothing
-                // but that connection; a test would see the missing request anyway.
-                if let Ok((stream, _)) = accepted {
-                    shared.lock().ledger.connections += 1;
-                    connections.spawn(run_connection(stream, router.clone()));
-                }
-            }
-        }
-    }
-    // Closes every connection at once, so a `Delay` cannot hold a test's teardown.
-    connections.shutdown().await;
-}
-
-/// Lets a handler close the connection it arrived on without answering: the handler trips it
-/// and never completes; the connection's owner waits on it beside the connection and drops
-/// both. `Notify` keeps a signal sent before the owner waits, so no ordering can lose it.
-#[derive(Clone, Default)]
-struct Kill(Arc<Notify>);
-
-async fn run_connection(stream: TcpStream, router: Router) {
-    let kill = Kill::default();
-    let service = TowerToHyperService::new(router.layer(Extension(kill.clone())));
-    let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    tokio::select! {
-        _ = connection => {}
-        () = kill.0.notified() => {}
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }
 
@@ -311,11 +247,7 @@ async fn receive(
         });
     }
     match fault {
-        Some(Fault::AcceptThenDrop) => {
-            kill.0.notify_one();
-            // Never answer: the connection's owner drops this future with the connection.
-            std::future::pending::<Response>().await
-        }
+        Some(Fault::AcceptThenDrop) => kill.kill().await,
         Some(Fault::Delay) => {
             tokio::time::sleep(shared.delay).await;
             answer
