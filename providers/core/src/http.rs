@@ -308,6 +308,51 @@ mod tests {
     }
 
     #[test]
+    fn a_vendor_code_goes_on_failures_and_leaves_acceptances_alone() {
+        let coded = with_vendor_code(classify(400, StatusRules::default()), Some("E1".into()));
+        match coded {
+            SendResult::Rejected { evidence, .. } => {
+                assert_eq!(evidence.vendor_code.as_deref(), Some("E1"))
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        let accepted = SendResult::Accepted {
+            provider_ref: Some("id".into()),
+            evidence: Evidence::new("response", "{}"),
+        };
+        assert_eq!(
+            with_vendor_code(accepted.clone(), Some("E1".into())),
+            accepted
+        );
+        let plain = classify(500, StatusRules::default());
+        assert_eq!(with_vendor_code(plain.clone(), None), plain);
+    }
+
+    #[test]
+    fn redaction_removes_the_secret_from_detail_and_code_of_every_result() {
+        let evidence = Evidence::new("response", "bad key s3cret").with_vendor_code("s3cret!");
+        for result in [
+            SendResult::Accepted {
+                provider_ref: None,
+                evidence: evidence.clone(),
+            },
+            SendResult::Ambiguous {
+                evidence: evidence.clone(),
+            },
+        ] {
+            match redact(result, "s3cret") {
+                SendResult::Accepted { evidence, .. } | SendResult::Ambiguous { evidence } => {
+                    assert_eq!(evidence.detail, "bad key [REDACTED]");
+                    assert_eq!(evidence.vendor_code.as_deref(), Some("[REDACTED]!"));
+                }
+                other => panic!("the kind changed: {other:?}"),
+            }
+        }
+        let untouched = SendResult::Ambiguous { evidence };
+        assert_eq!(redact(untouched.clone(), ""), untouched);
+    }
+
+    #[test]
     fn excerpts_are_bounded_on_a_char_boundary() {
         let long = "é".repeat(1000);
         let cut = crate::excerpt(&long);
