@@ -321,17 +321,21 @@ impl Worker {
         loop {
             let s = self.situation(route, claim);
             match policy::plan(&s, query_failed) {
-                Plan::Query => match route.adapter.query(message, key).await {
-                    QueryResult::Unsupported { evidence } => {
-                        tracing::info!(detail = %evidence.detail, "the outcome query proved nothing");
-                        query_failed = true;
+                Plan::Query => {
+                    let asked_at = OffsetDateTime::now_utc();
+                    match route.adapter.query(message, key).await {
+                        QueryResult::Unsupported { evidence } => {
+                            tracing::info!(detail = %evidence.detail, "the outcome query proved nothing");
+                            query_failed = true;
+                        }
+                        result => {
+                            metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => "outcome_query").increment(1);
+                            let s = self.situation(route, claim);
+                            let step = Step::Queried { result, asked_at };
+                            return Some(policy::decide(&s, step, rand::random()));
+                        }
                     }
-                    result => {
-                        metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => "outcome_query").increment(1);
-                        let s = self.situation(route, claim);
-                        return Some(policy::decide(&s, Step::Queried(result), rand::random()));
-                    }
-                },
+                }
                 plan @ (Plan::Replay | Plan::Resend) => {
                     let replay = plan == Plan::Replay;
                     let now = OffsetDateTime::now_utc();

@@ -69,7 +69,12 @@ pub enum Step {
         replay: bool,
         result: SendResult,
     },
-    Queried(QueryResult),
+    /// The outcome query answered; `asked_at` is when it was sent, because a "not found" proves
+    /// only what was visible then, however late the answer arrived.
+    Queried {
+        result: QueryResult,
+        asked_at: OffsetDateTime,
+    },
 }
 
 impl Situation<'_> {
@@ -215,7 +220,7 @@ fn outcome(n: i32, result: &SendResult) -> AttemptOutcome {
 pub fn decide(s: &Situation<'_>, step: Step, jitter: f64) -> Decision {
     match step {
         Step::Sent { n, replay, result } => decide_sent(s, n, replay, result, jitter),
-        Step::Queried(result) => decide_queried(s, result, jitter),
+        Step::Queried { result, asked_at } => decide_queried(s, result, asked_at, jitter),
     }
 }
 
@@ -297,7 +302,12 @@ fn decide_sent(
     }
 }
 
-fn decide_queried(s: &Situation<'_>, result: QueryResult, jitter: f64) -> Decision {
+fn decide_queried(
+    s: &Situation<'_>,
+    result: QueryResult,
+    asked_at: OffsetDateTime,
+    jitter: f64,
+) -> Decision {
     let unsettled = s.unsettled(None);
     let query_settles = |accepted: bool, evidence: &Evidence| Settlement {
         by: SettledBy::OutcomeQuery,
@@ -332,14 +342,19 @@ fn decide_queried(s: &Situation<'_>, result: QueryResult, jitter: f64) -> Decisi
         }
         QueryResult::NotAccepted { evidence } => not_accepted(evidence),
         QueryResult::NotFoundYet { evidence } => {
+            // A send may be processed until herald gave up on it: its timeout after it started,
+            // or later still if herald only learnt its fate later (a lease that expired, a
+            // worker held back). It is visible to the look-up one lag after that.
             let lag = s.capabilities.query_visibility_lag.unwrap_or_default();
             let latest = unsettled
                 .iter()
-                .map(|a| a.started_at)
+                .map(|a| {
+                    (a.started_at + s.limits.timeout).max(a.finished_at.unwrap_or(a.started_at))
+                })
                 .max()
-                .unwrap_or(s.now);
-            let visible_by = latest + s.limits.timeout + lag;
-            if s.now < visible_by {
+                .unwrap_or(asked_at);
+            let visible_by = latest + lag;
+            if asked_at < visible_by {
                 Decision {
                     attempt: None,
                     settle: None,
@@ -348,8 +363,8 @@ fn decide_queried(s: &Situation<'_>, result: QueryResult, jitter: f64) -> Decisi
             } else {
                 let mut evidence = evidence.clone();
                 evidence.detail = format!(
-                    "not found {} s after the send could last have been processed: {}",
-                    (s.now - latest).whole_seconds(),
+                    "not found {} ms after the send could last have been processed and become visible: {}",
+                    (asked_at - latest).whole_milliseconds(),
                     evidence.detail
                 );
                 not_accepted(&evidence)
@@ -446,6 +461,10 @@ mod tests {
         SendResult::Ambiguous {
             evidence: Evidence::new("awaiting_response", "reset"),
         }
+    }
+
+    fn queried(result: QueryResult, asked_at: OffsetDateTime) -> Step {
+        Step::Queried { result, asked_at }
     }
 
     fn finish(state: State, certainty: Certainty) -> Next {
@@ -640,7 +659,7 @@ mod tests {
             &history,
             T0 + Duration::from_secs(1),
         );
-        let d = decide(&s, Step::Queried(found), 0.5);
+        let d = decide(&s, queried(found, s.now), 0.5);
         assert_eq!(d.next, finish(State::Delivered, Certainty::Known));
         assert_eq!(d.settle.unwrap().by, SettledBy::OutcomeQuery);
 
@@ -648,16 +667,42 @@ mod tests {
             evidence: Evidence::new("query", "none"),
         };
         let visible_by = T0 + Duration::from_secs(10 + 5);
-        let early = decide(&s, Step::Queried(missing()), 0.5);
+        let early = decide(&s, queried(missing(), s.now), 0.5);
         assert_eq!(
             (early.next, early.settle),
             (Next::Reconcile { at: visible_by }, None)
         );
 
         let s = situation(Delivery::AtMostOnce, &c, &history, visible_by);
-        let late = decide(&s, Step::Queried(missing()), 0.5);
+        let late = decide(&s, queried(missing(), visible_by), 0.5);
         assert!(matches!(late.next, Next::Retry { .. }));
         assert!(!late.settle.unwrap().accepted);
+
+        // Only when the question was asked counts, not when the answer arrived.
+        let s = situation(
+            Delivery::AtMostOnce,
+            &c,
+            &history,
+            visible_by + Duration::from_secs(5),
+        );
+        let slow_answer = decide(
+            &s,
+            queried(missing(), visible_by - Duration::from_millis(1)),
+            0.5,
+        );
+        assert_eq!(slow_answer.next, Next::Reconcile { at: visible_by });
+
+        // An attempt whose fate herald learnt late could have been processed until then.
+        let mut late_news = history.clone();
+        late_news[0].finished_at = Some(T0 + Duration::from_secs(30));
+        let s = situation(Delivery::AtMostOnce, &c, &late_news, visible_by);
+        let d = decide(&s, queried(missing(), visible_by), 0.5);
+        assert_eq!(
+            d.next,
+            Next::Reconcile {
+                at: T0 + Duration::from_secs(35)
+            }
+        );
     }
 
     #[test]
@@ -670,7 +715,7 @@ mod tests {
             evidence: Evidence::new("query", "found"),
         };
         assert_eq!(
-            decide(&s, Step::Queried(found), 0.5).next,
+            decide(&s, queried(found, T0), 0.5).next,
             finish(State::Delivered, Certainty::DuplicatePossible)
         );
     }
