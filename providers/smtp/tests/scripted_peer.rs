@@ -96,6 +96,9 @@ async fn every_resend_of_a_notification_carries_the_same_message_id() {
     assert_eq!(ledger.deliveries_of(&message_id("n-8")), 1);
 }
 
+/// Long enough that a refusal which waited for it could not be mistaken for an answer.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(30);
+
 #[tokio::test]
 async fn every_documented_refusal_before_or_after_the_dot_is_a_rejection_by_its_class() {
     let replies: Replies = serde_json::from_str(REPLIES).unwrap();
@@ -112,8 +115,13 @@ async fn every_documented_refusal_before_or_after_the_dot_is_a_rejection_by_its_
         let peer = fake::spawn(Script::reply(step, reply.code, &reply.text))
             .await
             .unwrap();
+        let mut route = route_for(&peer);
+        route.timeout = REFUSAL_TIMEOUT;
         let started = Instant::now();
-        let result = adapter_for(&peer).send(&email("n-1"), &key("n-1")).await;
+        let result = SmtpAdapter::new(route)
+            .unwrap()
+            .send(&email("n-1"), &key("n-1"))
+            .await;
 
         let what = format!("{} {} at {}", reply.code, reply.text, reply.step);
         let evidence = assert_rejected(&result, reply.code >= 500, stage);
@@ -129,8 +137,9 @@ async fn every_documented_refusal_before_or_after_the_dot_is_a_rejection_by_its_
             "{what}: {evidence:?}"
         );
         assert_eq!(peer.ledger().messages().len(), 0, "{what}");
-        // A refusal is answered at once; none of them should wait for the route timeout.
-        assert!(started.elapsed() < Duration::from_secs(2), "{what}");
+        // A refusal is answered at once: none of them waits out the route's (long) timeout.
+        // Half of it leaves a loaded machine plenty of room; this is no speed test.
+        assert!(started.elapsed() < REFUSAL_TIMEOUT / 2, "{what}");
     }
 }
 
@@ -187,7 +196,9 @@ async fn a_server_that_stops_reading_the_content_is_a_transient_rejection_since_
         evidence.detail.contains("the final dot was not sent"),
         "{evidence:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // The 1 s deadline ended the stalled write (building 12 MB takes its own time on a loaded
+    // machine, so the bound is loose: it tells "ended by the deadline" from "hung").
+    assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(peer.ledger().messages().len(), 0);
 }
 

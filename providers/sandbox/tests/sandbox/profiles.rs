@@ -85,7 +85,8 @@ async fn a_repeat_while_the_first_request_is_in_progress_is_refused_without_deli
 
 #[tokio::test]
 async fn after_the_idempotency_window_a_repeat_is_a_new_delivery() {
-    let window = Duration::from_millis(400);
+    // Long enough that two sends fit inside it even on a loaded machine.
+    let window = Duration::from_secs(2);
     let vendor = vendor(SandboxConfig {
         idempotency_window: window,
         ..config(Profile::Idempotent)
@@ -120,7 +121,8 @@ async fn after_the_idempotency_window_a_repeat_is_a_new_delivery() {
 
 #[tokio::test]
 async fn a_queryable_vendor_shows_a_delivery_only_after_its_visibility_lag() {
-    let lag = Duration::from_millis(400);
+    // Long enough that a send and a query fit inside it even on a loaded machine.
+    let lag = Duration::from_secs(2);
     let vendor = vendor(SandboxConfig {
         visibility_lag: lag,
         ..config(Profile::Queryable)
