@@ -198,7 +198,7 @@ pub async fn create(
         OffsetDateTime::now_utc(),
     )?;
     let id = item.notification.id;
-    let outcome = state.store.accept(vec![item.clone()]).await?;
+    let outcome = state.store.accept(std::slice::from_ref(&item)).await?;
     match outcome.into_iter().next() {
         Some(AcceptOutcome::Created) => {
             metrics::counter!("herald_notifications_accepted_total").increment(1);
@@ -395,7 +395,7 @@ pub async fn create_batch(
     }
     if !accepted.is_empty() {
         let (positions, items): (Vec<usize>, Vec<NewAccept>) = accepted.into_iter().unzip();
-        let outcomes = state.store.accept(items.clone()).await?;
+        let outcomes = state.store.accept(&items).await?;
         let mut created = 0;
         for ((i, item), outcome) in positions.into_iter().zip(items).zip(outcomes) {
             let key = Some(item.key.as_str().to_owned());

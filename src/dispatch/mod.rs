@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use routes::{Route, Routes, build_routes};
 
-use crate::domain::{AttemptOutcome, AttemptResult, Decision, Next, Notification};
+use crate::domain::{AttemptResult, Decision, Next, Notification};
 use crate::store::{Claim, ClaimMode, Recorded, Store, StoreError};
 use policy::{Plan, Situation, Step};
 
@@ -49,8 +49,6 @@ pub struct Dispatcher {
 
 /// How often the queue gauges are refreshed.
 const STATS_INTERVAL: Duration = Duration::from_secs(5);
-/// How soon a notification whose route is missing from the config is looked at again.
-const NO_ROUTE_LOOK_AGAIN: Duration = Duration::from_secs(60);
 /// With routes held back, how soon the claim loop looks again for work they can take.
 const HELD_BACK_LOOK_AGAIN: Duration = Duration::from_millis(25);
 /// The longest a claimed send waits for its route's pace: far inside any lease (which outlasts
@@ -231,33 +229,6 @@ struct Worker {
     wake: Arc<Notify>,
 }
 
-/// What to record for a claim whose route is not configured: its attempt (if it started one)
-/// was not sent, which herald itself can prove.
-fn no_route(claim: &Claim, at: OffsetDateTime) -> Decision {
-    let evidence = serde_json::json!({
-        "stage": "no_route",
-        "detail": format!("not sent: no route `{}` is configured", claim.notification.route),
-    });
-    match claim.mode {
-        ClaimMode::Send { n } => Decision {
-            attempt: Some(AttemptOutcome {
-                n,
-                result: AttemptResult::Rejected,
-                permanent: Some(false),
-                provider_ref: None,
-                evidence,
-            }),
-            settle: None,
-            next: Next::Retry { at },
-        },
-        ClaimMode::Reconcile => Decision {
-            attempt: None,
-            settle: None,
-            next: Next::Reconcile { at },
-        },
-    }
-}
-
 fn message_of(n: &Notification) -> Message {
     Message {
         notification_id: n.id.to_string(),
@@ -273,17 +244,10 @@ fn message_of(n: &Notification) -> Message {
 impl Worker {
     #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id, route = %claim.notification.route))]
     async fn dispatch(&self, mut claim: Claim) {
-        let Some(route) = self.routes.get(&claim.notification.route) else {
-            // Claims take only configured routes, so this is a claim that raced a change of
-            // route set: record the attempt as not sent and look again later.
-            tracing::error!(
-                "no route `{}` is configured; the notification waits for it",
-                claim.notification.route
-            );
-            let decision = no_route(&claim, OffsetDateTime::now_utc() + NO_ROUTE_LOOK_AGAIN);
-            self.commit(&claim, &decision).await;
-            return;
-        };
+        let route = self
+            .routes
+            .get(&claim.notification.route)
+            .expect("claims take only the routes this process has configured");
         let message = message_of(&claim.notification);
         let key = ProviderKey::new(claim.notification.provider_key());
         let decision = match claim.mode {

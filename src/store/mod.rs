@@ -160,7 +160,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Commits each new notification with its idempotency record and `accepted` event, all in
     /// one transaction; keys already used are answered from their record instead.
-    async fn accept(&self, items: Vec<NewAccept>) -> StoreResult<Vec<AcceptOutcome>>;
+    async fn accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>>;
 
     async fn notification(
         &self,

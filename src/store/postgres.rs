@@ -214,11 +214,11 @@ impl Store for PgStore {
     }
 
     #[tracing::instrument(skip_all, fields(items = items.len()))]
-    async fn accept(&self, items: Vec<NewAccept>) -> StoreResult<Vec<AcceptOutcome>> {
+    async fn accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.try_accept(&items).await {
+            match self.try_accept(items).await {
                 Err(err) if tries < ACCEPT_TRIES && is_retryable(&err) => {
                     tracing::debug!(%err, "accept collided with a concurrent batch; retrying");
                 }

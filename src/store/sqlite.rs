@@ -157,12 +157,12 @@ impl Store for SqliteStore {
     }
 
     #[tracing::instrument(skip_all, fields(items = items.len()))]
-    async fn accept(&self, items: Vec<NewAccept>) -> StoreResult<Vec<AcceptOutcome>> {
+    async fn accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
         // The single writer serialises transactions, so a key taken by another request is
         // always committed (and visible) by the time this one looks.
         let mut tx = self.begin_write().await?;
         let mut outcomes = Vec::with_capacity(items.len());
-        for item in &items {
+        for item in items {
             let n = &item.notification;
             let claimed = sqlx::query(
                 "INSERT INTO idempotency_keys
