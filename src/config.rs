@@ -150,6 +150,8 @@ pub enum ProviderConfig {
         idempotency_window_seconds: u64,
         #[serde(default)]
         visibility_lag_ms: u64,
+        /// The sender named in each message, as a real vendor's `from` would be.
+        from: Option<String>,
     },
     /// Signed Standard Webhooks POSTs to each notification's URL.
     Webhook {

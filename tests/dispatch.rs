@@ -441,6 +441,7 @@ async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
                 Duration::from_secs(LEASE_SECONDS),
                 10,
                 &vendor(),
+                &|_| None,
             )
             .await
             .unwrap();
@@ -487,13 +488,19 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
     let lease = Duration::from_secs(LEASE_SECONDS);
     let now = OffsetDateTime::now_utc();
     let stale = store
-        .claim(now, lease, 10, &vendor())
+        .claim(now, lease, 10, &vendor(), &|_| None)
         .await
         .unwrap()
         .remove(0);
     // Another worker claims it after the lease: attempt 1 becomes ambiguous, generation moves on.
     let fresh = store
-        .claim(now + lease + Duration::from_secs(1), lease, 10, &vendor())
+        .claim(
+            now + lease + Duration::from_secs(1),
+            lease,
+            10,
+            &vendor(),
+            &|_| None,
+        )
         .await
         .unwrap()
         .remove(0);
@@ -509,6 +516,7 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
             evidence: serde_json::json!({"stage": "response", "status": 202}),
         }),
         settle: None,
+        findings: None,
         next: Next::Finish {
             state: State::Delivered,
             certainty: Certainty::Known,
@@ -521,6 +529,7 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
     let reviewed = Decision {
         attempt: None,
         settle: None,
+        findings: None,
         next: Next::Finish {
             state: State::Unknown,
             certainty: Certainty::Unknown,

@@ -14,7 +14,7 @@ mod routes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use herald_provider::{Message, ProviderKey, QueryResult, SendResult};
+use herald_provider::{Evidence, Message, ProviderKey, QueryResult, Request, SendResult};
 use time::OffsetDateTime;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use routes::{Route, Routes, build_routes};
 
-use crate::domain::{AttemptResult, Decision, Next, Notification};
+use crate::domain::{AttemptResult, Decision, Next, Notification, Sibling};
 use crate::store::{Claim, ClaimMode, Recorded, Store, StoreError};
-use policy::{Plan, Situation, Step};
+use policy::{Asked, Attribution, Plan, Situation, Step};
 
 /// How the dispatcher paces itself; from `[dispatch]` in herald.toml.
 #[derive(Debug, Clone)]
@@ -99,7 +99,9 @@ impl Dispatcher {
             let held_back = ready.len() < self.routes.count();
             let claims = match self
                 .store
-                .claim(now, self.settings.lease, free as u32, &ready)
+                .claim(now, self.settings.lease, free as u32, &ready, &|n| {
+                    self.routes.prepare(n)
+                })
                 .await
             {
                 Ok(claims) => claims,
@@ -154,6 +156,7 @@ impl Dispatcher {
                     self.settings.lease,
                     self.settings.batch_size,
                     &self.routes.names(),
+                    &|n| self.routes.prepare(n),
                 )
                 .await?;
             if !claims.is_empty() {
@@ -229,7 +232,8 @@ struct Worker {
     wake: Arc<Notify>,
 }
 
-fn message_of(n: &Notification) -> Message {
+/// What a route's adapter is handed for a notification.
+pub(crate) fn message_of(n: &Notification) -> Message {
     Message {
         notification_id: n.id.to_string(),
         channel: n.channel,
@@ -250,10 +254,22 @@ impl Worker {
             .expect("claims take only the routes this process has configured");
         let message = message_of(&claim.notification);
         let key = ProviderKey::new(claim.notification.provider_key());
+        // The request fixed at the first claim; prepared now only where that failed, so that
+        // the send fails with the route's own reason.
+        let request = match claim.request.clone() {
+            Some(request) => Ok(request),
+            None => route.adapter.prepare(&message, &key),
+        };
+        let call = Call {
+            route,
+            request: &request,
+            message: &message,
+            key: &key,
+        };
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
-                let result = route.send(&message, &key).await;
-                let s = self.situation(route, &claim);
+                let result = call.send().await;
+                let s = self.situation(route, &claim, &[]);
                 policy::decide(
                     &s,
                     Step::Sent {
@@ -264,39 +280,61 @@ impl Worker {
                     rand::random(),
                 )
             }
-            ClaimMode::Reconcile => match self.reconcile(route, &mut claim, &message, &key).await {
+            ClaimMode::Reconcile => match self.reconcile(&call, &mut claim).await {
                 Some(decision) => decision,
                 None => return,
             },
         };
-        self.commit(&claim, &decision).await;
+        self.commit(&claim, decision).await;
     }
 
     /// Settles the ambiguity: ask, else replay under the same key, else apply the policy.
     /// `None` when the claim was lost on the way.
-    async fn reconcile(
-        &self,
-        route: &Route,
-        claim: &mut Claim,
-        message: &Message,
-        key: &ProviderKey,
-    ) -> Option<Decision> {
-        let mut query_failed = false;
-        loop {
-            let s = self.situation(route, claim);
-            match policy::plan(&s, query_failed) {
+    async fn reconcile(&self, call: &Call<'_>, claim: &mut Claim) -> Option<Decision> {
+        let route = call.route;
+        let mut asked = Asked::NotYet;
+        let mut findings = None;
+        let decision = loop {
+            let s = self.situation(route, claim, &[]);
+            match policy::plan(&s, asked) {
                 Plan::Query => {
                     let asked_at = OffsetDateTime::now_utc();
-                    match route.adapter.query(message, key).await {
+                    match call.query().await {
                         QueryResult::Unsupported { evidence } => {
                             tracing::info!(detail = %evidence.detail, "the outcome query proved nothing");
-                            query_failed = true;
+                            asked = Asked::Failed;
+                        }
+                        QueryResult::LookAlikes {
+                            refs,
+                            since,
+                            evidence,
+                        } => {
+                            let siblings = self.siblings(claim, since, &s).await?;
+                            let s = self.situation(route, claim, &siblings);
+                            match policy::attribute(
+                                &s,
+                                &refs,
+                                since,
+                                &evidence,
+                                asked_at,
+                                rand::random(),
+                            ) {
+                                Attribution::Decided(decision) => break decision,
+                                Attribution::Inconclusive(record) => {
+                                    tracing::info!(
+                                        look_alikes = refs.len(),
+                                        "the look-alikes cannot be attributed"
+                                    );
+                                    findings = Some(record);
+                                    asked = Asked::Inconclusive;
+                                }
+                            }
                         }
                         result => {
                             metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => "outcome_query").increment(1);
-                            let s = self.situation(route, claim);
+                            let s = self.situation(route, claim, &[]);
                             let step = Step::Queried { result, asked_at };
-                            return Some(policy::decide(&s, step, rand::random()));
+                            break policy::decide(&s, step, rand::random());
                         }
                     }
                 }
@@ -317,48 +355,86 @@ impl Worker {
                     };
                     let n = attempt.n;
                     claim.attempts.push(attempt);
-                    let result = route.send(message, key).await;
+                    let result = call.send().await;
                     let by = if replay {
                         "idempotent_replay"
                     } else {
                         "resend"
                     };
                     metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => by).increment(1);
-                    let s = self.situation(route, claim);
-                    return Some(policy::decide(
-                        &s,
-                        Step::Sent { n, replay, result },
-                        rand::random(),
-                    ));
+                    let s = self.situation(route, claim, &[]);
+                    break policy::decide(&s, Step::Sent { n, replay, result }, rand::random());
                 }
-                Plan::Record(decision) => return Some(decision),
+                Plan::Record(decision) => break decision,
+            }
+        };
+        Some(Decision {
+            findings: decision.findings.or(findings),
+            ..decision
+        })
+    }
+
+    /// The attempts of look-alike notifications that may have sent since `since`: those created
+    /// within the route's age cap before it. `None` (the lease brings the claim back) when the
+    /// store cannot say: attributing without them could take a sibling's message.
+    async fn siblings(
+        &self,
+        claim: &Claim,
+        since: OffsetDateTime,
+        s: &Situation<'_>,
+    ) -> Option<Vec<Sibling>> {
+        match self
+            .store
+            .look_alikes(claim, since - s.limits.max_age)
+            .await
+        {
+            Ok(siblings) => Some(siblings),
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the look-alikes; the lease will bring it back");
+                None
             }
         }
     }
 
-    fn situation<'a>(&self, route: &'a Route, claim: &'a Claim) -> Situation<'a> {
+    fn situation<'a>(
+        &self,
+        route: &'a Route,
+        claim: &'a Claim,
+        siblings: &'a [Sibling],
+    ) -> Situation<'a> {
         Situation {
+            id: claim.notification.id,
             delivery: claim.notification.delivery,
             capabilities: route.adapter.capabilities(),
             attempts: &claim.attempts,
             created_at: claim.notification.created_at,
             now: OffsetDateTime::now_utc(),
             limits: route.limits(&self.settings),
+            siblings,
         }
     }
 
     /// Records the decision, retrying briefly if the database is away. If it stays away, the
     /// lease ends and recovery treats the attempt as ambiguous: safe, never lost.
-    async fn commit(&self, claim: &Claim, decision: &Decision) {
+    async fn commit(&self, claim: &Claim, mut decision: Decision) {
         for attempt in 1..=RECORD_TRIES {
             match self
                 .store
-                .record(claim, decision, OffsetDateTime::now_utc())
+                .record(claim, &decision, OffsetDateTime::now_utc())
                 .await
             {
                 Ok(Recorded::Applied(n)) => {
-                    self.observe(claim, decision, &n);
+                    self.observe(claim, &decision, &n);
                     return;
+                }
+                // A sibling's settlement took the vendor message first: keep what this step
+                // saw, settle nothing, and look again at once with the sibling's in view.
+                Err(StoreError::Conflict(cause)) if decision.settle.is_some() => {
+                    tracing::info!(%cause, "a look-alike sibling attributed that message first; looking again");
+                    decision.settle = None;
+                    decision.next = Next::Reconcile {
+                        at: OffsetDateTime::now_utc(),
+                    };
                 }
                 Ok(Recorded::Fenced) => {
                     tracing::warn!(
@@ -395,21 +471,35 @@ impl Worker {
     }
 }
 
-impl Route {
+/// One notification's calls to its route: its stored request (or why there is none), the
+/// message it was prepared from, and the key.
+struct Call<'a> {
+    route: &'a Route,
+    request: &'a Result<Request, Evidence>,
+    message: &'a Message,
+    key: &'a ProviderKey,
+}
+
+impl Call<'_> {
     /// One provider call, within the route's concurrency limit and timeout. A timeout here is
     /// ambiguous: the adapter's own should have fired first, so the request may be out.
-    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
-        let _permit = self
+    async fn send(&self) -> SendResult {
+        let route = self.route;
+        let request = match self.request {
+            Ok(request) => request,
+            Err(evidence) => return SendResult::refused(evidence.clone()),
+        };
+        let _permit = route
             .permits
             .acquire()
             .await
             .expect("route semaphores are never closed");
-        if let Err(wait) = self.pace.take(PACE_PATIENCE).await {
+        if let Err(wait) = route.pace.take(PACE_PATIENCE).await {
             // Not sent: a rejection that herald itself can prove, due again after the wait.
             return SendResult::Rejected {
                 permanent: false,
                 retry_after: Some(wait),
-                evidence: herald_provider::Evidence::new(
+                evidence: Evidence::new(
                     "paced",
                     format!(
                         "not sent: the route is paused or at its rate limit for {} ms more",
@@ -420,14 +510,14 @@ impl Route {
         }
         let started = Instant::now();
         let result = match tokio::time::timeout(
-            self.timeout + Duration::from_secs(1),
-            self.adapter.send(message, key),
+            route.timeout + Duration::from_secs(1),
+            route.adapter.send_prepared(request, self.message, self.key),
         )
         .await
         {
             Ok(result) => result,
             Err(_) => SendResult::Ambiguous {
-                evidence: herald_provider::Evidence::new(
+                evidence: Evidence::new(
                     "awaiting_response",
                     "the adapter did not return within the route's timeout",
                 ),
@@ -435,11 +525,11 @@ impl Route {
         };
         let label = match &result {
             SendResult::Accepted { .. } => AttemptResult::Accepted,
-            SendResult::Rejected { .. } => AttemptResult::Rejected,
+            SendResult::Rejected { .. } | SendResult::KeyReused { .. } => AttemptResult::Rejected,
             SendResult::Ambiguous { .. } => AttemptResult::Ambiguous,
         };
-        metrics::counter!("herald_attempts_total", "route" => self.name.clone(), "result" => label.as_str()).increment(1);
-        metrics::histogram!("herald_send_seconds", "route" => self.name.clone())
+        metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => label.as_str()).increment(1);
+        metrics::histogram!("herald_send_seconds", "route" => route.name.clone())
             .record(started.elapsed().as_secs_f64());
         if let SendResult::Rejected {
             permanent: false,
@@ -448,9 +538,24 @@ impl Route {
         } = &result
         {
             // The vendor asked for a pause: it holds for the whole route, not this message only.
-            self.pace.pause_until(std::time::Instant::now() + *wait);
+            route.pace.pause_until(std::time::Instant::now() + *wait);
         }
         result
+    }
+
+    /// The route's outcome query about the stored request.
+    async fn query(&self) -> QueryResult {
+        match self.request {
+            Ok(request) => {
+                self.route
+                    .adapter
+                    .query_prepared(request, self.message, self.key)
+                    .await
+            }
+            Err(evidence) => QueryResult::Unsupported {
+                evidence: evidence.clone(),
+            },
+        }
     }
 }
 

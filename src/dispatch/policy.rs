@@ -10,6 +10,11 @@
 //! - An ambiguity is settled, in order, by the outcome query, then by a replay under the same
 //!   idempotency key inside the vendor's window, and only then by the delivery policy:
 //!   `at_most_once` stops (`unknown`), `at_least_once` sends again.
+//! - A vendor's "this key was used with another request" proves that an earlier request under
+//!   the key was processed: it settles the ambiguity as accepted, and is never a rejection.
+//! - A look-up that matches by content finds *look-alikes*: messages that may be this send or a
+//!   sibling's (same route, same request). Each vendor message belongs to at most one
+//!   notification, and herald settles only what the counts prove ([`attribute`]).
 //! - Retries use exponential backoff with full jitter, never sooner than `Retry-After`, and stop
 //!   at the route's caps on attempts and on age.
 
@@ -20,13 +25,14 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::domain::{
-    Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, Next, SettledBy,
-    Settlement, State,
+    Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, Next, NotificationId,
+    SettledBy, Settlement, Sibling, State,
 };
 
 /// What the worker knows about one claimed notification.
 #[derive(Debug, Clone)]
 pub struct Situation<'a> {
+    pub id: NotificationId,
     pub delivery: Delivery,
     pub capabilities: &'a Capabilities,
     /// Every attempt so far, oldest first (including one just started).
@@ -34,6 +40,9 @@ pub struct Situation<'a> {
     pub created_at: OffsetDateTime,
     pub now: OffsetDateTime,
     pub limits: Limits,
+    /// The attempts of look-alike notifications, read only to attribute look-alike messages
+    /// ([`attribute`]); empty otherwise.
+    pub siblings: &'a [Sibling],
 }
 
 /// A route's caps and retry schedule.
@@ -45,6 +54,18 @@ pub struct Limits {
     pub retry_max: Duration,
     /// How long one call may take: a vendor may process a request until then.
     pub timeout: Duration,
+}
+
+/// What the outcome query has shown in this round of reconciliation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// Not asked yet (or the route has no query).
+    NotYet,
+    /// The look-up itself failed: it proved nothing, and may be asked again later.
+    Failed,
+    /// The look-up answered, but its look-alikes cannot be attributed: asking again will not
+    /// tell more, so the delivery policy decides now.
+    Inconclusive,
 }
 
 /// What to do with a notification whose last attempt is an unsettled ambiguity.
@@ -144,11 +165,11 @@ pub fn retry_delay(
     jittered.max(retry_after.unwrap_or_default())
 }
 
-/// What to do about an unsettled ambiguity. `query_failed`: the outcome query was tried in this
-/// round and proved nothing (the vendor's look-up failed), so it is asked again later unless a
-/// replay or the policy can act now.
-pub fn plan(s: &Situation<'_>, query_failed: bool) -> Plan {
-    if s.capabilities.query_visibility_lag.is_some() && !query_failed {
+/// What to do about an unsettled ambiguity, given what the outcome query has shown in this
+/// round: a failed look-up is asked again later unless a replay or the policy can act now; an
+/// inconclusive one leaves the decision to the replay or the policy at once.
+pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
+    if s.capabilities.query_visibility_lag.is_some() && asked == Asked::NotYet {
         return Plan::Query;
     }
     if s.attempts_left() {
@@ -160,7 +181,7 @@ pub fn plan(s: &Situation<'_>, query_failed: bool) -> Plan {
         }
     }
     let young = s.now - s.created_at < s.limits.max_age;
-    let next = if query_failed && young {
+    let next = if asked == Asked::Failed && young {
         let since = s.unsettled(None).iter().map(|a| s.now - a.started_at).max();
         let wait = since
             .and_then(|d| Duration::try_from(d).ok())
@@ -175,6 +196,7 @@ pub fn plan(s: &Situation<'_>, query_failed: bool) -> Plan {
     Plan::Record(Decision {
         attempt: None,
         settle: None,
+        findings: None,
         next,
     })
 }
@@ -213,6 +235,14 @@ fn outcome(n: i32, result: &SendResult) -> AttemptOutcome {
             provider_ref: None,
             evidence: evidence_json(evidence),
         },
+        // This request was refused unprocessed; what it proves is about an earlier one.
+        SendResult::KeyReused { evidence } => AttemptOutcome {
+            n,
+            result: AttemptResult::Rejected,
+            permanent: Some(true),
+            provider_ref: None,
+            evidence: evidence_json(evidence),
+        },
     }
 }
 
@@ -233,13 +263,14 @@ fn decide_sent(
 ) -> Decision {
     let unsettled = !s.unsettled(Some(n)).is_empty();
     let attempt = Some(outcome(n, &result));
-    let replay_settles = |accepted: bool| {
-        (replay && unsettled).then(|| Settlement {
-            by: SettledBy::IdempotentReplay,
-            accepted,
-            evidence: json!({"attempt": n, "answer": attempt.as_ref().map(|a| a.evidence.clone())}),
-        })
+    let answer = json!({"attempt": n, "answer": attempt.as_ref().map(|a| a.evidence.clone())});
+    let key_settles = |accepted: bool| Settlement {
+        by: SettledBy::IdempotentReplay,
+        accepted,
+        evidence: answer.clone(),
+        provider_ref: None,
     };
+    let replay_settles = |accepted: bool| (replay && unsettled).then(|| key_settles(accepted));
     match &result {
         SendResult::Accepted { .. } => {
             let settle = replay_settles(true);
@@ -251,6 +282,7 @@ fn decide_sent(
             Decision {
                 attempt,
                 settle,
+                findings: None,
                 next: s.finish(State::Delivered, certainty),
             }
         }
@@ -268,6 +300,7 @@ fn decide_sent(
             Decision {
                 attempt,
                 settle,
+                findings: None,
                 next,
             }
         }
@@ -291,13 +324,41 @@ fn decide_sent(
             Decision {
                 attempt,
                 settle: None,
+                findings: None,
                 next,
             }
         }
         SendResult::Ambiguous { .. } => Decision {
             attempt,
             settle: None,
+            findings: None,
             next: Next::Reconcile { at: s.now },
+        },
+        // An earlier request under this key was processed. With unsettled ambiguous attempts,
+        // that was one of them: accepted, and (the vendor deduplicating the key) once. With
+        // none, the answer contradicts everything herald recorded: a person must look.
+        SendResult::KeyReused { .. } if unsettled => {
+            let certainty =
+                if s.capabilities.idempotency_window.is_some() || s.unsettled(Some(n)).len() == 1 {
+                    Certainty::Known
+                } else {
+                    Certainty::DuplicatePossible
+                };
+            Decision {
+                attempt,
+                settle: Some(key_settles(true)),
+                findings: None,
+                next: s.finish(State::Delivered, certainty),
+            }
+        }
+        SendResult::KeyReused { .. } => Decision {
+            attempt,
+            settle: None,
+            findings: Some(json!({"contradiction": format!(
+                "attempt {n}: the vendor says this key was used with another request, but no \
+                 earlier attempt of this notification is unsettled"
+            )})),
+            next: s.finish(State::Unknown, Certainty::Unknown),
         },
     }
 }
@@ -308,78 +369,253 @@ fn decide_queried(
     asked_at: OffsetDateTime,
     jitter: f64,
 ) -> Decision {
-    let unsettled = s.unsettled(None);
-    let query_settles = |accepted: bool, evidence: &Evidence| Settlement {
-        by: SettledBy::OutcomeQuery,
-        accepted,
-        evidence: evidence_json(evidence),
-    };
-    let not_accepted = |evidence: &Evidence| Decision {
-        attempt: None,
-        settle: Some(query_settles(false, evidence)),
-        next: if s.attempts_left() {
-            Next::Retry {
-                at: s.retry_at(jitter, None),
-            }
-        } else {
-            s.finish(State::Failed, Certainty::Known)
-        },
-    };
     match &result {
-        QueryResult::Accepted { evidence, .. } => {
+        QueryResult::Accepted {
+            evidence,
+            provider_ref,
+        } => {
             // One look-up proves at least one acceptance; with several unsettled sends and no
             // deduplication, it cannot prove there was only one.
-            let certainty = if unsettled.len() > 1 && s.capabilities.idempotency_window.is_none() {
+            let unsettled = s.unsettled(None).len();
+            let certainty = if unsettled > 1 && s.capabilities.idempotency_window.is_none() {
                 Certainty::DuplicatePossible
             } else {
                 Certainty::Known
             };
-            Decision {
-                attempt: None,
-                settle: Some(query_settles(true, evidence)),
-                next: s.finish(State::Delivered, certainty),
-            }
+            let settle = query_settles(true, evidence_json(evidence), provider_ref.clone());
+            settled(settle, s.finish(State::Delivered, certainty))
         }
-        QueryResult::NotAccepted { evidence } => not_accepted(evidence),
-        QueryResult::NotFoundYet { evidence } => {
-            // A send may be processed until herald gave up on it: its timeout after it started,
-            // or later still if herald only learnt its fate later (a lease that expired, a
-            // worker held back). It is visible to the look-up one lag after that.
-            let lag = s.capabilities.query_visibility_lag.unwrap_or_default();
-            let latest = unsettled
-                .iter()
-                .map(|a| {
-                    (a.started_at + s.limits.timeout).max(a.finished_at.unwrap_or(a.started_at))
-                })
-                .max()
-                .unwrap_or(asked_at);
-            let visible_by = latest + lag;
-            if asked_at < visible_by {
-                Decision {
-                    attempt: None,
-                    settle: None,
-                    next: Next::Reconcile { at: visible_by },
-                }
-            } else {
-                let mut evidence = evidence.clone();
-                evidence.detail = format!(
-                    "not found {} ms after the send could last have been processed and become visible: {}",
-                    (asked_at - latest).whole_milliseconds(),
-                    evidence.detail
-                );
-                not_accepted(&evidence)
-            }
-        }
-        // The worker re-plans with `plan(s, true)` instead of deciding on a failed look-up;
-        // should one arrive here, it proves nothing, so look again later.
-        QueryResult::Unsupported { .. } => Decision {
+        QueryResult::NotAccepted { evidence } => not_accepted(s, evidence, jitter),
+        QueryResult::NotFoundYet { evidence } => not_found(s, &[], evidence, asked_at, jitter),
+        // The worker attributes look-alikes with [`attribute`], and re-plans after a failed
+        // look-up instead of deciding; should either arrive here, it proves nothing, so look
+        // again later.
+        QueryResult::LookAlikes { .. } | QueryResult::Unsupported { .. } => Decision {
             attempt: None,
             settle: None,
+            findings: None,
             next: Next::Reconcile {
                 at: s.now + s.limits.retry_base,
             },
         },
     }
+}
+
+fn query_settles(accepted: bool, evidence: Value, provider_ref: Option<String>) -> Settlement {
+    Settlement {
+        by: SettledBy::OutcomeQuery,
+        accepted,
+        evidence,
+        provider_ref,
+    }
+}
+
+fn settled(settle: Settlement, next: Next) -> Decision {
+    Decision {
+        attempt: None,
+        settle: Some(settle),
+        findings: None,
+        next,
+    }
+}
+
+fn wait_until(at: OffsetDateTime) -> Decision {
+    Decision {
+        attempt: None,
+        settle: None,
+        findings: None,
+        next: Next::Reconcile { at },
+    }
+}
+
+/// The look-up proves the unsettled sends were not taken: retry, or fail where caps are reached.
+fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision {
+    let next = if s.attempts_left() {
+        Next::Retry {
+            at: s.retry_at(jitter, None),
+        }
+    } else {
+        s.finish(State::Failed, Certainty::Known)
+    };
+    settled(query_settles(false, evidence_json(evidence), None), next)
+}
+
+/// When a send may last have been processed: its timeout after it started, or later still if
+/// herald only learnt its fate later (a lease that expired, a worker held back).
+fn processed_until(limits: &Limits, a: &Attempt) -> OffsetDateTime {
+    (a.started_at + limits.timeout).max(a.finished_at.unwrap_or(a.started_at))
+}
+
+/// When every send in `also` and this notification's unsettled ones is visible to the look-up:
+/// one lag after it may last have been processed.
+fn visible_by(s: &Situation<'_>, also: &[&Attempt], asked_at: OffsetDateTime) -> OffsetDateTime {
+    let lag = s.capabilities.query_visibility_lag.unwrap_or_default();
+    s.unsettled(None)
+        .into_iter()
+        .chain(also.iter().copied())
+        .map(|a| processed_until(&s.limits, a))
+        .max()
+        .unwrap_or(asked_at)
+        + lag
+}
+
+/// Nothing of this notification's is visible: absence proves "not accepted" only once every
+/// send that could show is visible (`rivals`: look-alike sends that could hide it among theirs).
+fn not_found(
+    s: &Situation<'_>,
+    rivals: &[&Attempt],
+    evidence: &Evidence,
+    asked_at: OffsetDateTime,
+    jitter: f64,
+) -> Decision {
+    let visible_by = visible_by(s, rivals, asked_at);
+    if asked_at < visible_by {
+        return wait_until(visible_by);
+    }
+    let lag = s.capabilities.query_visibility_lag.unwrap_or_default();
+    let mut evidence = evidence.clone();
+    evidence.detail = format!(
+        "not found {} ms after the send could last have been processed and become visible: {}",
+        (asked_at - (visible_by - lag)).whole_milliseconds(),
+        evidence.detail
+    );
+    not_accepted(s, &evidence, jitter)
+}
+
+/// What look-alike messages prove about this notification.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attribution {
+    /// Settled, proven not accepted, or wait and look again: record this.
+    Decided(Decision),
+    /// The counts cannot say whose the messages are: asking again will not tell, so the
+    /// replay or the delivery policy decides, with this evidence (the candidates) recorded.
+    Inconclusive(Value),
+}
+
+/// Attributes the look-alike messages `refs` (oldest first, seen since `since`) of a content
+/// look-up. The rule, in prose:
+/// - a message already attributed (the reference of an accepted send or of a settlement, of
+///   this notification or a sibling's) is nobody else's: only the *free* ones count;
+/// - the sends that may have produced a free message are this notification's unsettled
+///   ambiguous attempts and the siblings' attempts that are in flight, ambiguous and not
+///   settled "not accepted", or accepted without a reference — each produced at most one;
+/// - no free message: this send is not there, once everything that could show is visible;
+/// - only this notification could own them: as many free messages as it has sends settles it
+///   (one message: `known`; more: `duplicate_possible`), fewer waits out the lag, more (a
+///   sender outside herald) proves nothing;
+/// - siblings could own them too: as many free messages as sends in the group proves every
+///   send was taken, so this one is settled with its share; otherwise wait while a sibling's
+///   send is in flight or not yet visible, and then nothing can be attributed.
+pub fn attribute(
+    s: &Situation<'_>,
+    refs: &[String],
+    since: OffsetDateTime,
+    evidence: &Evidence,
+    asked_at: OffsetDateTime,
+    jitter: f64,
+) -> Attribution {
+    let attributed: std::collections::HashSet<&str> = s
+        .attempts
+        .iter()
+        .chain(s.siblings.iter().map(|sib| &sib.attempt))
+        .filter_map(|a| a.provider_ref.as_deref())
+        .collect();
+    let free: Vec<&String> = refs
+        .iter()
+        .filter(|r| !attributed.contains(r.as_str()))
+        .collect();
+    let rivals: Vec<&Sibling> = s
+        .siblings
+        .iter()
+        .filter(|sib| may_have_sent(s, &sib.attempt, since))
+        .collect();
+    let rival_attempts: Vec<&Attempt> = rivals.iter().map(|sib| &sib.attempt).collect();
+    let in_flight = rivals
+        .iter()
+        .filter(|sib| sib.attempt.result == AttemptResult::InFlight)
+        .count();
+    let own = s.unsettled(None).len();
+    let sends = own + rivals.len();
+    let record = json!({
+        "look_alikes": refs,
+        "free": free,
+        "own_sends": own,
+        "sibling_sends": rivals.len(),
+        "sibling_sends_in_flight": in_flight,
+        "query": evidence_json(evidence),
+    });
+    let settle_with = |reference: &String, certainty: Certainty| {
+        Attribution::Decided(settled(
+            query_settles(true, record.clone(), Some(reference.clone())),
+            s.finish(State::Delivered, certainty),
+        ))
+    };
+    let once_or_more = |n: usize| {
+        if n == 1 {
+            Certainty::Known
+        } else {
+            Certainty::DuplicatePossible
+        }
+    };
+    let visible = asked_at >= visible_by(s, &rival_attempts, asked_at);
+    if own == 0 {
+        return Attribution::Inconclusive(record);
+    }
+    if free.is_empty() {
+        let mut evidence = evidence.clone();
+        evidence.detail = format!(
+            "{} look-alike(s), all attributed to sends already known: {}",
+            refs.len(),
+            evidence.detail
+        );
+        return Attribution::Decided(not_found(s, &rival_attempts, &evidence, asked_at, jitter));
+    }
+    if rivals.is_empty() {
+        return if free.len() > own {
+            Attribution::Inconclusive(record)
+        } else if free.len() < own && !visible {
+            Attribution::Decided(wait_until(visible_by(s, &[], asked_at)))
+        } else {
+            settle_with(free[0], once_or_more(free.len()))
+        };
+    }
+    if free.len() == sends {
+        return settle_with(free[share_offset(s, &rivals)], once_or_more(own));
+    }
+    if in_flight > 0 {
+        return Attribution::Decided(wait_until(s.now + s.limits.retry_base));
+    }
+    if free.len() < sends && !visible {
+        return Attribution::Decided(wait_until(visible_by(s, &rival_attempts, asked_at)));
+    }
+    Attribution::Inconclusive(record)
+}
+
+/// Whether a sibling's attempt may have produced a look-alike message seen since `since` that
+/// no reference attributes yet.
+fn may_have_sent(s: &Situation<'_>, a: &Attempt, since: OffsetDateTime) -> bool {
+    let produced = match a.result {
+        AttemptResult::InFlight => return a.provider_ref.is_none(),
+        AttemptResult::Accepted => true,
+        AttemptResult::Ambiguous => !settled_not_accepted(a),
+        AttemptResult::Rejected => false,
+    };
+    produced && a.provider_ref.is_none() && processed_until(&s.limits, a) >= since
+}
+
+/// An ambiguous attempt that a settlement proved was not taken.
+fn settled_not_accepted(a: &Attempt) -> bool {
+    a.settled_by.is_some() && a.evidence["settlement"]["outcome"] == "not_accepted"
+}
+
+/// Where this notification's share starts among the free messages when every send of the group
+/// was taken: the group in creation order, each member holding as many messages as it has
+/// sends, so that siblings deciding at once pick different messages.
+fn share_offset(s: &Situation<'_>, rivals: &[&Sibling]) -> usize {
+    rivals
+        .iter()
+        .filter(|sib| (sib.created_at, sib.notification) < (s.created_at, s.id))
+        .count()
 }
 
 #[cfg(test)]
@@ -429,12 +665,14 @@ mod tests {
         now: OffsetDateTime,
     ) -> Situation<'a> {
         Situation {
+            id: own_id(),
             delivery,
             capabilities: caps,
             attempts,
             created_at: T0,
             now,
             limits: limits(),
+            siblings: &[],
         }
     }
 
@@ -472,6 +710,255 @@ mod tests {
     }
 
     use AttemptResult::{Ambiguous as Amb, InFlight as F};
+
+    fn own_id() -> NotificationId {
+        NotificationId::from_uuid(uuid::Uuid::from_u128(
+            0x0197_0000_0000_7000_8000_0000_0000_0100,
+        ))
+    }
+
+    fn key_reused() -> SendResult {
+        SendResult::KeyReused {
+            evidence: Evidence::new("response", "invalid_idempotent_request").with_status(409),
+        }
+    }
+
+    fn sibling(order: u128, result: AttemptResult, provider_ref: Option<&str>) -> Sibling {
+        let mut a = attempt(1, result, false);
+        a.provider_ref = provider_ref.map(str::to_owned);
+        Sibling {
+            notification: NotificationId::from_uuid(uuid::Uuid::from_u128(order)),
+            created_at: T0,
+            attempt: a,
+        }
+    }
+
+    fn settled_not_taken(order: u128) -> Sibling {
+        let mut sib = sibling(order, Amb, None);
+        sib.attempt.settled_by = Some(SettledBy::OutcomeQuery);
+        sib.attempt.evidence = json!({"settlement": {"outcome": "not_accepted"}});
+        sib
+    }
+
+    /// What attributing `refs` decides for a notification with one unsettled ambiguous attempt
+    /// (two with `twice`), among `siblings`, asked at `at`: "known M", "duplicate M",
+    /// "not accepted", "wait", or "inconclusive".
+    fn attribution(refs: &[&str], siblings: &[Sibling], twice: bool, at: OffsetDateTime) -> String {
+        let c = caps(false, true);
+        let mut history = vec![attempt(1, Amb, false)];
+        if twice {
+            history.push(attempt(2, Amb, false));
+        }
+        let mut s = situation(Delivery::AtMostOnce, &c, &history, at);
+        s.siblings = siblings;
+        let refs: Vec<String> = refs.iter().map(|r| (*r).to_owned()).collect();
+        let evidence = Evidence::new("query", "look-alikes");
+        match attribute(&s, &refs, T0 - Duration::from_secs(600), &evidence, at, 0.5) {
+            Attribution::Inconclusive(_) => "inconclusive".to_owned(),
+            Attribution::Decided(d) => match (d.settle, d.next) {
+                (Some(settle), Next::Finish { certainty, .. }) if settle.accepted => {
+                    let word = if certainty == Certainty::Known {
+                        "known"
+                    } else {
+                        "duplicate"
+                    };
+                    format!("{word} {}", settle.provider_ref.unwrap_or_default())
+                }
+                (Some(settle), _) if !settle.accepted => "not accepted".to_owned(),
+                (None, Next::Reconcile { .. }) => "wait".to_owned(),
+                other => panic!("unexpected {other:?}"),
+            },
+        }
+    }
+
+    #[test]
+    fn look_alikes_settle_only_what_the_counts_prove() {
+        let early = T0 + Duration::from_secs(1);
+        let late = T0 + Duration::from_secs(60);
+        let earlier_sibling = |result, r| sibling(1, result, r);
+        let later_sibling = |result, r| sibling(u128::MAX, result, r);
+        // (case, look-alikes found, siblings' attempts, two own sends, asked at, decided)
+        type Case<'a> = (
+            &'a str,
+            Vec<&'a str>,
+            Vec<Sibling>,
+            bool,
+            OffsetDateTime,
+            &'a str,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "alone, one message",
+                vec!["M1"],
+                vec![],
+                false,
+                early,
+                "known M1",
+            ),
+            (
+                "the sibling's accepted send owns the only message",
+                vec!["M1"],
+                vec![earlier_sibling(AttemptResult::Accepted, Some("M1"))],
+                false,
+                late,
+                "not accepted",
+            ),
+            (
+                "...and before the lag, absence proves nothing yet",
+                vec!["M1"],
+                vec![earlier_sibling(AttemptResult::Accepted, Some("M1"))],
+                false,
+                early,
+                "wait",
+            ),
+            (
+                "one free message, the other attributed",
+                vec!["M1", "M2"],
+                vec![earlier_sibling(AttemptResult::Accepted, Some("M1"))],
+                false,
+                early,
+                "known M2",
+            ),
+            (
+                "two ambiguous siblings, one message: nobody can tell whose",
+                vec!["M1"],
+                vec![later_sibling(Amb, None)],
+                false,
+                late,
+                "inconclusive",
+            ),
+            (
+                "...which may still change until the lag has passed",
+                vec!["M1"],
+                vec![later_sibling(Amb, None)],
+                false,
+                early,
+                "wait",
+            ),
+            (
+                "two ambiguous siblings, two messages: both were taken, each takes its share",
+                vec!["M1", "M2"],
+                vec![later_sibling(Amb, None)],
+                false,
+                early,
+                "known M1",
+            ),
+            (
+                "...the later one takes the second",
+                vec!["M1", "M2"],
+                vec![earlier_sibling(Amb, None)],
+                false,
+                early,
+                "known M2",
+            ),
+            (
+                "a sibling in flight may own the message: wait for it",
+                vec!["M1"],
+                vec![later_sibling(F, None)],
+                false,
+                late,
+                "wait",
+            ),
+            (
+                "a sibling settled as not taken owns nothing",
+                vec!["M1"],
+                vec![settled_not_taken(1)],
+                false,
+                early,
+                "known M1",
+            ),
+            (
+                "a sibling accepted without a reference holds one message",
+                vec!["M1"],
+                vec![earlier_sibling(AttemptResult::Accepted, None)],
+                false,
+                late,
+                "inconclusive",
+            ),
+            (
+                "more messages than sends: someone else sends this text",
+                vec!["M1", "M2"],
+                vec![],
+                false,
+                late,
+                "inconclusive",
+            ),
+            (
+                "two own sends, two messages: taken twice",
+                vec!["M1", "M2"],
+                vec![],
+                true,
+                early,
+                "duplicate M1",
+            ),
+            (
+                "two own sends, one message, lag passed: taken once",
+                vec!["M1"],
+                vec![],
+                true,
+                late,
+                "known M1",
+            ),
+            (
+                "two own sends, one message so far: the second may still show",
+                vec!["M1"],
+                vec![],
+                true,
+                early,
+                "wait",
+            ),
+        ];
+        for (case, refs, siblings, twice, at, expected) in cases {
+            assert_eq!(attribution(&refs, &siblings, twice, at), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_reused_key_proves_the_earlier_ambiguous_attempt_was_processed() {
+        let c = caps(true, false);
+        let history = [attempt(1, Amb, false), attempt(2, F, false)];
+        let s = situation(Delivery::AtMostOnce, &c, &history, T0);
+        let d = decide(
+            &s,
+            Step::Sent {
+                n: 2,
+                replay: true,
+                result: key_reused(),
+            },
+            0.5,
+        );
+        assert_eq!(d.next, finish(State::Delivered, Certainty::Known));
+        let settle = d.settle.unwrap();
+        assert_eq!(
+            (settle.by, settle.accepted),
+            (SettledBy::IdempotentReplay, true)
+        );
+        let attempt = d.attempt.unwrap();
+        assert_eq!(
+            (attempt.result, attempt.permanent),
+            (AttemptResult::Rejected, Some(true)),
+            "this request itself was not processed"
+        );
+    }
+
+    #[test]
+    fn a_reused_key_with_nothing_unsettled_is_a_contradiction_for_a_person() {
+        let c = caps(true, false);
+        let history = [attempt(1, F, false)];
+        let s = situation(Delivery::AtMostOnce, &c, &history, T0);
+        let d = decide(
+            &s,
+            Step::Sent {
+                n: 1,
+                replay: false,
+                result: key_reused(),
+            },
+            0.5,
+        );
+        assert_eq!(d.next, finish(State::Unknown, Certainty::Unknown));
+        assert!(d.settle.is_none());
+        assert!(d.findings.is_some());
+    }
 
     #[test]
     fn a_first_send_ends_as_its_answer_proves() {
@@ -554,15 +1041,52 @@ mod tests {
     fn reconciliation_asks_first_then_replays_then_applies_the_policy() {
         let history = [attempt(1, Amb, false)];
         let cases = [
-            (caps(true, true), Delivery::AtMostOnce, false, "query"),
-            (caps(true, true), Delivery::AtMostOnce, true, "replay"),
-            (caps(true, false), Delivery::AtMostOnce, false, "replay"),
-            (caps(false, false), Delivery::AtLeastOnce, false, "resend"),
-            (caps(false, false), Delivery::AtMostOnce, false, "unknown"),
+            (
+                caps(true, true),
+                Delivery::AtMostOnce,
+                Asked::NotYet,
+                "query",
+            ),
+            (
+                caps(true, true),
+                Delivery::AtMostOnce,
+                Asked::Failed,
+                "replay",
+            ),
+            (
+                caps(true, false),
+                Delivery::AtMostOnce,
+                Asked::NotYet,
+                "replay",
+            ),
+            (
+                caps(false, false),
+                Delivery::AtLeastOnce,
+                Asked::NotYet,
+                "resend",
+            ),
+            (
+                caps(false, false),
+                Delivery::AtMostOnce,
+                Asked::NotYet,
+                "unknown",
+            ),
+            (
+                caps(false, true),
+                Delivery::AtLeastOnce,
+                Asked::Inconclusive,
+                "resend",
+            ),
+            (
+                caps(false, true),
+                Delivery::AtMostOnce,
+                Asked::Inconclusive,
+                "unknown",
+            ),
         ];
-        for (c, delivery, query_failed, expected) in cases {
+        for (c, delivery, asked, expected) in cases {
             let s = situation(delivery, &c, &history, T0);
-            let got = match plan(&s, query_failed) {
+            let got = match plan(&s, asked) {
                 Plan::Query => "query",
                 Plan::Replay => "replay",
                 Plan::Resend => "resend",
@@ -571,10 +1095,7 @@ mod tests {
                 }
                 Plan::Record(d) => panic!("unexpected {d:?}"),
             };
-            assert_eq!(
-                got, expected,
-                "{c:?} {delivery:?} query_failed={query_failed}"
-            );
+            assert_eq!(got, expected, "{c:?} {delivery:?} {asked:?}");
         }
     }
 
@@ -589,7 +1110,7 @@ mod tests {
             T0 + Duration::from_secs(86_401),
         );
         assert!(
-            matches!(plan(&s, false), Plan::Record(d) if d.next == finish(State::Unknown, Certainty::Unknown))
+            matches!(plan(&s, Asked::NotYet), Plan::Record(d) if d.next == finish(State::Unknown, Certainty::Unknown))
         );
     }
 
@@ -603,7 +1124,7 @@ mod tests {
             &history,
             T0 + Duration::from_secs(30),
         );
-        match plan(&s, true) {
+        match plan(&s, Asked::Failed) {
             Plan::Record(d) => assert_eq!(
                 d.next,
                 Next::Reconcile {

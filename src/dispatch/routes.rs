@@ -82,6 +82,14 @@ impl Routes {
             .collect()
     }
 
+    /// The provider request `n`'s route would send for it; `None` where the route is not
+    /// configured here or cannot send the message (the send then says why).
+    pub fn prepare(&self, n: &crate::domain::Notification) -> Option<herald_provider::Request> {
+        let route = self.0.get(&n.route)?;
+        let key = herald_provider::ProviderKey::new(n.provider_key());
+        route.adapter.prepare(&super::message_of(n), &key).ok()
+    }
+
     pub fn names(&self) -> Vec<String> {
         self.0.keys().cloned().collect()
     }
@@ -112,6 +120,12 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
         let adapter = adapter(name, route, &mut sandboxes)
             .await
             .with_context(|| format!("route `{name}`"))?;
+        // Reconciliation trusts what a route declares; a vendor that says otherwise is refused
+        // here rather than settled against.
+        adapter
+            .verify()
+            .await
+            .map_err(|mismatch| anyhow::anyhow!("route `{name}`: {mismatch}"))?;
         routes.insert(
             name.clone(),
             Route {
@@ -141,6 +155,7 @@ async fn adapter(
             profile,
             idempotency_window_seconds,
             visibility_lag_ms,
+            from,
         } => {
             let profile = herald_sandbox::Profile::from_str(profile)?;
             let idempotency_window = Duration::from_secs(*idempotency_window_seconds);
@@ -164,6 +179,7 @@ async fn adapter(
             };
             let adapter = SandboxAdapter::try_new(SandboxRoute {
                 base_url,
+                from: from.clone(),
                 profile,
                 idempotency_window,
                 visibility_lag,

@@ -9,7 +9,7 @@ mod transition;
 mod values;
 
 pub use herald_provider::Channel;
-pub use notification::{Attempt, Content, Notification, NotificationRequest, Resolution};
+pub use notification::{Attempt, Content, Notification, NotificationRequest, Resolution, Sibling};
 pub use routing::{RouteInfo, Routes, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};
 pub use transition::{AttemptOutcome, Decision, Next, Settlement};

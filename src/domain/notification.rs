@@ -144,6 +144,16 @@ pub struct Attempt {
     pub evidence: Value,
 }
 
+/// An attempt of a look-alike notification: on the same route with the same stored provider
+/// request, so to the same recipient with the same content. Dispatch reads these to attribute
+/// messages that a vendor's look-up matched by content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sibling {
+    pub notification: NotificationId,
+    pub created_at: OffsetDateTime,
+    pub attempt: Attempt,
+}
+
 /// A person's resolution of a notification under review.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Resolution {

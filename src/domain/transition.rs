@@ -14,6 +14,9 @@ pub struct Decision {
     pub attempt: Option<AttemptOutcome>,
     /// Settles every unsettled ambiguous attempt (other than this step's own).
     pub settle: Option<Settlement>,
+    /// What a look-up found that settles nothing (look-alike messages that the counts cannot
+    /// attribute), added to the evidence of every unsettled ambiguous attempt.
+    pub findings: Option<Value>,
     pub next: Next,
 }
 
@@ -31,6 +34,9 @@ pub struct Settlement {
     pub by: SettledBy,
     pub accepted: bool,
     pub evidence: Value,
+    /// The vendor's reference for the message that settled it, attributed from now on to the
+    /// earliest unsettled attempt: no other notification can claim that message again.
+    pub provider_ref: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -21,8 +21,9 @@ use uuid::Uuid;
 
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, IdempotencyKey, Next,
-    Notification, NotificationId, Resolution, SettledBy, State,
+    Notification, NotificationId, Resolution, SettledBy, Sibling, State,
 };
+use herald_provider::Request;
 pub use timestamp::Timestamp;
 
 /// Errors that callers branch on; everything else is `Internal`, with its context.
@@ -48,6 +49,9 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Protocol(_) => true,
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                return StoreError::Conflict(db.message().to_owned());
+            }
             sqlx::Error::Database(db) => db.code().is_some_and(|code| {
                 // PostgreSQL: 08 connection exception, 53 insufficient resources, 57P admin
                 // shutdown / crash / cannot connect now. SQLite: 5 BUSY, 6 LOCKED.
@@ -133,7 +137,15 @@ pub struct Claim {
     pub mode: ClaimMode,
     /// Every attempt, oldest first, including one this claim started.
     pub attempts: Vec<Attempt>,
+    /// The provider request fixed at the notification's first attempt; every later send and
+    /// query uses it. `None` only where the route could not prepare one (the send then fails
+    /// with the route's reason).
+    pub request: Option<Request>,
 }
+
+/// Prepares the provider request of a notification claimed for the first time (pure: the
+/// route's adapter builds it from the notification, without I/O). `None` where it cannot.
+pub type Prepare<'a> = &'a (dyn Fn(&Notification) -> Option<Request> + Send + Sync);
 
 /// What [`Store::record`] did.
 #[derive(Debug, Clone)]
@@ -182,14 +194,25 @@ pub trait Store: Send + Sync + 'static {
     /// `in_flight` attempt (the intent, committed before any call), `sending` ones past their
     /// lease have their `in_flight` attempt marked `ambiguous`. Each gets a new generation and a
     /// lease until `now + lease`. Only notifications on `routes` are claimed: the routes this
-    /// process has configured and can take work for now (not paused, not saturated).
+    /// process has configured and can take work for now (not paused, not saturated). A
+    /// notification without a provider request gets one from `prepare`, stored in the same
+    /// transaction: it is fixed before anything is sent.
     async fn claim(
         &self,
         now: OffsetDateTime,
         lease: Duration,
         limit: u32,
         routes: &[String],
+        prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>>;
+
+    /// The attempts of the claimed notification's look-alikes: other notifications on its route
+    /// to its recipient with the same provider request, created since `created_since`.
+    async fn look_alikes(
+        &self,
+        claim: &Claim,
+        created_since: OffsetDateTime,
+    ) -> StoreResult<Vec<Sibling>>;
 
     /// Commits a new `in_flight` attempt for a claimed notification (a replay or a resend) and
     /// renews the lease; `None` if the claim was lost.
@@ -201,6 +224,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<Attempt>>;
 
     /// Commits a decision for a claimed notification, with its outbox event if it finished.
+    /// `Conflict` when its settlement attributes a vendor message that another notification's
+    /// settlement already holds: nothing is changed, and the worker looks again.
     async fn record(
         &self,
         claim: &Claim,
@@ -400,6 +425,7 @@ impl TryFrom<NotificationRow> for Notification {
 struct ClaimedRow {
     generation: i64,
     attempt_count: i32,
+    provider_request: Option<Json<Request>>,
     #[sqlx(flatten)]
     notification: NotificationRow,
 }
@@ -441,6 +467,36 @@ impl TryFrom<AttemptRow> for Attempt {
         })
     }
 }
+
+/// The columns of [`Store::look_alikes`]: an attempt with its notification's id and age.
+#[derive(FromRow)]
+struct SiblingRow {
+    notification_id: Uuid,
+    notification_created_at: Timestamp,
+    #[sqlx(flatten)]
+    attempt: AttemptRow,
+}
+
+impl TryFrom<SiblingRow> for Sibling {
+    type Error = StoreError;
+
+    fn try_from(row: SiblingRow) -> Result<Self, StoreError> {
+        Ok(Sibling {
+            notification: NotificationId::from_uuid(row.notification_id),
+            created_at: row.notification_created_at.into_inner(),
+            attempt: row.attempt.try_into()?,
+        })
+    }
+}
+
+/// [`Store::look_alikes`], the same text in both dialects.
+const LOOK_ALIKES: &str = "SELECT a.notification_id, n.created_at AS notification_created_at,
+        a.n, a.route, a.provider_idempotency_key, a.started_at, a.finished_at, a.result,
+        a.permanent, a.provider_ref, a.settled_by, a.evidence
+     FROM notifications n JOIN attempts a ON a.notification_id = n.id
+     WHERE n.route = $1 AND n.recipient = $2 AND n.id <> $3 AND n.created_at >= $4
+       AND n.provider_request = $5
+     ORDER BY n.created_at, a.notification_id, a.n";
 
 #[derive(FromRow)]
 struct ResolutionRow {
@@ -519,6 +575,29 @@ fn settlement_evidence(decision: &Decision, now: OffsetDateTime) -> Option<Value
             "by": s.by,
             "outcome": if s.accepted { "accepted" } else { "not_accepted" },
             "evidence": s.evidence,
+            "at": now.format(&time::format_description::well_known::Rfc3339).ok(),
+        }})
+    })
+}
+
+/// The attempt a settlement's vendor reference goes on: the earliest one it settles.
+fn first_unsettled(claim: &Claim, decision: &Decision) -> Option<i32> {
+    let own = decision.attempt.as_ref().map(|a| a.n);
+    claim
+        .attempts
+        .iter()
+        .filter(|a| {
+            a.result == AttemptResult::Ambiguous && a.settled_by.is_none() && Some(a.n) != own
+        })
+        .map(|a| a.n)
+        .min()
+}
+
+/// What a look-up found that settles nothing, added to each unsettled ambiguous attempt.
+fn findings_evidence(decision: &Decision, now: OffsetDateTime) -> Option<Value> {
+    decision.findings.as_ref().map(|f| {
+        json!({"look_up": {
+            "findings": f,
             "at": now.format(&time::format_description::well_known::Rfc3339).ok(),
         }})
     })

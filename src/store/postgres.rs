@@ -16,21 +16,29 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AcceptOutcome, AttemptRow, Claim, ClaimMode, ClaimedRow, EventType, IdempotencyRow, ListFilter,
-    NewAccept, NotificationDetail, NotificationRow, OutboxEvent, QueueStats, Recorded,
-    ResolutionRow, Store, StoreError, StoreResult, Timestamp, event_for, late_evidence,
-    lease_expired_evidence, next_columns, rows_into, settlement_evidence,
+    AcceptOutcome, AttemptRow, Claim, ClaimMode, ClaimedRow, EventType, IdempotencyRow,
+    LOOK_ALIKES, ListFilter, NewAccept, NotificationDetail, NotificationRow, OutboxEvent, Prepare,
+    QueueStats, Recorded, ResolutionRow, SiblingRow, Store, StoreError, StoreResult, Timestamp,
+    event_for, findings_evidence, first_unsettled, late_evidence, lease_expired_evidence,
+    next_columns, rows_into, settlement_evidence,
 };
-use crate::domain::{Attempt, Decision, Notification, NotificationId, State};
+use crate::domain::{Attempt, Decision, Notification, NotificationId, Sibling, State};
 
 /// The channel on which a commit that made work due wakes every herald process.
 const WAKE_CHANNEL: &str = "herald_due";
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "initial",
-    include_str!("../../migrations/postgres/0001_initial.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../migrations/postgres/0001_initial.sql"),
+    ),
+    (
+        2,
+        "provider_requests",
+        include_str!("../../migrations/postgres/0002_provider_requests.sql"),
+    ),
+];
 
 /// PostgreSQL reports these when two transactions collide; the whole transaction may be retried.
 const RETRYABLE_CODES: [&str; 2] = ["40001", "40P01"];
@@ -314,6 +322,7 @@ impl Store for PgStore {
         lease: Duration,
         limit: u32,
         routes: &[String],
+        prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
         let mut tx = self.pool.begin().await?;
         // SKIP LOCKED: rows another process is claiming right now are simply not due for us.
@@ -343,7 +352,7 @@ impl Store for PgStore {
              SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
                  attempt_count = attempt_count + CASE WHEN id = ANY($4) THEN 1 ELSE 0 END
              WHERE id = ANY($3)
-             RETURNING generation, attempt_count, ",
+             RETURNING generation, attempt_count, provider_request, ",
             notification_columns!()
         ))
         .bind(Timestamp::from(now))
@@ -352,6 +361,9 @@ impl Store for PgStore {
         .bind(&was_queued)
         .fetch_all(&mut *tx)
         .await?;
+        // First claims fix their provider request, all in one statement.
+        let mut prepared_ids = Vec::new();
+        let mut prepared = Vec::new();
         sqlx::query(
             "UPDATE attempts SET result = 'ambiguous', finished_at = $2, evidence = evidence || $3
              WHERE notification_id = ANY($1) AND result = 'in_flight'",
@@ -366,6 +378,15 @@ impl Store for PgStore {
             let generation = row.generation;
             let attempt_count = row.attempt_count;
             let notification: Notification = row.notification.try_into()?;
+            let mut request = row.provider_request.map(|r| r.0);
+            let first = was_queued.contains(&notification.id.as_uuid());
+            if request.is_none() && first {
+                request = prepare(&notification);
+                if let Some(r) = &request {
+                    prepared_ids.push(notification.id.as_uuid());
+                    prepared.push(Json(r.clone()));
+                }
+            }
             let mode = if was_queued.contains(&notification.id.as_uuid()) {
                 sqlx::query(
                     "INSERT INTO attempts (notification_id, n, generation, route,
@@ -389,7 +410,19 @@ impl Store for PgStore {
                 generation,
                 mode,
                 attempts: Vec::new(),
+                request,
             });
+        }
+        if !prepared_ids.is_empty() {
+            sqlx::query(
+                "UPDATE notifications SET provider_request = fixed.request
+                 FROM unnest($1::uuid[], $2::jsonb[]) AS fixed (id, request)
+                 WHERE notifications.id = fixed.id",
+            )
+            .bind(&prepared_ids)
+            .bind(&prepared)
+            .execute(&mut *tx)
+            .await?;
         }
         let attempts: Vec<AttemptWithOwner> = sqlx::query_as(
             "SELECT notification_id, n, route, provider_idempotency_key, started_at, finished_at,
@@ -409,6 +442,26 @@ impl Store for PgStore {
             }
         }
         Ok(claims)
+    }
+
+    async fn look_alikes(
+        &self,
+        claim: &Claim,
+        created_since: OffsetDateTime,
+    ) -> StoreResult<Vec<Sibling>> {
+        let Some(request) = &claim.request else {
+            return Ok(Vec::new());
+        };
+        let n = &claim.notification;
+        let rows: Vec<SiblingRow> = sqlx::query_as(LOOK_ALIKES)
+            .bind(&n.route)
+            .bind(&n.to)
+            .bind(n.id.as_uuid())
+            .bind(Timestamp::from(created_since))
+            .bind(Json(request))
+            .fetch_all(&self.pool)
+            .await?;
+        rows_into(rows)
     }
 
     async fn start_attempt(
@@ -511,7 +564,10 @@ impl Store for PgStore {
             (&decision.settle, settlement_evidence(decision, now))
         {
             sqlx::query(
-                "UPDATE attempts SET settled_by = $3, evidence = evidence || $4
+                "UPDATE attempts
+                 SET settled_by = $3, evidence = evidence || $4,
+                     provider_ref = CASE WHEN n = $6 THEN coalesce($5, provider_ref)
+                                         ELSE provider_ref END
                  WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL
                    AND n <> $2",
             )
@@ -519,6 +575,18 @@ impl Store for PgStore {
             .bind(decision.attempt.as_ref().map_or(0, |a| a.n))
             .bind(settle.by.as_str())
             .bind(Json(evidence))
+            .bind(&settle.provider_ref)
+            .bind(first_unsettled(claim, decision))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(findings) = findings_evidence(decision, now) {
+            sqlx::query(
+                "UPDATE attempts SET evidence = evidence || $2
+                 WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL",
+            )
+            .bind(id)
+            .bind(Json(findings))
             .execute(&mut *tx)
             .await?;
         }

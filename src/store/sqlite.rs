@@ -18,20 +18,35 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AcceptOutcome, AttemptRow, Claim, ClaimMode, ClaimedRow, EventType, IdempotencyRow, ListFilter,
-    NewAccept, NotificationDetail, NotificationRow, OutboxEvent, QueueStats, Recorded,
-    ResolutionRow, Store, StoreError, StoreResult, Timestamp, event_for, late_evidence,
-    lease_expired_evidence, next_columns, rows_into, settlement_evidence,
+    AcceptOutcome, AttemptRow, Claim, ClaimMode, ClaimedRow, EventType, IdempotencyRow,
+    LOOK_ALIKES, ListFilter, NewAccept, NotificationDetail, NotificationRow, OutboxEvent, Prepare,
+    QueueStats, Recorded, ResolutionRow, SiblingRow, Store, StoreError, StoreResult, Timestamp,
+    event_for, findings_evidence, first_unsettled, late_evidence, lease_expired_evidence,
+    next_columns, rows_into, settlement_evidence,
 };
-use crate::domain::{Attempt, Decision, Notification, NotificationId};
+use crate::domain::{Attempt, Decision, Notification, NotificationId, Sibling};
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "initial",
-    include_str!("../../migrations/sqlite/0001_initial.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "provider_requests",
+        include_str!("../../migrations/sqlite/0002_provider_requests.sql"),
+    ),
+];
 
 const READERS: u32 = 4;
+
+/// Settles every unsettled ambiguous attempt but this step's own; the vendor reference that
+/// settled them, if any, goes on the earliest.
+const SETTLE: &str = "UPDATE attempts
+     SET settled_by = $3, evidence = json_patch(evidence, $4),
+         provider_ref = CASE WHEN n = $6 THEN coalesce($5, provider_ref) ELSE provider_ref END
+     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2";
 
 const ATTEMPTS_OF: &str =
     "SELECT n, route, provider_idempotency_key, started_at, finished_at, result,
@@ -314,6 +329,7 @@ impl Store for SqliteStore {
         lease: Duration,
         limit: u32,
         routes: &[String],
+        prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
         // The write lock makes this transaction the only claimer (one process, one writer).
         let mut tx = self.begin_write().await?;
@@ -336,7 +352,7 @@ impl Store for SqliteStore {
                  SET state = 'sending', generation = generation + 1, due_at = $3, updated_at = $2,
                      attempt_count = attempt_count + $4
                  WHERE id = $1
-                 RETURNING generation, attempt_count, ",
+                 RETURNING generation, attempt_count, provider_request, ",
                 notification_columns!()
             ))
             .bind(id)
@@ -346,6 +362,17 @@ impl Store for SqliteStore {
             .fetch_one(&mut *tx)
             .await?;
             let notification: Notification = row.notification.try_into()?;
+            let mut request = row.provider_request.map(|r| r.0);
+            if request.is_none() && was_queued {
+                request = prepare(&notification);
+                if let Some(prepared) = &request {
+                    sqlx::query("UPDATE notifications SET provider_request = $2 WHERE id = $1")
+                        .bind(id)
+                        .bind(Json(prepared))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
             let mode = if was_queued {
                 sqlx::query(
                     "INSERT INTO attempts (notification_id, n, generation, route,
@@ -385,10 +412,31 @@ impl Store for SqliteStore {
                 generation: row.generation,
                 mode,
                 attempts: rows_into(attempts)?,
+                request,
             });
         }
         tx.commit().await?;
         Ok(claims)
+    }
+
+    async fn look_alikes(
+        &self,
+        claim: &Claim,
+        created_since: OffsetDateTime,
+    ) -> StoreResult<Vec<Sibling>> {
+        let Some(request) = &claim.request else {
+            return Ok(Vec::new());
+        };
+        let n = &claim.notification;
+        let rows: Vec<SiblingRow> = sqlx::query_as(LOOK_ALIKES)
+            .bind(&n.route)
+            .bind(&n.to)
+            .bind(n.id.as_uuid())
+            .bind(Timestamp::from(created_since))
+            .bind(Json(request))
+            .fetch_all(&self.reader)
+            .await?;
+        rows_into(rows)
     }
 
     async fn start_attempt(
@@ -490,15 +538,23 @@ impl Store for SqliteStore {
         if let (Some(settle), Some(evidence)) =
             (&decision.settle, settlement_evidence(decision, now))
         {
+            sqlx::query(SETTLE)
+                .bind(id)
+                .bind(decision.attempt.as_ref().map_or(0, |a| a.n))
+                .bind(settle.by.as_str())
+                .bind(Json(evidence))
+                .bind(&settle.provider_ref)
+                .bind(first_unsettled(claim, decision))
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(findings) = findings_evidence(decision, now) {
             sqlx::query(
-                "UPDATE attempts SET settled_by = $3, evidence = json_patch(evidence, $4)
-                 WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL
-                   AND n <> $2",
+                "UPDATE attempts SET evidence = json_patch(evidence, $2)
+                 WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL",
             )
             .bind(id)
-            .bind(decision.attempt.as_ref().map_or(0, |a| a.n))
-            .bind(settle.by.as_str())
-            .bind(Json(evidence))
+            .bind(Json(findings))
             .execute(&mut *tx)
             .await?;
         }

@@ -220,8 +220,28 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub db: TestDb,
     pub store: std::sync::Arc<dyn herald::store::Store>,
+    server: Server,
+}
+
+/// The served app's task; cancelled when dropped, so a test that panics leaves nothing running.
+struct Server {
     shutdown: CancellationToken,
-    server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Server {
+    async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task").expect("server ran");
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
 }
 
 /// An API-only herald: nothing is dispatched, so what the API stored stays as it was.
@@ -236,6 +256,12 @@ pub async fn spawn_app_with(backend: Backend, extra: &str) -> Option<TestApp> {
         .await
         .expect("herald builds");
     Some(serve(app, db))
+}
+
+/// Builds a herald on `db` with `extra` appended to the test config, without serving it: for
+/// tests of what refuses to start.
+pub async fn build_app(db: &TestDb, extra: &str) -> anyhow::Result<App> {
+    App::build(test_config(db, extra)).await
 }
 
 /// A herald whose dispatcher the test steps with [`Dispatcher::drain`] instead of letting it
@@ -255,14 +281,16 @@ fn serve(app: App, db: TestDb) -> TestApp {
     let base = format!("http://{}", app.local_addr());
     let store = app.store();
     let shutdown = CancellationToken::new();
-    let server = tokio::spawn(app.run(shutdown.clone()));
+    let task = tokio::spawn(app.run(shutdown.clone()));
     TestApp {
         base,
         http: http_client(),
         db,
         store,
-        shutdown,
-        server: Some(server),
+        server: Server {
+            shutdown,
+            task: Some(task),
+        },
     }
 }
 
@@ -327,17 +355,26 @@ impl TestApp {
     }
 
     /// Stops the server and waits for it.
-    pub async fn stop(mut self) {
-        self.shutdown.cancel();
-        if let Some(server) = self.server.take() {
-            server.await.expect("server task").expect("server ran");
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
     }
-}
 
-impl Drop for TestApp {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
+    /// Stops this herald and starts another, stepped, on the same database with `extra` as its
+    /// config: a restart, e.g. after an operator changed a route. Drop the old dispatcher
+    /// first: it holds the database (on SQLite, its one-process lock).
+    pub async fn restart_stepped(self, extra: &str) -> (TestApp, Dispatcher) {
+        let TestApp {
+            db, store, server, ..
+        } = self;
+        drop(store);
+        server.stop().await;
+        let mut app = App::build(test_config(&db, extra))
+            .await
+            .expect("herald builds again");
+        let dispatcher = app
+            .take_dispatcher()
+            .expect("the test config enables dispatch");
+        (serve(app, db), dispatcher)
     }
 }
 

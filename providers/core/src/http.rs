@@ -176,21 +176,9 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// Adds the vendor's own error code, if its answer had one, to a classified failure's evidence.
 /// An acceptance is returned as it is: its code, if any, is the adapter's to place.
 pub fn with_vendor_code(result: SendResult, code: Option<String>) -> SendResult {
-    let Some(code) = code else { return result };
-    match result {
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence: evidence.with_vendor_code(code),
-        },
-        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-            evidence: evidence.with_vendor_code(code),
-        },
-        accepted @ SendResult::Accepted { .. } => accepted,
+    match (code, &result) {
+        (None, _) | (_, SendResult::Accepted { .. }) => result,
+        (Some(code), _) => result.map_evidence(|evidence| evidence.with_vendor_code(code)),
     }
 }
 
@@ -200,34 +188,13 @@ pub fn redact(result: SendResult, secret: &str) -> SendResult {
     if secret.is_empty() {
         return result;
     }
-    let clean = |mut evidence: Evidence| {
+    result.map_evidence(|mut evidence| {
         evidence.detail = evidence.detail.replace(secret, "[REDACTED]");
         evidence.vendor_code = evidence
             .vendor_code
             .map(|code| code.replace(secret, "[REDACTED]"));
         evidence
-    };
-    match result {
-        SendResult::Accepted {
-            provider_ref,
-            evidence,
-        } => SendResult::Accepted {
-            provider_ref,
-            evidence: clean(evidence),
-        },
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence: clean(evidence),
-        },
-        SendResult::Ambiguous { evidence } => SendResult::Ambiguous {
-            evidence: clean(evidence),
-        },
-    }
+    })
 }
 
 /// reqwest's top-level message hides the cause ("error sending request"); the chain names it.
@@ -262,6 +229,7 @@ mod tests {
                 permanent: false, ..
             } => "rejected_transient",
             SendResult::Ambiguous { .. } => "ambiguous",
+            SendResult::KeyReused { .. } => "key_reused",
         }
     }
 

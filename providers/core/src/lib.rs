@@ -1,9 +1,11 @@
 //! The adapter boundary: everything a vendor adapter needs, and nothing of herald's store.
 //!
-//! An adapter declares its [`Capabilities`] and does two things: [`Adapter::send`] a
-//! [`Message`] under a stable [`ProviderKey`], and, where the vendor allows it,
-//! [`Adapter::query`] what became of an earlier send. Both answer with [`Evidence`] that herald
-//! stores verbatim on the attempt, so an adapter must never put a secret into it.
+//! An adapter declares its [`Capabilities`] and does three things: [`Adapter::prepare`] the
+//! [`Request`] for a [`Message`] (once per notification: herald stores it), send that request
+//! under a stable [`ProviderKey`] ([`Adapter::send_prepared`]), and, where the vendor allows it,
+//! ask what became of an earlier send ([`Adapter::query_prepared`]). Sends and queries answer
+//! with [`Evidence`] that herald stores verbatim on the attempt, so an adapter must never put a
+//! secret into it, nor into a request.
 //!
 //! [`http`] classifies HTTP failures by *when* they happened, so that each vendor adapter states
 //! only what its vendor documents differently.
@@ -13,6 +15,7 @@
 pub mod fake;
 pub mod http;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -97,6 +100,37 @@ pub struct Message {
     pub payload: Option<serde_json::Value>,
 }
 
+/// What an adapter sends for one notification, fixed when it is first prepared and sent byte
+/// for byte on every later attempt. A vendor that deduplicates compares a repeated key with
+/// its request, so a replay must repeat the request exactly, whatever herald's configuration or
+/// version says by then. Credentials never go in here: an adapter adds them as it sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// The body as the vendor receives it.
+    pub body: String,
+    /// What else the vendor sees as part of the request, besides the body and credentials
+    /// (e.g. an SMTP envelope). Most adapters keep nothing here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parts: BTreeMap<String, String>,
+}
+
+impl Request {
+    pub fn new(body: impl Into<String>) -> Self {
+        Request {
+            body: body.into(),
+            parts: BTreeMap::new(),
+        }
+    }
+
+    /// A request whose body is `body` as JSON; a failure to encode is a refusal at stage
+    /// `request`, before anything was sent.
+    pub fn json(body: &impl Serialize) -> Result<Self, Evidence> {
+        serde_json::to_string(body)
+            .map(Request::new)
+            .map_err(|err| Evidence::new("request", format!("cannot encode the message: {err}")))
+    }
+}
+
 /// What a vendor really offers; herald's reconciliation relies on it, so it must be truthful.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Capabilities {
@@ -175,6 +209,43 @@ pub enum SendResult {
     },
     /// Nothing proves either way: the request may have been processed.
     Ambiguous { evidence: Evidence },
+    /// The vendor refused this request because its key was already used with *another*
+    /// request. This request was not processed, but an earlier one under the key was: proof
+    /// that an earlier attempt reached the vendor, never a rejection of the notification.
+    KeyReused { evidence: Evidence },
+}
+
+impl SendResult {
+    /// A refusal before anything reached the vendor that a resend cannot cure (the message
+    /// does not fit the route, or its request cannot be built).
+    pub fn refused(evidence: Evidence) -> Self {
+        SendResult::Rejected {
+            permanent: true,
+            retry_after: None,
+            evidence,
+        }
+    }
+
+    pub fn evidence(&self) -> &Evidence {
+        match self {
+            SendResult::Accepted { evidence, .. }
+            | SendResult::Rejected { evidence, .. }
+            | SendResult::Ambiguous { evidence }
+            | SendResult::KeyReused { evidence } => evidence,
+        }
+    }
+
+    /// The same result with its evidence changed by `f`.
+    pub fn map_evidence(mut self, f: impl FnOnce(Evidence) -> Evidence) -> Self {
+        let slot = match &mut self {
+            SendResult::Accepted { evidence, .. }
+            | SendResult::Rejected { evidence, .. }
+            | SendResult::Ambiguous { evidence }
+            | SendResult::KeyReused { evidence } => evidence,
+        };
+        *slot = f(std::mem::take(slot));
+        self
+    }
 }
 
 /// What a look-up of an earlier send found.
@@ -182,6 +253,15 @@ pub enum SendResult {
 pub enum QueryResult {
     Accepted {
         provider_ref: Option<String>,
+        evidence: Evidence,
+    },
+    /// Messages that match this one by what they say (recipient, sender, content) rather than
+    /// by a reference of herald's, oldest first: any of them may be this send, or a look-alike
+    /// sibling's. herald attributes them (each vendor message to at most one notification) and
+    /// settles only what the counts prove. `since`: the look-up saw messages from then on.
+    LookAlikes {
+        refs: Vec<String>,
+        since: time::OffsetDateTime,
         evidence: Evidence,
     },
     /// The vendor's records prove the send was not taken.
@@ -192,20 +272,71 @@ pub enum QueryResult {
     Unsupported { evidence: Evidence },
 }
 
+impl QueryResult {
+    pub fn evidence(&self) -> &Evidence {
+        match self {
+            QueryResult::Accepted { evidence, .. }
+            | QueryResult::LookAlikes { evidence, .. }
+            | QueryResult::NotAccepted { evidence }
+            | QueryResult::NotFoundYet { evidence }
+            | QueryResult::Unsupported { evidence } => evidence,
+        }
+    }
+}
+
 /// One configured vendor instance. Implementations live in their own crates under `providers/`
 /// and reach nothing of herald but this crate.
 #[async_trait::async_trait]
 pub trait Adapter: Send + Sync {
     fn capabilities(&self) -> &Capabilities;
 
-    /// Hands `message` to the vendor under `key`. Must return within the adapter's own timeout.
-    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult;
+    /// Builds the request for `message` under `key`, without I/O. herald stores it with the
+    /// notification at its first attempt and hands the stored request to every later send and
+    /// query. `Err`: this route cannot send the message (a permanent refusal).
+    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence>;
 
-    /// Asks the vendor what became of the send(s) under `key`. Adapters whose capabilities
-    /// declare no query keep this default.
-    async fn query(&self, _message: &Message, _key: &ProviderKey) -> QueryResult {
+    /// Hands a prepared request to the vendor under `key`. Must return within the adapter's
+    /// own timeout. `message` is the notification the request was prepared from.
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        message: &Message,
+        key: &ProviderKey,
+    ) -> SendResult;
+
+    /// Asks the vendor what became of the send(s) of `request` under `key`. Adapters whose
+    /// capabilities declare no query keep this default.
+    async fn query_prepared(
+        &self,
+        _request: &Request,
+        _message: &Message,
+        _key: &ProviderKey,
+    ) -> QueryResult {
         QueryResult::Unsupported {
             evidence: Evidence::new("query", "this provider has no outcome query"),
+        }
+    }
+
+    /// Checks, before a route takes work, that the vendor offers what [`Self::capabilities`]
+    /// declares, where the vendor can say. Reconciliation trusts those capabilities, so a
+    /// route whose declaration is wrong must not start. `Err` says what disagrees.
+    async fn verify(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Prepares and sends in one step: a first send.
+    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
+        match self.prepare(message, key) {
+            Ok(request) => self.send_prepared(&request, message, key).await,
+            Err(evidence) => SendResult::refused(evidence),
+        }
+    }
+
+    /// Prepares and asks in one step.
+    async fn query(&self, message: &Message, key: &ProviderKey) -> QueryResult {
+        match self.prepare(message, key) {
+            Ok(request) => self.query_prepared(&request, message, key).await,
+            Err(evidence) => QueryResult::Unsupported { evidence },
         }
     }
 }

@@ -8,7 +8,8 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, SendResult,
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Request,
+    SendResult,
 };
 use reqwest::header::HeaderMap;
 use reqwest::{StatusCode, Url};
@@ -156,9 +157,10 @@ impl MailjetAdapter {
     }
 
     /// The request body, or why this message cannot be sent (decided before any I/O).
-    fn body(&self, message: &Message, key: &ProviderKey) -> Result<Vec<u8>, String> {
+    fn body(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
+        let refused = |detail: String| Err(Evidence::new("request", detail));
         if message.channel != Channel::Email {
-            return Err(format!(
+            return refused(format!(
                 "a Mailjet route sends email, not {}",
                 message.channel
             ));
@@ -166,10 +168,10 @@ impl MailjetAdapter {
         let text = message.text.as_deref().filter(|t| !t.is_empty());
         let html = message.html.as_deref().filter(|h| !h.is_empty());
         if text.is_none() && html.is_none() {
-            return Err("an email needs a text or an HTML part".to_owned());
+            return refused("an email needs a text or an HTML part".to_owned());
         }
         if key.as_str().is_empty() {
-            return Err("the provider key (CustomID) is empty".to_owned());
+            return refused("the provider key (CustomID) is empty".to_owned());
         }
         let body = SendBody {
             messages: [OutMessage {
@@ -187,7 +189,7 @@ impl MailjetAdapter {
                 custom_id: key.as_str(),
             }],
         };
-        serde_json::to_vec(&body).map_err(|err| format!("cannot encode the message: {err}"))
+        Request::json(&body)
     }
 }
 
@@ -197,15 +199,20 @@ impl Adapter for MailjetAdapter {
         &self.capabilities
     }
 
-    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
-        let body = match self.body(message, key) {
-            Ok(body) => body,
-            Err(detail) => return rejected_permanently(Evidence::new("request", detail)),
-        };
+    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
+        self.body(message, key)
+    }
+
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        _message: &Message,
+        _key: &ProviderKey,
+    ) -> SendResult {
         let request = self
             .authorized(self.http.post(self.send_url.clone()))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
+            .body(request.body.clone());
         match exchange(request).await {
             Ok(answer) => classify_answer(answer.status, &answer.headers, &answer.body),
             Err(result) => result,
@@ -214,7 +221,12 @@ impl Adapter for MailjetAdapter {
 
     /// Every attempt carries the notification's provider key as `CustomID`, so the key finds
     /// every send of this notification and nothing else.
-    async fn query(&self, message: &Message, key: &ProviderKey) -> QueryResult {
+    async fn query_prepared(
+        &self,
+        _request: &Request,
+        message: &Message,
+        key: &ProviderKey,
+    ) -> QueryResult {
         let mut url = self.message_url.clone();
         {
             let mut pairs = url.query_pairs_mut();
@@ -338,14 +350,6 @@ fn classify_answer(status: StatusCode, headers: &HeaderMap, text: &str) -> SendR
             }
         }
         _ => unreadable_success(status, format!("unknown message status: {text}")),
-    }
-}
-
-fn rejected_permanently(evidence: Evidence) -> SendResult {
-    SendResult::Rejected {
-        permanent: true,
-        retry_after: None,
-        evidence,
     }
 }
 

@@ -13,7 +13,7 @@ use herald_provider::http::{
     Answer, StatusRules, classify_failure_status, exchange, redact, unreadable_success,
     with_vendor_code,
 };
-use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, SendResult};
+use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, Request, SendResult};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
@@ -134,34 +134,15 @@ impl OneSignalAdapter {
         })
     }
 
-    /// One create-message request, classified; [`Adapter::send`] scrubs the key from the
-    /// result.
-    async fn create_message(&self, message: &Message, key: &ProviderKey) -> SendResult {
-        let body = CreateMessage {
-            app_id: &self.app_id,
-            idempotency_key: idempotency_key_for(key),
-            include_subscription_ids: [&message.to],
-            contents: message.text.as_deref().map(|en| English { en }),
-            headings: message.subject.as_deref().map(|en| English { en }),
-        };
-        // Serialised here rather than by reqwest, so that a failure is known to have happened
-        // before anything was sent.
-        let body = match serde_json::to_vec(&body) {
-            Ok(body) => body,
-            Err(err) => {
-                return SendResult::Rejected {
-                    permanent: true,
-                    retry_after: None,
-                    evidence: Evidence::new("request", format!("cannot encode the message: {err}")),
-                };
-            }
-        };
+    /// One create-message request, classified; [`Adapter::send_prepared`] scrubs the key from
+    /// the result.
+    async fn create_message(&self, request: &Request, message: &Message) -> SendResult {
         let request = self
             .http
             .post(self.notifications_url.clone())
             .header(AUTHORIZATION, self.authorization.clone())
             .header(CONTENT_TYPE, "application/json")
-            .body(body);
+            .body(request.body.clone());
         let Answer {
             status,
             headers,
@@ -186,9 +167,27 @@ impl Adapter for OneSignalAdapter {
         &self.capabilities
     }
 
-    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
+    /// The create-message body, with the key in it: herald stores it at the first attempt and
+    /// replays it byte for byte.
+    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
+        let body = CreateMessage {
+            app_id: &self.app_id,
+            idempotency_key: idempotency_key_for(key),
+            include_subscription_ids: [&message.to],
+            contents: message.text.as_deref().map(|en| English { en }),
+            headings: message.subject.as_deref().map(|en| English { en }),
+        };
+        Request::json(&body)
+    }
+
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        message: &Message,
+        _key: &ProviderKey,
+    ) -> SendResult {
         // Anything OneSignal echoes is scrubbed of the key before it becomes evidence.
-        let result = self.create_message(message, key).await;
+        let result = self.create_message(request, message).await;
         redact(result, self.api_key.expose_secret())
     }
 }

@@ -2,10 +2,11 @@
 //! notification's stable `Idempotency-Key`, classified where the exchange ended.
 //!
 //! The crate docs state the classification table and the sources; this module implements it.
-//! Only two answers differ from `herald_provider::http`'s shared table: a 409
+//! Three answers differ from `herald_provider::http`'s shared table: a 409
 //! `concurrent_idempotent_requests` is a transient rejection (the first request with the key is
-//! still in progress, this one was not processed), and a 429 without `Retry-After` takes its
-//! wait from `ratelimit-reset`.
+//! still in progress, this one was not processed), a 409 `invalid_idempotent_request` is
+//! [`SendResult::KeyReused`] (an earlier request under the key was processed), and a 429
+//! without `Retry-After` takes its wait from `ratelimit-reset`.
 
 use std::fmt;
 use std::time::Duration;
@@ -14,14 +15,14 @@ use herald_provider::http::{
     Answer, StatusRules, classify_failure_status, exchange, redact, retry_after,
     unreadable_success, with_vendor_code,
 };
-use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, SendResult};
+use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, Request, SendResult};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::wire::{
-    CONCURRENT_IDEMPOTENT_REQUESTS, EMAILS_PATH, ErrorBody, IDEMPOTENCY_KEY, RATELIMIT_RESET,
-    SendEmail, SentEmail, Tag, is_tag_text,
+    CONCURRENT_IDEMPOTENT_REQUESTS, EMAILS_PATH, ErrorBody, IDEMPOTENCY_KEY,
+    INVALID_IDEMPOTENT_REQUEST, RATELIMIT_RESET, SendEmail, SentEmail, Tag, is_tag_text,
 };
 
 /// Resend's public API root.
@@ -127,37 +128,16 @@ impl ResendAdapter {
         })
     }
 
-    /// One `POST /emails`, classified; [`Adapter::send`] scrubs the key from the result.
-    async fn send_email(&self, message: &Message, key: &ProviderKey) -> SendResult {
+    /// One `POST /emails` of a prepared request, classified; [`Adapter::send_prepared`] scrubs
+    /// the key from the result.
+    async fn send_email(&self, request: &Request, key: &ProviderKey) -> SendResult {
         // Checked here, before any I/O, so that the evidence names the key rather than a
         // builder error.
         let Ok(idempotency_key) = HeaderValue::from_str(key.as_str()) else {
-            return rejected_before_sending("the idempotency key cannot be sent as a header");
-        };
-        let tags = if is_tag_text(&message.notification_id) {
-            vec![Tag {
-                name: NOTIFICATION_TAG,
-                value: &message.notification_id,
-            }]
-        } else {
-            Vec::new()
-        };
-        let body = SendEmail {
-            from: &self.from,
-            to: [&message.to],
-            subject: message.subject.as_deref(),
-            html: message.html.as_deref(),
-            text: message.text.as_deref(),
-            tags,
-        };
-        // Serialised here rather than by reqwest, so that a failure is known to have happened
-        // before anything was sent. The same message always serialises to the same bytes, which
-        // is what Resend compares a repeated key against.
-        let body = match serde_json::to_vec(&body) {
-            Ok(body) => body,
-            Err(err) => {
-                return rejected_before_sending(format!("cannot encode the message: {err}"));
-            }
+            return SendResult::refused(Evidence::new(
+                "request",
+                "the idempotency key cannot be sent as a header",
+            ));
         };
         let request = self
             .http
@@ -165,7 +145,7 @@ impl ResendAdapter {
             .header(AUTHORIZATION, self.authorization.clone())
             .header(IDEMPOTENCY_KEY, idempotency_key)
             .header(CONTENT_TYPE, "application/json")
-            .body(body);
+            .body(request.body.clone());
         let Answer {
             status,
             headers,
@@ -194,9 +174,36 @@ impl Adapter for ResendAdapter {
         &self.capabilities
     }
 
-    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
+    /// The `POST /emails` body. herald stores it at the first attempt and replays it byte for
+    /// byte, which is what Resend compares a repeated key against.
+    fn prepare(&self, message: &Message, _key: &ProviderKey) -> Result<Request, Evidence> {
+        let tags = if is_tag_text(&message.notification_id) {
+            vec![Tag {
+                name: NOTIFICATION_TAG,
+                value: &message.notification_id,
+            }]
+        } else {
+            Vec::new()
+        };
+        let body = SendEmail {
+            from: &self.from,
+            to: [&message.to],
+            subject: message.subject.as_deref(),
+            html: message.html.as_deref(),
+            text: message.text.as_deref(),
+            tags,
+        };
+        Request::json(&body)
+    }
+
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        _message: &Message,
+        key: &ProviderKey,
+    ) -> SendResult {
         // Anything Resend echoes is scrubbed of the key before it becomes evidence.
-        let result = self.send_email(message, key).await;
+        let result = self.send_email(request, key).await;
         redact(result, self.api_key.expose_secret())
     }
 }
@@ -214,14 +221,6 @@ fn endpoint(base_url: &str) -> Result<Url, ResendError> {
     }
 }
 
-fn rejected_before_sending(detail: impl AsRef<str>) -> SendResult {
-    SendResult::Rejected {
-        permanent: true,
-        retry_after: None,
-        evidence: Evidence::new("request", detail),
-    }
-}
-
 /// A non-2xx answer, by status and Resend's error `name` (see the crate docs for the table).
 fn classify_error(status: StatusCode, headers: &HeaderMap, body: &str) -> SendResult {
     let name = serde_json::from_str::<ErrorBody>(body)
@@ -234,6 +233,12 @@ fn classify_error(status: StatusCode, headers: &HeaderMap, body: &str) -> SendRe
         (409, Some(CONCURRENT_IDEMPOTENT_REQUESTS)) => SendResult::Rejected {
             permanent: false,
             retry_after: retry_after(headers),
+            evidence: evidence(),
+        },
+        // Resend holds another request under this key: it processed an earlier one. herald
+        // replays the stored request byte for byte, so this means the first request differed
+        // (herald's own older version, or another sender using the key) — proof of processing.
+        (409, Some(INVALID_IDEMPOTENT_REQUEST)) => SendResult::KeyReused {
             evidence: evidence(),
         },
         (429, _) => SendResult::Rejected {

@@ -14,6 +14,8 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const RATELIMIT_RESET: &str = "ratelimit-reset";
 /// The error `name` of a repeat whose first request with the same key is still in progress.
 pub const CONCURRENT_IDEMPOTENT_REQUESTS: &str = "concurrent_idempotent_requests";
+/// The error `name` of a repeated key whose first request had another payload.
+pub const INVALID_IDEMPOTENT_REQUEST: &str = "invalid_idempotent_request";
 /// The longest idempotency key Resend takes.
 #[cfg(feature = "fake")]
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;

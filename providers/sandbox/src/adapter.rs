@@ -4,7 +4,15 @@
 //! which capabilities it declares, and every answer is classified by `herald_provider::http` at
 //! the point where the exchange ended. The sandbox documents that 503 means "not processed"
 //! and 409 means "the first request with this key is still in progress", so both are transient
-//! rejections here rather than ambiguities.
+//! rejections here rather than ambiguities; 422 `idempotency_key_reused` means an earlier
+//! request under the key was processed ([`SendResult::KeyReused`]).
+//!
+//! The route's profile, window and lag are promises herald's reconciliation relies on, so the
+//! adapter holds the sandbox to them: [`Adapter::verify`] compares them with the sandbox's
+//! `GET /profile` before the route takes work, and every answer's `sandbox-capabilities` header
+//! is checked again (a sandbox restarted with another profile is caught at its next answer). An
+//! answer from a sandbox that is not what the route declares proves nothing: a send is then
+//! `Ambiguous` and a look-up `Unsupported`.
 
 use std::time::Duration;
 
@@ -13,14 +21,15 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, SendResult,
+    Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Request, SendResult,
 };
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{StatusCode, Url};
 
 use crate::server::Profile;
 use crate::wire::{
-    AcceptedBody, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, MAX_MESSAGE_BYTES, SendBody,
+    AcceptedBody, CAPABILITIES, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, KEY_REUSED,
+    MAX_MESSAGE_BYTES, Offer, SendBody,
 };
 
 /// What the sandbox documents about its statuses (see the module docs).
@@ -35,6 +44,8 @@ const RULES: StatusRules = StatusRules {
 pub struct SandboxRoute {
     /// The sandbox's root, e.g. `http://127.0.0.1:4010`.
     pub base_url: String,
+    /// The sender named in each message, if any (a real vendor's `from`).
+    pub from: Option<String>,
     pub profile: Profile,
     pub idempotency_window: Duration,
     pub visibility_lag: Duration,
@@ -53,8 +64,11 @@ pub enum SandboxRouteError {
 #[derive(Debug, Clone)]
 pub struct SandboxAdapter {
     http: reqwest::Client,
+    base_url: Url,
     messages_url: Url,
-    profile: Profile,
+    from: Option<String>,
+    /// What the route declares, to hold every answer to.
+    offer: Offer,
     capabilities: Capabilities,
 }
 
@@ -73,11 +87,15 @@ impl SandboxAdapter {
     }
 
     pub fn try_new(route: SandboxRoute) -> Result<Self, SandboxRouteError> {
-        let url = format!("{}/messages", route.base_url.trim_end_matches('/'));
-        let messages_url = Url::parse(&url).map_err(|err| SandboxRouteError::BaseUrl {
+        let bad = |reason: String| SandboxRouteError::BaseUrl {
             url: route.base_url.clone(),
-            reason: err.to_string(),
-        })?;
+            reason,
+        };
+        let root = format!("{}/", route.base_url.trim_end_matches('/'));
+        let base_url = Url::parse(&root).map_err(|err| bad(err.to_string()))?;
+        let messages_url = base_url
+            .join("messages")
+            .map_err(|err| bad(err.to_string()))?;
         let http = reqwest::Client::builder()
             .timeout(route.timeout)
             .no_proxy()
@@ -91,10 +109,35 @@ impl SandboxAdapter {
         };
         Ok(SandboxAdapter {
             http,
+            base_url,
             messages_url,
-            profile: route.profile,
+            from: route.from,
+            offer: Offer {
+                profile: route.profile,
+                idempotency_window: route.idempotency_window,
+                visibility_lag: route.visibility_lag,
+            },
             capabilities,
         })
+    }
+
+    /// Why an answer cannot be trusted: it comes from a sandbox that does not offer what the
+    /// route declares. `None` when it does.
+    fn mismatch(&self, headers: &HeaderMap) -> Option<String> {
+        let said = headers.get(CAPABILITIES).and_then(|v| v.to_str().ok());
+        match said.and_then(Offer::parse) {
+            Some(offer) if offer == self.offer => None,
+            Some(_) => Some(format!(
+                "the sandbox offers `{}` but the route declares `{}`; its answers settle nothing",
+                said.unwrap_or_default(),
+                self.offer.header_value()
+            )),
+            None => Some(format!(
+                "the answer does not say what the sandbox offers (no valid `{CAPABILITIES}` header); \
+                 the route declares `{}`",
+                self.offer.header_value()
+            )),
+        }
     }
 }
 
@@ -104,34 +147,32 @@ impl Adapter for SandboxAdapter {
         &self.capabilities
     }
 
-    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
+    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         let body = SendBody {
             reference: key.as_str(),
             channel: message.channel,
+            from: self.from.as_deref(),
             to: &message.to,
             subject: message.subject.as_deref(),
             text: message.text.as_deref(),
             html: message.html.as_deref(),
             payload: message.payload.as_ref(),
         };
-        // Serialised here rather than by reqwest, so that a failure is known to have happened
-        // before anything was sent instead of surfacing as an ambiguous send error.
-        let body = match serde_json::to_vec(&body) {
-            Ok(body) => body,
-            Err(err) => {
-                return SendResult::Rejected {
-                    permanent: true,
-                    retry_after: None,
-                    evidence: Evidence::new("request", format!("cannot encode the message: {err}")),
-                };
-            }
-        };
+        Request::json(&body)
+    }
+
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        _message: &Message,
+        key: &ProviderKey,
+    ) -> SendResult {
         let request = self
             .http
             .post(self.messages_url.clone())
             .header(IDEMPOTENCY_KEY, key.as_str())
             .header(CONTENT_TYPE, "application/json")
-            .body(body);
+            .body(request.body.clone());
         let Answer {
             status,
             headers,
@@ -140,10 +181,24 @@ impl Adapter for SandboxAdapter {
             Ok(answer) => answer,
             Err(result) => return result,
         };
+        if let Some(mismatch) = self.mismatch(&headers) {
+            return SendResult::Ambiguous {
+                evidence: Evidence::new("response", format!("{mismatch}: {text}"))
+                    .with_status(status.as_u16()),
+            };
+        }
         if !status.is_success() {
+            let code = vendor_code(&text);
+            if status == StatusCode::UNPROCESSABLE_ENTITY && code.as_deref() == Some(KEY_REUSED) {
+                return SendResult::KeyReused {
+                    evidence: Evidence::new("response", &text)
+                        .with_status(status.as_u16())
+                        .with_vendor_code(KEY_REUSED),
+                };
+            }
             return with_vendor_code(
                 classify_failure_status(status, &headers, &text, RULES),
-                vendor_code(&text),
+                code,
             );
         }
 
@@ -171,14 +226,19 @@ impl Adapter for SandboxAdapter {
         }
     }
 
-    async fn query(&self, _message: &Message, key: &ProviderKey) -> QueryResult {
-        if self.profile != Profile::Queryable {
+    async fn query_prepared(
+        &self,
+        _request: &Request,
+        _message: &Message,
+        key: &ProviderKey,
+    ) -> QueryResult {
+        if self.offer.profile != Profile::Queryable {
             return QueryResult::Unsupported {
                 evidence: Evidence::new(
                     "query",
                     format!(
                         "the sandbox profile `{}` has no outcome query",
-                        self.profile
+                        self.offer.profile
                     ),
                 ),
             };
@@ -186,11 +246,16 @@ impl Adapter for SandboxAdapter {
         let mut url = self.messages_url.clone();
         url.query_pairs_mut().append_pair("reference", key.as_str());
         let Answer {
-            status, body: text, ..
+            status,
+            headers,
+            body: text,
         } = match look_up(self.http.get(url)).await {
             Ok(answer) => answer,
             Err(evidence) => return unsupported(evidence),
         };
+        if let Some(mismatch) = self.mismatch(&headers) {
+            return unsupported(Evidence::new("query", mismatch).with_status(status.as_u16()));
+        }
         if status != StatusCode::OK {
             return unsupported(Evidence::new("query", &text).with_status(status.as_u16()));
         }
@@ -228,6 +293,20 @@ impl Adapter for SandboxAdapter {
         QueryResult::Accepted {
             provider_ref: Some(first.id),
             evidence: Evidence::new("query", detail).with_status(200),
+        }
+    }
+
+    async fn verify(&self) -> Result<(), String> {
+        let url = self
+            .base_url
+            .join("profile")
+            .map_err(|err| format!("cannot address the sandbox's profile: {err}"))?;
+        let answer = look_up(self.http.get(url)).await.map_err(|evidence| {
+            format!("cannot ask the sandbox its profile: {}", evidence.detail)
+        })?;
+        match self.mismatch(&answer.headers) {
+            None => Ok(()),
+            Some(mismatch) => Err(mismatch),
         }
     }
 }

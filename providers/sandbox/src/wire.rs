@@ -3,13 +3,24 @@
 //! One definition serves both sides so that a change to the vendor's API cannot leave the
 //! adapter speaking an older dialect; the integration tests still go over real HTTP.
 
+use std::time::Duration;
+
 use herald_provider::Channel;
 use serde::{Deserialize, Serialize};
+
+use crate::server::Profile;
 
 /// The request header that carries the caller's idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Set to `true` on an answer that repeats a stored one instead of delivering again.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// On every answer: what this sandbox offers (see [`Offer`]), so that a client can check each
+/// answer against what it was told to expect.
+pub const CAPABILITIES: &str = "sandbox-capabilities";
+/// The error `code` of a `POST /messages` refused because its idempotency key was used before
+/// with another body (422): the earlier request was processed, this one was not.
+pub const KEY_REUSED: &str = "idempotency_key_reused";
 
 /// The largest `POST /messages` body the sandbox reads; larger ones get 413, unprocessed.
 pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
@@ -19,6 +30,8 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 pub struct SendBody<'a> {
     pub reference: &'a str,
     pub channel: Channel,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<&'a str>,
     pub to: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<&'a str>,
@@ -60,4 +73,64 @@ pub struct DeliveryItem {
     pub reference: String,
     /// RFC 3339.
     pub accepted_at: String,
+}
+
+/// What a sandbox offers, as its [`CAPABILITIES`] header says it:
+/// `profile=idempotent; window_ms=86400000; lag_ms=0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    pub profile: Profile,
+    pub idempotency_window: Duration,
+    pub visibility_lag: Duration,
+}
+
+impl Offer {
+    pub fn header_value(&self) -> String {
+        format!(
+            "profile={}; window_ms={}; lag_ms={}",
+            self.profile,
+            self.idempotency_window.as_millis(),
+            self.visibility_lag.as_millis()
+        )
+    }
+
+    /// Reads a [`CAPABILITIES`] header; `None` if it is not one.
+    pub fn parse(header: &str) -> Option<Offer> {
+        let (mut profile, mut window, mut lag) = (None, None, None);
+        for pair in header.split(';') {
+            let (name, value) = pair.trim().split_once('=')?;
+            match name {
+                "profile" => profile = value.parse().ok(),
+                "window_ms" => window = value.parse().ok().map(Duration::from_millis),
+                "lag_ms" => lag = value.parse().ok().map(Duration::from_millis),
+                _ => {}
+            }
+        }
+        Some(Offer {
+            profile: profile?,
+            idempotency_window: window?,
+            visibility_lag: lag?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offer_reads_back_what_it_writes() {
+        let offer = Offer {
+            profile: Profile::Queryable,
+            idempotency_window: Duration::from_secs(60),
+            visibility_lag: Duration::from_millis(250),
+        };
+        assert_eq!(
+            offer.header_value(),
+            "profile=queryable; window_ms=60000; lag_ms=250"
+        );
+        assert_eq!(Offer::parse(&offer.header_value()), Some(offer));
+        assert_eq!(Offer::parse("profile=plain"), None);
+        assert_eq!(Offer::parse("nonsense"), None);
+    }
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_provider::http::error_chain;
-use herald_provider::{Adapter, Capabilities, Message, ProviderKey, SendResult};
-use lettre::Message as Email;
+use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, Request, SendResult};
+use lettre::address::Envelope;
 use lettre::message::Mailbox;
 use lettre::transport::smtp::Error as LettreError;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
@@ -33,6 +33,10 @@ use tokio_rustls::TlsConnector;
 use crate::classify::{Report, Stage};
 use crate::compose::{compose, message_id};
 use crate::wire::{Watch, Watched};
+
+/// The [`Request::parts`] holding the envelope.
+const MAIL_FROM: &str = "mail_from";
+const RCPT_TO: &str = "rcpt_to";
 
 /// How the connection is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,7 +251,7 @@ impl SmtpAdapter {
     async fn transaction(
         &self,
         conn: &mut AsyncSmtpConnection,
-        email: &Email,
+        (envelope, content): (&Envelope, &[u8]),
         watch: &Watch,
         stage: &mut Stage,
         report: &Report<'_>,
@@ -264,8 +268,6 @@ impl SmtpAdapter {
         }
 
         *stage = Stage::MailFrom;
-        let envelope = email.envelope();
-        let content = email.formatted();
         // What lettre's own `send` would add: SMTPUTF8 for a non-ASCII address and 8BITMIME
         // for non-ASCII content, refused up front when the server does not offer them.
         let mut parameters = Vec::new();
@@ -313,7 +315,7 @@ impl SmtpAdapter {
 
         *stage = Stage::Content;
         watch.content_starts();
-        let reply = conn.message(&content).await?;
+        let reply = conn.message(content).await?;
         Ok(report.reply_to_dot(&reply))
     }
 }
@@ -324,9 +326,30 @@ impl Adapter for SmtpAdapter {
         &self.capabilities
     }
 
-    /// SMTP has no idempotency key; what a resend carries instead is the Message-ID, which is
-    /// derived from the notification id alone (as stable as `key`).
-    async fn send(&self, message: &Message, _key: &ProviderKey) -> SendResult {
+    /// The formatted message (with its Date and Message-ID fixed from now on) and its
+    /// envelope. SMTP has no idempotency key; what a resend carries instead is the Message-ID,
+    /// which is derived from the notification id alone (as stable as `key`).
+    fn prepare(&self, message: &Message, _key: &ProviderKey) -> Result<Request, Evidence> {
+        let refused = |reason: String| Evidence::new("compose", reason);
+        let email = compose(&self.from, message).map_err(refused)?;
+        let content = String::from_utf8(email.formatted())
+            .map_err(|err| refused(format!("the formatted message is not UTF-8: {err}")))?;
+        let envelope = email.envelope();
+        let mut request = Request::new(content);
+        if let Some(from) = envelope.from() {
+            request.parts.insert(MAIL_FROM.to_owned(), from.to_string());
+        }
+        let to: Vec<String> = envelope.to().iter().map(ToString::to_string).collect();
+        request.parts.insert(RCPT_TO.to_owned(), to.join(","));
+        Ok(request)
+    }
+
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        message: &Message,
+        _key: &ProviderKey,
+    ) -> SendResult {
         let id = message_id(&message.notification_id);
         let report = Report {
             message_id: &id,
@@ -335,10 +358,11 @@ impl Adapter for SmtpAdapter {
                 .as_ref()
                 .map(|(_, password)| password.expose_secret()),
         };
-        let email = match compose(&self.from, message) {
-            Ok(email) => email,
+        let envelope = match envelope_of(request) {
+            Ok(envelope) => envelope,
             Err(reason) => return report.rejected(true, "compose", reason),
         };
+        let email = (&envelope, request.body.as_bytes());
 
         // One deadline for the exchange and the goodbye, so that `send` returns within the
         // route timeout whatever the server does.
@@ -351,7 +375,7 @@ impl Adapter for SmtpAdapter {
                 Err(result) => return (result, None),
             };
             match self
-                .transaction(&mut conn, &email, &watch, &mut stage, &report)
+                .transaction(&mut conn, email, &watch, &mut stage, &report)
                 .await
             {
                 Ok(result) => (result, Some(conn)),
@@ -377,6 +401,22 @@ impl Adapter for SmtpAdapter {
         }
         result
     }
+}
+
+/// The envelope a prepared request names: its `mail_from` and comma-separated `rcpt_to`.
+fn envelope_of(request: &Request) -> Result<Envelope, String> {
+    let parse = |text: &str| {
+        text.parse::<lettre::Address>()
+            .map_err(|err| format!("the stored envelope address `{text}` is not one: {err}"))
+    };
+    let from = request.parts.get(MAIL_FROM).map(|f| parse(f)).transpose()?;
+    let to = request
+        .parts
+        .get(RCPT_TO)
+        .map(|to| to.split(',').map(parse).collect::<Result<Vec<_>, _>>())
+        .transpose()?
+        .unwrap_or_default();
+    Envelope::new(from, to).map_err(|err| format!("the stored envelope is not one: {err}"))
 }
 
 /// The EHLO argument: an address literal for an IP, else a host name (letters, digits, `-`, `.`).

@@ -8,9 +8,10 @@ use herald_provider::http::{
     unreadable_success, with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, SendResult,
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Request,
+    SendResult,
 };
-use reqwest::header::HeaderMap;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 use time::OffsetDateTime;
@@ -247,42 +248,6 @@ impl TwilioAdapter {
         }
         Ok(url)
     }
-
-    /// When a listed message was created, if it was sent by this route to `to` inside the
-    /// window. `Err` when its creation date cannot be read: the look-up then proves nothing.
-    fn candidate(
-        &self,
-        listed: &MessageResource,
-        to: &str,
-        since: OffsetDateTime,
-    ) -> Result<Option<OffsetDateTime>, Evidence> {
-        let sender_matches = match &self.sender {
-            Sender::From(from) => listed.from.as_deref() == Some(from.as_str()),
-            Sender::Service(service) => {
-                listed.messaging_service_sid.as_deref() == Some(service.as_str())
-            }
-        };
-        if listed.direction.as_deref() != Some("outbound-api")
-            || listed.to.as_deref() != Some(to)
-            || !sender_matches
-        {
-            return Ok(None);
-        }
-        let created = listed
-            .date_created
-            .as_deref()
-            .and_then(|date| OffsetDateTime::parse(date, &Rfc2822).ok())
-            .ok_or_else(|| {
-                Evidence::new(
-                    "query",
-                    format!(
-                        "message {} has an unreadable date_created {:?}",
-                        listed.sid, listed.date_created
-                    ),
-                )
-            })?;
-        Ok((created >= since).then_some(created))
-    }
 }
 
 #[async_trait::async_trait]
@@ -291,28 +256,39 @@ impl Adapter for TwilioAdapter {
         &self.capabilities
     }
 
-    async fn send(&self, message: &Message, _key: &ProviderKey) -> SendResult {
-        let body = match self.body_of(message) {
-            Ok(body) => body,
-            Err(detail) => return rejected_permanently(Evidence::new("request", detail)),
-        };
-        let validity = self.validity_period_secs.to_string();
-        let mut form: Vec<(&str, &str)> = vec![("To", &message.to), ("Body", body)];
+    /// The create request's form. herald stores it at the first attempt, so every later send
+    /// and look-up uses the sender and text of the first, whatever the route says by then.
+    fn prepare(&self, message: &Message, _key: &ProviderKey) -> Result<Request, Evidence> {
+        let body = self
+            .body_of(message)
+            .map_err(|detail| Evidence::new("request", detail))?;
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair("To", &message.to)
+            .append_pair("Body", body);
         match &self.sender {
-            Sender::From(from) => form.push(("From", from)),
-            Sender::Service(service) => form.push(("MessagingServiceSid", service)),
-        }
+            Sender::From(from) => form.append_pair("From", from),
+            Sender::Service(service) => form.append_pair("MessagingServiceSid", service),
+        };
         if let Some(callback) = &self.status_callback {
-            form.push(("StatusCallback", callback));
+            form.append_pair("StatusCallback", callback);
         }
-        form.push(("ValidityPeriod", &validity));
+        form.append_pair("ValidityPeriod", &self.validity_period_secs.to_string());
         // The look-up matches the stored text exactly, so Twilio must not rewrite it (a
         // Messaging Service may have smart encoding on by default).
-        form.push(("SmartEncoded", "false"));
+        form.append_pair("SmartEncoded", "false");
+        Ok(Request::new(form.finish()))
+    }
 
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        _message: &Message,
+        _key: &ProviderKey,
+    ) -> SendResult {
         let request = self
             .authorized(self.http.post(self.messages_url.clone()))
-            .form(&form);
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(request.body.clone());
         let Answer {
             status,
             headers,
@@ -343,14 +319,20 @@ impl Adapter for TwilioAdapter {
     }
 
     /// Twilio keeps no client reference, and herald adds nothing to the text, so a send is
-    /// found by what it was: an `outbound-api` message from this route's sender to
-    /// `message.to` with exactly this text, created since the notification existed. Two
-    /// identical texts to one number in that window cannot be told apart; the answer is then
-    /// `Accepted` with the count in the evidence — never "not found", which would invite a
-    /// duplicate.
-    async fn query(&self, message: &Message, _key: &ProviderKey) -> QueryResult {
-        let body = match self.body_of(message) {
-            Ok(body) => body,
+    /// found by what it was: an `outbound-api` message from the request's sender to its number
+    /// with exactly its text, created since the notification existed. Such a message may be
+    /// this send or a look-alike sibling's (the same text to the same number), so the answer
+    /// is every match, as [`QueryResult::LookAlikes`]: herald attributes them, each to at most
+    /// one notification, and settles only what the counts prove. A look-up that cannot count
+    /// every match (more pages than it reads, texts redacted) proves nothing.
+    async fn query_prepared(
+        &self,
+        request: &Request,
+        message: &Message,
+        _key: &ProviderKey,
+    ) -> QueryResult {
+        let sought = match Sought::from_request(request) {
+            Ok(sought) => sought,
             Err(detail) => {
                 return QueryResult::Unsupported {
                     evidence: Evidence::new("query", detail),
@@ -362,10 +344,10 @@ impl Adapter for TwilioAdapter {
         let mut url = self.messages_url.clone();
         {
             let mut pairs = url.query_pairs_mut();
-            pairs.append_pair("To", &message.to);
+            pairs.append_pair("To", &sought.to);
             // A Messaging Service's sender is picked from a pool: filter on the service instead,
             // below, since the list has no service filter.
-            if let Sender::From(from) = &self.sender {
+            if let Sender::From(from) = &sought.sender {
                 pairs.append_pair("From", from);
             }
             // `DateSent>` is "on or after this UTC day".
@@ -383,10 +365,10 @@ impl Adapter for TwilioAdapter {
                 Err(evidence) => return QueryResult::Unsupported { evidence },
             };
             for listed in page.messages {
-                match self.candidate(&listed, &message.to, since) {
+                match sought.candidate(&listed, since) {
                     Ok(None) => {}
                     Ok(Some(created)) => match listed.body.as_deref() {
-                        Some(text) if text == body => found.push((created, listed)),
+                        Some(text) if text == sought.body => found.push((created, listed)),
                         // Redacted by content retention: it may be this very send.
                         None | Some("") => without_text += 1,
                         Some(_) => {}
@@ -402,7 +384,6 @@ impl Adapter for TwilioAdapter {
                 _ => None,
             };
         }
-        let complete = next.is_none();
         let window = format!(
             "since {since_text} ({})",
             if from_id {
@@ -411,41 +392,13 @@ impl Adapter for TwilioAdapter {
                 "a fixed look-back: the notification id carries no time"
             }
         );
-
-        // Several matches: the earliest is the likeliest to be herald's first attempt. Twilio
-        // lists newest first and stamps whole seconds, so the list is reversed before a stable
-        // sort keeps same-second messages in the order Twilio created them.
-        found.reverse();
-        found.sort_by_key(|(created, _)| *created);
-        if let Some((_, earliest)) = found.first() {
-            let sids: Vec<&str> = found.iter().map(|(_, m)| m.sid.as_str()).collect();
-            let detail = if found.len() == 1 && complete {
-                format!(
-                    "found {} (status {}) with this text to this number {window}",
-                    earliest.sid,
-                    earliest.status.as_deref().unwrap_or("(none)")
-                )
-            } else {
-                format!(
-                    "{}{} messages with this exact text to this number {window}: {}; Twilio \
-                     keeps no client reference, so they cannot be told apart",
-                    if complete { "" } else { "at least " },
-                    found.len(),
-                    sids.join(", ")
-                )
-            };
-            return QueryResult::Accepted {
-                provider_ref: Some(earliest.sid.clone()),
-                evidence: Evidence::new("query", detail).with_status(200),
-            };
-        }
-        if !complete {
+        if next.is_some() {
             return QueryResult::Unsupported {
                 evidence: Evidence::new(
                     "query",
                     format!(
-                        "no match in the first {MAX_PAGES} pages of messages to this number \
-                         {window}; the rest was not read"
+                        "more than {MAX_PAGES} pages of messages to this number {window}; the \
+                         rest was not read, so the matches cannot be counted"
                     ),
                 )
                 .with_status(200),
@@ -457,32 +410,115 @@ impl Adapter for TwilioAdapter {
                     "query",
                     format!(
                         "{without_text} messages to this number {window} show no text \
-                         (redacted?); any of them may be this send"
+                         (redacted?); any of them may be a send of this text"
                     ),
                 )
                 .with_status(200),
             };
         }
-        QueryResult::NotFoundYet {
+        if found.is_empty() {
+            return QueryResult::NotFoundYet {
+                evidence: Evidence::new(
+                    "query",
+                    format!("no message with this text to this number {window}"),
+                )
+                .with_status(200),
+            };
+        }
+        // Oldest first. Twilio lists newest first and stamps whole seconds, so the list is
+        // reversed before a stable sort keeps same-second messages in the order Twilio
+        // created them.
+        found.reverse();
+        found.sort_by_key(|(created, _)| *created);
+        let listed: Vec<String> = found
+            .iter()
+            .map(|(_, m)| format!("{} ({})", m.sid, m.status.as_deref().unwrap_or("no status")))
+            .collect();
+        QueryResult::LookAlikes {
+            refs: found.into_iter().map(|(_, m)| m.sid).collect(),
+            since,
             evidence: Evidence::new(
                 "query",
-                format!("no message with this text to this number {window}"),
+                format!(
+                    "{} message(s) with this text to this number {window}: {}",
+                    listed.len(),
+                    listed.join(", ")
+                ),
             )
             .with_status(200),
         }
     }
 }
 
-fn now() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
+/// What a look-up searches for: the recipient, sender and text of the stored request.
+struct Sought {
+    to: String,
+    sender: Sender,
+    body: String,
 }
 
-fn rejected_permanently(evidence: Evidence) -> SendResult {
-    SendResult::Rejected {
-        permanent: true,
-        retry_after: None,
-        evidence,
+impl Sought {
+    fn from_request(request: &Request) -> Result<Sought, String> {
+        let (mut to, mut from, mut service, mut body) = (None, None, None, None);
+        for (name, value) in url::form_urlencoded::parse(request.body.as_bytes()) {
+            let slot = match name.as_ref() {
+                "To" => &mut to,
+                "From" => &mut from,
+                "MessagingServiceSid" => &mut service,
+                "Body" => &mut body,
+                _ => continue,
+            };
+            *slot = Some(value.into_owned());
+        }
+        let sender = match (from, service) {
+            (Some(from), None) => Sender::From(from),
+            (None, Some(service)) => Sender::Service(service),
+            _ => return Err("the stored request names no single sender".to_owned()),
+        };
+        match (to, body) {
+            (Some(to), Some(body)) => Ok(Sought { to, sender, body }),
+            _ => Err("the stored request has no To or no Body".to_owned()),
+        }
     }
+
+    /// When a listed message was created, if it was sent by this sender to this number inside
+    /// the window. `Err` when its creation date cannot be read: the look-up then proves nothing.
+    fn candidate(
+        &self,
+        listed: &MessageResource,
+        since: OffsetDateTime,
+    ) -> Result<Option<OffsetDateTime>, Evidence> {
+        let sender_matches = match &self.sender {
+            Sender::From(from) => listed.from.as_deref() == Some(from.as_str()),
+            Sender::Service(service) => {
+                listed.messaging_service_sid.as_deref() == Some(service.as_str())
+            }
+        };
+        if listed.direction.as_deref() != Some("outbound-api")
+            || listed.to.as_deref() != Some(self.to.as_str())
+            || !sender_matches
+        {
+            return Ok(None);
+        }
+        let created = listed
+            .date_created
+            .as_deref()
+            .and_then(|date| OffsetDateTime::parse(date, &Rfc2822).ok())
+            .ok_or_else(|| {
+                Evidence::new(
+                    "query",
+                    format!(
+                        "message {} has an unreadable date_created {:?}",
+                        listed.sid, listed.date_created
+                    ),
+                )
+            })?;
+        Ok((created >= since).then_some(created))
+    }
+}
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
 }
 
 fn vendor_code(body: &str) -> Option<i64> {

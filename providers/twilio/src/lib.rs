@@ -36,22 +36,32 @@
 //!
 //! # Looking a send up
 //! Twilio keeps no client reference, and herald appends nothing to an SMS (a reference in the
-//! text would reach the recipient). So [`TwilioAdapter::query`](herald_provider::Adapter::query)
-//! finds a send by what it was: an `outbound-api` message from this route's sender (or
-//! Messaging Service) to `message.to`, with exactly `message.text`, created since the
-//! notification existed (its UUIDv7 id carries its creation time; other ids fall back to the
-//! last 24 h). The `DateSent>` filter counts whole UTC days, so it asks from the day the
-//! window starts, and the exact bound is applied to `date_created`. This is the honest best:
-//! it can find every send of this notification, but two identical texts to one number in the
-//! window cannot be told apart — the answer is then `Accepted` with the count in the evidence,
-//! never `NotFoundYet`, which would invite a duplicate.
+//! text would reach the recipient). So the look-up
+//! ([`query_prepared`](herald_provider::Adapter::query_prepared)) finds a send by what it was:
+//! an `outbound-api` message from the sender (or Messaging Service) of the notification's
+//! stored request to its number, with exactly its text, created since the notification existed
+//! (its UUIDv7 id carries its creation time; other ids fall back to the last 24 h). The
+//! `DateSent>` filter counts whole UTC days, so it asks from the day the window starts, and the
+//! exact bound is applied to `date_created`.
+//!
+//! **What the look-up can and cannot prove.** It proves that *some* message with this text
+//! reached this number, never *whose* it was: a reminder, an "order shipped" or a repeated
+//! alert sent twice to one number produce look-alike messages that nothing in Twilio's records
+//! tells apart. The adapter therefore answers every match as `LookAlikes`, and herald
+//! attributes them: a message already attributed to a notification (the `sid` of an accepted
+//! send, or one settled earlier) never settles another, and where several unsettled look-alike
+//! notifications could own the remaining matches, herald settles only what the counts prove
+//! (as many messages as sends that may have produced them) and otherwise records `unknown`, or
+//! resends under `at_least_once` and records `duplicate_possible`. The look-up also assumes
+//! that only herald sends this text from this sender to this number; a message sent by another
+//! system makes the counts disagree, which herald then refuses to settle.
 //!
 //! | look-up | result |
 //! |---|---|
-//! | one or more matches | `Accepted`, `provider_ref` = the earliest `sid`; several are listed in the evidence |
+//! | one or more matches, list complete | `LookAlikes`: every matching `sid`, oldest first, listed in the evidence |
 //! | no match, list complete | `NotFoundYet` (herald weighs it against the visibility lag) |
-//! | matching messages whose text is redacted | `Unsupported`: any of them may be this send |
-//! | more than 5 pages of 1000 without a match | `Unsupported` |
+//! | matching messages whose text is redacted | `Unsupported`: any of them may be a send of this text |
+//! | more than 5 pages of 1000 | `Unsupported`: the matches cannot be counted |
 //! | transport error, `401`, `5xx`, any non-`200`, unreadable page | `Unsupported`: proves nothing |
 //!
 //! **Why the lag is enforced.** The `DateSent` filter finds a message only once Twilio has

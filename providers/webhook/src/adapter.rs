@@ -11,7 +11,7 @@ use herald_provider::http::{
 };
 use herald_provider::{
     Adapter, Capabilities, Channel, EVIDENCE_EXCERPT_BYTES, Evidence, Message, ProviderKey,
-    SendResult, excerpt,
+    Request, SendResult, excerpt,
 };
 use reqwest::header::{CONTENT_TYPE, HeaderValue, LOCATION};
 use reqwest::{Response, StatusCode, Url, redirect};
@@ -123,9 +123,9 @@ impl WebhookAdapter {
         })
     }
 
-    /// Everything that can be decided before a connection: a failure here is permanent, since
-    /// a resend of the same notification would fail the same way.
-    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Prepared, Evidence> {
+    /// Where `message` goes, checked before any connection (a refusal here is permanent: a
+    /// resend of the same notification would fail the same way).
+    fn destination(&self, message: &Message) -> Result<Url, Evidence> {
         if message.channel != Channel::Webhook {
             return Err(Evidence::new(
                 "request",
@@ -153,15 +153,34 @@ impl WebhookAdapter {
         if !self.allow_private_networks {
             check_literal(&host).map_err(|refused| refusal_evidence(&refused))?;
         }
-        // The spec: the id must not be user controlled "or at the very least not be allowed to
-        // include any `.`", which would make the signed content ambiguous.
-        let id = key.as_str();
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_graphic() && b != b'.') {
-            return Err(Evidence::new(
-                "request",
-                "the idempotency key is not a valid webhook-id (visible ASCII without `.`)",
-            ));
-        }
+        Ok(url)
+    }
+}
+
+/// The spec: the id must not be user controlled "or at the very least not be allowed to
+/// include any `.`", which would make the signed content ambiguous.
+fn webhook_id(key: &ProviderKey) -> Result<&str, Evidence> {
+    let id = key.as_str();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_graphic() && b != b'.') {
+        return Err(Evidence::new(
+            "request",
+            "the idempotency key is not a valid webhook-id (visible ASCII without `.`)",
+        ));
+    }
+    Ok(id)
+}
+
+#[async_trait::async_trait]
+impl Adapter for WebhookAdapter {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    /// The payload's bytes, checked with everything else that can be decided before a
+    /// connection. The signature is not part of it: it covers the attempt's own timestamp.
+    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
+        self.destination(message)?;
+        webhook_id(key)?;
         let payload = match &message.payload {
             Some(payload @ serde_json::Value::Object(_)) => payload,
             _ => {
@@ -171,8 +190,7 @@ impl WebhookAdapter {
                 ));
             }
         };
-        // Serialised here, not by reqwest, so that the signed bytes are the sent bytes.
-        let body = serde_json::to_vec(payload)
+        let body = serde_json::to_string(payload)
             .map_err(|err| Evidence::new("request", format!("cannot encode the payload: {err}")))?;
         if let Some(max) = self.capabilities.max_payload_bytes
             && body.len() > max
@@ -185,47 +203,36 @@ impl WebhookAdapter {
                 ),
             ));
         }
+        Ok(Request::new(body))
+    }
+
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        message: &Message,
+        key: &ProviderKey,
+    ) -> SendResult {
+        let (url, id) = match self
+            .destination(message)
+            .and_then(|url| Ok((url, webhook_id(key)?)))
+        {
+            Ok(checked) => checked,
+            Err(evidence) => return SendResult::refused(evidence),
+        };
         // A clock before 1970 signs 0, which any receiver refuses as stale: still a refusal.
         let timestamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_secs() as i64);
-        let signature = signature_header(&self.secrets, id, timestamp, &body);
-        Ok(Prepared {
-            url,
-            timestamp,
-            signature,
-            body,
-        })
-    }
-}
-
-/// A request ready for the wire.
-struct Prepared {
-    url: Url,
-    timestamp: i64,
-    signature: String,
-    body: Vec<u8>,
-}
-
-#[async_trait::async_trait]
-impl Adapter for WebhookAdapter {
-    fn capabilities(&self) -> &Capabilities {
-        &self.capabilities
-    }
-
-    async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
-        let prepared = match self.prepare(message, key) {
-            Ok(prepared) => prepared,
-            Err(evidence) => return permanent(evidence),
-        };
+        // Signed here, over the stored bytes, so that the signed bytes are the sent bytes.
+        let signature = signature_header(&self.secrets, id, timestamp, request.body.as_bytes());
         let response = match self
             .http
-            .post(prepared.url)
+            .post(url)
             .header(CONTENT_TYPE, "application/json")
-            .header(WEBHOOK_ID, key.as_str())
-            .header(WEBHOOK_TIMESTAMP, prepared.timestamp)
-            .header(WEBHOOK_SIGNATURE, prepared.signature)
-            .body(prepared.body)
+            .header(WEBHOOK_ID, id)
+            .header(WEBHOOK_TIMESTAMP, timestamp)
+            .header(WEBHOOK_SIGNATURE, signature)
+            .body(request.body.clone())
             .send()
             .await
         {
@@ -235,7 +242,7 @@ impl Adapter for WebhookAdapter {
             Err(err) => {
                 let err = err.without_url();
                 return match find_refusal(&err) {
-                    Some(refused) => permanent(refusal_evidence(refused)),
+                    Some(refused) => SendResult::refused(refusal_evidence(refused)),
                     None => classify_transport_error(&err),
                 };
             }
@@ -268,7 +275,7 @@ async fn classify_answer(response: Response) -> SendResult {
             .get(LOCATION)
             .and_then(|value| value.to_str().ok())
             .unwrap_or("(no Location)");
-        return permanent(
+        return SendResult::refused(
             Evidence::new(
                 "response",
                 format!(
@@ -332,14 +339,6 @@ fn refusal_evidence(refused: &Refused) -> Evidence {
             "refused without connecting: {refused}; this route does not allow private networks"
         ),
     )
-}
-
-fn permanent(evidence: Evidence) -> SendResult {
-    SendResult::Rejected {
-        permanent: true,
-        retry_after: None,
-        evidence,
-    }
 }
 
 /// Puts `note` in front of a classified failure's evidence.

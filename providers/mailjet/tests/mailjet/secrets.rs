@@ -2,7 +2,7 @@
 
 use herald_mailjet::fake::{FakeConfig, Fault};
 use herald_mailjet::{MailjetAdapter, MailjetError};
-use herald_provider::{Adapter, Evidence, QueryResult, SendResult};
+use herald_provider::{Adapter, SendResult};
 use secrecy::SecretString;
 
 use crate::support::{
@@ -11,23 +11,6 @@ use crate::support::{
 
 fn assert_clean(what: &str, text: &str) {
     assert!(!text.contains(SECRET), "{what} leaks the secret: {text}");
-}
-
-fn evidence_of_send(result: &SendResult) -> &Evidence {
-    match result {
-        SendResult::Accepted { evidence, .. }
-        | SendResult::Rejected { evidence, .. }
-        | SendResult::Ambiguous { evidence } => evidence,
-    }
-}
-
-fn evidence_of_query(result: &QueryResult) -> &Evidence {
-    match result {
-        QueryResult::Accepted { evidence, .. }
-        | QueryResult::NotAccepted { evidence }
-        | QueryResult::NotFoundYet { evidence }
-        | QueryResult::Unsupported { evidence } => evidence,
-    }
 }
 
 #[tokio::test]
@@ -49,14 +32,14 @@ async fn the_secret_appears_in_no_evidence_error_or_debug_output() {
     }
     for result in &results {
         assert_clean("a send result", &format!("{result:?}"));
-        let stored = serde_json::to_string(evidence_of_send(result)).unwrap();
+        let stored = serde_json::to_string(result.evidence()).unwrap();
         assert_clean("stored evidence", &stored);
     }
     let lookup = vendor.adapter.query(&message, &key(&message)).await;
     assert_clean("a query result", &format!("{lookup:?}"));
     assert_clean(
         "stored evidence",
-        &serde_json::to_string(evidence_of_query(&lookup)).unwrap(),
+        &serde_json::to_string(lookup.evidence()).unwrap(),
     );
 }
 

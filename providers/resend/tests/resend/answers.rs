@@ -128,17 +128,17 @@ async fn after_the_window_a_repeat_is_sent_again() {
 }
 
 #[tokio::test]
-async fn the_same_key_with_another_payload_is_a_permanent_rejection_with_resends_code() {
+async fn the_same_key_with_another_payload_proves_the_earlier_request_was_processed() {
     let vendor = vendor(FakeConfig::default()).await;
     let key = key();
     accepted_ref(&vendor.adapter.send(&message(), &key).await);
 
     let mut other = message();
     other.text = Some("654321".to_owned());
-    let (permanent, retry_after, evidence) = rejection(vendor.adapter.send(&other, &key).await);
+    let SendResult::KeyReused { evidence } = vendor.adapter.send(&other, &key).await else {
+        panic!("a reused key must be read as proof of an earlier processing");
+    };
 
-    assert!(permanent);
-    assert_eq!(retry_after, None);
     assert_eq!(evidence.status, Some(409));
     assert_eq!(
         evidence.vendor_code.as_deref(),

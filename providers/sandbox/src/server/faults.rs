@@ -1,9 +1,11 @@
-//! Fault rules: which misbehaviour the sandbox injects into `POST /messages`, and when.
+//! Fault rules: which misbehaviour the sandbox injects into `POST /messages` and into its
+//! look-up (`GET /messages`), and when.
 //!
-//! Each fault sits on one side of the moment the vendor processes a message, because that is
-//! what decides whether the client may conclude anything: a fault *before* processing leaves
+//! Each send fault sits on one side of the moment the vendor processes a message, because that
+//! is what decides whether the client may conclude anything: a fault *before* processing leaves
 //! nothing delivered and says so; a fault *after* processing leaves a real delivery whose answer
-//! is lost, late or wrong. The ledger counts the delivery either way.
+//! is lost, late or wrong. The ledger counts the delivery either way. A look-up fault makes the
+//! look-up prove nothing; it never lies about what was delivered.
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,15 +27,21 @@ pub enum Fault {
     UnavailableBeforeProcessing,
     /// Answer 429 with `Retry-After: 1` without processing.
     RateLimited,
+    /// Answer a look-up with 500 instead of the list.
+    LookupError,
+    /// Hold a look-up's answer for the configured `delay`.
+    LookupDelay,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 7] = [
         Fault::AcceptThenDrop,
         Fault::Delay,
         Fault::ErrorAfterProcessing,
         Fault::UnavailableBeforeProcessing,
         Fault::RateLimited,
+        Fault::LookupError,
+        Fault::LookupDelay,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -43,7 +51,14 @@ impl Fault {
             Fault::ErrorAfterProcessing => "error_after_processing",
             Fault::UnavailableBeforeProcessing => "unavailable_before_processing",
             Fault::RateLimited => "rate_limited",
+            Fault::LookupError => "lookup_error",
+            Fault::LookupDelay => "lookup_delay",
         }
+    }
+
+    /// Whether the fault applies to look-ups rather than to sends.
+    pub fn is_lookup(self) -> bool {
+        matches!(self, Fault::LookupError | Fault::LookupDelay)
     }
 
     /// Whether the fault answers instead of processing, so that nothing is delivered.
@@ -79,7 +94,8 @@ impl FromStr for Fault {
 pub enum Trigger {
     /// Fires on each request independently with this probability, from 0 to 1.
     Probability(f64),
-    /// Fires on exactly the Nth `POST /messages` since start or the last ledger reset (1-based).
+    /// Fires on exactly the Nth request of its kind (sends for a send fault, look-ups for a
+    /// look-up fault) since start or the last ledger reset (1-based).
     Nth(u64),
 }
 
@@ -95,7 +111,7 @@ impl Trigger {
         }
     }
 
-    /// `request` is the 1-based number of this `POST /messages`.
+    /// `request` is the 1-based number of this request among those of its kind.
     fn fires(self, request: u64, rng: &mut impl Rng) -> bool {
         match self {
             // A comparison rather than `random_bool`, which panics outside 0..=1.
@@ -148,11 +164,18 @@ impl fmt::Display for FaultRule {
     }
 }
 
-/// The first rule that fires for the `request`th `POST /messages`, if any. Rules are tried in
-/// order and each probability is drawn independently, so earlier rules take precedence.
-pub(crate) fn draw(rules: &[FaultRule], request: u64, rng: &mut impl Rng) -> Option<Fault> {
+/// The first rule of its kind (look-up or send, by `lookup`) that fires for the `request`th
+/// request of that kind, if any. Rules are tried in order and each probability is drawn
+/// independently, so earlier rules take precedence.
+pub(crate) fn draw(
+    rules: &[FaultRule],
+    lookup: bool,
+    request: u64,
+    rng: &mut impl Rng,
+) -> Option<Fault> {
     rules
         .iter()
+        .filter(|rule| rule.fault.is_lookup() == lookup)
         .find(|rule| rule.when.fires(request, rng))
         .map(|rule| rule.fault)
 }
@@ -201,7 +224,7 @@ pub enum ParseFaultError {
     MissingTrigger(String),
     #[error(
         "unknown fault `{0}`: expected accept_then_drop, delay, error_after_processing, \
-         unavailable_before_processing or rate_limited"
+         unavailable_before_processing, rate_limited, lookup_error or lookup_delay"
     )]
     UnknownFault(String),
     #[error("fault rule `{rule}`: {reason}")]
@@ -301,8 +324,20 @@ mod tests {
     fn the_first_rule_that_fires_wins() {
         let rules = parse_faults("rate_limited:nth=2,delay:1,accept_then_drop:1").unwrap();
         let mut rng = rand::rng();
-        assert_eq!(draw(&rules, 1, &mut rng), Some(Fault::Delay));
-        assert_eq!(draw(&rules, 2, &mut rng), Some(Fault::RateLimited));
-        assert_eq!(draw(&parse_faults("delay:0").unwrap(), 1, &mut rng), None);
+        assert_eq!(draw(&rules, false, 1, &mut rng), Some(Fault::Delay));
+        assert_eq!(draw(&rules, false, 2, &mut rng), Some(Fault::RateLimited));
+        assert_eq!(
+            draw(&parse_faults("delay:0").unwrap(), false, 1, &mut rng),
+            None
+        );
+    }
+
+    #[test]
+    fn look_up_faults_fire_on_look_ups_only_and_count_them_apart() {
+        let rules = parse_faults("lookup_error:nth=1,delay:1").unwrap();
+        let mut rng = rand::rng();
+        assert_eq!(draw(&rules, true, 1, &mut rng), Some(Fault::LookupError));
+        assert_eq!(draw(&rules, true, 2, &mut rng), None);
+        assert_eq!(draw(&rules, false, 1, &mut rng), Some(Fault::Delay));
     }
 }

@@ -15,6 +15,13 @@
 //! but never invent a delivery. Faults before processing (503, 429) answer before the
 //! idempotency records are even consulted, as an overloaded vendor's front door would.
 //!
+//! Under profile `idempotent`, a key is bound to the exact body of its first processed request:
+//! the same body again is a replay (the stored answer), another body is refused with 422
+//! `idempotency_key_reused`, as Resend, Novu and the IETF draft do.
+//!
+//! Every answer carries a `sandbox-capabilities` header stating the profile, window and lag, so
+//! that a client can tell, answer by answer, whether this is the vendor it was configured for.
+//!
 //! History grows with traffic until `DELETE /ledger`: this is a development and test tool, and
 //! a ledger that forgot old deliveries would no longer be ground truth.
 
@@ -36,8 +43,8 @@ use time::format_description::well_known::Rfc3339;
 use super::faults::{self, Fault, FaultRule};
 use super::{ConnectionKill, Ledger, Profile, SandboxConfig};
 use crate::wire::{
-    AcceptedBody, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
-    MAX_MESSAGE_BYTES, MessageIn,
+    AcceptedBody, CAPABILITIES, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
+    KEY_REUSED, MAX_MESSAGE_BYTES, MessageIn, Offer,
 };
 
 /// What the routes share: the fixed settings, and the state behind its lock.
@@ -53,6 +60,8 @@ struct Sandbox {
 struct State {
     /// `POST /messages` requests seen since start or the last reset; numbers `nth` triggers.
     requests: u64,
+    /// Look-ups (`GET /messages`) seen, numbering `nth` triggers of look-up faults.
+    lookups: u64,
     /// Per reference, how many times a message was really delivered.
     deliveries: BTreeMap<String, u64>,
     /// Every delivery, oldest first, for the outcome query.
@@ -73,6 +82,8 @@ struct Delivery {
 /// The answer processing gave to the first request with a key.
 struct StoredAnswer {
     body: AcceptedBody,
+    /// The request body the key was first processed with: a replay must repeat it exactly.
+    request: Bytes,
     processed_at: Instant,
     /// How long after processing the first request still counts as in progress: the `delay`
     /// fault's hold, otherwise zero. Kept as a time span rather than flipped by the handler
@@ -98,12 +109,24 @@ pub(super) fn router(config: SandboxConfig) -> Router {
             ..State::default()
         }),
     });
+    let offer = Offer {
+        profile: config.profile,
+        idempotency_window: config.idempotency_window,
+        visibility_lag: config.visibility_lag,
+    };
+    let offer = HeaderValue::from_str(&offer.header_value()).expect("an offer is header text");
     Router::new()
         .route("/messages", get(list_messages).post(post_message))
         .route("/ledger", get(read_ledger).delete(clear_ledger))
         .route("/profile", get(read_profile))
         .route("/faults", axum::routing::put(replace_faults))
         .layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
+        .layer(axum::middleware::map_response(
+            move |mut response: Response| {
+                response.headers_mut().insert(CAPABILITIES, offer.clone());
+                async move { response }
+            },
+        ))
         .with_state(sandbox)
 }
 
@@ -113,6 +136,8 @@ enum Outcome {
     Replayed(AcceptedBody),
     /// A repeat of a key whose first request is still being processed.
     InProgress,
+    /// A key first processed with another body.
+    KeyReused,
     Invalid(String),
 }
 
@@ -129,7 +154,7 @@ async fn post_message(
     let (fault, outcome) = {
         let mut state = sandbox.lock();
         state.requests += 1;
-        let fault = faults::draw(&state.faults, state.requests, &mut rand::rng());
+        let fault = faults::draw(&state.faults, false, state.requests, &mut rand::rng());
         match fault {
             Some(fault) if fault.is_before_processing() => (Some(fault), None),
             _ => (
@@ -187,7 +212,7 @@ fn process(
     sandbox: &Sandbox,
     state: &mut State,
     key: Option<&str>,
-    body: &[u8],
+    body: &Bytes,
     fault: Option<Fault>,
 ) -> Outcome {
     let message: MessageIn = match serde_json::from_slice(body) {
@@ -202,7 +227,9 @@ fn process(
     if let Some(stored) = dedup_key.and_then(|key| state.replays.get(key)) {
         let age = now.duration_since(stored.processed_at);
         if age < sandbox.idempotency_window {
-            return if age < stored.in_progress_for {
+            return if stored.request != body {
+                Outcome::KeyReused
+            } else if age < stored.in_progress_for {
                 Outcome::InProgress
             } else {
                 Outcome::Replayed(stored.body.clone())
@@ -236,6 +263,7 @@ fn process(
             key.to_owned(),
             StoredAnswer {
                 body: answer.clone(),
+                request: body.clone(),
                 processed_at: now,
                 in_progress_for,
             },
@@ -258,6 +286,11 @@ impl IntoResponse for Outcome {
                 StatusCode::CONFLICT,
                 "concurrent_idempotent_request",
                 "a request with this Idempotency-Key is still being processed",
+            ),
+            Outcome::KeyReused => problem(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                KEY_REUSED,
+                "this Idempotency-Key was used with another request body",
             ),
             Outcome::Invalid(detail) => {
                 problem(StatusCode::UNPROCESSABLE_ENTITY, "invalid_message", &detail)
@@ -306,6 +339,26 @@ async fn list_messages(
             "`reference` is required",
         );
     };
+    let fault = {
+        let mut state = sandbox.lock();
+        state.lookups += 1;
+        faults::draw(&state.faults, true, state.lookups, &mut rand::rng())
+    };
+    match fault {
+        Some(Fault::LookupError) => {
+            tracing::info!("failing a look-up (lookup_error)");
+            return problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the look-up failed",
+            );
+        }
+        Some(Fault::LookupDelay) => {
+            tracing::info!(delay = ?sandbox.delay, "holding a look-up's answer (lookup_delay)");
+            tokio::time::sleep(sandbox.delay).await;
+        }
+        _ => {}
+    }
     let now = Instant::now();
     let state = sandbox.lock();
     let data = state

@@ -223,6 +223,7 @@ async fn each_profile_declares_exactly_its_own_capability() {
     let capabilities = |profile| {
         let adapter = SandboxAdapter::new(SandboxRoute {
             base_url: "http://127.0.0.1:9".to_owned(),
+            from: None,
             profile,
             idempotency_window: window,
             visibility_lag: lag,
@@ -245,6 +246,7 @@ async fn a_route_with_a_malformed_base_url_is_refused_at_start_up() {
     install_crypto_provider();
     let built = SandboxAdapter::try_new(SandboxRoute {
         base_url: "not a url".to_owned(),
+        from: None,
         profile: Profile::Plain,
         idempotency_window: Duration::ZERO,
         visibility_lag: Duration::ZERO,
@@ -346,4 +348,87 @@ async fn a_stopped_sandbox_refuses_the_connection_so_nothing_was_sent() {
         } => assert_eq!(evidence.stage, "connect"),
         other => panic!("expected a connect rejection, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_repeated_key_with_another_body_proves_the_first_was_processed() {
+    let vendor = vendor(config(Profile::Idempotent)).await;
+    let key = key();
+    accepted_ref(&vendor.adapter.send(&message(), &key).await);
+
+    let mut other = message();
+    other.text = Some("another text".to_owned());
+    match vendor.adapter.send(&other, &key).await {
+        SendResult::KeyReused { evidence } => {
+            assert_eq!(evidence.status, Some(422));
+            assert_eq!(
+                evidence.vendor_code.as_deref(),
+                Some("idempotency_key_reused")
+            );
+        }
+        other => panic!("expected the key to be reported reused, got {other:?}"),
+    }
+    let ledger = vendor.ledger.ledger().await.unwrap();
+    assert_eq!(ledger.deliveries_of(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_sandbox_that_offers_another_profile_than_declared_settles_nothing() {
+    install_crypto_provider();
+    let handle = herald_sandbox::spawn(config(Profile::Plain)).await.unwrap();
+    let declared = SandboxRoute {
+        base_url: handle.base_url(),
+        from: None,
+        profile: Profile::Idempotent,
+        idempotency_window: SandboxConfig::default().idempotency_window,
+        visibility_lag: Duration::ZERO,
+        timeout: Duration::from_secs(5),
+    };
+    let adapter = SandboxAdapter::new(declared.clone());
+    let mismatch = adapter.verify().await.unwrap_err();
+    assert!(mismatch.contains("profile=plain"), "{mismatch}");
+
+    // Its acceptances prove nothing either: a replay to it may have delivered again.
+    let key = key();
+    for _ in 0..2 {
+        match adapter.send(&message(), &key).await {
+            SendResult::Ambiguous { evidence } => {
+                assert!(evidence.detail.contains("route declares"), "{evidence:?}")
+            }
+            other => panic!("expected an ambiguity, got {other:?}"),
+        }
+    }
+    let ledger = handle.client().unwrap().ledger().await.unwrap();
+    assert_eq!(ledger.deliveries_of(key.as_str()), 2);
+
+    let honest = SandboxAdapter::new(SandboxRoute {
+        profile: Profile::Plain,
+        idempotency_window: SandboxConfig::default().idempotency_window,
+        ..declared
+    });
+    assert_eq!(honest.verify().await, Ok(()));
+}
+
+#[tokio::test]
+async fn a_failed_or_slow_look_up_proves_nothing() {
+    let vendor = vendor_with_timeout(
+        SandboxConfig {
+            faults: parse_faults("lookup_error:nth=1,lookup_delay:nth=2").unwrap(),
+            delay: Duration::from_secs(60),
+            ..config(Profile::Queryable)
+        },
+        Duration::from_millis(300),
+    )
+    .await;
+    let key = key();
+    accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    for fault in ["lookup_error", "lookup_delay"] {
+        let lookup = vendor.adapter.query(&message(), &key).await;
+        assert!(
+            matches!(lookup, QueryResult::Unsupported { .. }),
+            "{fault}: {lookup:?}"
+        );
+    }
+    let lookup = vendor.adapter.query(&message(), &key).await;
+    assert!(matches!(lookup, QueryResult::Accepted { .. }), "{lookup:?}");
 }

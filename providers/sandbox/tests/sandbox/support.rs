@@ -28,6 +28,7 @@ pub async fn vendor_with_timeout(config: SandboxConfig, timeout: Duration) -> Ve
     install_crypto_provider();
     let route = SandboxRoute {
         base_url: String::new(),
+        from: None,
         profile: config.profile,
         idempotency_window: config.idempotency_window,
         visibility_lag: config.visibility_lag,

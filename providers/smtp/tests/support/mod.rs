@@ -41,14 +41,6 @@ pub fn route(host: &str, port: u16) -> SmtpRoute {
 }
 
 /// The evidence of a result whatever its variant.
-pub fn evidence(result: &SendResult) -> &Evidence {
-    match result {
-        SendResult::Accepted { evidence, .. }
-        | SendResult::Rejected { evidence, .. }
-        | SendResult::Ambiguous { evidence } => evidence,
-    }
-}
-
 /// Asserts a rejection and returns its evidence.
 #[track_caller]
 pub fn assert_rejected(result: &SendResult, permanent: bool, stage: &str) -> Evidence {

@@ -27,11 +27,8 @@ async fn accept_then_drop_is_ambiguous_yet_delivered_and_the_query_finds_it() {
     assert_eq!(ledger.deliveries_of(&text), 1);
 
     match vendor.adapter.query(&message, &key(&message)).await {
-        QueryResult::Accepted {
-            provider_ref,
-            evidence,
-        } => {
-            assert_eq!(provider_ref, Some(ledger.deliveries[0].sid.clone()));
+        QueryResult::LookAlikes { refs, evidence, .. } => {
+            assert_eq!(refs, [ledger.deliveries[0].sid.clone()]);
             assert_eq!(evidence.status, Some(200));
         }
         other => panic!("expected the delivery to be found, got {other:?}"),
@@ -57,7 +54,10 @@ async fn a_delayed_answer_times_out_as_ambiguous_yet_delivered() {
     }
     assert_eq!(vendor.fake.ledger().deliveries_of(&text), 1);
     let found = vendor.adapter.query(&message, &key(&message)).await;
-    assert!(matches!(found, QueryResult::Accepted { .. }), "{found:?}");
+    assert!(
+        matches!(&found, QueryResult::LookAlikes { refs, .. } if refs.len() == 1),
+        "{found:?}"
+    );
 }
 
 #[tokio::test]
@@ -76,7 +76,10 @@ async fn a_500_after_processing_is_ambiguous_and_the_query_finds_the_delivery() 
     }
     assert_eq!(vendor.fake.ledger().deliveries_of(&text), 1);
     let found = vendor.adapter.query(&message, &key(&message)).await;
-    assert!(matches!(found, QueryResult::Accepted { .. }), "{found:?}");
+    assert!(
+        matches!(&found, QueryResult::LookAlikes { refs, .. } if refs.len() == 1),
+        "{found:?}"
+    );
 }
 
 /// Twilio does not document 503 as "not processed", so it stays ambiguous; here nothing was

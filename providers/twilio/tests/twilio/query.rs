@@ -76,47 +76,40 @@ async fn a_send_becomes_visible_only_after_the_vendors_lag() {
         "{early:?}"
     );
     match query_until_found(&vendor.adapter, &message, Duration::from_secs(5)).await {
-        QueryResult::Accepted {
-            provider_ref,
-            evidence,
-        } => {
-            assert_eq!(provider_ref, Some(sid));
-            assert!(evidence.detail.starts_with("found SM"), "{evidence:?}");
+        QueryResult::LookAlikes { refs, evidence, .. } => {
+            assert_eq!(refs, [sid]);
+            assert!(evidence.detail.starts_with("1 message(s)"), "{evidence:?}");
         }
         other => panic!("expected the delivery to be found, got {other:?}"),
     }
 }
 
 #[tokio::test]
-async fn two_identical_texts_in_the_window_are_accepted_with_the_count_never_not_found() {
+async fn two_identical_texts_are_both_listed_as_look_alikes_oldest_first() {
     let vendor = vendor().await;
     let text = unique_text();
     let first = sms(&text);
     let second = sms(&text);
-    let SendResult::Accepted {
-        provider_ref: Some(first_sid),
-        ..
-    } = vendor.adapter.send(&first, &key(&first)).await
-    else {
-        panic!("the first send is accepted");
+    let sid = |sent| match sent {
+        SendResult::Accepted {
+            provider_ref: Some(sid),
+            ..
+        } => sid,
+        other => panic!("expected an acceptance, got {other:?}"),
     };
-    vendor.adapter.send(&second, &key(&second)).await;
+    let first_sid = sid(vendor.adapter.send(&first, &key(&first)).await);
+    let second_sid = sid(vendor.adapter.send(&second, &key(&second)).await);
     assert_eq!(vendor.fake.ledger().deliveries_of(&text), 2);
 
-    match vendor.adapter.query(&first, &key(&first)).await {
-        QueryResult::Accepted {
-            provider_ref,
-            evidence,
-        } => {
-            assert_eq!(provider_ref, Some(first_sid), "the earliest is named");
-            assert!(
-                evidence
-                    .detail
-                    .starts_with("2 messages with this exact text"),
-                "{evidence:?}"
-            );
+    // Nothing in Twilio's records says whose each is: the look-up of either finds both.
+    for message in [&first, &second] {
+        match vendor.adapter.query(message, &key(message)).await {
+            QueryResult::LookAlikes { refs, evidence, .. } => {
+                assert_eq!(refs, [first_sid.clone(), second_sid.clone()]);
+                assert!(evidence.detail.starts_with("2 message(s)"), "{evidence:?}");
+            }
+            other => panic!("expected both look-alikes, got {other:?}"),
         }
-        other => panic!("expected an acceptance with a count, got {other:?}"),
     }
 }
 
@@ -154,7 +147,10 @@ async fn the_lookup_follows_twilios_paging() {
     }
 
     let lookup = vendor.adapter.query(&target, &key(&target)).await;
-    assert!(matches!(lookup, QueryResult::Accepted { .. }), "{lookup:?}");
+    assert!(
+        matches!(lookup, QueryResult::LookAlikes { .. }),
+        "{lookup:?}"
+    );
     let pages = vendor
         .fake
         .received()
@@ -177,7 +173,10 @@ async fn a_messaging_service_send_is_found_by_its_service() {
     assert!(matches!(sent, SendResult::Ambiguous { .. }), "{sent:?}");
 
     let lookup = vendor.adapter.query(&message, &key(&message)).await;
-    assert!(matches!(lookup, QueryResult::Accepted { .. }), "{lookup:?}");
+    assert!(
+        matches!(lookup, QueryResult::LookAlikes { .. }),
+        "{lookup:?}"
+    );
     // The list has no service filter: the adapter does not narrow by a sender it cannot know.
     let query = vendor
         .fake
@@ -211,7 +210,41 @@ async fn a_failed_lookup_proves_nothing() {
     }
     // Without a fault the same look-up finds it.
     let lookup = vendor.adapter.query(&message, &key(&message)).await;
-    assert!(matches!(lookup, QueryResult::Accepted { .. }), "{lookup:?}");
+    assert!(
+        matches!(lookup, QueryResult::LookAlikes { .. }),
+        "{lookup:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_lookup_searches_for_the_stored_request_whatever_the_route_says_now() {
+    let vendor = vendor().await;
+    let message = sms(&unique_text());
+    let request = vendor
+        .adapter
+        .prepare(&message, &key(&message))
+        .expect("an SMS is prepared");
+    vendor.fake.set_faults([Fault::AcceptThenDrop]);
+    let sent = vendor
+        .adapter
+        .send_prepared(&request, &message, &key(&message))
+        .await;
+    assert!(matches!(sent, SendResult::Ambiguous { .. }), "{sent:?}");
+
+    // The operator changes the route's sender after the send: the look-up must still ask for
+    // the sender the message went out from, or it would take the send for one never made.
+    let changed = herald_twilio::TwilioAdapter::new(herald_twilio::TwilioRoute {
+        from: Some("+15005550001".to_owned()),
+        ..crate::support::route(vendor.fake.base_url())
+    })
+    .unwrap();
+    let lookup = changed
+        .query_prepared(&request, &message, &key(&message))
+        .await;
+    assert!(
+        matches!(&lookup, QueryResult::LookAlikes { refs, .. } if refs.len() == 1),
+        "{lookup:?}"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! The auth token never leaves the Authorization header: not into evidence, errors or Debug.
 
-use herald_provider::{Adapter, Evidence, QueryResult, SendResult};
+use herald_provider::{Adapter, SendResult};
 use herald_twilio::fake::{FakeConfig, Fault};
 use herald_twilio::{TwilioAdapter, TwilioError};
 use secrecy::SecretString;
@@ -12,23 +12,6 @@ use crate::support::{
 
 fn assert_clean(what: &str, text: &str) {
     assert!(!text.contains(TOKEN), "{what} leaks the token: {text}");
-}
-
-fn evidence_of_send(result: &SendResult) -> &Evidence {
-    match result {
-        SendResult::Accepted { evidence, .. }
-        | SendResult::Rejected { evidence, .. }
-        | SendResult::Ambiguous { evidence } => evidence,
-    }
-}
-
-fn evidence_of_query(result: &QueryResult) -> &Evidence {
-    match result {
-        QueryResult::Accepted { evidence, .. }
-        | QueryResult::NotAccepted { evidence }
-        | QueryResult::NotFoundYet { evidence }
-        | QueryResult::Unsupported { evidence } => evidence,
-    }
 }
 
 #[tokio::test]
@@ -51,14 +34,14 @@ async fn the_token_appears_in_no_evidence_error_or_debug_output() {
     }
     for result in &results {
         assert_clean("a send result", &format!("{result:?}"));
-        let stored = serde_json::to_string(evidence_of_send(result)).unwrap();
+        let stored = serde_json::to_string(result.evidence()).unwrap();
         assert_clean("stored evidence", &stored);
     }
     let lookup = vendor.adapter.query(&message, &key(&message)).await;
     assert_clean("a query result", &format!("{lookup:?}"));
     assert_clean(
         "stored evidence",
-        &serde_json::to_string(evidence_of_query(&lookup)).unwrap(),
+        &serde_json::to_string(lookup.evidence()).unwrap(),
     );
 }
 
