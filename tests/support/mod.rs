@@ -179,6 +179,35 @@ impl TestDb {
             }
         }
     }
+
+    /// The first column of every row `sql` returns, as text, read straight from the database.
+    pub async fn texts(&self, sql: &str) -> Vec<String> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.backend {
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url)
+                    .await
+                    .expect("open sqlite");
+                let rows = sqlx::query_scalar(sql)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read");
+                pool.close().await;
+                rows
+            }
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url)
+                    .await
+                    .expect("open postgres");
+                let rows = sqlx::query_scalar(sql)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read");
+                pool.close().await;
+                rows
+            }
+        }
+    }
 }
 
 impl Drop for TestDb {
