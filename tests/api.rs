@@ -188,15 +188,12 @@ async fn two_thousand_keys_over_32_connections_create_two_thousand_notifications
         return;
     };
     let app = std::sync::Arc::new(app);
+    // Worker w sends requests w, w + 32, w + 64, …: each of the 2,000 exactly once.
     let workers = (0..32).map(|w| {
         let app = app.clone();
         tokio::spawn(async move {
             let mut ids = Vec::new();
-            for i in 0..(2000 / 32 + 1) {
-                let n = w * (2000 / 32 + 1) + i;
-                if n >= 2000 {
-                    break;
-                }
+            for n in (w..2000).step_by(32) {
                 let response = app
                     .enqueue(
                         ACME,
@@ -551,8 +548,11 @@ async fn a_batch_answers_each_item_in_order_in_one_transaction(backend: Backend)
     let Some(app) = spawn_app(backend).await else {
         return;
     };
-    app.enqueue(ACME, "already", &email("ada@example.com"))
+    let already = app
+        .enqueue(ACME, "already", &email("ada@example.com"))
         .await;
+    assert_eq!(already.status(), StatusCode::ACCEPTED);
+    let already: Value = already.json().await.unwrap();
     let item = |key: &str, to: &str| {
         let mut body = email(to);
         body["idempotency_key"] = json!(key);
@@ -582,18 +582,42 @@ async fn a_batch_answers_each_item_in_order_in_one_transaction(backend: Backend)
         .map(|r| r["status"].as_u64().unwrap())
         .collect();
     assert_eq!(statuses, vec![202, 422, 202, 422, 202, 422]);
+    let keys: Vec<&Value> = results.iter().map(|r| &r["idempotency_key"]).collect();
+    assert_eq!(
+        keys,
+        [
+            &json!("b-1"),
+            &json!("b-bad"),
+            &json!("already"),
+            &json!("already"),
+            &json!("b-2"),
+            &Value::Null
+        ]
+    );
     assert_eq!(results[0]["notification"]["to"], "one@example.com");
+    assert_eq!(results[0]["replayed"], false);
     assert_eq!(results[1]["problem"]["field"], "items[1].to");
     assert_eq!(results[2]["replayed"], true);
+    assert_eq!(results[2]["notification"], already, "the original answer");
     assert!(
         results[3]["problem"]["type"]
             .as_str()
             .unwrap()
             .ends_with("/idempotency-key-reused")
     );
+    assert_eq!(results[4]["notification"]["to"], "two@example.com");
+    assert_eq!(results[4]["replayed"], false);
     assert_eq!(results[5]["problem"]["field"], "items[5].idempotency_key");
+    // The one stored before, and the batch's two new ones; the invalid items stored nothing.
     assert_eq!(app.db.count("notifications").await, 3);
     assert_eq!(app.db.count("outbox").await, 3);
+    assert_eq!(app.db.count("idempotency_keys").await, 3);
+    let created = app.enqueue(ACME, "b-bad", &email("bad@example.com")).await;
+    assert_eq!(created.status(), StatusCode::ACCEPTED);
+    assert!(
+        created.headers().get("idempotent-replayed").is_none(),
+        "an invalid item does not burn its key"
+    );
 
     let too_many: Vec<Value> = (0..1001)
         .map(|i| item(&format!("m-{i}"), "a@example.com"))
@@ -631,8 +655,12 @@ async fn operations_endpoints_answer(backend: Backend) {
         .unwrap();
     assert_eq!(ready["status"], "ready");
 
-    app.enqueue(ACME, "m-1", &email("ada@example.com")).await;
-    app.enqueue(ACME, "m-1", &email("ada@example.com")).await;
+    let first = app.enqueue(ACME, "m-1", &email("ada@example.com")).await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let again = app.enqueue(ACME, "m-1", &email("ada@example.com")).await;
+    assert_eq!(again.status(), StatusCode::ACCEPTED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
     let metrics = app
         .http
         .get(app.url("/metrics"))
@@ -645,16 +673,20 @@ async fn operations_endpoints_answer(backend: Backend) {
     let value = |name: &str| {
         metrics
             .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
+            .filter_map(|l| l.split_once(' '))
+            .find(|(metric, _)| *metric == name)
+            .and_then(|(_, v)| v.parse::<f64>().ok())
     };
-    assert!(
-        value("herald_notifications_accepted_total") >= Some(1.0),
+    // The recorder is process-wide, and nextest runs each test in a process of its own: these
+    // counts are this test's requests, one created and one replayed.
+    assert_eq!(
+        value("herald_notifications_accepted_total"),
+        Some(1.0),
         "{metrics}"
     );
-    assert!(
-        value("herald_idempotency_replays_total") >= Some(1.0),
+    assert_eq!(
+        value("herald_idempotency_replays_total"),
+        Some(1.0),
         "{metrics}"
     );
 
