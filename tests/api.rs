@@ -24,6 +24,7 @@ on_both_backends!(
     lists_are_newest_first_filtered_and_paginated,
     only_a_queued_notification_can_be_cancelled,
     a_batch_answers_each_item_in_order_in_one_transaction,
+    a_batch_that_fails_at_the_database_part_way_commits_nothing,
     operations_endpoints_answer,
 );
 
@@ -629,6 +630,93 @@ async fn a_batch_answers_each_item_in_order_in_one_transaction(backend: Backend)
     )
     .await;
     assert_eq!(answer["field"], "items");
+}
+
+/// The recipient that the database refuses in the test below.
+const FAILS_AT_THE_DATABASE: &str = "fails-at-the-database@example.com";
+
+async fn a_batch_that_fails_at_the_database_part_way_commits_nothing(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    // No input that herald should accept fails at the database (on PostgreSQL a U+0000 in a
+    // text does, but that is a gap in validation, not a case to rely on), so the test makes its
+    // own database refuse one recipient, as a full disk or a broken constraint would: after
+    // the batch's first two items were written in the transaction.
+    let refuse = format!("NEW.recipient = '{FAILS_AT_THE_DATABASE}'");
+    match backend {
+        Backend::Sqlite => {
+            app.db
+                .execute(&format!(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON notifications WHEN {refuse}
+                     BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+                ))
+                .await
+        }
+        Backend::Postgres => {
+            app.db
+                .execute(
+                    "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql
+                     AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+                )
+                .await;
+            app.db
+                .execute(&format!(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON notifications FOR EACH ROW
+                     WHEN ({refuse}) EXECUTE FUNCTION refuse()"
+                ))
+                .await
+        }
+    }
+    let item = |key: &str, to: &str| {
+        let mut body = email(to);
+        body["idempotency_key"] = json!(key);
+        body
+    };
+    let batch = json!({"items": [
+        item("f-1", "one@example.com"),
+        item("f-2", "two@example.com"),
+        item("f-3", FAILS_AT_THE_DATABASE),
+        item("f-4", "four@example.com"),
+    ]});
+    let answer = problem(
+        app.post_json(ACME, "/v1/notifications/batch", &batch).await,
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+    .await;
+    assert!(
+        answer["type"].as_str().unwrap().ends_with("/internal")
+            && !answer.to_string().contains("refused by the test"),
+        "a 500 that leaks nothing of the database: {answer}"
+    );
+    assert_eq!(app.db.count("notifications").await, 0);
+    assert_eq!(app.db.count("outbox").await, 0);
+    assert_eq!(app.db.count("idempotency_keys").await, 0);
+
+    // Nothing of it was kept: once the database takes every item, the same batch creates all
+    // four, none of them a replay.
+    app.db
+        .execute(match backend {
+            Backend::Sqlite => "DROP TRIGGER refuse",
+            Backend::Postgres => "DROP TRIGGER refuse ON notifications",
+        })
+        .await;
+    let response = app.post_json(ACME, "/v1/notifications/batch", &batch).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    let results: Vec<(u64, bool)> = body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["status"].as_u64().unwrap(),
+                r["replayed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(results, vec![(202, false); 4]);
+    assert_eq!(app.db.count("notifications").await, 4);
 }
 
 async fn operations_endpoints_answer(backend: Backend) {
