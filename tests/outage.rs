@@ -235,8 +235,21 @@ async fn a_database_outage_gets_prompt_503s_and_herald_recovers_by_itself() {
     eventually("/readyz to be 200 again", RECOVERY_BOUND, || {
         let (http, url) = (http.clone(), format!("{}/readyz", herald.base));
         async move {
-            let response = http.get(url).send().await.ok()?;
-            (response.status() == StatusCode::OK).then_some(())
+            // herald answers every request, recovering or not: no answer at all is a failure,
+            // and so is any answer but "ready" or "not ready".
+            let response = http
+                .get(url)
+                .send()
+                .await
+                .expect("/readyz answers while herald recovers");
+            match response.status() {
+                StatusCode::OK => Some(()),
+                StatusCode::SERVICE_UNAVAILABLE => None,
+                other => panic!(
+                    "/readyz answered {other} while herald recovered: {}",
+                    response.text().await.unwrap_or_default()
+                ),
+            }
         }
     })
     .await;
@@ -325,7 +338,9 @@ async fn a_database_outage_gets_prompt_503s_and_herald_recovers_by_itself() {
         recovered.saturating_duration_since(up),
     );
 
-    // Nothing acknowledged is lost, before or after the outage.
+    // Nothing acknowledged is lost, before or after the outage. The database is back (herald
+    // accepted again and /readyz said so), so every read-back must answer: a read that fails
+    // proves nothing was kept, and counts against herald like a 404.
     let base = herald.base.clone();
     let lost: Vec<String> = futures::stream::iter(acknowledged.iter().map(|sent| {
         let (http, url, id) = (
@@ -334,19 +349,29 @@ async fn a_database_outage_gets_prompt_503s_and_herald_recovers_by_itself() {
             sent.id(),
         );
         async move {
-            let response = http.get(url).bearer_auth(ACME).send().await.ok()?;
-            if response.status() != StatusCode::OK {
-                return Some(format!("{id}: {}", response.status()));
+            let response = match http.get(url).bearer_auth(ACME).send().await {
+                Ok(response) => response,
+                Err(err) => return Some(format!("{id}: no answer: {err:?}")),
+            };
+            let status = response.status();
+            let text = match response.text().await {
+                Ok(text) => text,
+                Err(err) => return Some(format!("{id}: {status}, unreadable body: {err:?}")),
+            };
+            if status != StatusCode::OK {
+                return Some(format!("{id}: {status} {text}"));
             }
-            let shown: Value = response.json().await.ok()?;
-            (shown["state"] != "queued").then(|| format!("{id}: {shown}"))
+            match serde_json::from_str::<Value>(&text) {
+                Ok(shown) if shown["id"] == id.as_str() && shown["state"] == "queued" => None,
+                _ => Some(format!("{id}: {text}")),
+            }
         }
     }))
     .buffer_unordered(8)
     .filter_map(|lost| async move { lost })
     .collect()
     .await;
-    assert!(lost.is_empty(), "acknowledged but not readable: {lost:?}");
+    assert!(lost.is_empty(), "acknowledged but not read back: {lost:?}");
 
     // What was refused was not stored: each key is still free and now gets a fresh 202.
     for sent in &refused {

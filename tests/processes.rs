@@ -53,6 +53,93 @@ async fn start(db: &TestDb, dir: &TempDir, name: &str, route: &str) -> HeraldPro
     HeraldProcess::start(&config, dir.path(), name).await
 }
 
+/// As [`start`], with every SQL statement herald runs in its log (sqlx's statement log, without
+/// colour codes), so that the test can read what the dispatcher did: [`dispatcher_is_idle`].
+async fn start_watched(db: &TestDb, dir: &TempDir, name: &str, route: &str) -> HeraldProcess {
+    let config = test_config_text(&db.url, &format!("127.0.0.1:{}", free_port()), route);
+    let env = [
+        ("RUST_LOG", "info,sqlx=warn,sqlx::query=debug"),
+        ("NO_COLOR", "1"),
+    ];
+    HeraldProcess::start_with_env(&config, dir.path(), name, &env).await
+}
+
+/// A step of the dispatcher's, as its statement log shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// The PostgreSQL listener is registered. Right after, it wakes the dispatcher once, for a
+    /// commit it may have missed while it connected.
+    Listen,
+    /// A look at the queue for due work (the first statement of a claim).
+    Claim,
+    /// When the next work falls due: the last thing the dispatcher asks before it waits.
+    NextDue,
+}
+
+/// The dispatcher's steps in `log`, matched on the store's own statements (src/store): if
+/// their text changes, [`dispatcher_is_idle`] times out, so the test fails rather than passes.
+fn seen(log: &str) -> Vec<Seen> {
+    log.lines()
+        .filter(|line| line.contains(" sqlx::query: "))
+        .filter_map(|line| {
+            if line.contains("summary=\"LISTEN ") {
+                Some(Seen::Listen)
+            } else if line.contains("SELECT id, state FROM notifications") {
+                Some(Seen::Claim)
+            } else if line.contains(
+                "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')",
+            ) {
+                Some(Seen::NextDue)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Waits until the dispatcher of `worker` (started with [`start_watched`], nothing enqueued
+/// yet) is idle: it has looked at the queue, found nothing, learnt that nothing falls due, and
+/// waits on its one-minute poll with no wake-up pending. Only from then on does a prompt
+/// delivery prove a wake-up: work committed earlier may be found by a look that was coming
+/// anyway.
+///
+/// With nothing enqueued, the one wake-up before the test's own is the listener's, just after
+/// its `LISTEN` (PostgreSQL, `listens`); a wake-up given while the dispatcher is not waiting
+/// is kept for its next wait. So if the dispatcher looked before the `LISTEN`, that wake-up
+/// makes exactly one more look; if not, it looks twice after the `LISTEN` (its first look,
+/// then the kept wake-up's). On SQLite nothing wakes it before the test does: one look.
+/// Each look is followed by the question "when is the next work due?", then the wait.
+async fn dispatcher_is_idle(worker: &HeraldProcess, listens: bool) {
+    eventually(
+        "the dispatcher to find the queue empty and wait",
+        Duration::from_secs(10),
+        || async {
+            let seen = seen(&worker.log());
+            let listens_at: Vec<usize> = (0..seen.len())
+                .filter(|&i| seen[i] == Seen::Listen)
+                .collect();
+            let (from, looks) = match (listens, listens_at.as_slice()) {
+                (false, []) => (0, 1),
+                (true, []) => return None,
+                (true, [at]) => {
+                    let looked_before = seen[..*at].contains(&Seen::Claim);
+                    (at + 1, if looked_before { 1 } else { 2 })
+                }
+                _ => panic!(
+                    "unexpected LISTENs (listens: {listens}), so the wake-ups cannot be counted:\n{}",
+                    worker.log()
+                ),
+            };
+            let after = &seen[from..];
+            let last_look = (0..after.len())
+                .filter(|&i| after[i] == Seen::Claim)
+                .nth(looks - 1)?;
+            after[last_look..].contains(&Seen::NextDue).then_some(())
+        },
+    )
+    .await;
+}
+
 async fn enqueue(base: &str, key: &str) -> String {
     let response = http_client()
         .post(format!("{base}/v1/notifications"))
@@ -160,9 +247,8 @@ async fn a_commit_in_one_process_wakes_the_dispatcher_of_another() {
     let dir = TempDir::new("herald-listen");
     let vendor = vendor("").await;
     let api_only = start(&db, &dir, "api", &route(&vendor, 5, false)).await;
-    let dispatching = start(&db, &dir, "worker", &route(&vendor, 5, true)).await;
-    // Let the worker finish its first look at the queue and go idle on its one-minute poll.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let dispatching = start_watched(&db, &dir, "worker", &route(&vendor, 5, true)).await;
+    dispatcher_is_idle(&dispatching, true).await;
     let id = enqueue(&api_only.base, "wake-up").await;
     let n = state_becomes(&dispatching.base, &id, "delivered", Duration::from_secs(10)).await;
     assert_eq!(n["certainty"], "known");
@@ -175,8 +261,8 @@ async fn a_new_notification_is_sent_without_waiting_for_the_poll() {
     };
     let dir = TempDir::new("herald-wake");
     let vendor = vendor("").await;
-    let herald = start(&db, &dir, "herald", &route(&vendor, 5, true)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let herald = start_watched(&db, &dir, "herald", &route(&vendor, 5, true)).await;
+    dispatcher_is_idle(&herald, false).await;
     let id = enqueue(&herald.base, "wake-up").await;
     state_becomes(&herald.base, &id, "delivered", Duration::from_secs(10)).await;
 }

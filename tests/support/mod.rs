@@ -179,6 +179,56 @@ impl TestDb {
             }
         }
     }
+
+    /// Runs one statement straight on the database, e.g. to arrange a fault herald must meet.
+    pub async fn execute(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.backend {
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url)
+                    .await
+                    .expect("open sqlite");
+                sqlx::query(sql).execute(&pool).await.expect("execute");
+                pool.close().await;
+            }
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url)
+                    .await
+                    .expect("open postgres");
+                sqlx::query(sql).execute(&pool).await.expect("execute");
+                pool.close().await;
+            }
+        }
+    }
+
+    /// The first column of every row `sql` returns, as text, read straight from the database.
+    pub async fn texts(&self, sql: &str) -> Vec<String> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.backend {
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url)
+                    .await
+                    .expect("open sqlite");
+                let rows = sqlx::query_scalar(sql)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read");
+                pool.close().await;
+                rows
+            }
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url)
+                    .await
+                    .expect("open postgres");
+                let rows = sqlx::query_scalar(sql)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read");
+                pool.close().await;
+                rows
+            }
+        }
+    }
 }
 
 impl Drop for TestDb {
