@@ -152,6 +152,37 @@ impl TestDb {
         self.scalar(&format!("SELECT count(*) FROM {table}")).await
     }
 
+    /// The outbox event types of one notification, oldest first, straight from the database.
+    pub async fn event_types(&self, notification: uuid::Uuid) -> Vec<String> {
+        const SQL: &str = "SELECT type FROM outbox WHERE notification_id = $1 ORDER BY seq";
+        match self.backend {
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url)
+                    .await
+                    .expect("open sqlite");
+                let types = sqlx::query_scalar(SQL)
+                    .bind(notification)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("events");
+                pool.close().await;
+                types
+            }
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url)
+                    .await
+                    .expect("open postgres");
+                let types = sqlx::query_scalar(SQL)
+                    .bind(notification)
+                    .fetch_all(&pool)
+                    .await
+                    .expect("events");
+                pool.close().await;
+                types
+            }
+        }
+    }
+
     pub async fn scalar(&self, sql: &str) -> i64 {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());
         match self.backend {

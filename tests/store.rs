@@ -1,0 +1,732 @@
+//! The store's conformance suite: every case calls [`Store`] directly and runs on SQLite and on
+//! PostgreSQL, so that the two backends are held to one behaviour (the transactions are written
+//! once; this proves the dialects underneath agree).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, json};
+use time::OffsetDateTime;
+
+use herald::domain::{
+    AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, IdempotencyKey,
+    Next, Notification, NotificationId, SettledBy, Settlement, State,
+};
+use herald::store::{
+    AcceptOutcome, Claim, ClaimMode, ListFilter, NewAccept, Recorded, Store, StoreError,
+};
+use herald_provider::Request;
+use support::{Backend, TestDb};
+
+on_both_backends!(
+    a_new_key_creates_a_replay_answers_again_and_another_body_is_refused,
+    concurrent_accepts_of_one_key_create_one_notification,
+    a_batch_answers_each_item_in_order_and_commits_together,
+    a_claim_takes_due_work_on_the_given_routes_up_to_its_limit,
+    a_claim_fixes_the_provider_request_once,
+    a_lease_that_ends_turns_the_attempt_ambiguous_for_reconciliation,
+    a_lost_claim_changes_nothing_but_its_own_attempts_evidence,
+    a_decision_settles_unsettled_attempts_and_attributes_the_message_once,
+    findings_annotate_without_settling,
+    a_retry_is_queued_without_an_event_and_a_finish_writes_one,
+    only_a_queued_notification_can_be_cancelled,
+    lists_are_newest_first_filtered_and_paged_by_cursor,
+    look_alikes_are_the_same_request_on_the_same_route_only,
+    a_tenant_never_reads_another_tenants_notification,
+);
+
+const LEASE: Duration = Duration::from_secs(30);
+
+struct Rig {
+    db: TestDb,
+    store: Arc<dyn Store>,
+}
+
+async fn rig(backend: Backend) -> Option<Rig> {
+    support::install_crypto();
+    let db = TestDb::new(backend).await?;
+    let store = herald::store::connect(&db.url, 8)
+        .await
+        .expect("the store opens");
+    Some(Rig { db, store })
+}
+
+fn now() -> OffsetDateTime {
+    let now = OffsetDateTime::now_utc();
+    // Both stores keep microseconds.
+    now.replace_nanosecond(now.nanosecond() / 1000 * 1000)
+        .unwrap()
+}
+
+fn notification(
+    tenant: &str,
+    route: &str,
+    to: &str,
+    text: &str,
+    at: OffsetDateTime,
+) -> Notification {
+    Notification {
+        id: NotificationId::new(),
+        tenant: tenant.to_owned(),
+        channel: Channel::Sms,
+        to: to.to_owned(),
+        route: route.to_owned(),
+        delivery: Delivery::AtMostOnce,
+        state: State::Queued,
+        certainty: None,
+        acknowledged: false,
+        content: Content {
+            text: Some(text.to_owned()),
+            ..Content::default()
+        },
+        metadata: Map::new(),
+        send_at: None,
+        next_attempt_at: Some(at),
+        created_at: at,
+        updated_at: at,
+    }
+}
+
+fn accept_of(key: &str, n: Notification, hash: u8) -> NewAccept {
+    NewAccept {
+        key: IdempotencyKey::parse("Idempotency-Key", key).unwrap(),
+        request_hash: vec![hash; 32],
+        response: json!({"id": n.id, "answer": key}),
+        notification: n,
+    }
+}
+
+/// Accepts one notification under its own key and returns it.
+async fn accepted(store: &dyn Store, n: Notification) -> Notification {
+    let key = format!("key-{}", n.id);
+    let outcomes = store
+        .accept(&[accept_of(&key, n.clone(), 1)])
+        .await
+        .unwrap();
+    assert_eq!(outcomes, [AcceptOutcome::Created]);
+    n
+}
+
+fn routes(names: &[&str]) -> Vec<String> {
+    names.iter().map(|r| (*r).to_owned()).collect()
+}
+
+async fn claim(store: &dyn Store, at: OffsetDateTime, limit: u32, on: &[&str]) -> Vec<Claim> {
+    store
+        .claim(at, LEASE, limit, &routes(on), &|n| {
+            Some(Request::new(format!(
+                "to={}&text={}",
+                n.to,
+                n.content.text.as_deref().unwrap_or("")
+            )))
+        })
+        .await
+        .unwrap()
+}
+
+fn decision(next: Next) -> Decision {
+    Decision {
+        attempt: None,
+        settle: None,
+        findings: None,
+        next,
+    }
+}
+
+fn outcome(n: i32, result: AttemptResult, provider_ref: Option<&str>) -> AttemptOutcome {
+    AttemptOutcome {
+        n,
+        result,
+        permanent: None,
+        provider_ref: provider_ref.map(str::to_owned),
+        evidence: json!({"stage": "response"}),
+    }
+}
+
+fn finish(state: State, certainty: Certainty) -> Next {
+    Next::Finish { state, certainty }
+}
+
+async fn applied(
+    store: &dyn Store,
+    claim: &Claim,
+    d: &Decision,
+    at: OffsetDateTime,
+) -> Notification {
+    match store.record(claim, d, at).await.unwrap() {
+        Recorded::Applied(n) => *n,
+        Recorded::Fenced => panic!("the claim was not expected to be lost"),
+    }
+}
+
+async fn a_new_key_creates_a_replay_answers_again_and_another_body_is_refused(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let n = notification("acme", "sms", "+14155550100", "hello", now());
+    let first = rig
+        .store
+        .accept(&[accept_of("k-1", n.clone(), 1)])
+        .await
+        .unwrap();
+    assert_eq!(first, [AcceptOutcome::Created]);
+
+    let again = notification("acme", "sms", "+14155550100", "hello", now());
+    let replay = rig
+        .store
+        .accept(&[accept_of("k-1", again.clone(), 1)])
+        .await
+        .unwrap();
+    assert_eq!(
+        replay,
+        [AcceptOutcome::Replayed {
+            status: 202,
+            body: json!({"id": n.id, "answer": "k-1"}),
+        }],
+        "the first answer, not one about the second notification"
+    );
+    let reused = rig
+        .store
+        .accept(&[accept_of("k-1", again.clone(), 2)])
+        .await
+        .unwrap();
+    assert_eq!(reused, [AcceptOutcome::KeyReused]);
+    assert!(matches!(
+        rig.store.notification("acme", again.id).await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Keys belong to a tenant: the same key elsewhere is new.
+    let globex = notification("globex", "sms", "+14155550100", "hello", now());
+    let other = rig
+        .store
+        .accept(&[accept_of("k-1", globex, 1)])
+        .await
+        .unwrap();
+    assert_eq!(other, [AcceptOutcome::Created]);
+}
+
+async fn concurrent_accepts_of_one_key_create_one_notification(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = rig.store.clone();
+            tokio::spawn(async move {
+                let n = notification("acme", "sms", "+14155550100", "race", now());
+                store
+                    .accept(&[accept_of("race", n, 7)])
+                    .await
+                    .unwrap()
+                    .remove(0)
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            AcceptOutcome::Created => created += 1,
+            AcceptOutcome::Replayed { status: 202, .. } | AcceptOutcome::InProgress => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(created, 1);
+    let listed = rig
+        .store
+        .list(
+            "acme",
+            &ListFilter {
+                limit: 100,
+                ..ListFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+async fn a_batch_answers_each_item_in_order_and_commits_together(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let old = accepted(&*rig.store, notification("acme", "sms", "+1", "old", now())).await;
+    let old_key = format!("key-{}", old.id);
+    let items = vec![
+        accept_of("b-1", notification("acme", "sms", "+1", "a", now()), 1),
+        accept_of(&old_key, notification("acme", "sms", "+1", "old", now()), 1),
+        accept_of("b-2", notification("acme", "sms", "+1", "b", now()), 1),
+        accept_of(
+            &old_key,
+            notification("acme", "sms", "+1", "other", now()),
+            9,
+        ),
+    ];
+    let outcomes = rig.store.accept(&items).await.unwrap();
+    assert!(matches!(outcomes[0], AcceptOutcome::Created));
+    assert!(matches!(outcomes[1], AcceptOutcome::Replayed { .. }));
+    assert!(matches!(outcomes[2], AcceptOutcome::Created));
+    assert_eq!(outcomes[3], AcceptOutcome::KeyReused);
+    let listed = rig
+        .store
+        .list(
+            "acme",
+            &ListFilter {
+                limit: 100,
+                ..ListFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3);
+}
+
+async fn a_claim_takes_due_work_on_the_given_routes_up_to_its_limit(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let on_a: Vec<_> = {
+        let mut v = Vec::new();
+        for i in 0..3 {
+            v.push(accepted(store, notification("acme", "a", "+1", &format!("a{i}"), t)).await);
+        }
+        v
+    };
+    accepted(store, notification("acme", "b", "+1", "b", t)).await;
+    let mut later = notification("acme", "a", "+1", "later", t);
+    later.next_attempt_at = Some(t + Duration::from_secs(3600));
+    accepted(store, later).await;
+
+    let first = claim(store, t, 2, &["a"]).await;
+    assert_eq!(first.len(), 2, "the limit holds");
+    let second = claim(store, t, 10, &["a"]).await;
+    assert_eq!(
+        second.len(),
+        1,
+        "claimed work is not claimed again, future work waits"
+    );
+    let mut ids: Vec<_> = first
+        .iter()
+        .chain(&second)
+        .map(|c| c.notification.id)
+        .collect();
+    ids.sort();
+    let mut expected: Vec<_> = on_a.iter().map(|n| n.id).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "only route a");
+    for c in first.iter().chain(&second) {
+        assert_eq!(c.mode, ClaimMode::Send { n: 1 });
+        assert_eq!(c.notification.state, State::Sending);
+        assert_eq!(c.attempts.len(), 1);
+        assert_eq!(c.attempts[0].result, AttemptResult::InFlight);
+        assert_eq!(
+            c.attempts[0].provider_idempotency_key,
+            c.notification.provider_key()
+        );
+    }
+    assert!(
+        claim(store, t, 10, &[]).await.is_empty(),
+        "no routes, no work"
+    );
+    assert_eq!(claim(store, t, 10, &["b"]).await.len(), 1);
+    assert_eq!(
+        store.next_due().await.unwrap(),
+        Some(t + LEASE),
+        "the earliest lease or due time"
+    );
+}
+
+async fn a_claim_fixes_the_provider_request_once(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = accepted(store, notification("acme", "a", "+1", "fixed", t)).await;
+    let first = store
+        .claim(t, LEASE, 10, &routes(&["a"]), &|_| {
+            Some(Request::new("first"))
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(first.request, Some(Request::new("first")));
+    applied(
+        store,
+        &first,
+        &Decision {
+            attempt: Some(AttemptOutcome {
+                permanent: Some(false),
+                ..outcome(1, AttemptResult::Rejected, None)
+            }),
+            ..decision(Next::Retry { at: t })
+        },
+        t,
+    )
+    .await;
+    let retry = store
+        .claim(t, LEASE, 10, &routes(&["a"]), &|_| {
+            panic!("prepared only once")
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(retry.notification.id, n.id);
+    assert_eq!(retry.mode, ClaimMode::Send { n: 2 });
+    assert_eq!(
+        retry.request,
+        Some(Request::new("first")),
+        "whatever the route says now"
+    );
+
+    // A route that cannot prepare a request stores none, and the claim says so.
+    accepted(store, notification("acme", "c", "+1", "unpreparable", t)).await;
+    let none = store
+        .claim(t, LEASE, 10, &routes(&["c"]), &|_| None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(none.request, None);
+}
+
+async fn a_lease_that_ends_turns_the_attempt_ambiguous_for_reconciliation(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    accepted(store, notification("acme", "a", "+1", "crash", t)).await;
+    let first = claim(store, t, 10, &["a"]).await.remove(0);
+    assert!(
+        claim(store, t + LEASE - Duration::from_secs(1), 10, &["a"])
+            .await
+            .is_empty()
+    );
+    let after = t + LEASE + Duration::from_secs(1);
+    let recovered = claim(store, after, 10, &["a"]).await.remove(0);
+    assert_eq!(recovered.mode, ClaimMode::Reconcile);
+    assert_eq!(recovered.generation, first.generation + 1);
+    assert_eq!(recovered.request, first.request);
+    let attempt = &recovered.attempts[0];
+    assert_eq!(attempt.result, AttemptResult::Ambiguous);
+    assert_eq!(attempt.evidence["stage"], "lease_expired");
+    assert_eq!(attempt.finished_at, Some(after));
+}
+
+async fn a_lost_claim_changes_nothing_but_its_own_attempts_evidence(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = accepted(store, notification("acme", "a", "+1", "fenced", t)).await;
+    let stale = claim(store, t, 10, &["a"]).await.remove(0);
+    let fresh = claim(store, t + LEASE + Duration::from_secs(1), 10, &["a"])
+        .await
+        .remove(0);
+
+    assert!(
+        store
+            .start_attempt(&stale, t, LEASE)
+            .await
+            .unwrap()
+            .is_none(),
+        "a lost claim starts nothing"
+    );
+    let late = Decision {
+        attempt: Some(outcome(1, AttemptResult::Accepted, Some("late-ref"))),
+        ..decision(finish(State::Delivered, Certainty::Known))
+    };
+    assert!(matches!(
+        store.record(&stale, &late, t).await.unwrap(),
+        Recorded::Fenced
+    ));
+    let detail = store.notification("acme", n.id).await.unwrap();
+    assert_eq!(detail.notification.state, State::Sending);
+    let first = &detail.attempts[0];
+    assert_eq!(first.result, AttemptResult::Ambiguous);
+    assert_eq!(first.provider_ref, None);
+    assert_eq!(first.evidence["late_result"]["provider_ref"], "late-ref");
+
+    // The fresh claim still works: a replay starts attempt 2.
+    let attempt = store
+        .start_attempt(&fresh, t, LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(attempt.n, 2);
+    assert_eq!(attempt.result, AttemptResult::InFlight);
+}
+
+async fn a_decision_settles_unsettled_attempts_and_attributes_the_message_once(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let after = t + LEASE + Duration::from_secs(1);
+    let (one, two) = (
+        accepted(store, notification("acme", "a", "+1", "twin", t)).await,
+        accepted(store, notification("acme", "a", "+1", "twin", t)).await,
+    );
+    claim(store, t, 10, &["a"]).await;
+    let claims = claim(store, after, 10, &["a"]).await;
+    let of = |id| claims.iter().find(|c| c.notification.id == id).unwrap();
+    let settle = |reference: &str| Decision {
+        settle: Some(Settlement {
+            by: SettledBy::OutcomeQuery,
+            accepted: true,
+            evidence: json!({"found": reference}),
+            provider_ref: Some(reference.to_owned()),
+        }),
+        ..decision(finish(State::Delivered, Certainty::Known))
+    };
+    let delivered = applied(store, of(one.id), &settle("SM1"), after).await;
+    assert_eq!(
+        (delivered.state, delivered.certainty),
+        (State::Delivered, Some(Certainty::Known))
+    );
+    let detail = store.notification("acme", one.id).await.unwrap();
+    let attempt = &detail.attempts[0];
+    assert_eq!(attempt.settled_by, Some(SettledBy::OutcomeQuery));
+    assert_eq!(attempt.provider_ref.as_deref(), Some("SM1"));
+    assert_eq!(attempt.evidence["settlement"]["outcome"], "accepted");
+    assert_eq!(attempt.evidence["settlement"]["evidence"]["found"], "SM1");
+
+    // The sibling cannot take the same message: nothing of its changes.
+    assert!(matches!(
+        store.record(of(two.id), &settle("SM1"), after).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let detail = store.notification("acme", two.id).await.unwrap();
+    assert_eq!(detail.notification.state, State::Sending);
+    assert_eq!(detail.attempts[0].settled_by, None);
+    applied(store, of(two.id), &settle("SM2"), after).await;
+}
+
+async fn findings_annotate_without_settling(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = accepted(store, notification("acme", "a", "+1", "murky", t)).await;
+    claim(store, t, 10, &["a"]).await;
+    let c = claim(store, t + LEASE + Duration::from_secs(1), 10, &["a"])
+        .await
+        .remove(0);
+    let d = Decision {
+        findings: Some(json!({"look_alikes": ["SM9"]})),
+        ..decision(finish(State::Unknown, Certainty::Unknown))
+    };
+    applied(store, &c, &d, t).await;
+    let attempt = &store.notification("acme", n.id).await.unwrap().attempts[0];
+    assert_eq!(attempt.settled_by, None);
+    assert_eq!(
+        attempt.evidence["look_up"]["findings"]["look_alikes"],
+        json!(["SM9"])
+    );
+    assert_eq!(
+        attempt.evidence["stage"], "lease_expired",
+        "what it saw is kept"
+    );
+}
+
+async fn a_retry_is_queued_without_an_event_and_a_finish_writes_one(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = accepted(store, notification("acme", "a", "+1", "events", t)).await;
+    let c = claim(store, t, 10, &["a"]).await.remove(0);
+    let retry_at = t + Duration::from_secs(5);
+    let queued = applied(
+        store,
+        &c,
+        &Decision {
+            attempt: Some(AttemptOutcome {
+                permanent: Some(false),
+                ..outcome(1, AttemptResult::Rejected, None)
+            }),
+            ..decision(Next::Retry { at: retry_at })
+        },
+        t,
+    )
+    .await;
+    assert_eq!(queued.state, State::Queued);
+    assert_eq!(queued.next_attempt_at, Some(retry_at));
+    assert!(
+        claim(store, t, 10, &["a"]).await.is_empty(),
+        "not before it is due"
+    );
+    let c = claim(store, retry_at, 10, &["a"]).await.remove(0);
+    assert_eq!(c.mode, ClaimMode::Send { n: 2 });
+    let done = applied(
+        store,
+        &c,
+        &Decision {
+            attempt: Some(outcome(2, AttemptResult::Accepted, Some("P-2"))),
+            ..decision(finish(State::Delivered, Certainty::Known))
+        },
+        retry_at,
+    )
+    .await;
+    assert_eq!(
+        (done.state, done.certainty),
+        (State::Delivered, Some(Certainty::Known))
+    );
+    let detail = store.notification("acme", n.id).await.unwrap();
+    assert_eq!(detail.attempts.len(), 2);
+    assert_eq!(detail.attempts[1].provider_ref.as_deref(), Some("P-2"));
+    assert_eq!(
+        rig.db.event_types(n.id.as_uuid()).await,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.delivered"
+        ],
+        "one event for the acceptance, one for the end, none for the retry"
+    );
+}
+
+async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = accepted(store, notification("acme", "a", "+1", "cancel me", t)).await;
+    let cancelled = store.cancel("acme", n.id, t).await.unwrap();
+    assert_eq!(
+        (cancelled.state, cancelled.certainty),
+        (State::Cancelled, Some(Certainty::Known))
+    );
+    assert!(matches!(
+        store.cancel("acme", n.id, t).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.cancel("globex", n.id, t).await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        rig.db.event_types(n.id.as_uuid()).await,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.cancelled"
+        ]
+    );
+    let sending = accepted(store, notification("acme", "a", "+1", "too late", t)).await;
+    claim(store, t, 10, &["a"]).await;
+    assert!(matches!(
+        store.cancel("acme", sending.id, t).await,
+        Err(StoreError::Conflict(_))
+    ));
+}
+
+async fn lists_are_newest_first_filtered_and_paged_by_cursor(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            accepted(store, notification("acme", "a", "+1", &format!("n{i}"), t))
+                .await
+                .id,
+        );
+    }
+    store.cancel("acme", ids[1], t).await.unwrap();
+    let page = |before, limit| ListFilter {
+        before,
+        limit,
+        ..ListFilter::default()
+    };
+    let first = store.list("acme", &page(None, 2)).await.unwrap();
+    assert_eq!(
+        first.iter().map(|n| n.id).collect::<Vec<_>>(),
+        [ids[4], ids[3]]
+    );
+    let rest = store.list("acme", &page(Some(ids[3]), 10)).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|n| n.id).collect::<Vec<_>>(),
+        [ids[2], ids[1], ids[0]]
+    );
+    let cancelled = store
+        .list(
+            "acme",
+            &ListFilter {
+                state: Some(State::Cancelled),
+                limit: 10,
+                ..ListFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(cancelled.iter().map(|n| n.id).collect::<Vec<_>>(), [ids[1]]);
+    let known = store
+        .list(
+            "acme",
+            &ListFilter {
+                certainty: Some(Certainty::Known),
+                limit: 10,
+                ..ListFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(known.len(), 1);
+    assert!(
+        store
+            .list("globex", &page(None, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn look_alikes_are_the_same_request_on_the_same_route_only(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let me = accepted(store, notification("acme", "a", "+1", "same", t)).await;
+    let twin = accepted(store, notification("globex", "a", "+1", "same", t)).await;
+    accepted(store, notification("acme", "a", "+1", "other text", t)).await;
+    accepted(store, notification("acme", "a", "+2", "same", t)).await;
+    accepted(store, notification("acme", "b", "+1", "same", t)).await;
+    let old = notification("acme", "a", "+1", "same", t - Duration::from_secs(7200));
+    accepted(store, old).await;
+    let claims = claim(store, t, 10, &["a", "b"]).await;
+    let mine = claims.iter().find(|c| c.notification.id == me.id).unwrap();
+    let siblings = store
+        .look_alikes(mine, t - Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(
+        siblings.iter().map(|s| s.notification).collect::<Vec<_>>(),
+        [twin.id],
+        "same route and request, not this one, not older than asked (any tenant: one vendor account)"
+    );
+    assert_eq!(siblings[0].attempt.result, AttemptResult::InFlight);
+    assert_eq!(siblings[0].created_at, t);
+}
+
+async fn a_tenant_never_reads_another_tenants_notification(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let n = accepted(&*rig.store, notification("acme", "a", "+1", "mine", now())).await;
+    assert!(rig.store.notification("acme", n.id).await.is_ok());
+    assert!(matches!(
+        rig.store.notification("globex", n.id).await,
+        Err(StoreError::NotFound)
+    ));
+}
