@@ -2,8 +2,9 @@
 //! ambiguous attempts, and where the notification goes next. `dispatch::policy` produces it;
 //! the store commits it in one transaction, fenced by the claim's generation.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 use super::{AttemptResult, Certainty, SettledBy, State};
 
@@ -53,4 +54,39 @@ pub enum Next {
     Reconcile {
         at: OffsetDateTime,
     },
+}
+
+impl Decision {
+    /// What its settlement adds to each attempt it settles.
+    pub fn settlement_evidence(&self, now: OffsetDateTime) -> Option<Value> {
+        self.settle.as_ref().map(|s| {
+            json!({"settlement": {
+                "by": s.by,
+                "outcome": if s.accepted { "accepted" } else { "not_accepted" },
+                "evidence": s.evidence,
+                "at": now.format(&Rfc3339).ok(),
+            }})
+        })
+    }
+
+    /// What its findings add to each unsettled ambiguous attempt.
+    pub fn findings_evidence(&self, now: OffsetDateTime) -> Option<Value> {
+        self.findings.as_ref().map(|f| {
+            json!({"look_up": {
+                "findings": f,
+                "at": now.format(&Rfc3339).ok(),
+            }})
+        })
+    }
+
+    /// Its attempt's result, for when the claim was lost before it could be recorded: kept as
+    /// evidence on that attempt, never as the result.
+    pub fn late_evidence(&self) -> Option<(i32, Value)> {
+        self.attempt.as_ref().map(|a| {
+            (
+                a.n,
+                json!({"late_result": {"result": a.result, "provider_ref": a.provider_ref, "evidence": a.evidence}}),
+            )
+        })
+    }
 }

@@ -1,11 +1,12 @@
-//! The only place with SQL. One interface, [`Store`], implemented twice: [`sqlite`] (the
-//! embedded default: WAL, one writer) and [`postgres`] (any number of herald processes). Each
-//! backend holds its own SQL beside its method; the conformance suite in `tests/store.rs` runs
-//! the same cases against both.
+//! The only place with SQL. One interface, [`Store`], implemented once in [`sql`] above a
+//! narrow dialect seam, which [`sqlite`] (the embedded default: WAL, one writer) and
+//! [`postgres`] (any number of herald processes) fill in with only what differs between them.
+//! The conformance suite in `tests/store.rs` runs the same cases against both.
 //!
 //! Every state change writes its outbox event in the same transaction as the change itself.
 
 mod postgres;
+mod sql;
 mod sqlite;
 mod timestamp;
 
@@ -13,15 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Map, Value, json};
-use sqlx::FromRow;
-use sqlx::types::Json;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::{
-    Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, IdempotencyKey, Next,
-    Notification, NotificationId, Resolution, SettledBy, Sibling, State,
+    Attempt, Certainty, Decision, IdempotencyKey, Notification, NotificationId, Resolution,
+    Sibling, State,
 };
 use herald_provider::Request;
 pub use timestamp::Timestamp;
@@ -251,17 +250,17 @@ pub trait Store: Send + Sync + 'static {
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
     use anyhow::Context;
     let store: Arc<dyn Store> = if url.starts_with("sqlite:") {
-        Arc::new(
-            sqlite::SqliteStore::connect(url)
+        Arc::new(sql::SqlStore(
+            sqlite::Sqlite::connect(url)
                 .await
                 .with_context(|| opening(url))?,
-        )
+        ))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        Arc::new(
-            postgres::PgStore::connect(url, max_connections)
+        Arc::new(sql::SqlStore(
+            postgres::Postgres::connect(url, max_connections)
                 .await
                 .with_context(|| opening(url))?,
-        )
+        ))
     } else {
         anyhow::bail!(
             "database.url must start with sqlite: or postgres: (got `{}`)",
@@ -360,265 +359,4 @@ impl OutboxEvent {
             created_at: now,
         }
     }
-}
-
-#[derive(FromRow)]
-struct NotificationRow {
-    id: Uuid,
-    tenant: String,
-    channel: String,
-    recipient: String,
-    route: String,
-    delivery: String,
-    content: Json<Content>,
-    metadata: Json<Map<String, Value>>,
-    state: String,
-    certainty: Option<String>,
-    acknowledged: bool,
-    send_at: Option<Timestamp>,
-    due_at: Timestamp,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-}
-
-/// A text column holds a name this build does not know: the database was written by another
-/// version, or by hand.
-fn corrupt(column: &str, value: &str) -> StoreError {
-    StoreError::Internal(anyhow::anyhow!(
-        "unexpected {column} `{value}` in the database"
-    ))
-}
-
-impl TryFrom<NotificationRow> for Notification {
-    type Error = StoreError;
-
-    fn try_from(row: NotificationRow) -> Result<Self, StoreError> {
-        let state = State::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?;
-        let certainty = match row.certainty.as_deref() {
-            None => None,
-            Some(c) => Some(Certainty::parse(c).ok_or_else(|| corrupt("certainty", c))?),
-        };
-        Ok(Notification {
-            id: NotificationId::from_uuid(row.id),
-            tenant: row.tenant,
-            channel: Channel::parse(&row.channel)
-                .ok_or_else(|| corrupt("channel", &row.channel))?,
-            to: row.recipient,
-            route: row.route,
-            delivery: Delivery::parse(&row.delivery)
-                .ok_or_else(|| corrupt("delivery", &row.delivery))?,
-            state,
-            certainty,
-            acknowledged: row.acknowledged,
-            content: row.content.0,
-            metadata: row.metadata.0,
-            send_at: row.send_at.map(Timestamp::into_inner),
-            next_attempt_at: (state == State::Queued).then(|| row.due_at.into_inner()),
-            created_at: row.created_at.into_inner(),
-            updated_at: row.updated_at.into_inner(),
-        })
-    }
-}
-
-/// A notification row as a claim returns it, with the columns only dispatch needs.
-#[derive(FromRow)]
-struct ClaimedRow {
-    generation: i64,
-    attempt_count: i32,
-    provider_request: Option<Json<Request>>,
-    #[sqlx(flatten)]
-    notification: NotificationRow,
-}
-
-#[derive(FromRow)]
-struct AttemptRow {
-    n: i32,
-    route: String,
-    provider_idempotency_key: String,
-    started_at: Timestamp,
-    finished_at: Option<Timestamp>,
-    result: String,
-    permanent: Option<bool>,
-    provider_ref: Option<String>,
-    settled_by: Option<String>,
-    evidence: Json<Value>,
-}
-
-impl TryFrom<AttemptRow> for Attempt {
-    type Error = StoreError;
-
-    fn try_from(row: AttemptRow) -> Result<Self, StoreError> {
-        let settled_by = match row.settled_by.as_deref() {
-            None => None,
-            Some(s) => Some(SettledBy::parse(s).ok_or_else(|| corrupt("settled_by", s))?),
-        };
-        Ok(Attempt {
-            n: row.n,
-            route: row.route,
-            provider_idempotency_key: row.provider_idempotency_key,
-            started_at: row.started_at.into_inner(),
-            finished_at: row.finished_at.map(Timestamp::into_inner),
-            result: AttemptResult::parse(&row.result)
-                .ok_or_else(|| corrupt("result", &row.result))?,
-            permanent: row.permanent,
-            provider_ref: row.provider_ref,
-            settled_by,
-            evidence: row.evidence.0,
-        })
-    }
-}
-
-/// The columns of [`Store::look_alikes`]: an attempt with its notification's id and age.
-#[derive(FromRow)]
-struct SiblingRow {
-    notification_id: Uuid,
-    notification_created_at: Timestamp,
-    #[sqlx(flatten)]
-    attempt: AttemptRow,
-}
-
-impl TryFrom<SiblingRow> for Sibling {
-    type Error = StoreError;
-
-    fn try_from(row: SiblingRow) -> Result<Self, StoreError> {
-        Ok(Sibling {
-            notification: NotificationId::from_uuid(row.notification_id),
-            created_at: row.notification_created_at.into_inner(),
-            attempt: row.attempt.try_into()?,
-        })
-    }
-}
-
-/// [`Store::look_alikes`], the same text in both dialects.
-const LOOK_ALIKES: &str = "SELECT a.notification_id, n.created_at AS notification_created_at,
-        a.n, a.route, a.provider_idempotency_key, a.started_at, a.finished_at, a.result,
-        a.permanent, a.provider_ref, a.settled_by, a.evidence
-     FROM notifications n JOIN attempts a ON a.notification_id = n.id
-     WHERE n.route = $1 AND n.recipient = $2 AND n.id <> $3 AND n.created_at >= $4
-       AND n.provider_request = $5
-     ORDER BY n.created_at, a.notification_id, a.n";
-
-#[derive(FromRow)]
-struct ResolutionRow {
-    principal: String,
-    outcome: String,
-    then_action: Option<String>,
-    note: String,
-    created_at: Timestamp,
-}
-
-impl From<ResolutionRow> for Resolution {
-    fn from(row: ResolutionRow) -> Self {
-        Resolution {
-            principal: row.principal,
-            outcome: row.outcome,
-            then: row.then_action,
-            note: row.note,
-            at: row.created_at.into_inner(),
-        }
-    }
-}
-
-#[derive(FromRow)]
-struct IdempotencyRow {
-    request_hash: Vec<u8>,
-    response_status: i32,
-    response_body: Json<Value>,
-}
-
-impl IdempotencyRow {
-    /// A key found already taken: the same request is a replay, another one a reuse.
-    fn outcome_for(self, request_hash: &[u8]) -> AcceptOutcome {
-        if self.request_hash == request_hash {
-            AcceptOutcome::Replayed {
-                status: u16::try_from(self.response_status).unwrap_or(500),
-                body: self.response_body.0,
-            }
-        } else {
-            AcceptOutcome::KeyReused
-        }
-    }
-}
-
-/// The event type of a final state.
-fn event_for(state: State) -> Option<EventType> {
-    match state {
-        State::Delivered => Some(EventType::Delivered),
-        State::Failed => Some(EventType::Failed),
-        State::Unknown => Some(EventType::Unknown),
-        State::Cancelled => Some(EventType::Cancelled),
-        State::Queued | State::Sending => None,
-    }
-}
-
-/// The columns a decision sets on the notification: state, certainty, due time, finish time.
-fn next_columns(
-    next: &Next,
-    now: OffsetDateTime,
-) -> (
-    State,
-    Option<Certainty>,
-    OffsetDateTime,
-    Option<OffsetDateTime>,
-) {
-    match next {
-        Next::Finish { state, certainty } => (*state, Some(*certainty), now, Some(now)),
-        Next::Retry { at } => (State::Queued, None, *at, None),
-        Next::Reconcile { at } => (State::Sending, None, *at, None),
-    }
-}
-
-/// What a settlement adds to each attempt it settles.
-fn settlement_evidence(decision: &Decision, now: OffsetDateTime) -> Option<Value> {
-    decision.settle.as_ref().map(|s| {
-        json!({"settlement": {
-            "by": s.by,
-            "outcome": if s.accepted { "accepted" } else { "not_accepted" },
-            "evidence": s.evidence,
-            "at": now.format(&time::format_description::well_known::Rfc3339).ok(),
-        }})
-    })
-}
-
-/// The attempt a settlement's vendor reference goes on: the earliest one it settles.
-fn first_unsettled(claim: &Claim, decision: &Decision) -> Option<i32> {
-    let own = decision.attempt.as_ref().map(|a| a.n);
-    claim
-        .attempts
-        .iter()
-        .filter(|a| {
-            a.result == AttemptResult::Ambiguous && a.settled_by.is_none() && Some(a.n) != own
-        })
-        .map(|a| a.n)
-        .min()
-}
-
-/// What a look-up found that settles nothing, added to each unsettled ambiguous attempt.
-fn findings_evidence(decision: &Decision, now: OffsetDateTime) -> Option<Value> {
-    decision.findings.as_ref().map(|f| {
-        json!({"look_up": {
-            "findings": f,
-            "at": now.format(&time::format_description::well_known::Rfc3339).ok(),
-        }})
-    })
-}
-
-/// A result that arrived after the claim was lost: kept as evidence, never as the result.
-fn late_evidence(decision: &Decision) -> Option<(i32, Value)> {
-    decision.attempt.as_ref().map(|a| {
-        (a.n, json!({"late_result": {"result": a.result, "provider_ref": a.provider_ref, "evidence": a.evidence}}))
-    })
-}
-
-/// What a claim writes on an attempt it found `in_flight` past its lease.
-fn lease_expired_evidence(now: OffsetDateTime) -> Value {
-    json!({"stage": "lease_expired", "detail": "the worker's lease ended before it recorded a result (crashed or stalled); the provider may or may not have the message",
-           "at": now.format(&time::format_description::well_known::Rfc3339).ok()})
-}
-
-fn rows_into<R, T>(rows: Vec<R>) -> StoreResult<Vec<T>>
-where
-    T: TryFrom<R, Error = StoreError>,
-{
-    rows.into_iter().map(T::try_from).collect()
 }

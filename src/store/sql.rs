@@ -1,0 +1,1076 @@
+//! Every transaction of the store, written once. [`SqlStore`] implements [`Store`] above two
+//! narrow seams that each backend fills in: [`Conn`], which runs one statement with its
+//! arguments ([`Arg`]) on a connection, and [`Dialect`], which holds what truly differs — how a
+//! write transaction begins, the claim's statements (`FOR UPDATE SKIP LOCKED` and arrays on
+//! PostgreSQL, one writer and `json_each` on SQLite), waking other processes, and listening.
+//! Every statement here is the same text in both dialects.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::types::Json;
+use sqlx::{Database, FromRow, Transaction};
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{
+    AcceptOutcome, Claim, ClaimMode, EventType, ListFilter, NewAccept, NotificationDetail,
+    OutboxEvent, Prepare, QueueStats, Recorded, Store, StoreError, StoreResult, Timestamp,
+};
+use crate::domain::{
+    Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, Next, Notification,
+    NotificationId, Resolution, SettledBy, Sibling, State,
+};
+use herald_provider::Request;
+
+/// A value bound to a statement: the few kinds herald stores, the same in both dialects.
+pub(super) enum Arg {
+    Uuid(Option<Uuid>),
+    Text(Option<String>),
+    I32(Option<i32>),
+    I64(Option<i64>),
+    Bool(Option<bool>),
+    Bytes(Vec<u8>),
+    Time(Option<Timestamp>),
+    Json(Result<Box<RawValue>, String>),
+    /// A list, for the dialects' own list syntax (`= ANY($n)` or `json_each($n)`).
+    Uuids(Vec<Uuid>),
+    Texts(Vec<String>),
+}
+
+impl Arg {
+    pub(super) fn json(value: &impl Serialize) -> Arg {
+        Arg::Json(serde_json::value::to_raw_value(value).map_err(|err| err.to_string()))
+    }
+}
+
+impl From<Uuid> for Arg {
+    fn from(v: Uuid) -> Self {
+        Arg::Uuid(Some(v))
+    }
+}
+impl From<Option<Uuid>> for Arg {
+    fn from(v: Option<Uuid>) -> Self {
+        Arg::Uuid(v)
+    }
+}
+impl From<NotificationId> for Arg {
+    fn from(v: NotificationId) -> Self {
+        Arg::Uuid(Some(v.as_uuid()))
+    }
+}
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_owned()))
+    }
+}
+impl From<&String> for Arg {
+    fn from(v: &String) -> Self {
+        Arg::Text(Some(v.clone()))
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_owned))
+    }
+}
+impl From<&Option<String>> for Arg {
+    fn from(v: &Option<String>) -> Self {
+        Arg::Text(v.clone())
+    }
+}
+impl From<i32> for Arg {
+    fn from(v: i32) -> Self {
+        Arg::I32(Some(v))
+    }
+}
+impl From<Option<i32>> for Arg {
+    fn from(v: Option<i32>) -> Self {
+        Arg::I32(v)
+    }
+}
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::I64(Some(v))
+    }
+}
+impl From<Option<bool>> for Arg {
+    fn from(v: Option<bool>) -> Self {
+        Arg::Bool(v)
+    }
+}
+impl From<OffsetDateTime> for Arg {
+    fn from(v: OffsetDateTime) -> Self {
+        Arg::Time(Some(Timestamp::from(v)))
+    }
+}
+impl From<Option<OffsetDateTime>> for Arg {
+    fn from(v: Option<OffsetDateTime>) -> Self {
+        Arg::Time(v.map(Timestamp::from))
+    }
+}
+
+/// The arguments of one statement, in order: `args![a, b, c]`.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => { vec![$(Arg::from($arg)),*] };
+}
+
+/// A row type both dialects can decode (`#[derive(FromRow)]` gives both).
+pub(super) trait Row:
+    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+{
+}
+impl<T> Row for T where
+    T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+{
+}
+
+/// One connection of a backend, in or out of a transaction: runs a statement with its
+/// arguments. Each backend binds [`Arg`]s its own way and nothing else.
+#[async_trait]
+pub(super) trait Conn: Send {
+    async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> StoreResult<u64>;
+    async fn fetch_all<R: Row>(&mut self, sql: &'static str, args: Vec<Arg>)
+    -> StoreResult<Vec<R>>;
+
+    async fn fetch_optional<R: Row>(
+        &mut self,
+        sql: &'static str,
+        args: Vec<Arg>,
+    ) -> StoreResult<Option<R>> {
+        Ok(self.fetch_all(sql, args).await?.into_iter().next())
+    }
+
+    async fn fetch_one<R: Row>(&mut self, sql: &'static str, args: Vec<Arg>) -> StoreResult<R> {
+        self.fetch_optional(sql, args)
+            .await?
+            .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("a statement returned no row")))
+    }
+}
+
+/// Implements [`Conn`] for a backend's connection type: binds each [`Arg`] (lists through
+/// `$list`, the backend's own list encoding) and runs the statement.
+macro_rules! conn {
+    ($connection:ty, $arguments:ty, |$v:ident| $list:expr) => {
+        fn arguments(args: Vec<$crate::store::sql::Arg>) -> $crate::store::StoreResult<$arguments> {
+            use sqlx::Arguments;
+            use $crate::store::sql::Arg;
+            let mut out = <$arguments>::default();
+            for arg in args {
+                let added = match arg {
+                    Arg::Uuid(v) => out.add(v),
+                    Arg::Text(v) => out.add(v),
+                    Arg::I32(v) => out.add(v),
+                    Arg::I64(v) => out.add(v),
+                    Arg::Bool(v) => out.add(v),
+                    Arg::Bytes(v) => out.add(v),
+                    Arg::Time(v) => out.add(v),
+                    Arg::Json(v) => v
+                        .map_err(Into::into)
+                        .and_then(|raw| out.add(sqlx::types::Json(raw))),
+                    Arg::Uuids($v) => out.add($list),
+                    Arg::Texts($v) => out.add($list),
+                };
+                added.map_err(|err| {
+                    $crate::store::StoreError::Internal(anyhow::anyhow!(
+                        "cannot bind an argument: {err}"
+                    ))
+                })?;
+            }
+            Ok(out)
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::sql::Conn for $connection {
+            async fn execute(
+                &mut self,
+                sql: &'static str,
+                args: Vec<$crate::store::sql::Arg>,
+            ) -> $crate::store::StoreResult<u64> {
+                let done = sqlx::query_with(sql, arguments(args)?)
+                    .execute(self)
+                    .await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn fetch_all<R: $crate::store::sql::Row>(
+                &mut self,
+                sql: &'static str,
+                args: Vec<$crate::store::sql::Arg>,
+            ) -> $crate::store::StoreResult<Vec<R>> {
+                Ok(sqlx::query_as_with(sql, arguments(args)?)
+                    .fetch_all(self)
+                    .await?)
+            }
+        }
+    };
+}
+pub(super) use conn;
+
+/// What differs between the backends. Everything else is [`SqlStore`]'s, written once.
+#[async_trait]
+pub(super) trait Dialect: Send + Sync + 'static {
+    type Db: Database<Connection: Conn>;
+
+    /// The newest migration this build applies.
+    const LATEST_MIGRATION: i64;
+
+    /// `$1` now, `$2` limit, `$3` routes → `(id, state)` of due notifications, oldest due first,
+    /// each locked against other claimers until the transaction ends.
+    const CLAIM_DUE: &'static str;
+    /// `$1` now, `$2` lease end, `$3` ids, `$4` the ids that were queued → [`ClaimedRow`]s.
+    const CLAIM_TAKE: &'static str;
+    /// `$1` ids, `$2` now, `$3` evidence: their `in_flight` attempts become `ambiguous`.
+    const CLAIM_EXPIRE: &'static str;
+    /// `$1` ids → every attempt of those notifications, as [`AttemptWithOwner`].
+    const ATTEMPTS_OF_MANY: &'static str;
+
+    /// Begins a write transaction.
+    async fn begin(&self) -> StoreResult<Transaction<'static, Self::Db>>;
+    /// A connection for reads outside any transaction.
+    async fn read(&self) -> StoreResult<PoolConnection<Self::Db>>;
+    /// Tells other herald processes, once `tx` commits, that work is due.
+    async fn wake_others(tx: &mut <Self::Db as Database>::Connection) -> StoreResult<()>;
+    /// See [`Store::listen_for_work`].
+    async fn listen_for_work(&self, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken);
+    /// Whether a failed transaction collided with another and may simply run again.
+    fn retryable(err: &StoreError) -> bool;
+}
+
+/// How often an enqueue that collided with a concurrent one runs again.
+const ACCEPT_TRIES: usize = 3;
+
+/// The store, above a dialect.
+pub(super) struct SqlStore<D>(pub(super) D);
+
+macro_rules! notification_columns {
+    () => {
+        "id, tenant, channel, recipient, route, delivery, content, metadata, state, certainty, \
+         acknowledged, send_at, due_at, created_at, updated_at"
+    };
+}
+pub(super) use notification_columns;
+
+macro_rules! attempt_columns {
+    () => {
+        "n, route, provider_idempotency_key, started_at, finished_at, result, permanent, \
+         provider_ref, settled_by, evidence"
+    };
+}
+pub(super) use attempt_columns;
+
+const FIND: &str = concat!(
+    "SELECT ",
+    notification_columns!(),
+    " FROM notifications WHERE tenant = $1 AND id = $2"
+);
+const ATTEMPTS_OF: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM attempts WHERE notification_id = $1 ORDER BY n"
+);
+const INSERT_EVENT: &str =
+    "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6)";
+const CLAIM_KEY: &str = "INSERT INTO idempotency_keys
+         (tenant, key, request_hash, response_status, response_body, notification_id, created_at)
+     VALUES ($1, $2, $3, 202, $4, $5, $6)
+     ON CONFLICT (tenant, key) DO NOTHING";
+const FIND_KEY: &str = "SELECT request_hash, response_status, response_body
+     FROM idempotency_keys WHERE tenant = $1 AND key = $2";
+const INSERT_NOTIFICATION: &str = "INSERT INTO notifications
+         (id, tenant, channel, recipient, route, delivery, content, metadata, state,
+          send_at, due_at, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)";
+const INSERT_ATTEMPT: &str = concat!(
+    "INSERT INTO attempts (notification_id, n, generation, route, provider_idempotency_key,
+                           started_at, result, evidence)
+     VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', '{}')
+     RETURNING ",
+    attempt_columns!()
+);
+/// Settles every unsettled ambiguous attempt but this step's own (`$2`); the vendor reference
+/// that settled them, if any, goes on the earliest (`$6`).
+const SETTLE: &str = "UPDATE attempts
+     SET settled_by = $3, evidence = json_patch(evidence, $4),
+         provider_ref = CASE WHEN n = $6 THEN coalesce($5, provider_ref) ELSE provider_ref END
+     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2";
+const ANNOTATE_UNSETTLED: &str = "UPDATE attempts SET evidence = json_patch(evidence, $2)
+     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL";
+const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
+     WHERE notification_id = $1 AND n = $2";
+
+impl<D: Dialect> SqlStore<D> {
+    async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<Notification> {
+        let row: Option<NotificationRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_optional(FIND, args![tenant, id])
+            .await?;
+        row.ok_or(StoreError::NotFound)?.try_into()
+    }
+
+    async fn try_accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
+        let mut tx = self.0.begin().await?;
+        let mut outcomes = Vec::with_capacity(items.len());
+        for item in items {
+            let n = &item.notification;
+            // The unique key decides who created the notification, not a prior read: on
+            // PostgreSQL the insert waits for a concurrent transaction holding the same key and
+            // then does nothing if it committed; on SQLite the one writer has already committed.
+            let claimed = tx
+                .execute(
+                    CLAIM_KEY,
+                    vec![
+                        Arg::from(&n.tenant),
+                        Arg::from(item.key.as_str()),
+                        Arg::Bytes(item.request_hash.clone()),
+                        Arg::json(&item.response),
+                        Arg::from(n.id),
+                        Arg::from(n.created_at),
+                    ],
+                )
+                .await?
+                == 1;
+            if !claimed {
+                let existing: Option<IdempotencyRow> = tx
+                    .fetch_optional(FIND_KEY, args![&n.tenant, item.key.as_str()])
+                    .await?;
+                outcomes.push(existing.map_or(AcceptOutcome::InProgress, |row| {
+                    row.outcome_for(&item.request_hash)
+                }));
+                continue;
+            }
+            tx.execute(
+                INSERT_NOTIFICATION,
+                vec![
+                    Arg::from(n.id),
+                    Arg::from(&n.tenant),
+                    Arg::from(n.channel.as_str()),
+                    Arg::from(&n.to),
+                    Arg::from(&n.route),
+                    Arg::from(n.delivery.as_str()),
+                    Arg::json(&n.content),
+                    Arg::json(&n.metadata),
+                    Arg::from(n.state.as_str()),
+                    Arg::from(n.send_at),
+                    Arg::from(n.next_attempt_at.unwrap_or(n.created_at)),
+                    Arg::from(n.created_at),
+                ],
+            )
+            .await?;
+            insert_event(
+                &mut *tx,
+                &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at),
+            )
+            .await?;
+            outcomes.push(AcceptOutcome::Created);
+        }
+        if outcomes.contains(&AcceptOutcome::Created) {
+            D::wake_others(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+}
+
+async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<()> {
+    conn.execute(
+        INSERT_EVENT,
+        vec![
+            Arg::from(event.id),
+            Arg::from(&event.tenant),
+            Arg::from(event.notification_id),
+            Arg::from(event.event_type.as_str()),
+            Arg::json(&event.data),
+            Arg::from(event.created_at),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl<D: Dialect> Store for SqlStore<D> {
+    async fn check_ready(&self) -> StoreResult<()> {
+        let (applied,): (Option<i64>,) = self
+            .0
+            .read()
+            .await?
+            .fetch_one(
+                "SELECT max(version) FROM _sqlx_migrations WHERE success",
+                args![],
+            )
+            .await?;
+        if applied != Some(D::LATEST_MIGRATION) {
+            return Err(StoreError::Unavailable(format!(
+                "migrations are at {applied:?}, this build expects {}",
+                D::LATEST_MIGRATION
+            )));
+        }
+        Ok(())
+    }
+
+    #[tracing::instrument(skip_all, fields(items = items.len()))]
+    async fn accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.try_accept(items).await {
+                Err(err) if tries < ACCEPT_TRIES && D::retryable(&err) => {
+                    tracing::debug!(%err, "accept collided with a concurrent batch; retrying");
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn notification(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+    ) -> StoreResult<NotificationDetail> {
+        let notification = self.find(tenant, id).await?;
+        let mut conn = self.0.read().await?;
+        let attempts: Vec<AttemptRow> = conn.fetch_all(ATTEMPTS_OF, args![id]).await?;
+        let resolutions: Vec<ResolutionRow> = conn
+            .fetch_all(
+                "SELECT principal, outcome, then_action, note, created_at
+                 FROM resolutions WHERE notification_id = $1 ORDER BY seq",
+                args![id],
+            )
+            .await?;
+        Ok(NotificationDetail {
+            notification,
+            attempts: rows_into(attempts)?,
+            resolutions: resolutions.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    async fn list(&self, tenant: &str, filter: &ListFilter) -> StoreResult<Vec<Notification>> {
+        let rows: Vec<NotificationRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_all(
+                concat!(
+                    "SELECT ",
+                    notification_columns!(),
+                    " FROM notifications
+                     WHERE tenant = $1
+                       AND ($2 IS NULL OR state = $2)
+                       AND ($3 IS NULL OR certainty = $3)
+                       AND ($4 IS NULL OR id < $4)
+                     ORDER BY id DESC LIMIT $5"
+                ),
+                args![
+                    tenant,
+                    filter.state.map(|s| s.as_str()),
+                    filter.certainty.map(|c| c.as_str()),
+                    filter.before.map(|id| id.as_uuid()),
+                    i64::from(filter.limit),
+                ],
+            )
+            .await?;
+        rows_into(rows)
+    }
+
+    async fn cancel(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification> {
+        let mut tx = self.0.begin().await?;
+        let row: Option<NotificationRow> = tx
+            .fetch_optional(
+                concat!(
+                    "UPDATE notifications
+                     SET state = 'cancelled', certainty = 'known', updated_at = $3, finished_at = $3
+                     WHERE tenant = $1 AND id = $2 AND state = 'queued'
+                     RETURNING ",
+                    notification_columns!()
+                ),
+                args![tenant, id, now],
+            )
+            .await?;
+        let Some(row) = row else {
+            drop(tx);
+            let current = self.find(tenant, id).await?;
+            return Err(StoreError::Conflict(format!(
+                "only a queued notification can be cancelled; this one is {}",
+                current.state
+            )));
+        };
+        let notification: Notification = row.try_into()?;
+        insert_event(
+            &mut *tx,
+            &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(notification)
+    }
+
+    #[tracing::instrument(skip_all, fields(limit))]
+    async fn claim(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        routes: &[String],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
+        let mut tx = self.0.begin().await?;
+        let due: Vec<(Uuid, String)> = tx
+            .fetch_all(
+                D::CLAIM_DUE,
+                vec![
+                    Arg::from(now),
+                    Arg::from(i64::from(limit)),
+                    Arg::Texts(routes.to_vec()),
+                ],
+            )
+            .await?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = due.iter().map(|(id, _)| *id).collect();
+        let was_queued: Vec<Uuid> = due
+            .iter()
+            .filter(|(_, state)| state == "queued")
+            .map(|(id, _)| *id)
+            .collect();
+        let rows: Vec<ClaimedRow> = tx
+            .fetch_all(
+                D::CLAIM_TAKE,
+                vec![
+                    Arg::from(now),
+                    Arg::from(now + lease),
+                    Arg::Uuids(ids.clone()),
+                    Arg::Uuids(was_queued.clone()),
+                ],
+            )
+            .await?;
+        tx.execute(
+            D::CLAIM_EXPIRE,
+            vec![
+                Arg::Uuids(ids.clone()),
+                Arg::from(now),
+                Arg::json(&lease_expired_evidence(now)),
+            ],
+        )
+        .await?;
+        let mut claims = Vec::with_capacity(rows.len());
+        for row in rows {
+            let notification: Notification = row.notification.try_into()?;
+            let first = was_queued.contains(&notification.id.as_uuid());
+            let mut request = row.provider_request.map(|r| r.0);
+            if request.is_none() && first {
+                // Fixed now, in the transaction that commits the intent: before any call.
+                request = prepare(&notification);
+                if let Some(prepared) = &request {
+                    tx.execute(
+                        "UPDATE notifications SET provider_request = $2 WHERE id = $1",
+                        vec![Arg::from(notification.id), Arg::json(prepared)],
+                    )
+                    .await?;
+                }
+            }
+            let mode = if first {
+                tx.execute(
+                    INSERT_ATTEMPT,
+                    args![
+                        notification.id,
+                        row.attempt_count,
+                        row.generation,
+                        &notification.route,
+                        notification.provider_key(),
+                        now,
+                    ],
+                )
+                .await?;
+                ClaimMode::Send {
+                    n: row.attempt_count,
+                }
+            } else {
+                ClaimMode::Reconcile
+            };
+            claims.push(Claim {
+                notification,
+                generation: row.generation,
+                mode,
+                attempts: Vec::new(),
+                request,
+            });
+        }
+        let attempts: Vec<AttemptWithOwner> = tx
+            .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids)])
+            .await?;
+        tx.commit().await?;
+        for row in attempts {
+            if let Some(claim) = claims
+                .iter_mut()
+                .find(|c| c.notification.id.as_uuid() == row.notification_id)
+            {
+                claim.attempts.push(row.attempt.try_into()?);
+            }
+        }
+        Ok(claims)
+    }
+
+    async fn look_alikes(
+        &self,
+        claim: &Claim,
+        created_since: OffsetDateTime,
+    ) -> StoreResult<Vec<Sibling>> {
+        let Some(request) = &claim.request else {
+            return Ok(Vec::new());
+        };
+        let n = &claim.notification;
+        let rows: Vec<SiblingRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_all(
+                "SELECT a.notification_id, n.created_at AS notification_created_at,
+                        a.n, a.route, a.provider_idempotency_key, a.started_at, a.finished_at,
+                        a.result, a.permanent, a.provider_ref, a.settled_by, a.evidence
+                 FROM notifications n JOIN attempts a ON a.notification_id = n.id
+                 WHERE n.route = $1 AND n.recipient = $2 AND n.id <> $3 AND n.created_at >= $4
+                   AND n.provider_request = $5
+                 ORDER BY n.created_at, a.notification_id, a.n",
+                vec![
+                    Arg::from(&n.route),
+                    Arg::from(&n.to),
+                    Arg::from(n.id),
+                    Arg::from(created_since),
+                    Arg::json(request),
+                ],
+            )
+            .await?;
+        rows_into(rows)
+    }
+
+    async fn start_attempt(
+        &self,
+        claim: &Claim,
+        now: OffsetDateTime,
+        lease: Duration,
+    ) -> StoreResult<Option<Attempt>> {
+        let n = &claim.notification;
+        let mut tx = self.0.begin().await?;
+        let next: Option<(i32,)> = tx
+            .fetch_optional(
+                "UPDATE notifications
+                 SET attempt_count = attempt_count + 1, due_at = $3, updated_at = $4
+                 WHERE id = $1 AND generation = $2 AND state = 'sending'
+                 RETURNING attempt_count",
+                args![n.id, claim.generation, now + lease, now],
+            )
+            .await?;
+        let Some((number,)) = next else {
+            return Ok(None);
+        };
+        let row: AttemptRow = tx
+            .fetch_one(
+                INSERT_ATTEMPT,
+                args![
+                    n.id,
+                    number,
+                    claim.generation,
+                    &n.route,
+                    n.provider_key(),
+                    now
+                ],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(Some(row.try_into()?))
+    }
+
+    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
+    async fn record(
+        &self,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded> {
+        let id = claim.notification.id;
+        let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
+        let mut tx = self.0.begin().await?;
+        let row: Option<NotificationRow> = tx
+            .fetch_optional(
+                concat!(
+                    "UPDATE notifications
+                     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7
+                     WHERE id = $1 AND generation = $2 AND state = 'sending'
+                     RETURNING ",
+                    notification_columns!()
+                ),
+                args![
+                    id,
+                    claim.generation,
+                    state.as_str(),
+                    certainty.map(|c| c.as_str()),
+                    due_at,
+                    finished_at,
+                    now,
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            if let Some((n, late)) = decision.late_evidence() {
+                tx.execute(
+                    ANNOTATE_ATTEMPT,
+                    vec![Arg::from(id), Arg::from(n), Arg::json(&late)],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            return Ok(Recorded::Fenced);
+        };
+        let notification: Notification = row.try_into()?;
+        if let Some(a) = &decision.attempt {
+            tx.execute(
+                "UPDATE attempts
+                 SET result = $3, permanent = $4, provider_ref = $5, evidence = $6, finished_at = $7
+                 WHERE notification_id = $1 AND n = $2",
+                vec![
+                    Arg::from(id),
+                    Arg::from(a.n),
+                    Arg::from(a.result.as_str()),
+                    Arg::from(a.permanent),
+                    Arg::from(&a.provider_ref),
+                    Arg::json(&a.evidence),
+                    Arg::from(now),
+                ],
+            )
+            .await?;
+        }
+        if let (Some(settle), Some(evidence)) =
+            (&decision.settle, decision.settlement_evidence(now))
+        {
+            tx.execute(
+                SETTLE,
+                vec![
+                    Arg::from(id),
+                    Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
+                    Arg::from(settle.by.as_str()),
+                    Arg::json(&evidence),
+                    Arg::from(&settle.provider_ref),
+                    Arg::from(first_unsettled(claim, decision)),
+                ],
+            )
+            .await?;
+        }
+        if let Some(findings) = decision.findings_evidence(now) {
+            tx.execute(
+                ANNOTATE_UNSETTLED,
+                vec![Arg::from(id), Arg::json(&findings)],
+            )
+            .await?;
+        }
+        if let Some(event_type) = event_for(notification.state) {
+            insert_event(
+                &mut *tx,
+                &OutboxEvent::for_notification(&notification, event_type, now),
+            )
+            .await?;
+        }
+        if notification.state == State::Queued {
+            D::wake_others(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(Recorded::Applied(Box::new(notification)))
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
+        let (due,): (Option<Timestamp>,) = self
+            .0
+            .read()
+            .await?
+            .fetch_one(
+                "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')",
+                args![],
+            )
+            .await?;
+        Ok(due.map(Timestamp::into_inner))
+    }
+
+    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
+        let (queued, sending, oldest_due, review_open): (i64, i64, Option<Timestamp>, i64) = self
+            .0
+            .read()
+            .await?
+            .fetch_one(
+                "SELECT
+                     (SELECT count(*) FROM notifications WHERE state = 'queued'),
+                     (SELECT count(*) FROM notifications WHERE state = 'sending'),
+                     (SELECT min(due_at) FROM notifications WHERE state = 'queued' AND due_at <= $1),
+                     (SELECT count(*) FROM notifications
+                      WHERE state = 'unknown' OR (certainty = 'duplicate_possible' AND NOT acknowledged))",
+                args![now],
+            )
+            .await?;
+        Ok(QueueStats {
+            queued,
+            sending,
+            oldest_due: oldest_due.map(Timestamp::into_inner),
+            review_open,
+        })
+    }
+
+    async fn listen_for_work(
+        &self,
+        wake: Arc<tokio::sync::Notify>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        self.0.listen_for_work(wake, shutdown).await;
+    }
+}
+
+/// The attempt a settlement's vendor reference goes on: the earliest one it settles.
+fn first_unsettled(claim: &Claim, decision: &Decision) -> Option<i32> {
+    let own = decision.attempt.as_ref().map(|a| a.n);
+    claim
+        .attempts
+        .iter()
+        .filter(|a| {
+            a.result == AttemptResult::Ambiguous && a.settled_by.is_none() && Some(a.n) != own
+        })
+        .map(|a| a.n)
+        .min()
+}
+
+/// The event type of a final state.
+fn event_for(state: State) -> Option<EventType> {
+    match state {
+        State::Delivered => Some(EventType::Delivered),
+        State::Failed => Some(EventType::Failed),
+        State::Unknown => Some(EventType::Unknown),
+        State::Cancelled => Some(EventType::Cancelled),
+        State::Queued | State::Sending => None,
+    }
+}
+
+/// The columns a decision sets on the notification: state, certainty, due time, finish time.
+fn next_columns(
+    next: &Next,
+    now: OffsetDateTime,
+) -> (
+    State,
+    Option<Certainty>,
+    OffsetDateTime,
+    Option<OffsetDateTime>,
+) {
+    match next {
+        Next::Finish { state, certainty } => (*state, Some(*certainty), now, Some(now)),
+        Next::Retry { at } => (State::Queued, None, *at, None),
+        Next::Reconcile { at } => (State::Sending, None, *at, None),
+    }
+}
+
+/// What a claim writes on an attempt it found `in_flight` past its lease.
+fn lease_expired_evidence(now: OffsetDateTime) -> Value {
+    serde_json::json!({"stage": "lease_expired", "detail": "the worker's lease ended before it recorded a result (crashed or stalled); the provider may or may not have the message",
+           "at": now.format(&time::format_description::well_known::Rfc3339).ok()})
+}
+
+fn rows_into<R, T>(rows: Vec<R>) -> StoreResult<Vec<T>>
+where
+    T: TryFrom<R, Error = StoreError>,
+{
+    rows.into_iter().map(T::try_from).collect()
+}
+
+/// A text column holds a name this build does not know: the database was written by another
+/// version, or by hand.
+fn corrupt(column: &str, value: &str) -> StoreError {
+    StoreError::Internal(anyhow::anyhow!(
+        "unexpected {column} `{value}` in the database"
+    ))
+}
+
+#[derive(FromRow)]
+struct NotificationRow {
+    id: Uuid,
+    tenant: String,
+    channel: String,
+    recipient: String,
+    route: String,
+    delivery: String,
+    content: Json<Content>,
+    metadata: Json<Map<String, Value>>,
+    state: String,
+    certainty: Option<String>,
+    acknowledged: bool,
+    send_at: Option<Timestamp>,
+    due_at: Timestamp,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl TryFrom<NotificationRow> for Notification {
+    type Error = StoreError;
+
+    fn try_from(row: NotificationRow) -> Result<Self, StoreError> {
+        let state = State::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?;
+        let certainty = match row.certainty.as_deref() {
+            None => None,
+            Some(c) => Some(Certainty::parse(c).ok_or_else(|| corrupt("certainty", c))?),
+        };
+        Ok(Notification {
+            id: NotificationId::from_uuid(row.id),
+            tenant: row.tenant,
+            channel: Channel::parse(&row.channel)
+                .ok_or_else(|| corrupt("channel", &row.channel))?,
+            to: row.recipient,
+            route: row.route,
+            delivery: Delivery::parse(&row.delivery)
+                .ok_or_else(|| corrupt("delivery", &row.delivery))?,
+            state,
+            certainty,
+            acknowledged: row.acknowledged,
+            content: row.content.0,
+            metadata: row.metadata.0,
+            send_at: row.send_at.map(Timestamp::into_inner),
+            next_attempt_at: (state == State::Queued).then(|| row.due_at.into_inner()),
+            created_at: row.created_at.into_inner(),
+            updated_at: row.updated_at.into_inner(),
+        })
+    }
+}
+
+/// A notification row as a claim returns it, with the columns only dispatch needs.
+#[derive(FromRow)]
+pub(super) struct ClaimedRow {
+    generation: i64,
+    attempt_count: i32,
+    provider_request: Option<Json<Request>>,
+    #[sqlx(flatten)]
+    notification: NotificationRow,
+}
+
+#[derive(FromRow)]
+struct AttemptRow {
+    n: i32,
+    route: String,
+    provider_idempotency_key: String,
+    started_at: Timestamp,
+    finished_at: Option<Timestamp>,
+    result: String,
+    permanent: Option<bool>,
+    provider_ref: Option<String>,
+    settled_by: Option<String>,
+    evidence: Json<Value>,
+}
+
+impl TryFrom<AttemptRow> for Attempt {
+    type Error = StoreError;
+
+    fn try_from(row: AttemptRow) -> Result<Self, StoreError> {
+        let settled_by = match row.settled_by.as_deref() {
+            None => None,
+            Some(s) => Some(SettledBy::parse(s).ok_or_else(|| corrupt("settled_by", s))?),
+        };
+        Ok(Attempt {
+            n: row.n,
+            route: row.route,
+            provider_idempotency_key: row.provider_idempotency_key,
+            started_at: row.started_at.into_inner(),
+            finished_at: row.finished_at.map(Timestamp::into_inner),
+            result: AttemptResult::parse(&row.result)
+                .ok_or_else(|| corrupt("result", &row.result))?,
+            permanent: row.permanent,
+            provider_ref: row.provider_ref,
+            settled_by,
+            evidence: row.evidence.0,
+        })
+    }
+}
+
+/// An attempt with the notification it belongs to, as a claim of many reads them.
+#[derive(FromRow)]
+pub(super) struct AttemptWithOwner {
+    notification_id: Uuid,
+    #[sqlx(flatten)]
+    attempt: AttemptRow,
+}
+
+/// An attempt of a look-alike, with its notification's id and age.
+#[derive(FromRow)]
+struct SiblingRow {
+    notification_id: Uuid,
+    notification_created_at: Timestamp,
+    #[sqlx(flatten)]
+    attempt: AttemptRow,
+}
+
+impl TryFrom<SiblingRow> for Sibling {
+    type Error = StoreError;
+
+    fn try_from(row: SiblingRow) -> Result<Self, StoreError> {
+        Ok(Sibling {
+            notification: NotificationId::from_uuid(row.notification_id),
+            created_at: row.notification_created_at.into_inner(),
+            attempt: row.attempt.try_into()?,
+        })
+    }
+}
+
+#[derive(FromRow)]
+struct ResolutionRow {
+    principal: String,
+    outcome: String,
+    then_action: Option<String>,
+    note: String,
+    created_at: Timestamp,
+}
+
+impl From<ResolutionRow> for Resolution {
+    fn from(row: ResolutionRow) -> Self {
+        Resolution {
+            principal: row.principal,
+            outcome: row.outcome,
+            then: row.then_action,
+            note: row.note,
+            at: row.created_at.into_inner(),
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct IdempotencyRow {
+    request_hash: Vec<u8>,
+    response_status: i32,
+    response_body: Json<Value>,
+}
+
+impl IdempotencyRow {
+    /// A key found already taken: the same request is a replay, another one a reuse.
+    fn outcome_for(self, request_hash: &[u8]) -> AcceptOutcome {
+        if self.request_hash == request_hash {
+            AcceptOutcome::Replayed {
+                status: u16::try_from(self.response_status).unwrap_or(500),
+                body: self.response_body.0,
+            }
+        } else {
+            AcceptOutcome::KeyReused
+        }
+    }
+}
