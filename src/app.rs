@@ -10,10 +10,11 @@ use secrecy::SecretString;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::auth::Scope;
 use crate::api::{self, AppState, Tokens};
-use crate::config::{Config, Scope};
+use crate::config::Config;
 use crate::dispatch::{self, Dispatcher};
-use crate::domain::{RouteInfo, Routes, Templates};
+use crate::domain::{RouteInfo, Routing, Templates};
 use crate::store::{self, Store};
 use crate::telemetry;
 
@@ -40,7 +41,7 @@ impl App {
         templates
             .check()
             .map_err(|e| anyhow::anyhow!("config: {e}"))?;
-        let routes = Routes::new(
+        let routing = Routing::new(
             config
                 .routes
                 .iter()
@@ -64,14 +65,14 @@ impl App {
             Dispatcher::new(
                 store.clone(),
                 route_adapters,
-                config.dispatch.settings(),
+                dispatch::Settings::from(&config.dispatch),
                 wake.clone(),
             )
         });
         let state = AppState {
             store: store.clone(),
             tokens: Arc::new(tokens),
-            routes: Arc::new(routes),
+            routing: Arc::new(routing),
             templates: Arc::new(templates),
             wake,
             metrics: telemetry::metrics_handle(),
@@ -149,7 +150,7 @@ fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
             (token.clone(), Some(token))
         }
     };
-    let all = vec![Scope::Send, Scope::Read, Scope::Review, Scope::Admin];
+    let all = Scope::ALL.to_vec();
     let tokens = Tokens::new([("dev".to_owned(), DEV_TENANT.to_owned(), all, secret)]);
     Ok((tokens, generated))
 }

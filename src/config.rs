@@ -13,17 +13,8 @@ use anyhow::{Context, bail};
 use secrecy::SecretString;
 use serde::Deserialize;
 
+use crate::api::auth::Scope;
 use crate::domain::{Channel, Delivery, Template};
-
-/// Scopes a token may hold (CONTRACT.md, "Auth").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scope {
-    Send,
-    Read,
-    Review,
-    Admin,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -330,19 +321,6 @@ pub struct DispatchConfig {
     /// The first retry delay; each later one doubles, up to `retry_max_seconds`.
     pub retry_base_ms: u64,
     pub retry_max_seconds: u64,
-}
-
-impl DispatchConfig {
-    pub fn settings(&self) -> crate::dispatch::Settings {
-        crate::dispatch::Settings {
-            lease: Duration::from_secs(self.lease_seconds),
-            batch_size: self.batch_size,
-            concurrency: self.concurrency,
-            poll_interval: Duration::from_millis(self.poll_interval_ms),
-            retry_base: Duration::from_millis(self.retry_base_ms),
-            retry_max: Duration::from_secs(self.retry_max_seconds),
-        }
-    }
 }
 
 impl Default for DispatchConfig {

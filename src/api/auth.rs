@@ -14,7 +14,29 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::problem::Problem;
-use crate::config::Scope;
+
+/// Scopes a token may hold (CONTRACT.md, "Auth"). `admin` implies every other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Send,
+    Read,
+    Review,
+    Admin,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 4] = [Scope::Send, Scope::Read, Scope::Review, Scope::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Send => "send",
+            Scope::Read => "read",
+            Scope::Review => "review",
+            Scope::Admin => "admin",
+        }
+    }
+}
 
 /// Who is calling: resolved from the `Authorization` header of every authenticated request.
 #[derive(Debug, Clone)]
@@ -33,18 +55,9 @@ impl Principal {
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 "Missing scope",
-                format!("this token lacks the `{}` scope", scope_name(scope)),
+                format!("this token lacks the `{}` scope", scope.as_str()),
             ))
         }
-    }
-}
-
-fn scope_name(scope: Scope) -> &'static str {
-    match scope {
-        Scope::Send => "send",
-        Scope::Read => "read",
-        Scope::Review => "review",
-        Scope::Admin => "admin",
     }
 }
 

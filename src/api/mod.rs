@@ -4,7 +4,8 @@
 //! every malformed body, wrong type and oversized request gets a problem+json answer that names
 //! the field at fault.
 
-mod auth;
+pub mod auth;
+mod idempotency;
 mod notifications;
 mod ops;
 mod problem;
@@ -24,7 +25,7 @@ use tower_http::trace::TraceLayer;
 pub use auth::{Principal, Tokens};
 pub use problem::Problem;
 
-use crate::domain::{Routes, Templates};
+use crate::domain::{Routing, Templates};
 use crate::store::Store;
 
 /// What every handler may reach.
@@ -32,7 +33,7 @@ use crate::store::Store;
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub tokens: Arc<Tokens>,
-    pub routes: Arc<Routes>,
+    pub routing: Arc<Routing>,
     pub templates: Arc<Templates>,
     /// Signalled after a commit that made work due, so the dispatcher starts at once.
     pub wake: Arc<tokio::sync::Notify>,

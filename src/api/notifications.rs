@@ -1,9 +1,7 @@
 //! `/v1/notifications`: enqueue (one or a batch) with idempotency keys, read, list, cancel.
 //!
-//! Idempotency follows the IETF draft and Stripe: the key is per tenant; the same key with the
-//! same body answers the original status and body again with `Idempotent-Replayed: true`; with
-//! another body, 422; while the first request is unfinished, 409. Requests that fail validation
-//! store nothing, so they do not burn the key.
+//! Keys and their answers are [`super::idempotency`]'s. Requests that fail validation store
+//! nothing, so they do not burn the key.
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
@@ -14,20 +12,20 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 use super::auth::Principal;
+use super::auth::Scope;
+use super::idempotency::{self, Answer};
 use super::problem::Problem;
 use super::{AppState, json_object, typed};
-use crate::config::Scope;
 use crate::domain::{
     Attempt, Certainty, IdempotencyKey, Notification, NotificationId, NotificationRequest,
     Resolution, State as NotificationState,
 };
-use crate::store::{AcceptOutcome, ListFilter, NewAccept, NotificationDetail};
+use crate::store::{ListFilter, NewAccept, NotificationDetail};
 
 pub const MAX_BATCH_ITEMS: usize = 1000;
 const DEFAULT_PAGE: u32 = 50;
@@ -80,43 +78,6 @@ fn location(id: NotificationId) -> HeaderValue {
         .expect("a UUID path is a valid header")
 }
 
-/// SHA-256 of the request with object keys sorted, so that key order and whitespace do not make
-/// an identical retry look like a different request.
-fn request_hash(value: &Value) -> Vec<u8> {
-    fn canonical(value: &Value, out: &mut Vec<u8>) {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push(b'{');
-                for (i, key) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend(Value::String(key.clone()).to_string().as_bytes());
-                    out.push(b':');
-                    canonical(&map[key], out);
-                }
-                out.push(b'}');
-            }
-            Value::Array(items) => {
-                out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    canonical(item, out);
-                }
-                out.push(b']');
-            }
-            scalar => out.extend(scalar.to_string().as_bytes()),
-        }
-    }
-    let mut out = Vec::new();
-    canonical(value, &mut out);
-    Sha256::digest(&out).to_vec()
-}
-
 /// Validates one request and prepares what the store commits for it.
 fn prepare(
     state: &AppState,
@@ -125,10 +86,10 @@ fn prepare(
     body: Value,
     now: OffsetDateTime,
 ) -> Result<NewAccept, Problem> {
-    let request_hash = request_hash(&body);
+    let request_hash = idempotency::request_hash(&body);
     let request: NotificationRequest = typed(body)?;
     let notification = request
-        .parse(tenant, &state.routes, &state.templates, now)
+        .parse(tenant, &state.routing, &state.templates, now)
         .map_err(Problem::invalid_field)?;
     let response = serde_json::to_value(NotificationBody {
         notification: notification.clone(),
@@ -145,25 +106,6 @@ fn prepare(
         notification,
         response,
     })
-}
-
-fn key_reused() -> Problem {
-    Problem::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "idempotency-key-reused",
-        "Idempotency key reused",
-        "this Idempotency-Key was used before with a different request body",
-    )
-}
-
-fn key_in_progress() -> Problem {
-    Problem::new(
-        StatusCode::CONFLICT,
-        "idempotency-key-in-progress",
-        "Request in progress",
-        "a request with this Idempotency-Key is still being processed; retry shortly",
-    )
-    .with_retry_after(1)
 }
 
 /// Enqueue one notification.
@@ -188,7 +130,7 @@ pub async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
-    let key = idempotency_key(&headers)?;
+    let key = idempotency::key_from_header(&headers)?;
     let body = json_object(body)?;
     let item = prepare(
         &state,
@@ -199,30 +141,32 @@ pub async fn create(
     )?;
     let id = item.notification.id;
     let outcome = state.store.accept(std::slice::from_ref(&item)).await?;
-    match outcome.into_iter().next() {
-        Some(AcceptOutcome::Created) => {
+    let outcome = outcome.into_iter().next().ok_or_else(Problem::internal)?;
+    match idempotency::answer(outcome, item.response) {
+        Answer::Created(body) => {
             metrics::counter!("herald_notifications_accepted_total").increment(1);
             state.wake.notify_one();
             Ok((
                 StatusCode::ACCEPTED,
                 [(header::LOCATION, location(id))],
-                Json(item.response),
+                Json(body),
             )
                 .into_response())
         }
-        Some(AcceptOutcome::Replayed { status, body }) => Ok(replayed(status, body)),
-        Some(AcceptOutcome::KeyReused) => Err(key_reused()),
-        Some(AcceptOutcome::InProgress) => Err(key_in_progress()),
-        None => Err(Problem::internal()),
+        Answer::Replayed { status, body } => Ok(replayed(status, body)),
+        Answer::Refused(problem) => Err(problem),
     }
 }
 
+/// The stored answer again, marked as a replay.
 fn replayed(status: u16, body: Value) -> Response {
-    metrics::counter!("herald_idempotency_replays_total").increment(1);
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::ACCEPTED);
     let mut response = (status, Json(&body)).into_response();
     let headers = response.headers_mut();
-    headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    headers.insert(
+        idempotency::REPLAYED_HEADER,
+        HeaderValue::from_static("true"),
+    );
     if let Some(id) = body
         .get("id")
         .and_then(Value::as_str)
@@ -231,35 +175,6 @@ fn replayed(status: u16, body: Value) -> Response {
         headers.insert(header::LOCATION, location(id));
     }
     response
-}
-
-fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey, Problem> {
-    let mut values = headers.get_all("idempotency-key").iter();
-    let value = values.next().ok_or_else(|| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "idempotency-key-missing",
-            "Idempotency-Key missing",
-            "send an Idempotency-Key header (1–255 printable ASCII characters) so retries are safe",
-        )
-        .with_field("Idempotency-Key")
-    })?;
-    let invalid = |detail: &str| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "idempotency-key-invalid",
-            "Idempotency-Key invalid",
-            detail,
-        )
-        .with_field("Idempotency-Key")
-    };
-    if values.next().is_some() {
-        return Err(invalid("send exactly one Idempotency-Key header"));
-    }
-    let text = value
-        .to_str()
-        .map_err(|_| invalid("Idempotency-Key must be printable ASCII"))?;
-    IdempotencyKey::parse("Idempotency-Key", text).map_err(|e| invalid(&e.to_string()))
 }
 
 /// `POST /v1/notifications/batch` (documentation only: the handler reads items one by one, so
@@ -371,13 +286,7 @@ pub async fn create_batch(
             )));
             continue;
         };
-        let key = match object.remove("idempotency_key") {
-            Some(Value::String(key)) => IdempotencyKey::parse("idempotency_key", &key),
-            _ => Err(crate::domain::FieldError::new(
-                "idempotency_key",
-                "is required: 1–255 printable ASCII characters",
-            )),
-        };
+        let key = idempotency::key_of_item(&mut object);
         let key_text = key.as_ref().ok().map(|k| k.as_str().to_owned());
         let prepared = key
             .map_err(Problem::invalid_field)
@@ -399,29 +308,25 @@ pub async fn create_batch(
         let mut created = 0;
         for ((i, item), outcome) in positions.into_iter().zip(items).zip(outcomes) {
             let key = Some(item.key.as_str().to_owned());
-            results[i] = Some(match outcome {
-                AcceptOutcome::Created => {
+            results[i] = Some(match idempotency::answer(outcome, item.response) {
+                Answer::Created(body) => {
                     created += 1;
                     BatchResult {
                         idempotency_key: key,
                         status: 202,
                         replayed: false,
-                        notification: Some(item.response),
-                        problem: None,
-                    }
-                }
-                AcceptOutcome::Replayed { status, body } => {
-                    metrics::counter!("herald_idempotency_replays_total").increment(1);
-                    BatchResult {
-                        idempotency_key: key,
-                        status,
-                        replayed: true,
                         notification: Some(body),
                         problem: None,
                     }
                 }
-                AcceptOutcome::KeyReused => BatchResult::problem(key, key_reused()),
-                AcceptOutcome::InProgress => BatchResult::problem(key, key_in_progress()),
+                Answer::Replayed { status, body } => BatchResult {
+                    idempotency_key: key,
+                    status,
+                    replayed: true,
+                    notification: Some(body),
+                    problem: None,
+                },
+                Answer::Refused(problem) => BatchResult::problem(key, problem),
             });
         }
         if created > 0 {
@@ -558,19 +463,4 @@ pub async fn cancel(
         .cancel(&principal.tenant, parse_id(&id)?, OffsetDateTime::now_utc())
         .await?;
     Ok(Json(notification))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_request_hash_ignores_key_order_but_not_values() {
-        let a = json!({"to": "a@b.io", "metadata": {"x": "1", "y": "2"}});
-        let b = json!({"metadata": {"y": "2", "x": "1"}, "to": "a@b.io"});
-        let c = json!({"to": "a@b.io", "metadata": {"x": "1", "y": "3"}});
-        assert_eq!(request_hash(&a), request_hash(&b));
-        assert_ne!(request_hash(&a), request_hash(&c));
-    }
 }

@@ -12,7 +12,7 @@ pub mod policy;
 mod routes;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use herald_provider::{Evidence, Message, ProviderKey, QueryResult, Request, SendResult};
 use time::OffsetDateTime;
@@ -22,19 +22,30 @@ use tokio_util::sync::CancellationToken;
 
 pub use routes::{Route, Routes, build_routes};
 
-use crate::domain::{AttemptResult, Decision, Next, Notification, Sibling};
+use crate::config::DispatchConfig;
+use crate::domain::{Decision, Next, Notification, Sibling};
 use crate::store::{Claim, ClaimMode, Recorded, Store, StoreError};
 use policy::{Asked, Attribution, Plan, Situation, Step};
 
-/// How the dispatcher paces itself; from `[dispatch]` in herald.toml.
+/// How the dispatcher paces itself; from `[dispatch]` in herald.toml. (The retry schedule is
+/// each route's, in its [`policy::Limits`].)
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub lease: Duration,
     pub batch_size: u32,
     pub concurrency: usize,
     pub poll_interval: Duration,
-    pub retry_base: Duration,
-    pub retry_max: Duration,
+}
+
+impl From<&DispatchConfig> for Settings {
+    fn from(config: &DispatchConfig) -> Self {
+        Settings {
+            lease: Duration::from_secs(config.lease_seconds),
+            batch_size: config.batch_size,
+            concurrency: config.concurrency,
+            poll_interval: Duration::from_millis(config.poll_interval_ms),
+        }
+    }
 }
 
 pub struct Dispatcher {
@@ -51,9 +62,6 @@ pub struct Dispatcher {
 const STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// With routes held back, how soon the claim loop looks again for work they can take.
 const HELD_BACK_LOOK_AGAIN: Duration = Duration::from_millis(25);
-/// The longest a claimed send waits for its route's pace: far inside any lease (which outlasts
-/// the route's timeout by at least 2 s), so a held send is never mistaken for a crashed one.
-const PACE_PATIENCE: Duration = Duration::from_secs(1);
 /// How often a failed record is tried again before the lease takes over.
 const RECORD_TRIES: u32 = 3;
 
@@ -258,7 +266,7 @@ impl Worker {
         // the send fails with the route's own reason.
         let request = match claim.request.clone() {
             Some(request) => Ok(request),
-            None => route.adapter.prepare(&message, &key),
+            None => route.prepare(&message, &key),
         };
         let call = Call {
             route,
@@ -405,11 +413,11 @@ impl Worker {
         Situation {
             id: claim.notification.id,
             delivery: claim.notification.delivery,
-            capabilities: route.adapter.capabilities(),
+            capabilities: route.capabilities(),
             attempts: &claim.attempts,
             created_at: claim.notification.created_at,
             now: OffsetDateTime::now_utc(),
-            limits: route.limits(&self.settings),
+            limits: route.limits(),
             siblings,
         }
     }
@@ -481,81 +489,12 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// One provider call, within the route's concurrency limit and timeout. A timeout here is
-    /// ambiguous: the adapter's own should have fired first, so the request may be out.
     async fn send(&self) -> SendResult {
-        let route = self.route;
-        let request = match self.request {
-            Ok(request) => request,
-            Err(evidence) => return SendResult::refused(evidence.clone()),
-        };
-        let _permit = route
-            .permits
-            .acquire()
-            .await
-            .expect("route semaphores are never closed");
-        if let Err(wait) = route.pace.take(PACE_PATIENCE).await {
-            // Not sent: a rejection that herald itself can prove, due again after the wait.
-            return SendResult::Rejected {
-                permanent: false,
-                retry_after: Some(wait),
-                evidence: Evidence::new(
-                    "paced",
-                    format!(
-                        "not sent: the route is paused or at its rate limit for {} ms more",
-                        wait.as_millis()
-                    ),
-                ),
-            };
-        }
-        let started = Instant::now();
-        let result = match tokio::time::timeout(
-            route.timeout + Duration::from_secs(1),
-            route.adapter.send_prepared(request, self.message, self.key),
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => SendResult::Ambiguous {
-                evidence: Evidence::new(
-                    "awaiting_response",
-                    "the adapter did not return within the route's timeout",
-                ),
-            },
-        };
-        let label = match &result {
-            SendResult::Accepted { .. } => AttemptResult::Accepted,
-            SendResult::Rejected { .. } | SendResult::KeyReused { .. } => AttemptResult::Rejected,
-            SendResult::Ambiguous { .. } => AttemptResult::Ambiguous,
-        };
-        metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => label.as_str()).increment(1);
-        metrics::histogram!("herald_send_seconds", "route" => route.name.clone())
-            .record(started.elapsed().as_secs_f64());
-        if let SendResult::Rejected {
-            permanent: false,
-            retry_after: Some(wait),
-            ..
-        } = &result
-        {
-            // The vendor asked for a pause: it holds for the whole route, not this message only.
-            route.pace.pause_until(std::time::Instant::now() + *wait);
-        }
-        result
+        self.route.send(self.request, self.message, self.key).await
     }
 
-    /// The route's outcome query about the stored request.
     async fn query(&self) -> QueryResult {
-        match self.request {
-            Ok(request) => {
-                self.route
-                    .adapter
-                    .query_prepared(request, self.message, self.key)
-                    .await
-            }
-            Err(evidence) => QueryResult::Unsupported {
-                evidence: evidence.clone(),
-            },
-        }
+        self.route.query(self.request, self.message, self.key).await
     }
 }
 

@@ -1,5 +1,6 @@
-//! Routes at run time: each configured route's adapter, limits and concurrency. This is the one
-//! place that names vendors: adding one is a crate in `providers/` and an arm here.
+//! Routes at run time: each configured route's adapter, limits, pace and concurrency, and the
+//! one way to call a route's vendor ([`Route::send`], [`Route::query`]). [`build_routes`] turns
+//! each route's configuration into its vendor's adapter.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -10,7 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use herald_mailjet::{MailjetAdapter, MailjetRoute};
 use herald_onesignal::{OneSignalAdapter, OneSignalRoute};
-use herald_provider::Adapter;
+use herald_provider::{
+    Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Request, SendResult,
+};
 use herald_resend::{ResendAdapter, ResendRoute};
 use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute};
 use herald_smtp::{SmtpAdapter, SmtpRoute, Tls};
@@ -18,24 +21,27 @@ use herald_twilio::{TwilioAdapter, TwilioRoute};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
-use super::Settings;
 use super::pacing::Pace;
 use super::policy::Limits;
 use crate::config::{Config, ProviderConfig, RouteConfig, SmtpTls};
+use crate::domain::AttemptResult;
 
 pub struct Route {
-    pub name: String,
-    pub adapter: Arc<dyn Adapter>,
+    name: String,
+    adapter: Arc<dyn Adapter>,
     /// Bounds this route's calls in flight, so that one slow vendor cannot take every worker.
-    pub permits: Semaphore,
+    permits: Semaphore,
     concurrency: usize,
     /// Notifications of this route claimed by this process and not yet recorded.
     pending: Arc<AtomicUsize>,
-    pub pace: Pace,
-    pub timeout: Duration,
-    max_attempts: u32,
-    max_age: Duration,
+    pace: Pace,
+    timeout: Duration,
+    limits: Limits,
 }
+
+/// The longest a claimed send waits for its route's pace: far inside any lease (which outlasts
+/// the route's timeout by at least 2 s), so a held send is never mistaken for a crashed one.
+const PACE_PATIENCE: Duration = Duration::from_secs(1);
 
 impl Route {
     /// Whether new claims should leave this route out: it has as much work as it can run, or
@@ -44,13 +50,97 @@ impl Route {
         self.pending.load(Ordering::Relaxed) >= self.concurrency || !self.pace.wait(now).is_zero()
     }
 
-    pub fn limits(&self, settings: &Settings) -> Limits {
-        Limits {
-            max_attempts: self.max_attempts,
-            max_age: self.max_age,
-            retry_base: settings.retry_base,
-            retry_max: settings.retry_max,
-            timeout: self.timeout,
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn capabilities(&self) -> &Capabilities {
+        self.adapter.capabilities()
+    }
+
+    /// The request this route would send for `message`; see [`Adapter::prepare`].
+    pub fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
+        self.adapter.prepare(message, key)
+    }
+    /// One provider call, within the route's concurrency limit and timeout. A timeout here is
+    /// ambiguous: the adapter's own should have fired first, so the request may be out.
+    pub async fn send(
+        &self,
+        request: &Result<Request, Evidence>,
+        message: &Message,
+        key: &ProviderKey,
+    ) -> SendResult {
+        let route = self;
+        let request = match request {
+            Ok(request) => request,
+            Err(evidence) => return SendResult::refused(evidence.clone()),
+        };
+        let _permit = route
+            .permits
+            .acquire()
+            .await
+            .expect("route semaphores are never closed");
+        if let Err(wait) = route.pace.take(PACE_PATIENCE).await {
+            // Not sent: a rejection that herald itself can prove, due again after the wait.
+            return SendResult::Rejected {
+                permanent: false,
+                retry_after: Some(wait),
+                evidence: Evidence::new(
+                    "paced",
+                    format!(
+                        "not sent: the route is paused or at its rate limit for {} ms more",
+                        wait.as_millis()
+                    ),
+                ),
+            };
+        }
+        let started = Instant::now();
+        let result = match tokio::time::timeout(
+            route.timeout + Duration::from_secs(1),
+            route.adapter.send_prepared(request, message, key),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => SendResult::Ambiguous {
+                evidence: Evidence::new(
+                    "awaiting_response",
+                    "the adapter did not return within the route's timeout",
+                ),
+            },
+        };
+        let label = match &result {
+            SendResult::Accepted { .. } => AttemptResult::Accepted,
+            SendResult::Rejected { .. } | SendResult::KeyReused { .. } => AttemptResult::Rejected,
+            SendResult::Ambiguous { .. } => AttemptResult::Ambiguous,
+        };
+        metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => label.as_str()).increment(1);
+        metrics::histogram!("herald_send_seconds", "route" => route.name.clone())
+            .record(started.elapsed().as_secs_f64());
+        if let SendResult::Rejected {
+            permanent: false,
+            retry_after: Some(wait),
+            ..
+        } = &result
+        {
+            // The vendor asked for a pause: it holds for the whole route, not this message only.
+            route.pace.pause_until(std::time::Instant::now() + *wait);
+        }
+        result
+    }
+
+    /// The route's outcome query about the stored request.
+    pub async fn query(
+        &self,
+        request: &Result<Request, Evidence>,
+        message: &Message,
+        key: &ProviderKey,
+    ) -> QueryResult {
+        match request {
+            Ok(request) => self.adapter.query_prepared(request, message, key).await,
+            Err(evidence) => QueryResult::Unsupported {
+                evidence: evidence.clone(),
+            },
         }
     }
 }
@@ -84,10 +174,10 @@ impl Routes {
 
     /// The provider request `n`'s route would send for it; `None` where the route is not
     /// configured here or cannot send the message (the send then says why).
-    pub fn prepare(&self, n: &crate::domain::Notification) -> Option<herald_provider::Request> {
+    pub fn prepare(&self, n: &crate::domain::Notification) -> Option<Request> {
         let route = self.0.get(&n.route)?;
-        let key = herald_provider::ProviderKey::new(n.provider_key());
-        route.adapter.prepare(&super::message_of(n), &key).ok()
+        let key = ProviderKey::new(n.provider_key());
+        route.prepare(&super::message_of(n), &key).ok()
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -136,8 +226,13 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
                 pending: Arc::default(),
                 pace: Pace::new(route.rate_limit_per_second, route.burst),
                 timeout: route.timeout,
-                max_attempts: route.max_attempts,
-                max_age: route.max_age,
+                limits: Limits {
+                    max_attempts: route.max_attempts,
+                    max_age: route.max_age,
+                    retry_base: Duration::from_millis(config.dispatch.retry_base_ms),
+                    retry_max: Duration::from_secs(config.dispatch.retry_max_seconds),
+                    timeout: route.timeout,
+                },
             },
         );
     }

@@ -10,7 +10,7 @@ mod values;
 
 pub use herald_provider::Channel;
 pub use notification::{Attempt, Content, Notification, NotificationRequest, Resolution, Sibling};
-pub use routing::{RouteInfo, Routes, Template, Templates};
+pub use routing::{RouteInfo, Routing, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};
 pub use transition::{AttemptOutcome, Decision, Next, Settlement};
 pub use values::{

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
-use super::routing::{Routes, Templates};
+use super::routing::{Routing, Templates};
 use super::values::header_safe;
 use super::{
     AttemptResult, Certainty, Channel, Delivery, EmailAddress, FieldError, NotificationId,
@@ -188,7 +188,7 @@ impl NotificationRequest {
     pub fn parse(
         self,
         tenant: &str,
-        routes: &Routes,
+        routing: &Routing,
         templates: &Templates,
         now: OffsetDateTime,
     ) -> Result<Notification, FieldError> {
@@ -199,7 +199,7 @@ impl NotificationRequest {
         if let Some(route) = &self.route {
             header_safe("route", route, MAX_ROUTE_BYTES)?;
         }
-        let (route, route_info) = routes.choose(channel, self.route.as_deref())?;
+        let (route, route_info) = routing.choose(channel, self.route.as_deref())?;
         let delivery = match &self.delivery {
             None => route_info.delivery,
             Some(d) => Delivery::parse(d).ok_or_else(|| {
@@ -387,7 +387,7 @@ mod tests {
     use super::*;
     use crate::domain::routing::{RouteInfo, Template};
 
-    fn routes() -> Routes {
+    fn routes() -> Routing {
         let all = RouteInfo {
             channels: Channel::ALL.to_vec(),
             delivery: Delivery::AtMostOnce,
@@ -396,7 +396,7 @@ mod tests {
             channels: vec![Channel::Email],
             delivery: Delivery::AtLeastOnce,
         };
-        Routes::new(
+        Routing::new(
             BTreeMap::from([("sandbox".into(), all), ("mail".into(), mail)]),
             Channel::ALL
                 .iter()

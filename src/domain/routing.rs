@@ -14,16 +14,17 @@ pub struct RouteInfo {
     pub delivery: Delivery,
 }
 
-/// Route names, the channels each serves, and the default route of each channel.
+/// Which routes the enqueue path may choose: their names, the channels each serves, and the
+/// default route of each channel. (`dispatch::Routes` holds the same routes at run time.)
 #[derive(Debug, Clone, Default)]
-pub struct Routes {
+pub struct Routing {
     routes: BTreeMap<String, RouteInfo>,
     defaults: HashMap<Channel, String>,
 }
 
-impl Routes {
+impl Routing {
     pub fn new(routes: BTreeMap<String, RouteInfo>, defaults: HashMap<Channel, String>) -> Self {
-        Routes { routes, defaults }
+        Routing { routes, defaults }
     }
 
     /// The route for `channel`: the one asked for, or the channel's default.

@@ -1,0 +1,155 @@
+//! Idempotency keys, in one place: reading a key (from the `Idempotency-Key` header, or a batch
+//! item's `idempotency_key`), the request hash that tells a replay from a reused key, and what
+//! each outcome of the store's accept answers.
+//!
+//! It follows the IETF draft and Stripe: a key is per tenant; the same key with the same body
+//! answers the original status and body again (`Idempotent-Replayed: true`); with another body,
+//! 422; while the first request is unfinished, 409; no key, 400.
+
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::problem::Problem;
+use crate::domain::{FieldError, IdempotencyKey};
+use crate::store::AcceptOutcome;
+
+/// Set to `true` on a replayed answer.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// The key of a single request: exactly one `Idempotency-Key` header.
+pub fn key_from_header(headers: &HeaderMap) -> Result<IdempotencyKey, Problem> {
+    let mut values = headers.get_all("idempotency-key").iter();
+    let value = values.next().ok_or_else(|| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "idempotency-key-missing",
+            "Idempotency-Key missing",
+            "send an Idempotency-Key header (1–255 printable ASCII characters) so retries are safe",
+        )
+        .with_field("Idempotency-Key")
+    })?;
+    let invalid = |detail: &str| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "idempotency-key-invalid",
+            "Idempotency-Key invalid",
+            detail,
+        )
+        .with_field("Idempotency-Key")
+    };
+    if values.next().is_some() {
+        return Err(invalid("send exactly one Idempotency-Key header"));
+    }
+    let text = value
+        .to_str()
+        .map_err(|_| invalid("Idempotency-Key must be printable ASCII"))?;
+    IdempotencyKey::parse("Idempotency-Key", text).map_err(|e| invalid(&e.to_string()))
+}
+
+/// The key of a batch item, taken out of it: its `idempotency_key` member.
+pub fn key_of_item(item: &mut Map<String, Value>) -> Result<IdempotencyKey, FieldError> {
+    match item.remove("idempotency_key") {
+        Some(Value::String(key)) => IdempotencyKey::parse("idempotency_key", &key),
+        _ => Err(FieldError::new(
+            "idempotency_key",
+            "is required: 1–255 printable ASCII characters",
+        )),
+    }
+}
+
+/// SHA-256 of the request with object keys sorted, so that key order and whitespace do not make
+/// an identical retry look like a different request.
+pub fn request_hash(value: &Value) -> Vec<u8> {
+    fn canonical(value: &Value, out: &mut Vec<u8>) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push(b'{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend(Value::String(key.clone()).to_string().as_bytes());
+                    out.push(b':');
+                    canonical(&map[key], out);
+                }
+                out.push(b'}');
+            }
+            Value::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(b']');
+            }
+            scalar => out.extend(scalar.to_string().as_bytes()),
+        }
+    }
+    let mut out = Vec::new();
+    canonical(value, &mut out);
+    Sha256::digest(&out).to_vec()
+}
+
+/// What one item answers, by what the store did with its key.
+pub enum Answer {
+    /// Stored now: the answer prepared for it.
+    Created(Value),
+    /// The key was used before with the same request: the answer given then.
+    Replayed {
+        status: u16,
+        body: Value,
+    },
+    Refused(Problem),
+}
+
+/// The answer to `outcome`, where `created` is what a new notification answers.
+pub fn answer(outcome: AcceptOutcome, created: Value) -> Answer {
+    match outcome {
+        AcceptOutcome::Created => Answer::Created(created),
+        AcceptOutcome::Replayed { status, body } => {
+            metrics::counter!("herald_idempotency_replays_total").increment(1);
+            Answer::Replayed { status, body }
+        }
+        AcceptOutcome::KeyReused => Answer::Refused(key_reused()),
+        AcceptOutcome::InProgress => Answer::Refused(key_in_progress()),
+    }
+}
+
+fn key_reused() -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+        "Idempotency key reused",
+        "this Idempotency-Key was used before with a different request body",
+    )
+}
+
+fn key_in_progress() -> Problem {
+    Problem::new(
+        StatusCode::CONFLICT,
+        "idempotency-key-in-progress",
+        "Request in progress",
+        "a request with this Idempotency-Key is still being processed; retry shortly",
+    )
+    .with_retry_after(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_request_hash_ignores_key_order_but_not_values() {
+        let a = json!({"to": "a@b.io", "metadata": {"x": "1", "y": "2"}});
+        let b = json!({"metadata": {"y": "2", "x": "1"}, "to": "a@b.io"});
+        let c = json!({"to": "a@b.io", "metadata": {"x": "1", "y": "3"}});
+        assert_eq!(request_hash(&a), request_hash(&b));
+        assert_ne!(request_hash(&a), request_hash(&c));
+    }
+}
