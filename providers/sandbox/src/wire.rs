@@ -8,7 +8,54 @@ use std::time::Duration;
 use herald_provider::Channel;
 use serde::{Deserialize, Serialize};
 
-use crate::server::Profile;
+use std::fmt;
+use std::str::FromStr;
+
+/// Which capability the sandbox offers, so that each of herald's reconciliation paths can be
+/// exercised against a vendor that has exactly that one and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// `Idempotency-Key` deduplicates within the window; no outcome query.
+    Idempotent,
+    /// `GET /messages?reference=…` lists deliveries after the visibility lag; no deduplication.
+    Queryable,
+    /// Neither: every request that is processed is a new delivery, and nothing can be asked.
+    Plain,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 3] = [Profile::Idempotent, Profile::Queryable, Profile::Plain];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Idempotent => "idempotent",
+            Profile::Queryable => "queryable",
+            Profile::Plain => "plain",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Profile {
+    type Err = UnknownProfile;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Profile::ALL
+            .into_iter()
+            .find(|profile| profile.as_str() == s)
+            .ok_or_else(|| UnknownProfile(s.to_owned()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sandbox profile `{0}`: expected idempotent, queryable or plain")]
+pub struct UnknownProfile(pub String);
 
 /// The request header that carries the caller's idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";

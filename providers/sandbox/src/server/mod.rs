@@ -10,11 +10,9 @@ mod client;
 mod faults;
 mod routes;
 
-use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +20,6 @@ use axum::{Extension, Router};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
@@ -30,51 +27,7 @@ use tokio::task::{JoinHandle, JoinSet};
 pub use client::{Ledger, SandboxClient};
 pub use faults::{Fault, FaultRule, ParseFaultError, Trigger, TriggerError, parse_faults};
 
-/// Which capability the sandbox offers, so that each of herald's reconciliation paths can be
-/// exercised against a vendor that has exactly that one and nothing else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Profile {
-    /// `Idempotency-Key` deduplicates within the window; no outcome query.
-    Idempotent,
-    /// `GET /messages?reference=…` lists deliveries after the visibility lag; no deduplication.
-    Queryable,
-    /// Neither: every request that is processed is a new delivery, and nothing can be asked.
-    Plain,
-}
-
-impl Profile {
-    pub const ALL: [Profile; 3] = [Profile::Idempotent, Profile::Queryable, Profile::Plain];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Profile::Idempotent => "idempotent",
-            Profile::Queryable => "queryable",
-            Profile::Plain => "plain",
-        }
-    }
-}
-
-impl fmt::Display for Profile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Profile {
-    type Err = UnknownProfile;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Profile::ALL
-            .into_iter()
-            .find(|profile| profile.as_str() == s)
-            .ok_or_else(|| UnknownProfile(s.to_owned()))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown sandbox profile `{0}`: expected idempotent, queryable or plain")]
-pub struct UnknownProfile(pub String);
+pub use crate::wire::{Profile, UnknownProfile};
 
 /// How the sandbox behaves. Everything but `faults` is fixed for the server's lifetime; the
 /// fault rules can be replaced at runtime with `PUT /faults`.
