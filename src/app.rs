@@ -60,11 +60,12 @@ impl App {
                 .collect(),
         );
         let wake = Arc::new(tokio::sync::Notify::new());
-        let (route_adapters, sandboxes) = dispatch::build_routes(&config).await?;
+        let (routes, sandboxes) = dispatch::build_routes(&config).await?;
+        let routes = Arc::new(routes);
         let dispatcher = config.dispatch.enabled.then(|| {
             Dispatcher::new(
                 store.clone(),
-                route_adapters,
+                routes.clone(),
                 dispatch::Settings::from(&config.dispatch),
                 wake.clone(),
             )
@@ -73,6 +74,7 @@ impl App {
             store: store.clone(),
             tokens: Arc::new(tokens),
             routing: Arc::new(routing),
+            routes,
             templates: Arc::new(templates),
             wake,
             metrics: telemetry::metrics_handle(),

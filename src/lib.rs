@@ -4,6 +4,7 @@
 //! - [`config`]: `herald.toml`, environment overrides, defaults, secrets.
 //! - [`store`]: the only place with SQL; SQLite and PostgreSQL behind one interface.
 //! - [`dispatch`]: claim → send → record, reconciliation, the pure retry and settlement policy.
+//! - [`review`]: on-call review's rules: why an item waits for a person, what a resolution changes.
 //! - [`api`]: the HTTP API (axum), problem+json errors, auth and tenants.
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
 //! - [`cli`]: the command line.
@@ -16,5 +17,6 @@ pub mod cli;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
+pub mod review;
 pub mod store;
 pub mod telemetry;

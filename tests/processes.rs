@@ -294,7 +294,7 @@ async fn metrics_count_attempts_outcomes_and_the_queue() {
         "herald_attempts_total{route=\"vendor\",result=\"accepted\"} 1",
         "herald_notifications_finished_total{state=\"delivered\",certainty=\"known\"} 1",
         "herald_notifications_accepted_total 1",
-        "herald_review_open 0",
+        "herald_review_open{reason=\"unknown\"} 0",
     ] {
         assert!(
             metrics.lines().any(|l| l == line),

@@ -14,8 +14,10 @@ use herald::domain::{
     AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, IdempotencyKey,
     Next, Notification, NotificationId, SettledBy, Settlement, State,
 };
+use herald::review::{Change, Outcome, Reason, Resend, Then};
 use herald::store::{
-    AcceptOutcome, Claim, ClaimMode, ListFilter, NewAccept, Recorded, Store, StoreError,
+    AcceptOutcome, Claim, ClaimMode, ListFilter, NewAccept, NewResolution, Recorded, ReviewFilter,
+    Store, StoreError,
 };
 use herald_provider::Request;
 use support::{Backend, TestDb};
@@ -35,6 +37,10 @@ on_both_backends!(
     lists_are_newest_first_filtered_and_paged_by_cursor,
     look_alikes_are_the_same_request_on_the_same_route_only,
     a_tenant_never_reads_another_tenants_notification,
+    review_lists_each_reason_oldest_first_and_filters,
+    a_resolution_applies_once_with_its_audit_and_event,
+    a_resend_renews_the_key_and_the_budget_when_asked,
+    a_requery_in_review_is_fenced_and_emits_only_on_change,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -86,6 +92,7 @@ fn notification(
         next_attempt_at: Some(at),
         created_at: at,
         updated_at: at,
+        key_epoch: 0,
     }
 }
 
@@ -729,4 +736,346 @@ async fn a_tenant_never_reads_another_tenants_notification(backend: Backend) {
         rig.store.notification("globex", n.id).await,
         Err(StoreError::NotFound)
     ));
+}
+
+/// Claims `n` and ends it as `next` says, with attempt 1 ambiguous or refused as `result`.
+async fn ended(
+    store: &dyn Store,
+    n: Notification,
+    result: AttemptResult,
+    permanent: Option<bool>,
+    next: Next,
+) -> Notification {
+    let route = n.route.clone();
+    let n = accepted(store, n).await;
+    let c = claim(store, n.created_at, 100, &[&route])
+        .await
+        .into_iter()
+        .find(|c| c.notification.id == n.id)
+        .unwrap();
+    applied(
+        store,
+        &c,
+        &Decision {
+            attempt: Some(AttemptOutcome {
+                permanent,
+                ..outcome(1, result, None)
+            }),
+            ..decision(next)
+        },
+        n.created_at,
+    )
+    .await
+}
+
+/// A notification whose only attempt was ambiguous and nothing settled: `unknown`.
+async fn unknown(store: &dyn Store, t: OffsetDateTime) -> Notification {
+    ended(
+        store,
+        notification("acme", "a", "+1", "u", t),
+        AttemptResult::Ambiguous,
+        None,
+        finish(State::Unknown, Certainty::Unknown),
+    )
+    .await
+}
+
+fn review_filter(reasons: &[Reason]) -> ReviewFilter {
+    ReviewFilter {
+        reasons: reasons.to_vec(),
+        limit: 100,
+        ..ReviewFilter::default()
+    }
+}
+
+async fn review_lists_each_reason_oldest_first_and_filters(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let unknown = unknown(store, t).await;
+    let dup = ended(
+        store,
+        notification("acme", "b", "+1", "d", t),
+        AttemptResult::Accepted,
+        None,
+        finish(State::Delivered, Certainty::DuplicatePossible),
+    )
+    .await;
+    let exhausted = ended(
+        store,
+        notification("acme", "a", "+1", "x", t),
+        AttemptResult::Rejected,
+        Some(false),
+        finish(State::Failed, Certainty::Known),
+    )
+    .await;
+    let refused = ended(
+        store,
+        notification("acme", "a", "+1", "r", t),
+        AttemptResult::Rejected,
+        Some(true),
+        finish(State::Failed, Certainty::Known),
+    )
+    .await;
+    ended(
+        store,
+        notification("acme", "a", "+1", "fine", t),
+        AttemptResult::Accepted,
+        None,
+        finish(State::Delivered, Certainty::Known),
+    )
+    .await;
+    let ids = |items: Vec<herald::store::NotificationDetail>| {
+        items
+            .into_iter()
+            .map(|d| d.notification.id)
+            .collect::<Vec<_>>()
+    };
+    let open = store.review("acme", &review_filter(&[])).await.unwrap();
+    assert_eq!(ids(open), [unknown.id, dup.id], "open items, oldest first");
+    for (reason, id) in [
+        (Reason::Exhausted, exhausted.id),
+        (Reason::Rejected, refused.id),
+        (Reason::Unknown, unknown.id),
+    ] {
+        let listed = store
+            .review("acme", &review_filter(&[reason]))
+            .await
+            .unwrap();
+        assert_eq!(ids(listed), [id], "{reason}");
+    }
+    let on_b = ReviewFilter {
+        route: Some("b".into()),
+        ..review_filter(&[])
+    };
+    assert_eq!(ids(store.review("acme", &on_b).await.unwrap()), [dup.id]);
+    let after = ReviewFilter {
+        after: Some(unknown.id),
+        ..review_filter(&[])
+    };
+    assert_eq!(ids(store.review("acme", &after).await.unwrap()), [dup.id]);
+    let later = ReviewFilter {
+        since: Some(t + Duration::from_secs(1)),
+        ..review_filter(&[])
+    };
+    assert!(store.review("acme", &later).await.unwrap().is_empty());
+    assert!(
+        store
+            .review("globex", &review_filter(&[]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let listed = store.review("acme", &review_filter(&[])).await.unwrap();
+    assert_eq!(listed[0].attempts.len(), 1, "with attempts");
+
+    let stats = store.queue_stats(t).await.unwrap();
+    let count = |r: Reason| stats.review.iter().find(|(x, _)| *x == r).unwrap().1;
+    assert_eq!(
+        Reason::ALL.map(count),
+        [1, 1, 1, 1],
+        "unknown, duplicate_possible, exhausted, rejected"
+    );
+    assert_eq!(stats.review_oldest, Some(t));
+    assert_eq!(stats.dead_letters.len(), 2);
+}
+
+fn resolution(
+    outcome: Outcome,
+    then: Option<Then>,
+    change: Change,
+    before: &Notification,
+) -> NewResolution {
+    NewResolution {
+        principal: "on-call".into(),
+        outcome,
+        then,
+        note: "checked the vendor's dashboard".into(),
+        change,
+        before: (before.state, before.certainty),
+    }
+}
+
+fn change(
+    state: State,
+    certainty: Option<Certainty>,
+    settle: Option<bool>,
+    resend: Option<Resend>,
+) -> Change {
+    Change {
+        state,
+        certainty,
+        acknowledged: false,
+        settle,
+        resend,
+        forced: false,
+    }
+}
+
+async fn a_resolution_applies_once_with_its_audit_and_event(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = unknown(store, t).await;
+    let read = store.notification("acme", n.id).await.unwrap();
+    let delivered = resolution(
+        Outcome::Delivered,
+        None,
+        change(State::Delivered, Some(Certainty::Known), Some(true), None),
+        &n,
+    );
+    let done = store
+        .resolve("acme", n.id, read.generation, &delivered, t)
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.state, done.certainty),
+        (State::Delivered, Some(Certainty::Known))
+    );
+    // The same read again: someone else resolved it first.
+    assert!(matches!(
+        store
+            .resolve("acme", n.id, read.generation, &delivered, t)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store
+            .resolve("globex", n.id, read.generation + 1, &delivered, t)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    let detail = store.notification("acme", n.id).await.unwrap();
+    assert_eq!(detail.resolutions.len(), 1);
+    let audit = &detail.resolutions[0];
+    assert_eq!(audit.principal, "on-call");
+    assert_eq!(audit.outcome, "delivered");
+    assert_eq!(audit.state_before, Some(State::Unknown));
+    assert_eq!(audit.certainty_after, Some(Certainty::Known));
+    assert_eq!(detail.attempts[0].settled_by, Some(SettledBy::Review));
+    assert_eq!(
+        detail.attempts[0].evidence["settlement"]["evidence"]["note"],
+        "checked the vendor's dashboard"
+    );
+    assert_eq!(
+        rig.db.event_types(n.id.as_uuid()).await,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.unknown",
+            "dev.herald.notification.resolved"
+        ]
+    );
+}
+
+async fn a_resend_renews_the_key_and_the_budget_when_asked(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = unknown(store, t).await;
+    let read = store.notification("acme", n.id).await.unwrap();
+    let resend = resolution(
+        Outcome::NotDelivered,
+        Some(Then::Resend),
+        change(
+            State::Queued,
+            None,
+            Some(false),
+            Some(Resend { renew_key: true }),
+        ),
+        &n,
+    );
+    let queued = store
+        .resolve("acme", n.id, read.generation, &resend, t)
+        .await
+        .unwrap();
+    assert_eq!(queued.state, State::Queued);
+    assert_eq!(queued.provider_key(), format!("{}-1", n.id));
+    let c = claim(store, t, 10, &["a"]).await.remove(0);
+    assert_eq!(c.mode, ClaimMode::Send { n: 2 });
+    assert_eq!((c.budget_from, c.budget_since), (1, Some(t)));
+    assert_eq!(
+        c.attempts[1].provider_idempotency_key,
+        format!("{}-1", n.id)
+    );
+    assert_eq!(
+        c.request,
+        Some(Request::new("to=+1&text=u")),
+        "prepared again under the new key"
+    );
+    let audit = &store.notification("acme", n.id).await.unwrap().resolutions[0];
+    assert!(audit.key_renewed);
+    assert_eq!(audit.state_after, Some(State::Queued));
+}
+
+async fn a_requery_in_review_is_fenced_and_emits_only_on_change(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = unknown(store, t).await;
+    let read = store.notification("acme", n.id).await.unwrap();
+    let as_claim = Claim {
+        notification: read.notification.clone(),
+        generation: read.generation,
+        mode: ClaimMode::Reconcile,
+        attempts: read.attempts.clone(),
+        request: read.request.clone(),
+        budget_from: read.budget_from,
+        budget_since: None,
+    };
+    let nothing = Decision {
+        findings: Some(json!({"query": "failed"})),
+        ..decision(finish(State::Unknown, Certainty::Unknown))
+    };
+    assert!(matches!(
+        store
+            .record_in_review(&as_claim, &nothing, t)
+            .await
+            .unwrap(),
+        Recorded::Applied(_)
+    ));
+    assert!(
+        matches!(
+            store
+                .record_in_review(&as_claim, &nothing, t)
+                .await
+                .unwrap(),
+            Recorded::Fenced
+        ),
+        "the generation moved on"
+    );
+    assert_eq!(
+        rig.db.event_types(n.id.as_uuid()).await,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.unknown"
+        ],
+        "nothing changed, no event"
+    );
+    let read = store.notification("acme", n.id).await.unwrap();
+    let found = Decision {
+        settle: Some(Settlement {
+            by: SettledBy::OutcomeQuery,
+            accepted: true,
+            evidence: json!({}),
+            provider_ref: Some("SM7".into()),
+        }),
+        ..decision(finish(State::Delivered, Certainty::Known))
+    };
+    let as_claim = Claim {
+        generation: read.generation,
+        attempts: read.attempts,
+        ..as_claim
+    };
+    store.record_in_review(&as_claim, &found, t).await.unwrap();
+    let detail = store.notification("acme", n.id).await.unwrap();
+    assert_eq!(detail.notification.state, State::Delivered);
+    assert_eq!(detail.attempts[0].provider_ref.as_deref(), Some("SM7"));
 }

@@ -9,6 +9,7 @@ mod idempotency;
 mod notifications;
 mod ops;
 mod problem;
+mod review;
 
 use std::sync::Arc;
 
@@ -34,6 +35,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub tokens: Arc<Tokens>,
     pub routing: Arc<Routing>,
+    /// The routes at run time: their capabilities and outcome queries, for review.
+    pub routes: Arc<crate::dispatch::Routes>,
     pub templates: Arc<Templates>,
     /// Signalled after a commit that made work due, so the dispatcher starts at once.
     pub wake: Arc<tokio::sync::Notify>,
@@ -44,6 +47,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let request_id = axum::http::HeaderName::from_static("x-request-id");
     Router::new()
         .merge(notifications::routes())
+        .merge(review::routes())
         .merge(ops::routes())
         .fallback(|| async { Problem::not_found() })
         .method_not_allowed_fallback(|| async {

@@ -341,7 +341,7 @@ pub async fn create_batch(
     Ok(Json(BatchBody { results }).into_response())
 }
 
-fn parse_id(id: &str) -> Result<NotificationId, Problem> {
+pub(super) fn parse_id(id: &str) -> Result<NotificationId, Problem> {
     // An id that cannot exist is simply not found: the same answer as another tenant's id.
     NotificationId::parse(id).ok_or_else(Problem::not_found)
 }

@@ -99,16 +99,23 @@ impl Problem {
     }
 }
 
+impl Problem {
+    /// 409: the request does not fit the resource's current state.
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "Conflict with the current state",
+            detail,
+        )
+    }
+}
+
 impl From<StoreError> for Problem {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound => Problem::not_found(),
-            StoreError::Conflict(detail) => Problem::new(
-                StatusCode::CONFLICT,
-                "conflict",
-                "Conflict with the current state",
-                detail,
-            ),
+            StoreError::Conflict(detail) => Problem::conflict(detail),
             StoreError::Unavailable(cause) => {
                 tracing::warn!(%cause, "database unavailable");
                 Problem::new(

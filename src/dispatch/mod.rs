@@ -68,13 +68,13 @@ const RECORD_TRIES: u32 = 3;
 impl Dispatcher {
     pub fn new(
         store: Arc<dyn Store>,
-        routes: Routes,
+        routes: Arc<Routes>,
         settings: Settings,
         wake: Arc<Notify>,
     ) -> Self {
         Dispatcher {
             store,
-            routes: Arc::new(routes),
+            routes,
             settings,
             wake,
         }
@@ -277,7 +277,7 @@ impl Worker {
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
                 let result = call.send().await;
-                let s = self.situation(route, &claim, &[]);
+                let s = situation(route, &claim, &[]);
                 policy::decide(
                     &s,
                     Step::Sent {
@@ -303,7 +303,7 @@ impl Worker {
         let mut asked = Asked::NotYet;
         let mut findings = None;
         let decision = loop {
-            let s = self.situation(route, claim, &[]);
+            let s = situation(route, claim, &[]);
             match policy::plan(&s, asked) {
                 Plan::Query => {
                     let asked_at = OffsetDateTime::now_utc();
@@ -318,7 +318,7 @@ impl Worker {
                             evidence,
                         } => {
                             let siblings = self.siblings(claim, since, &s).await?;
-                            let s = self.situation(route, claim, &siblings);
+                            let s = situation(route, claim, &siblings);
                             match policy::attribute(
                                 &s,
                                 &refs,
@@ -340,7 +340,7 @@ impl Worker {
                         }
                         result => {
                             metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => "outcome_query").increment(1);
-                            let s = self.situation(route, claim, &[]);
+                            let s = situation(route, claim, &[]);
                             let step = Step::Queried { result, asked_at };
                             break policy::decide(&s, step, rand::random());
                         }
@@ -370,7 +370,7 @@ impl Worker {
                         "resend"
                     };
                     metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => by).increment(1);
-                    let s = self.situation(route, claim, &[]);
+                    let s = situation(route, claim, &[]);
                     break policy::decide(&s, Step::Sent { n, replay, result }, rand::random());
                 }
                 Plan::Record(decision) => break decision,
@@ -401,24 +401,6 @@ impl Worker {
                 tracing::warn!(%err, "cannot read the look-alikes; the lease will bring it back");
                 None
             }
-        }
-    }
-
-    fn situation<'a>(
-        &self,
-        route: &'a Route,
-        claim: &'a Claim,
-        siblings: &'a [Sibling],
-    ) -> Situation<'a> {
-        Situation {
-            id: claim.notification.id,
-            delivery: claim.notification.delivery,
-            capabilities: route.capabilities(),
-            attempts: &claim.attempts,
-            created_at: claim.notification.created_at,
-            now: OffsetDateTime::now_utc(),
-            limits: route.limits(),
-            siblings,
         }
     }
 
@@ -498,8 +480,129 @@ impl Call<'_> {
     }
 }
 
-/// Keeps the queue gauges of `/metrics` current.
+/// What the policy knows of a claimed notification on `route`, now.
+fn situation<'a>(route: &'a Route, claim: &'a Claim, siblings: &'a [Sibling]) -> Situation<'a> {
+    Situation {
+        id: claim.notification.id,
+        delivery: claim.notification.delivery,
+        capabilities: route.capabilities(),
+        attempts: &claim.attempts,
+        created_at: claim.notification.created_at,
+        budget_from: claim.budget_from,
+        since: claim.budget_since.unwrap_or(claim.notification.created_at),
+        now: OffsetDateTime::now_utc(),
+        limits: route.limits(),
+        siblings,
+    }
+}
+
+/// What a person's requery asked and what it changed.
+#[derive(Debug)]
+pub struct Requeried {
+    /// What the vendor's look-up answered, as evidence.
+    pub answer: Evidence,
+    /// Whether the answer settled the ambiguity (either way).
+    pub settled: bool,
+}
+
+/// Why a requery was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum RequeryRefused {
+    #[error("only an `unknown` notification is requeried; this one is {0}")]
+    NotUnknown(String),
+    #[error("route `{0}` has no outcome query")]
+    NoQuery(String),
+    #[error("route `{0}` is not configured in this process")]
+    NoRoute(String),
+    #[error("the notification changed while it was requeried; read it again")]
+    Changed,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A person's requery of a notification in review: the route's outcome query, asked now about
+/// the notification's stored request and decided by the same policy as reconciliation (a
+/// look-alike still settles only what the counts prove), recorded fenced by the generation the
+/// person read. An answer that proves nothing is kept as evidence and changes nothing else;
+/// one that needs the visibility lag to pass hands the notification back to the dispatcher.
+pub async fn requery(
+    store: &dyn Store,
+    routes: &Routes,
+    detail: crate::store::NotificationDetail,
+) -> Result<Requeried, RequeryRefused> {
+    let n = &detail.notification;
+    if n.state != crate::domain::State::Unknown {
+        return Err(RequeryRefused::NotUnknown(n.state.to_string()));
+    }
+    let route = routes
+        .get(&n.route)
+        .ok_or_else(|| RequeryRefused::NoRoute(n.route.clone()))?;
+    if route.capabilities().query_visibility_lag.is_none() {
+        return Err(RequeryRefused::NoQuery(n.route.clone()));
+    }
+    let message = message_of(n);
+    let key = ProviderKey::new(n.provider_key());
+    let request = match detail.request.clone() {
+        Some(request) => Ok(request),
+        None => route.prepare(&message, &key),
+    };
+    let claim = Claim {
+        notification: detail.notification.clone(),
+        generation: detail.generation,
+        mode: ClaimMode::Reconcile,
+        attempts: detail.attempts,
+        request: detail.request,
+        budget_from: detail.budget_from,
+        budget_since: None,
+    };
+    let asked_at = OffsetDateTime::now_utc();
+    let result = route.query(&request, &message, &key).await;
+    let answer = result.evidence().clone();
+    let unsettled = |findings: serde_json::Value| Decision {
+        attempt: None,
+        settle: None,
+        findings: Some(findings),
+        next: Next::Finish {
+            state: crate::domain::State::Unknown,
+            certainty: crate::domain::Certainty::Unknown,
+        },
+    };
+    let decision = match result {
+        QueryResult::Unsupported { evidence } => {
+            unsettled(serde_json::to_value(&evidence).unwrap_or_default())
+        }
+        QueryResult::LookAlikes {
+            refs,
+            since,
+            evidence,
+        } => {
+            let s = situation(route, &claim, &[]);
+            let siblings = store.look_alikes(&claim, since - s.limits.max_age).await?;
+            let s = situation(route, &claim, &siblings);
+            match policy::attribute(&s, &refs, since, &evidence, asked_at, rand::random()) {
+                Attribution::Decided(decision) => decision,
+                Attribution::Inconclusive(record) => unsettled(record),
+            }
+        }
+        result => {
+            let s = situation(route, &claim, &[]);
+            policy::decide(&s, Step::Queried { result, asked_at }, rand::random())
+        }
+    };
+    let settled = decision.settle.is_some();
+    match store
+        .record_in_review(&claim, &decision, OffsetDateTime::now_utc())
+        .await?
+    {
+        Recorded::Applied(_) => Ok(Requeried { answer, settled }),
+        Recorded::Fenced => Err(RequeryRefused::Changed),
+    }
+}
+
+/// Keeps the queue and review gauges of `/metrics` current.
 async fn refresh_gauges(store: Arc<dyn Store>, shutdown: CancellationToken) {
+    // Dead-letter series seen before: set to zero once their count is gone, not left stale.
+    let mut dead_seen = std::collections::HashSet::new();
     loop {
         let now = OffsetDateTime::now_utc();
         match store.queue_stats(now).await {
@@ -507,11 +610,29 @@ async fn refresh_gauges(store: Arc<dyn Store>, shutdown: CancellationToken) {
                 metrics::gauge!("herald_queue_depth", "state" => "queued").set(stats.queued as f64);
                 metrics::gauge!("herald_queue_depth", "state" => "sending")
                     .set(stats.sending as f64);
-                let oldest = stats
-                    .oldest_due
-                    .map_or(0.0, |due| (now - due).as_seconds_f64().max(0.0));
-                metrics::gauge!("herald_queue_oldest_due_seconds").set(oldest);
-                metrics::gauge!("herald_review_open").set(stats.review_open as f64);
+                let age = |at: Option<OffsetDateTime>| {
+                    at.map_or(0.0, |at| (now - at).as_seconds_f64().max(0.0))
+                };
+                metrics::gauge!("herald_queue_oldest_due_seconds").set(age(stats.oldest_due));
+                for (reason, count) in &stats.review {
+                    metrics::gauge!("herald_review_open", "reason" => reason.as_str())
+                        .set(*count as f64);
+                }
+                metrics::gauge!("herald_review_oldest_seconds").set(age(stats.review_oldest));
+                let current: std::collections::HashSet<(String, &str)> = stats
+                    .dead_letters
+                    .iter()
+                    .map(|(route, cause, _)| (route.clone(), cause.as_str()))
+                    .collect();
+                for (route, cause) in dead_seen.difference(&current) {
+                    metrics::gauge!("herald_dead_letters", "route" => route.clone(), "cause" => *cause)
+                        .set(0.0);
+                }
+                for (route, cause, count) in &stats.dead_letters {
+                    metrics::gauge!("herald_dead_letters", "route" => route.clone(), "cause" => cause.as_str())
+                        .set(*count as f64);
+                }
+                dead_seen = current;
             }
             Err(err) => tracing::debug!(%err, "cannot refresh queue gauges"),
         }

@@ -38,6 +38,10 @@ pub struct Situation<'a> {
     /// Every attempt so far, oldest first (including one just started).
     pub attempts: &'a [Attempt],
     pub created_at: OffsetDateTime,
+    /// The route's caps count attempts after this number, and age since `since`: a person's
+    /// resend starts a fresh budget (0 and the creation time until then).
+    pub budget_from: i32,
+    pub since: OffsetDateTime,
     pub now: OffsetDateTime,
     pub limits: Limits,
     /// The attempts of look-alike notifications, read only to attribute look-alike messages
@@ -110,25 +114,36 @@ impl Situation<'_> {
             .collect()
     }
 
+    /// Attempts spent from the current budget.
+    fn spent(&self) -> usize {
+        self.attempts
+            .iter()
+            .filter(|a| a.n > self.budget_from)
+            .count()
+    }
+
+    fn young(&self) -> bool {
+        self.now - self.since < self.limits.max_age
+    }
+
     fn attempts_left(&self) -> bool {
-        (self.attempts.len() as u64) < u64::from(self.limits.max_attempts)
-            && self.now - self.created_at < self.limits.max_age
+        (self.spent() as u64) < u64::from(self.limits.max_attempts) && self.young()
     }
 
     /// Full jitter over an exponentially growing ceiling, never before `retry_after`.
     fn retry_at(&self, jitter: f64, retry_after: Option<Duration>) -> OffsetDateTime {
-        self.now
-            + retry_delay(
-                &self.limits,
-                self.attempts.len() as u32,
-                jitter,
-                retry_after,
-            )
+        self.now + retry_delay(&self.limits, self.spent() as u32, jitter, retry_after)
     }
 
-    /// The key goes to the vendor unchanged on every attempt, so the window runs from the first.
+    /// The key goes to the vendor unchanged on every attempt, so the window runs from the first
+    /// attempt under the current key (the last attempt's: only a person's resend renews it).
     fn inside_idempotency_window(&self) -> bool {
-        match (self.capabilities.idempotency_window, self.attempts.first()) {
+        let key = self.attempts.last().map(|a| &a.provider_idempotency_key);
+        let first = self
+            .attempts
+            .iter()
+            .find(|a| Some(&a.provider_idempotency_key) == key);
+        match (self.capabilities.idempotency_window, first) {
             (Some(window), Some(first)) => self.now < first.started_at + window,
             _ => false,
         }
@@ -180,8 +195,7 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
             return Plan::Resend;
         }
     }
-    let young = s.now - s.created_at < s.limits.max_age;
-    let next = if asked == Asked::Failed && young {
+    let next = if asked == Asked::Failed && s.young() {
         let since = s.unsettled(None).iter().map(|a| s.now - a.started_at).max();
         let wait = since
             .and_then(|d| Duration::try_from(d).ok())
@@ -670,6 +684,8 @@ mod tests {
             capabilities: caps,
             attempts,
             created_at: T0,
+            budget_from: 0,
+            since: T0,
             now,
             limits: limits(),
             siblings: &[],

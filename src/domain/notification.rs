@@ -118,6 +118,9 @@ pub struct Notification {
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub updated_at: OffsetDateTime,
+    /// How many times a person's resend renewed the provider key (see [`Self::provider_key`]).
+    #[serde(skip)]
+    pub key_epoch: i32,
 }
 
 /// One try at handing a notification to its provider. Append-only: a later settlement adds
@@ -154,24 +157,41 @@ pub struct Sibling {
     pub attempt: Attempt,
 }
 
-/// A person's resolution of a notification under review.
+/// A person's resolution of a notification under review: the audit record, append-only.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Resolution {
+    /// The token's principal.
     pub principal: String,
+    /// `delivered`, `not_delivered` or `acknowledged`.
     pub outcome: String,
+    /// `resend` or `close`, after `not_delivered`.
     pub then: Option<String>,
     pub note: String,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub at: OffsetDateTime,
+    pub state_before: Option<State>,
+    pub certainty_before: Option<Certainty>,
+    pub state_after: Option<State>,
+    pub certainty_after: Option<Certainty>,
+    /// A resend of a notification that failed for a permanent cause, insisted on.
+    pub forced: bool,
+    /// The resend went out under a new provider key: the vendor's idempotency window had
+    /// passed, so a wrong "not delivered" may now deliver twice — a risk the person accepted.
+    pub key_renewed: bool,
 }
 
 impl Notification {
     /// The idempotency key the provider sees: stable per notification (never per attempt), so
-    /// every resend can be recognised by a vendor that deduplicates. A UUID, which every vendor
-    /// in VENDORS.md accepts.
+    /// every resend can be recognised by a vendor that deduplicates — the notification's UUID.
+    /// Only a person's resend past the vendor's window renews it (`key_epoch`), as
+    /// `{uuid}-{epoch}`: visible ASCII without dots, which every adapter takes.
     pub fn provider_key(&self) -> String {
-        self.id.to_string()
+        if self.key_epoch == 0 {
+            self.id.to_string()
+        } else {
+            format!("{}-{}", self.id, self.key_epoch)
+        }
     }
 }
 
@@ -228,6 +248,7 @@ impl NotificationRequest {
             next_attempt_at: Some(self.send_at.map_or(now, |at| at.max(now))),
             created_at: now,
             updated_at: now,
+            key_epoch: 0,
         })
     }
 

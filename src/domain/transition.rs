@@ -59,14 +59,7 @@ pub enum Next {
 impl Decision {
     /// What its settlement adds to each attempt it settles.
     pub fn settlement_evidence(&self, now: OffsetDateTime) -> Option<Value> {
-        self.settle.as_ref().map(|s| {
-            json!({"settlement": {
-                "by": s.by,
-                "outcome": if s.accepted { "accepted" } else { "not_accepted" },
-                "evidence": s.evidence,
-                "at": now.format(&Rfc3339).ok(),
-            }})
-        })
+        self.settle.as_ref().map(|s| s.record(now))
     }
 
     /// What its findings add to each unsettled ambiguous attempt.
@@ -88,5 +81,17 @@ impl Decision {
                 json!({"late_result": {"result": a.result, "provider_ref": a.provider_ref, "evidence": a.evidence}}),
             )
         })
+    }
+}
+
+impl Settlement {
+    /// What it adds to each attempt it settles.
+    pub fn record(&self, now: OffsetDateTime) -> Value {
+        json!({"settlement": {
+            "by": self.by,
+            "outcome": if self.accepted { "accepted" } else { "not_accepted" },
+            "evidence": self.evidence,
+            "at": now.format(&Rfc3339).ok(),
+        }})
     }
 }

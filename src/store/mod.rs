@@ -22,6 +22,7 @@ use crate::domain::{
     Attempt, Certainty, Decision, IdempotencyKey, Notification, NotificationId, Resolution,
     Sibling, State,
 };
+use crate::review::{Change, Outcome, Reason, Then};
 use herald_provider::Request;
 pub use timestamp::Timestamp;
 
@@ -105,6 +106,47 @@ pub struct NotificationDetail {
     pub notification: Notification,
     pub attempts: Vec<Attempt>,
     pub resolutions: Vec<Resolution>,
+    /// The fencing token as read: a resolution or a requery applies only if it is unchanged.
+    pub generation: i64,
+    /// The provider request fixed at its first attempt, if it had one.
+    pub request: Option<Request>,
+    /// Attempts up to this number were spent before a person's last resend.
+    pub budget_from: i32,
+}
+
+/// `GET /v1/review` filters; results are oldest first, strictly newer than `after`.
+#[derive(Debug, Clone, Default)]
+pub struct ReviewFilter {
+    pub route: Option<String>,
+    /// Empty: what a person must look at (`unknown`, and `duplicate_possible` unacknowledged).
+    pub reasons: Vec<Reason>,
+    /// When the notification ended in review, from `since` (inclusive) to `until` (exclusive).
+    pub since: Option<OffsetDateTime>,
+    pub until: Option<OffsetDateTime>,
+    pub after: Option<NotificationId>,
+    pub limit: u32,
+}
+
+impl ReviewFilter {
+    /// The reasons the filter selects.
+    pub fn selected(&self) -> Vec<Reason> {
+        if self.reasons.is_empty() {
+            vec![Reason::Unknown, Reason::DuplicatePossible]
+        } else {
+            self.reasons.clone()
+        }
+    }
+}
+
+/// A resolution to apply: what changes, and the audit record that says who decided what.
+#[derive(Debug, Clone)]
+pub struct NewResolution {
+    pub principal: String,
+    pub outcome: Outcome,
+    pub then: Option<Then>,
+    pub note: String,
+    pub change: Change,
+    pub before: (State, Option<Certainty>),
 }
 
 /// `GET /v1/notifications` filters; results are newest first, strictly older than `before`.
@@ -140,6 +182,10 @@ pub struct Claim {
     /// query uses it. `None` only where the route could not prepare one (the send then fails
     /// with the route's reason).
     pub request: Option<Request>,
+    /// Attempts up to this number were spent before a person's last resend: the route's caps
+    /// count from the next one, and its age cap from `budget_since`.
+    pub budget_from: i32,
+    pub budget_since: Option<OffsetDateTime>,
 }
 
 /// Prepares the provider request of a notification claimed for the first time (pure: the
@@ -161,7 +207,12 @@ pub struct QueueStats {
     pub sending: i64,
     /// The oldest `queued` notification that is already due.
     pub oldest_due: Option<OffsetDateTime>,
-    pub review_open: i64,
+    /// Items in review by reason (dead letters included), and when the oldest open one
+    /// (`unknown` or unacknowledged `duplicate_possible`) ended there.
+    pub review: Vec<(Reason, i64)>,
+    pub review_oldest: Option<OffsetDateTime>,
+    /// Dead letters by route and cause (`exhausted` or `rejected`).
+    pub dead_letters: Vec<(String, Reason, i64)>,
 }
 
 #[async_trait]
@@ -231,6 +282,35 @@ pub trait Store: Send + Sync + 'static {
         decision: &Decision,
         now: OffsetDateTime,
     ) -> StoreResult<Recorded>;
+
+    /// A requery's decision for a notification in review (`unknown`), fenced by the
+    /// generation the claim was read with, which it moves on: `Fenced` if anything changed
+    /// the notification since. A resend it decides starts a fresh budget.
+    async fn record_in_review(
+        &self,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded>;
+
+    /// Notifications in review, oldest first, with their attempts and resolutions.
+    async fn review(
+        &self,
+        tenant: &str,
+        filter: &ReviewFilter,
+    ) -> StoreResult<Vec<NotificationDetail>>;
+
+    /// Applies a resolution to the notification read at `generation`, with its audit record
+    /// and `resolved` event; `Conflict` if the notification changed since (another resolution,
+    /// a worker), and nothing is applied.
+    async fn resolve(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        generation: i64,
+        resolution: &NewResolution,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification>;
 
     /// When the earliest `queued` or `sending` notification falls due.
     async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>>;

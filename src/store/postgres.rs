@@ -11,7 +11,7 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgListener, Pg
 use sqlx::{PgPool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{Arg, Conn, Dialect, attempt_columns, notification_columns};
+use super::sql::{Arg, Conn, Dialect, attempt_columns, claimed_columns, resolution_columns};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -29,6 +29,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "json_patch",
         include_str!("../../migrations/postgres/0003_json_patch.sql"),
+    ),
+    (
+        5,
+        "review",
+        include_str!("../../migrations/postgres/0005_review.sql"),
     ),
 ];
 
@@ -78,8 +83,8 @@ impl Dialect for Postgres {
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
              attempt_count = attempt_count + CASE WHEN id = ANY($4) THEN 1 ELSE 0 END
          WHERE id = ANY($3)
-         RETURNING generation, attempt_count, provider_request, ",
-        notification_columns!()
+         RETURNING ",
+        claimed_columns!()
     );
     const CLAIM_EXPIRE: &'static str = "UPDATE attempts
          SET result = 'ambiguous', finished_at = $2, evidence = json_patch(evidence, $3)
@@ -88,6 +93,11 @@ impl Dialect for Postgres {
         "SELECT notification_id, ",
         attempt_columns!(),
         " FROM attempts WHERE notification_id = ANY($1) ORDER BY notification_id, n"
+    );
+    const RESOLUTIONS_OF_MANY: &'static str = concat!(
+        "SELECT notification_id, ",
+        resolution_columns!(),
+        " FROM resolutions WHERE notification_id = ANY($1) ORDER BY notification_id, seq"
     );
 
     async fn begin(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {

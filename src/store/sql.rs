@@ -22,13 +22,15 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AcceptOutcome, Claim, ClaimMode, EventType, ListFilter, NewAccept, NotificationDetail,
-    OutboxEvent, Prepare, QueueStats, Recorded, Store, StoreError, StoreResult, Timestamp,
+    AcceptOutcome, Claim, ClaimMode, EventType, ListFilter, NewAccept, NewResolution,
+    NotificationDetail, OutboxEvent, Prepare, QueueStats, Recorded, ReviewFilter, Store,
+    StoreError, StoreResult, Timestamp,
 };
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, Next, Notification,
-    NotificationId, Resolution, SettledBy, Sibling, State,
+    NotificationId, Resolution, SettledBy, Settlement, Sibling, State,
 };
+use crate::review::Reason;
 use herald_provider::Request;
 
 /// A value bound to a statement: the few kinds herald stores, the same in both dialects.
@@ -237,6 +239,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
     const CLAIM_EXPIRE: &'static str;
     /// `$1` ids → every attempt of those notifications, as [`AttemptWithOwner`].
     const ATTEMPTS_OF_MANY: &'static str;
+    /// `$1` ids → every resolution of those notifications, as [`ResolutionWithOwner`].
+    const RESOLUTIONS_OF_MANY: &'static str;
 
     /// Begins a write transaction.
     async fn begin(&self) -> StoreResult<Transaction<'static, Self::Db>>;
@@ -259,10 +263,20 @@ pub(super) struct SqlStore<D>(pub(super) D);
 macro_rules! notification_columns {
     () => {
         "id, tenant, channel, recipient, route, delivery, content, metadata, state, certainty, \
-         acknowledged, send_at, due_at, created_at, updated_at"
+         acknowledged, send_at, due_at, created_at, updated_at, key_epoch"
     };
 }
-pub(super) use notification_columns;
+
+/// The columns of a [`ClaimedRow`]: a notification with what dispatch and review need of it.
+macro_rules! claimed_columns {
+    () => {
+        concat!(
+            "generation, attempt_count, provider_request, budget_from, budget_since, ",
+            $crate::store::sql::notification_columns!()
+        )
+    };
+}
+pub(super) use {claimed_columns, notification_columns};
 
 macro_rules! attempt_columns {
     () => {
@@ -272,15 +286,18 @@ macro_rules! attempt_columns {
 }
 pub(super) use attempt_columns;
 
+macro_rules! resolution_columns {
+    () => {
+        "principal, outcome, then_action, note, created_at, state_before, certainty_before, \
+         state_after, certainty_after, forced, key_renewed"
+    };
+}
+pub(super) use resolution_columns;
+
 const FIND: &str = concat!(
     "SELECT ",
-    notification_columns!(),
+    claimed_columns!(),
     " FROM notifications WHERE tenant = $1 AND id = $2"
-);
-const ATTEMPTS_OF: &str = concat!(
-    "SELECT ",
-    attempt_columns!(),
-    " FROM attempts WHERE notification_id = $1 ORDER BY n"
 );
 const INSERT_EVENT: &str =
     "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at)
@@ -308,20 +325,214 @@ const SETTLE: &str = "UPDATE attempts
      SET settled_by = $3, evidence = json_patch(evidence, $4),
          provider_ref = CASE WHEN n = $6 THEN coalesce($5, provider_ref) ELSE provider_ref END
      WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2";
+/// A worker's record: only while its claim holds.
+const RECORD: &str = concat!(
+    "UPDATE notifications
+     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7
+     WHERE id = $1 AND generation = $2 AND state = 'sending'
+     RETURNING ",
+    notification_columns!()
+);
+/// A requery's record in review: only if nothing changed the notification since it was read;
+/// it moves the generation on, and a resend starts a fresh budget.
+const RECORD_IN_REVIEW: &str = concat!(
+    "UPDATE notifications
+     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7,
+         generation = generation + 1,
+         budget_from = CASE WHEN $3 = 'queued' THEN attempt_count ELSE budget_from END,
+         budget_since = CASE WHEN $3 = 'queued' THEN $7 ELSE budget_since END
+     WHERE id = $1 AND generation = $2 AND state = 'unknown'
+     RETURNING ",
+    notification_columns!()
+);
+/// A person's resolution, fenced by the generation they read. A resend is due now, with a
+/// fresh budget, and a renewed key forgets the request prepared under the old one.
+const RESOLVE: &str = concat!(
+    "UPDATE notifications
+     SET state = $4, certainty = $5, acknowledged = $6, finished_at = $7, updated_at = $8,
+         due_at = CASE WHEN $9 THEN $8 ELSE due_at END,
+         budget_from = CASE WHEN $9 THEN attempt_count ELSE budget_from END,
+         budget_since = CASE WHEN $9 THEN $8 ELSE budget_since END,
+         key_epoch = key_epoch + CASE WHEN $10 THEN 1 ELSE 0 END,
+         provider_request = CASE WHEN $10 THEN NULL ELSE provider_request END,
+         generation = generation + 1
+     WHERE tenant = $1 AND id = $2 AND generation = $3
+     RETURNING ",
+    notification_columns!()
+);
+/// Whether a failed notification's last attempt was refused for good.
+macro_rules! refused_for_good {
+    () => {
+        "EXISTS (SELECT 1 FROM attempts a WHERE a.notification_id = notifications.id
+                 AND a.n = notifications.attempt_count AND a.result = 'rejected' AND a.permanent)"
+    };
+}
+const REVIEW: &str = concat!(
+    "SELECT ",
+    claimed_columns!(),
+    " FROM notifications
+     WHERE tenant = $1 AND ($2 IS NULL OR route = $2)
+       AND ($3 IS NULL OR finished_at >= $3) AND ($4 IS NULL OR finished_at < $4)
+       AND ($5 IS NULL OR id > $5)
+       AND (($6 AND state = 'unknown')
+         OR ($7 AND state = 'delivered' AND certainty = 'duplicate_possible' AND NOT acknowledged)
+         OR ($8 AND state = 'failed' AND NOT ",
+    refused_for_good!(),
+    ")
+         OR ($9 AND state = 'failed' AND ",
+    refused_for_good!(),
+    "))
+     ORDER BY id LIMIT $10"
+);
 const ANNOTATE_UNSETTLED: &str = "UPDATE attempts SET evidence = json_patch(evidence, $2)
      WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL";
 const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
      WHERE notification_id = $1 AND n = $2";
 
 impl<D: Dialect> SqlStore<D> {
-    async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<Notification> {
-        let row: Option<NotificationRow> = self
+    async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<ClaimedRow> {
+        let row: Option<ClaimedRow> = self
             .0
             .read()
             .await?
             .fetch_optional(FIND, args![tenant, id])
             .await?;
-        row.ok_or(StoreError::NotFound)?.try_into()
+        row.ok_or(StoreError::NotFound)
+    }
+
+    /// Notifications with their attempts and resolutions, as [`Store::notification`] shows one.
+    async fn details(&self, rows: Vec<ClaimedRow>) -> StoreResult<Vec<NotificationDetail>> {
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.notification.id).collect();
+        let mut conn = self.0.read().await?;
+        let attempts: Vec<AttemptWithOwner> = conn
+            .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids.clone())])
+            .await?;
+        let resolutions: Vec<ResolutionWithOwner> = conn
+            .fetch_all(D::RESOLUTIONS_OF_MANY, vec![Arg::Uuids(ids)])
+            .await?;
+        let mut details = rows
+            .into_iter()
+            .map(|row| {
+                Ok(NotificationDetail {
+                    generation: row.generation,
+                    request: row.provider_request.map(|r| r.0),
+                    budget_from: row.budget_from,
+                    notification: row.notification.try_into()?,
+                    attempts: Vec::new(),
+                    resolutions: Vec::new(),
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        for row in attempts {
+            if let Some(d) = details
+                .iter_mut()
+                .find(|d| d.notification.id.as_uuid() == row.notification_id)
+            {
+                d.attempts.push(row.attempt.try_into()?);
+            }
+        }
+        for row in resolutions {
+            if let Some(d) = details
+                .iter_mut()
+                .find(|d| d.notification.id.as_uuid() == row.notification_id)
+            {
+                d.resolutions.push(row.resolution.try_into()?);
+            }
+        }
+        Ok(details)
+    }
+
+    /// The worker's record, or a requery's in review: what differs is `update`, the statement
+    /// that moves the notification (fenced by generation either way).
+    async fn record_with(
+        &self,
+        update: &'static str,
+        in_review: bool,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded> {
+        let id = claim.notification.id;
+        let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
+        let mut tx = self.0.begin().await?;
+        let row: Option<NotificationRow> = tx
+            .fetch_optional(
+                update,
+                args![
+                    id,
+                    claim.generation,
+                    state.as_str(),
+                    certainty.map(|c| c.as_str()),
+                    due_at,
+                    finished_at,
+                    now,
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            if let Some((n, late)) = decision.late_evidence() {
+                tx.execute(
+                    ANNOTATE_ATTEMPT,
+                    vec![Arg::from(id), Arg::from(n), Arg::json(&late)],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            return Ok(Recorded::Fenced);
+        };
+        let notification: Notification = row.try_into()?;
+        if let Some(a) = &decision.attempt {
+            tx.execute(
+                "UPDATE attempts
+                 SET result = $3, permanent = $4, provider_ref = $5, evidence = $6, finished_at = $7
+                 WHERE notification_id = $1 AND n = $2",
+                vec![
+                    Arg::from(id),
+                    Arg::from(a.n),
+                    Arg::from(a.result.as_str()),
+                    Arg::from(a.permanent),
+                    Arg::from(&a.provider_ref),
+                    Arg::json(&a.evidence),
+                    Arg::from(now),
+                ],
+            )
+            .await?;
+        }
+        if let Some(settle) = &decision.settle {
+            tx.execute(
+                SETTLE,
+                vec![
+                    Arg::from(id),
+                    Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
+                    Arg::from(settle.by.as_str()),
+                    Arg::json(&settle.record(now)),
+                    Arg::from(&settle.provider_ref),
+                    Arg::from(first_unsettled(claim, decision)),
+                ],
+            )
+            .await?;
+        }
+        if let Some(findings) = decision.findings_evidence(now) {
+            tx.execute(
+                ANNOTATE_UNSETTLED,
+                vec![Arg::from(id), Arg::json(&findings)],
+            )
+            .await?;
+        }
+        // In review, a requery that settles nothing leaves it `unknown`: no state changed.
+        let changed = !(in_review && notification.state == State::Unknown);
+        if let Some(event_type) = event_for(notification.state).filter(|_| changed) {
+            insert_event(
+                &mut *tx,
+                &OutboxEvent::for_notification(&notification, event_type, now),
+            )
+            .await?;
+        }
+        if notification.state == State::Queued {
+            D::wake_others(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(Recorded::Applied(Box::new(notification)))
     }
 
     async fn try_accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
@@ -444,21 +655,9 @@ impl<D: Dialect> Store for SqlStore<D> {
         tenant: &str,
         id: NotificationId,
     ) -> StoreResult<NotificationDetail> {
-        let notification = self.find(tenant, id).await?;
-        let mut conn = self.0.read().await?;
-        let attempts: Vec<AttemptRow> = conn.fetch_all(ATTEMPTS_OF, args![id]).await?;
-        let resolutions: Vec<ResolutionRow> = conn
-            .fetch_all(
-                "SELECT principal, outcome, then_action, note, created_at
-                 FROM resolutions WHERE notification_id = $1 ORDER BY seq",
-                args![id],
-            )
-            .await?;
-        Ok(NotificationDetail {
-            notification,
-            attempts: rows_into(attempts)?,
-            resolutions: resolutions.into_iter().map(Into::into).collect(),
-        })
+        let row = self.find(tenant, id).await?;
+        let mut details = self.details(vec![row]).await?;
+        details.pop().ok_or(StoreError::NotFound)
     }
 
     async fn list(&self, tenant: &str, filter: &ListFilter) -> StoreResult<Vec<Notification>> {
@@ -513,7 +712,7 @@ impl<D: Dialect> Store for SqlStore<D> {
             let current = self.find(tenant, id).await?;
             return Err(StoreError::Conflict(format!(
                 "only a queued notification can be cancelled; this one is {}",
-                current.state
+                current.notification.state
             )));
         };
         let notification: Notification = row.try_into()?;
@@ -616,6 +815,8 @@ impl<D: Dialect> Store for SqlStore<D> {
                 mode,
                 attempts: Vec::new(),
                 request,
+                budget_from: row.budget_from,
+                budget_since: row.budget_since.map(Timestamp::into_inner),
             });
         }
         let attempts: Vec<AttemptWithOwner> = tx
@@ -710,93 +911,141 @@ impl<D: Dialect> Store for SqlStore<D> {
         decision: &Decision,
         now: OffsetDateTime,
     ) -> StoreResult<Recorded> {
-        let id = claim.notification.id;
-        let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
+        self.record_with(RECORD, false, claim, decision, now).await
+    }
+
+    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
+    async fn record_in_review(
+        &self,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded> {
+        self.record_with(RECORD_IN_REVIEW, true, claim, decision, now)
+            .await
+    }
+
+    async fn review(
+        &self,
+        tenant: &str,
+        filter: &ReviewFilter,
+    ) -> StoreResult<Vec<NotificationDetail>> {
+        let reasons = filter.selected();
+        let rows: Vec<ClaimedRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_all(
+                REVIEW,
+                vec![
+                    Arg::from(tenant),
+                    Arg::Text(filter.route.clone()),
+                    Arg::from(filter.since),
+                    Arg::from(filter.until),
+                    Arg::Uuid(filter.after.map(|id| id.as_uuid())),
+                    Arg::from(Some(reasons.contains(&Reason::Unknown))),
+                    Arg::from(Some(reasons.contains(&Reason::DuplicatePossible))),
+                    Arg::from(Some(reasons.contains(&Reason::Exhausted))),
+                    Arg::from(Some(reasons.contains(&Reason::Rejected))),
+                    Arg::from(i64::from(filter.limit)),
+                ],
+            )
+            .await?;
+        self.details(rows).await
+    }
+
+    async fn resolve(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        generation: i64,
+        resolution: &NewResolution,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification> {
+        let change = &resolution.change;
+        let finished = matches!(change.state, State::Queued | State::Sending)
+            .then_some(None)
+            .unwrap_or(Some(now));
+        let resend = change.resend.is_some();
+        let renew = change.resend.is_some_and(|r| r.renew_key);
         let mut tx = self.0.begin().await?;
         let row: Option<NotificationRow> = tx
             .fetch_optional(
-                concat!(
-                    "UPDATE notifications
-                     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7
-                     WHERE id = $1 AND generation = $2 AND state = 'sending'
-                     RETURNING ",
-                    notification_columns!()
-                ),
-                args![
-                    id,
-                    claim.generation,
-                    state.as_str(),
-                    certainty.map(|c| c.as_str()),
-                    due_at,
-                    finished_at,
-                    now,
+                RESOLVE,
+                vec![
+                    Arg::from(tenant),
+                    Arg::from(id),
+                    Arg::I64(Some(generation)),
+                    Arg::from(change.state.as_str()),
+                    Arg::from(change.certainty.map(|c| c.as_str())),
+                    Arg::from(Some(change.acknowledged)),
+                    Arg::from(finished),
+                    Arg::from(now),
+                    Arg::from(Some(resend)),
+                    Arg::from(Some(renew)),
                 ],
             )
             .await?;
         let Some(row) = row else {
-            if let Some((n, late)) = decision.late_evidence() {
-                tx.execute(
-                    ANNOTATE_ATTEMPT,
-                    vec![Arg::from(id), Arg::from(n), Arg::json(&late)],
-                )
-                .await?;
-            }
-            tx.commit().await?;
-            return Ok(Recorded::Fenced);
+            return Err(StoreError::Conflict(
+                "the notification changed while it was being resolved (another resolution, or \
+                 dispatch); read it again"
+                    .to_owned(),
+            ));
         };
         let notification: Notification = row.try_into()?;
-        if let Some(a) = &decision.attempt {
-            tx.execute(
-                "UPDATE attempts
-                 SET result = $3, permanent = $4, provider_ref = $5, evidence = $6, finished_at = $7
-                 WHERE notification_id = $1 AND n = $2",
-                vec![
-                    Arg::from(id),
-                    Arg::from(a.n),
-                    Arg::from(a.result.as_str()),
-                    Arg::from(a.permanent),
-                    Arg::from(&a.provider_ref),
-                    Arg::json(&a.evidence),
-                    Arg::from(now),
-                ],
-            )
-            .await?;
-        }
-        if let (Some(settle), Some(evidence)) =
-            (&decision.settle, decision.settlement_evidence(now))
-        {
+        if let Some(accepted) = change.settle {
+            let settlement = Settlement {
+                by: SettledBy::Review,
+                accepted,
+                evidence: serde_json::json!({"principal": resolution.principal, "note": resolution.note}),
+                provider_ref: None,
+            };
             tx.execute(
                 SETTLE,
                 vec![
                     Arg::from(id),
-                    Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
-                    Arg::from(settle.by.as_str()),
-                    Arg::json(&evidence),
-                    Arg::from(&settle.provider_ref),
-                    Arg::from(first_unsettled(claim, decision)),
+                    Arg::from(0),
+                    Arg::from(SettledBy::Review.as_str()),
+                    Arg::json(&settlement.record(now)),
+                    Arg::Text(None),
+                    Arg::I32(None),
                 ],
             )
             .await?;
         }
-        if let Some(findings) = decision.findings_evidence(now) {
-            tx.execute(
-                ANNOTATE_UNSETTLED,
-                vec![Arg::from(id), Arg::json(&findings)],
-            )
-            .await?;
-        }
-        if let Some(event_type) = event_for(notification.state) {
-            insert_event(
-                &mut *tx,
-                &OutboxEvent::for_notification(&notification, event_type, now),
-            )
-            .await?;
-        }
-        if notification.state == State::Queued {
+        tx.execute(
+            "INSERT INTO resolutions
+                 (notification_id, seq, principal, outcome, then_action, note, created_at,
+                  state_before, certainty_before, state_after, certainty_after, forced, key_renewed)
+             VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM resolutions WHERE notification_id = $1),
+                     $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            vec![
+                Arg::from(id),
+                Arg::from(&resolution.principal),
+                Arg::from(resolution.outcome.as_str()),
+                Arg::from(resolution.then.map(|t| t.as_str())),
+                Arg::from(&resolution.note),
+                Arg::from(now),
+                Arg::from(resolution.before.0.as_str()),
+                Arg::from(resolution.before.1.map(|c| c.as_str())),
+                Arg::from(notification.state.as_str()),
+                Arg::from(notification.certainty.map(|c| c.as_str())),
+                Arg::from(Some(change.forced)),
+                Arg::from(Some(renew)),
+            ],
+        )
+        .await?;
+        insert_event(
+            &mut *tx,
+            &OutboxEvent::for_notification(&notification, EventType::Resolved, now),
+        )
+        .await?;
+        if resend {
             D::wake_others(&mut tx).await?;
         }
         tx.commit().await?;
-        Ok(Recorded::Applied(Box::new(notification)))
+        Ok(notification)
     }
 
     async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
@@ -813,25 +1062,59 @@ impl<D: Dialect> Store for SqlStore<D> {
     }
 
     async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
-        let (queued, sending, oldest_due, review_open): (i64, i64, Option<Timestamp>, i64) = self
-            .0
-            .read()
-            .await?
+        let mut conn = self.0.read().await?;
+        let (queued, sending, oldest_due, review_oldest): (
+            i64,
+            i64,
+            Option<Timestamp>,
+            Option<Timestamp>,
+        ) = conn
             .fetch_one(
                 "SELECT
                      (SELECT count(*) FROM notifications WHERE state = 'queued'),
                      (SELECT count(*) FROM notifications WHERE state = 'sending'),
                      (SELECT min(due_at) FROM notifications WHERE state = 'queued' AND due_at <= $1),
-                     (SELECT count(*) FROM notifications
+                     (SELECT min(finished_at) FROM notifications
                       WHERE state = 'unknown' OR (certainty = 'duplicate_possible' AND NOT acknowledged))",
                 args![now],
             )
             .await?;
+        let by_reason: Vec<(String, String, i64)> = conn
+            .fetch_all(
+                concat!(
+                    "SELECT route, CASE
+                         WHEN state = 'unknown' THEN 'unknown'
+                         WHEN state = 'delivered' THEN 'duplicate_possible'
+                         WHEN ",
+                    refused_for_good!(),
+                    " THEN 'rejected'
+                         ELSE 'exhausted' END AS reason, count(*)
+                     FROM notifications
+                     WHERE state IN ('unknown', 'failed')
+                        OR (certainty = 'duplicate_possible' AND NOT acknowledged)
+                     GROUP BY 1, 2"
+                ),
+                args![],
+            )
+            .await?;
+        let mut review: Vec<(Reason, i64)> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
+        let mut dead_letters = Vec::new();
+        for (route, reason, count) in by_reason {
+            let reason = Reason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?;
+            if let Some(slot) = review.iter_mut().find(|(r, _)| *r == reason) {
+                slot.1 += count;
+            }
+            if matches!(reason, Reason::Exhausted | Reason::Rejected) {
+                dead_letters.push((route, reason, count));
+            }
+        }
         Ok(QueueStats {
             queued,
             sending,
             oldest_due: oldest_due.map(Timestamp::into_inner),
-            review_open,
+            review,
+            review_oldest: review_oldest.map(Timestamp::into_inner),
+            dead_letters,
         })
     }
 
@@ -923,6 +1206,7 @@ struct NotificationRow {
     due_at: Timestamp,
     created_at: Timestamp,
     updated_at: Timestamp,
+    key_epoch: i32,
 }
 
 impl TryFrom<NotificationRow> for Notification {
@@ -952,6 +1236,7 @@ impl TryFrom<NotificationRow> for Notification {
             next_attempt_at: (state == State::Queued).then(|| row.due_at.into_inner()),
             created_at: row.created_at.into_inner(),
             updated_at: row.updated_at.into_inner(),
+            key_epoch: row.key_epoch,
         })
     }
 }
@@ -962,6 +1247,8 @@ pub(super) struct ClaimedRow {
     generation: i64,
     attempt_count: i32,
     provider_request: Option<Json<Request>>,
+    budget_from: i32,
+    budget_since: Option<Timestamp>,
     #[sqlx(flatten)]
     notification: NotificationRow,
 }
@@ -1040,17 +1327,51 @@ struct ResolutionRow {
     then_action: Option<String>,
     note: String,
     created_at: Timestamp,
+    state_before: Option<String>,
+    certainty_before: Option<String>,
+    state_after: Option<String>,
+    certainty_after: Option<String>,
+    forced: bool,
+    key_renewed: bool,
 }
 
-impl From<ResolutionRow> for Resolution {
-    fn from(row: ResolutionRow) -> Self {
-        Resolution {
+/// A resolution with the notification it belongs to.
+#[derive(FromRow)]
+pub(super) struct ResolutionWithOwner {
+    notification_id: Uuid,
+    #[sqlx(flatten)]
+    resolution: ResolutionRow,
+}
+
+impl TryFrom<ResolutionRow> for Resolution {
+    type Error = StoreError;
+
+    fn try_from(row: ResolutionRow) -> Result<Self, StoreError> {
+        let state = |s: Option<String>| match s {
+            None => Ok(None),
+            Some(s) => State::parse(&s)
+                .map(Some)
+                .ok_or_else(|| corrupt("state", &s)),
+        };
+        let certainty = |c: Option<String>| match c {
+            None => Ok(None),
+            Some(c) => Certainty::parse(&c)
+                .map(Some)
+                .ok_or_else(|| corrupt("certainty", &c)),
+        };
+        Ok(Resolution {
             principal: row.principal,
             outcome: row.outcome,
             then: row.then_action,
             note: row.note,
             at: row.created_at.into_inner(),
-        }
+            state_before: state(row.state_before)?,
+            certainty_before: certainty(row.certainty_before)?,
+            state_after: state(row.state_after)?,
+            certainty_after: certainty(row.certainty_after)?,
+            forced: row.forced,
+            key_renewed: row.key_renewed,
+        })
     }
 }
 

@@ -20,7 +20,7 @@ use sqlx::types::Json;
 use sqlx::{SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{Dialect, attempt_columns, notification_columns};
+use super::sql::{Dialect, attempt_columns, claimed_columns, resolution_columns};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -38,6 +38,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "json_patch",
         include_str!("../../migrations/sqlite/0003_json_patch.sql"),
+    ),
+    (
+        5,
+        "review",
+        include_str!("../../migrations/sqlite/0005_review.sql"),
     ),
 ];
 
@@ -130,8 +135,8 @@ impl Dialect for Sqlite {
         "
          ) WHERE id IN ",
         ids_in!(3),
-        " RETURNING generation, attempt_count, provider_request, ",
-        notification_columns!()
+        " RETURNING ",
+        claimed_columns!()
     );
     const CLAIM_EXPIRE: &'static str = concat!(
         "UPDATE attempts SET result = 'ambiguous', finished_at = $2,
@@ -145,6 +150,13 @@ impl Dialect for Sqlite {
         " FROM attempts WHERE notification_id IN ",
         ids_in!(1),
         " ORDER BY notification_id, n"
+    );
+    const RESOLUTIONS_OF_MANY: &'static str = concat!(
+        "SELECT notification_id, ",
+        resolution_columns!(),
+        " FROM resolutions WHERE notification_id IN ",
+        ids_in!(1),
+        " ORDER BY notification_id, seq"
     );
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first

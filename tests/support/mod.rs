@@ -447,8 +447,16 @@ impl TestApp {
         let TestApp {
             db, store, server, ..
         } = self;
-        drop(store);
         server.stop().await;
+        // A killed worker's tasks let go of the database a moment after they are aborted; the
+        // new process starts once the old one is gone, as a real restart would.
+        eventually(
+            "the old herald to let go of its database",
+            Duration::from_secs(10),
+            || async { (std::sync::Arc::strong_count(&store) == 1).then_some(()) },
+        )
+        .await;
+        drop(store);
         let mut app = App::build(test_config(&db, extra))
             .await
             .expect("herald builds again");

@@ -1,0 +1,532 @@
+//! On-call review over real HTTP, on both databases: every resolution path and where it ends,
+//! races between resolutions, scopes and tenants, a requery that settles, bulk resolution with
+//! its dry run, and dead letters resent after their vendor recovered — with the sandbox's ledger
+//! as ground truth.
+
+mod support;
+
+use std::time::Duration;
+
+use herald_sandbox::{
+    FaultRule, Profile, SandboxClient, SandboxConfig, SandboxHandle, parse_faults,
+};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use herald::dispatch::Dispatcher;
+use support::{ACME, ACME_READER, ACME_REVIEWER, Backend, GLOBEX, TestApp, spawn_stepped};
+
+on_both_backends!(
+    each_resolution_ends_where_the_contract_says,
+    two_resolutions_at_once_apply_once,
+    review_needs_its_scope_and_sees_only_its_tenant,
+    a_requery_settles_what_the_vendor_can_now_see,
+    a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed,
+    dead_letters_are_listed_with_their_cause_and_resent_once_the_vendor_is_back,
+    a_resolution_is_refused_where_the_item_is_not_in_review,
+);
+
+struct Rig {
+    app: TestApp,
+    dispatcher: Dispatcher,
+    /// Keeps the vendor running for the test.
+    _vendor: SandboxHandle,
+    ledger: SandboxClient,
+}
+
+async fn rig(backend: Backend, profile: Profile, route_extra: &str) -> Option<Rig> {
+    support::install_crypto();
+    let vendor = herald_sandbox::spawn(SandboxConfig {
+        profile,
+        ..SandboxConfig::default()
+    })
+    .await
+    .unwrap();
+    let config = format!(
+        "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\nretry_max_seconds = 1\n\n\
+         [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"{}\"\n\
+         timeout_seconds = 1\n{route_extra}\n\n[channels]\nemail = \"vendor\"\n",
+        vendor.base_url(),
+        profile.as_str()
+    );
+    let (app, dispatcher) = spawn_stepped(backend, &config).await?;
+    let ledger = vendor.client().unwrap();
+    Some(Rig {
+        app,
+        dispatcher,
+        _vendor: vendor,
+        ledger,
+    })
+}
+
+impl Rig {
+    async fn faults(&self, spec: &str) {
+        let rules: Vec<FaultRule> = parse_faults(spec).unwrap();
+        self.ledger.set_faults(&rules).await.unwrap();
+    }
+
+    async fn enqueue(&self, key: &str) -> String {
+        let body = json!({"channel": "email", "to": format!("{key}@example.com"),
+                          "subject": "Hi", "text": "hello"});
+        let created: Value = self
+            .app
+            .enqueue(ACME, key, &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        created["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn drain(&self) {
+        self.dispatcher
+            .drain(Duration::from_secs(10))
+            .await
+            .expect("dispatch runs");
+    }
+
+    /// A notification that ends `unknown`: its only send was processed, then its answer lost.
+    async fn unknown(&self, key: &str) -> String {
+        self.faults("accept_then_drop:1").await;
+        let id = self.enqueue(key).await;
+        self.drain().await;
+        self.faults("").await;
+        assert_eq!(self.show(&id).await["state"], "unknown");
+        id
+    }
+
+    async fn show(&self, id: &str) -> Value {
+        self.app
+            .get(ACME, &format!("/v1/notifications/{id}"))
+            .await
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn resolve(&self, id: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .app
+            .post_json(
+                ACME_REVIEWER,
+                &format!("/v1/notifications/{id}/resolve"),
+                &body,
+            )
+            .await;
+        (
+            response.status(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    async fn requery(&self, id: &str) -> reqwest::Response {
+        self.app
+            .post_json(
+                ACME_REVIEWER,
+                &format!("/v1/notifications/{id}/requery"),
+                &json!({}),
+            )
+            .await
+    }
+
+    async fn queue(&self, query: &str) -> Value {
+        let response = self
+            .app
+            .get(ACME_REVIEWER, &format!("/v1/review{query}"))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.unwrap()
+    }
+
+    async fn delivered(&self, id: &str) -> u64 {
+        self.ledger.ledger().await.unwrap().deliveries_of(id)
+    }
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn ending(n: &Value) -> (&str, &str) {
+    (
+        n["state"].as_str().unwrap_or_default(),
+        n["certainty"].as_str().unwrap_or("-"),
+    )
+}
+
+async fn each_resolution_ends_where_the_contract_says(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "").await else {
+        return;
+    };
+    let delivered = rig.unknown("said-delivered").await;
+    let closed = rig.unknown("said-closed").await;
+    let resent = rig.unknown("said-resend").await;
+    let page = rig.queue("").await;
+    assert_eq!(
+        ids(&page),
+        [delivered.clone(), closed.clone(), resent.clone()]
+    );
+    assert_eq!(page["data"][0]["reason"], "unknown");
+    assert!(
+        page["data"][0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("ambiguous"),
+        "{page:#}"
+    );
+    assert_eq!(page["data"][0]["attempts"][0]["result"], "ambiguous");
+
+    let note = "the vendor's dashboard shows it";
+    let (status, n) = rig
+        .resolve(&delivered, json!({"outcome": "delivered", "note": note}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{n:#}");
+    assert_eq!(ending(&n), ("delivered", "known"));
+    assert_eq!(n["attempts"][0]["settled_by"], "review");
+    let audit = &n["review"]["resolutions"][0];
+    assert_eq!(audit["principal"], "acme-oncall");
+    assert_eq!(audit["note"], note);
+    assert_eq!(
+        (
+            audit["state_before"].as_str(),
+            audit["state_after"].as_str()
+        ),
+        (Some("unknown"), Some("delivered"))
+    );
+    assert_eq!(n["review"]["open"], false);
+
+    let (status, n) = rig
+        .resolve(
+            &closed,
+            json!({"outcome": "not_delivered", "then": "close", "note": "bounced"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{n:#}");
+    assert_eq!(ending(&n), ("failed", "known"));
+
+    let (status, n) = rig
+        .resolve(
+            &resent,
+            json!({"outcome": "not_delivered", "then": "resend", "note": "not on the dashboard"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{n:#}");
+    assert_eq!(n["state"], "queued");
+    rig.drain().await;
+    let n = rig.show(&resent).await;
+    assert_eq!(
+        ending(&n),
+        ("delivered", "known"),
+        "the person settled the ambiguity, so the resend's acceptance is known: {n:#}"
+    );
+    assert_eq!(
+        rig.delivered(&resent).await,
+        2,
+        "the ledger shows what the person accepted"
+    );
+    assert!(
+        ids(&rig.queue("").await).is_empty(),
+        "nothing left to look at"
+    );
+
+    // A duplicate_possible delivery is acknowledged and leaves the queue.
+    // Counted from a fresh ledger: the first request is dropped after processing, then resent.
+    rig.ledger.clear_ledger().await.unwrap();
+    rig.faults("accept_then_drop:nth=1").await;
+    let body = json!({"channel": "email", "to": "dup@example.com", "subject": "Hi", "text": "hello",
+                      "delivery": "at_least_once"});
+    let created: Value = rig
+        .app
+        .enqueue(ACME, "dup", &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let dup = created["id"].as_str().unwrap().to_owned();
+    rig.drain().await;
+    assert_eq!(
+        ending(&rig.show(&dup).await),
+        ("delivered", "duplicate_possible")
+    );
+    let page = rig.queue("?reason=duplicate_possible").await;
+    assert_eq!(ids(&page), [dup.as_str()]);
+    let (status, n) = rig
+        .resolve(
+            &dup,
+            json!({"outcome": "acknowledged", "note": "customer told"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{n:#}");
+    assert_eq!(n["acknowledged"], true);
+    assert!(ids(&rig.queue("").await).is_empty());
+
+    let events = rig
+        .app
+        .db
+        .event_types(uuid::Uuid::parse_str(&delivered).unwrap())
+        .await;
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("dev.herald.notification.resolved")
+    );
+}
+
+async fn two_resolutions_at_once_apply_once(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "").await else {
+        return;
+    };
+    let id = rig.unknown("raced").await;
+    let resend = json!({"outcome": "not_delivered", "then": "resend", "note": "racing"});
+    let (a, b) = tokio::join!(
+        rig.resolve(&id, resend.clone()),
+        rig.resolve(&id, resend.clone())
+    );
+    let mut statuses = [a.0, b.0];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::CONFLICT],
+        "{a:?} {b:?}"
+    );
+    let n = rig.show(&id).await;
+    assert_eq!(
+        n["review"]["resolutions"].as_array().unwrap().len(),
+        1,
+        "never two resends"
+    );
+}
+
+async fn review_needs_its_scope_and_sees_only_its_tenant(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "").await else {
+        return;
+    };
+    let id = rig.unknown("scoped").await;
+    let body = json!({"outcome": "delivered", "note": "x"});
+    for token in [ACME, ACME_READER] {
+        let response = rig.app.get(token, "/v1/review").await;
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let response = rig
+            .app
+            .post_json(token, &format!("/v1/notifications/{id}/resolve"), &body)
+            .await;
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    }
+    let other: Value = rig
+        .app
+        .enqueue(
+            GLOBEX,
+            "theirs",
+            &json!({"channel": "email", "to": "g@example.com", "subject": "Hi", "text": "hi"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let theirs = other["id"].as_str().unwrap();
+    let (status, _) = rig.resolve(theirs, body.clone()).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another tenant's notification does not exist here"
+    );
+    let (status, problem) = rig
+        .resolve(&id, json!({"outcome": "delivered", "note": " "}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "note");
+    let (status, problem) = rig
+        .resolve(&id, json!({"outcome": "not_delivered", "note": "n"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "then");
+    let (status, problem) = rig
+        .resolve(&id, json!({"outcome": "maybe", "note": "n"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["field"], "outcome");
+}
+
+async fn a_requery_settles_what_the_vendor_can_now_see(backend: Backend) {
+    // Every look-up fails while the route's age cap runs out: the notification ends unknown.
+    let Some(rig) = rig(backend, Profile::Queryable, "max_age_seconds = 1\n").await else {
+        return;
+    };
+    rig.faults("accept_then_drop:nth=1,lookup_error:1").await;
+    let id = rig.enqueue("requeried").await;
+    rig.drain().await;
+    let n = rig.show(&id).await;
+    assert_eq!(ending(&n), ("unknown", "unknown"), "{n:#}");
+
+    // Still failing: the answer is kept, nothing else changes.
+    let response = rig.requery(&id).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["settled"], false, "{body:#}");
+    assert_eq!(body["notification"]["state"], "unknown");
+    assert!(
+        body["notification"]["attempts"][0]["evidence"]["look_up"].is_object(),
+        "{body:#}"
+    );
+
+    // The look-up works again: the requery finds the delivery and settles it.
+    rig.faults("").await;
+    let response = rig.requery(&id).await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["settled"], true, "{body:#}");
+    assert_eq!(ending(&body["notification"]), ("delivered", "known"));
+    assert_eq!(
+        body["notification"]["attempts"][0]["settled_by"],
+        "outcome_query"
+    );
+    assert_eq!(rig.delivered(&id).await, 1);
+
+    // Nothing left to ask; and a route without a query refuses.
+    let response = rig.requery(&id).await;
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+}
+
+async fn a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "").await else {
+        return;
+    };
+    let mut unknown = Vec::new();
+    for i in 0..3 {
+        unknown.push(rig.unknown(&format!("bulk-{i}")).await);
+    }
+    let bulk = |dry_run: bool| {
+        json!({"filter": {"reason": "unknown"}, "outcome": "not_delivered", "then": "close",
+               "note": "vendor confirmed the outage dropped them", "dry_run": dry_run, "max": 2})
+    };
+    let response = rig
+        .app
+        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(true))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let dry: Value = response.json().await.unwrap();
+    assert_eq!(dry["ids"], json!(unknown[..2]), "{dry:#}");
+    assert_eq!(dry["more"], true);
+    for id in &unknown {
+        assert_eq!(
+            rig.show(id).await["state"],
+            "unknown",
+            "a dry run changes nothing"
+        );
+    }
+    let real: Value = rig
+        .app
+        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(false))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(real["ids"], dry["ids"], "exactly what the dry run listed");
+    for (i, id) in unknown.iter().enumerate() {
+        let expected = if i < 2 { "failed" } else { "unknown" };
+        assert_eq!(rig.show(id).await["state"], expected);
+    }
+}
+
+async fn dead_letters_are_listed_with_their_cause_and_resent_once_the_vendor_is_back(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend, Profile::Plain, "max_attempts = 2\n").await else {
+        return;
+    };
+    // The vendor is down: every try is refused before processing, until the route gives up.
+    rig.faults("unavailable_before_processing:1").await;
+    let letters = {
+        let mut v = Vec::new();
+        for i in 0..3 {
+            v.push(rig.enqueue(&format!("letter-{i}")).await);
+        }
+        v
+    };
+    rig.drain().await;
+    for id in &letters {
+        assert_eq!(ending(&rig.show(id).await), ("failed", "known"));
+        assert_eq!(rig.delivered(id).await, 0);
+    }
+    let page = rig.queue("?reason=exhausted").await;
+    assert_eq!(ids(&page), letters);
+    assert!(
+        page["data"][0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("may pass"),
+        "{page:#}"
+    );
+    assert!(
+        ids(&rig.queue("").await).is_empty(),
+        "dead letters are not open items"
+    );
+
+    // The vendor is back: resend them all, dry run first.
+    rig.faults("").await;
+    let bulk = |dry_run| {
+        json!({"filter": {"reason": "exhausted", "route": "vendor"}, "outcome": "not_delivered",
+               "then": "resend", "note": "vendor recovered at 14:05", "dry_run": dry_run})
+    };
+    let dry: Value = rig
+        .app
+        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(true))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(dry["ids"], json!(letters));
+    let real: Value = rig
+        .app
+        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(false))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(real["ids"], json!(letters));
+    rig.drain().await;
+    for id in &letters {
+        let n = rig.show(id).await;
+        assert_eq!(ending(&n), ("delivered", "known"), "{n:#}");
+        assert_eq!(rig.delivered(id).await, 1, "delivered exactly once");
+        assert_eq!(
+            n["attempts"].as_array().unwrap().len(),
+            3,
+            "a fresh budget after the resend"
+        );
+    }
+}
+
+async fn a_resolution_is_refused_where_the_item_is_not_in_review(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "").await else {
+        return;
+    };
+    let id = rig.enqueue("fine").await;
+    rig.drain().await;
+    assert_eq!(ending(&rig.show(&id).await), ("delivered", "known"));
+    let (status, problem) = rig
+        .resolve(&id, json!({"outcome": "delivered", "note": "sure"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not in review")
+    );
+    let unknown = rig.unknown("wrong-word").await;
+    let (status, problem) = rig
+        .resolve(&unknown, json!({"outcome": "acknowledged", "note": "hm"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    let (status, _) = rig
+        .resolve(
+            "01970000-0000-7000-8000-000000000000",
+            json!({"outcome": "delivered", "note": "x"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
