@@ -30,6 +30,120 @@ pub enum Command {
     Migrate,
     /// Run a stand-in vendor for development and tests, with a ledger of what it delivered.
     Sandbox(SandboxArgs),
+    /// Enqueue one notification through the API (HERALD_URL, HERALD_TOKEN).
+    Send(SendArgs),
+    /// One notification and its timeline: attempts, evidence, settlements, resolutions.
+    Status {
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// The on-call review queue: list, show, resolve, requery.
+    #[command(subcommand)]
+    Review(ReviewCommand),
+}
+
+/// Where the API is and who is asking: for `send`, `status` and `review`.
+#[derive(Debug, clap::Args)]
+pub struct ApiArgs {
+    /// The API's base URL.
+    #[arg(long, env = "HERALD_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A bearer token (the dev token `serve` prints, or a configured one).
+    #[arg(long, env = "HERALD_TOKEN", hide_env_values = true)]
+    pub token: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// Retries with the same key are safe: the first answer comes back.
+    #[arg(long)]
+    pub idempotency_key: String,
+    /// The whole request as a JSON file (`-` for stdin); flags below override its fields.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    #[arg(long)]
+    pub channel: Option<String>,
+    #[arg(long)]
+    pub to: Option<String>,
+    #[arg(long)]
+    pub route: Option<String>,
+    #[arg(long)]
+    pub subject: Option<String>,
+    #[arg(long)]
+    pub text: Option<String>,
+    #[arg(long)]
+    pub html: Option<String>,
+    #[arg(long)]
+    pub template: Option<String>,
+    /// The template's data, as a JSON object.
+    #[arg(long)]
+    pub data: Option<String>,
+    /// `at_most_once` or `at_least_once`.
+    #[arg(long)]
+    pub delivery: Option<String>,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReviewCommand {
+    /// What needs a person, oldest first.
+    List {
+        /// `unknown`, `duplicate_possible`, `exhausted` or `rejected`, comma-separated.
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        route: Option<String>,
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// One item: why it is in review, its timeline and evidence.
+    Show {
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Resolve one item (ID), or every item a filter selects (`--filter`, dry run first).
+    Resolve(ResolveArgs),
+    /// Ask the route's outcome query again, now.
+    Requery {
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ResolveArgs {
+    /// The notification; omit it and give `--filter` to resolve many.
+    pub id: Option<String>,
+    /// `delivered`, `not_delivered` or `acknowledged`.
+    #[arg(long)]
+    pub outcome: String,
+    /// After `not_delivered`: `resend` or `close`.
+    #[arg(long)]
+    pub then: Option<String>,
+    /// What you know and how (required).
+    #[arg(long)]
+    pub note: String,
+    /// Resend a notification that failed for a permanent cause.
+    #[arg(long)]
+    pub force: bool,
+    /// Select many: `reason=exhausted`, `route=mail`, `since=…`, `until=…` (repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub filter: Vec<String>,
+    /// With `--filter`: list what would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With `--filter`: change at most this many.
+    #[arg(long)]
+    pub max: Option<u32>,
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -7,13 +7,14 @@
 //! - [`review`]: on-call review's rules: why an item waits for a person, what a resolution changes.
 //! - [`api`]: the HTTP API (axum), problem+json errors, auth and tenants.
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line; [`client`]: its API client (`send`, `status`, `review`).
 //! - [`telemetry`]: logs and metrics.
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod app;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod dispatch;
 pub mod domain;

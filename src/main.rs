@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use herald::app::App;
 use herald::cli::{Cli, Command, SandboxArgs};
 use herald::config::Config;
-use herald::{store, telemetry};
+use herald::{client, store, telemetry};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -30,6 +30,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let command = match cli.command {
         Command::Sandbox(args) => return sandbox(args).await,
+        Command::Send(args) => return client::send(args).await,
+        Command::Status { id, api } => return client::status(&api, &id).await,
+        Command::Review(command) => return client::review(command).await,
         command => command,
     };
     let config = Config::load(cli.config.as_deref(), std::env::vars())?;
@@ -54,7 +57,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Sandbox(_) => unreachable!("handled before the config is read"),
+        Command::Sandbox(_) | Command::Send(_) | Command::Status { .. } | Command::Review(_) => {
+            unreachable!("handled before the config is read")
+        }
     }
 }
 

@@ -1,0 +1,494 @@
+//! The API client behind `herald send`, `herald status` and `herald review`: each command is
+//! one or two requests to a running herald (`HERALD_URL`, `HERALD_TOKEN`), printed for a person
+//! (or as the API's JSON with `--json`). An error answer becomes one line naming its cause.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::cli::{ApiArgs, ResolveArgs, ReviewCommand, SendArgs};
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn new(args: &ApiArgs) -> anyhow::Result<Api> {
+        if args.token.trim().is_empty() {
+            bail!(
+                "HERALD_TOKEN is empty: give the token `herald serve` printed, or a configured one"
+            );
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .context("cannot build an HTTP client")?;
+        Ok(Api {
+            http,
+            base: args.url.trim_end_matches('/').to_owned(),
+            token: args.token.clone(),
+        })
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        key: Option<&str>,
+    ) -> anyhow::Result<(bool, Value)> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        let response = request.send().await.map_err(|err| {
+            anyhow::anyhow!("cannot reach herald at {}: {}", self.base, chain(&err))
+        })?;
+        let status = response.status();
+        let replayed = response.headers().contains_key("idempotent-replayed");
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let title = body["title"].as_str().unwrap_or("error");
+            let detail = body["detail"].as_str().unwrap_or("");
+            let field = body["field"]
+                .as_str()
+                .map(|f| format!(" (field `{f}`)"))
+                .unwrap_or_default();
+            bail!("{} {title}: {detail}{field}", status.as_u16());
+        }
+        Ok((replayed, body))
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        Ok(self.call(Method::GET, path, None, None).await?.1)
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        Ok(self.call(Method::POST, path, Some(body), None).await?.1)
+    }
+}
+
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    herald_provider::http::error_chain(err)
+}
+
+/// `herald send`.
+pub async fn send(args: SendArgs) -> anyhow::Result<()> {
+    let api = Api::new(&args.api)?;
+    let mut body = match &args.file {
+        None => Map::new(),
+        Some(path) => {
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).context("cannot read stdin")?
+            } else {
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?
+            };
+            match serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", path.display()))?
+            {
+                Value::Object(map) => map,
+                _ => bail!("{} must hold a JSON object", path.display()),
+            }
+        }
+    };
+    for (name, value) in [
+        ("channel", &args.channel),
+        ("to", &args.to),
+        ("route", &args.route),
+        ("subject", &args.subject),
+        ("text", &args.text),
+        ("html", &args.html),
+        ("template", &args.template),
+        ("delivery", &args.delivery),
+    ] {
+        if let Some(value) = value {
+            body.insert(name.to_owned(), Value::String(value.clone()));
+        }
+    }
+    if let Some(data) = &args.data {
+        let data: Value = serde_json::from_str(data).context("--data is not JSON")?;
+        body.insert("data".to_owned(), data);
+    }
+    let (replayed, created) = api
+        .call(
+            Method::POST,
+            "/v1/notifications",
+            Some(&Value::Object(body)),
+            Some(&args.idempotency_key),
+        )
+        .await?;
+    println!(
+        "{} {} ({})",
+        created["id"].as_str().unwrap_or("?"),
+        created["state"].as_str().unwrap_or("?"),
+        if replayed { "replayed" } else { "accepted" }
+    );
+    Ok(())
+}
+
+/// `herald status ID`.
+pub async fn status(api: &ApiArgs, id: &str) -> anyhow::Result<()> {
+    let api = Api::new(api)?;
+    let n = api.get(&format!("/v1/notifications/{id}")).await?;
+    print!("{}", timeline(&n, None));
+    Ok(())
+}
+
+/// `herald review …`.
+pub async fn review(command: ReviewCommand) -> anyhow::Result<()> {
+    match command {
+        ReviewCommand::List {
+            reason,
+            route,
+            json,
+            api,
+        } => {
+            let api = Api::new(&api)?;
+            let mut query = Vec::new();
+            if let Some(reason) = reason {
+                query.push(format!("reason={reason}"));
+            }
+            if let Some(route) = route {
+                query.push(format!("route={route}"));
+            }
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut q = query.clone();
+                q.push("limit=200".to_owned());
+                if let Some(c) = &cursor {
+                    q.push(format!("cursor={c}"));
+                }
+                let page = api.get(&format!("/v1/review?{}", q.join("&"))).await?;
+                items.extend(page["data"].as_array().cloned().unwrap_or_default());
+                match page["next_cursor"].as_str() {
+                    Some(next) => cursor = Some(next.to_owned()),
+                    None => break,
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&items)?);
+            } else {
+                print!("{}", table(&items, OffsetDateTime::now_utc()));
+            }
+            Ok(())
+        }
+        ReviewCommand::Show { id, api } => {
+            let api = Api::new(&api)?;
+            let n = api.get(&format!("/v1/notifications/{id}")).await?;
+            let why = in_review(&api, &n).await?;
+            print!("{}", timeline(&n, why.as_deref()));
+            Ok(())
+        }
+        ReviewCommand::Resolve(args) => resolve(args).await,
+        ReviewCommand::Requery { id, api } => {
+            let api = Api::new(&api)?;
+            let answer = api
+                .post(&format!("/v1/notifications/{id}/requery"), &json!({}))
+                .await?;
+            let n = &answer["notification"];
+            println!(
+                "{}: {} — the vendor answered: {}",
+                if answer["settled"] == true {
+                    "settled"
+                } else {
+                    "not settled"
+                },
+                state_of(n),
+                answer["answer"]["detail"].as_str().unwrap_or("(nothing)")
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Why `n` is in review, as the queue says; `None` if it is not there.
+async fn in_review(api: &Api, n: &Value) -> anyhow::Result<Option<String>> {
+    let id = n["id"].as_str().unwrap_or_default();
+    for reason in ["unknown,duplicate_possible", "exhausted,rejected"] {
+        let mut cursor: Option<String> = None;
+        loop {
+            let after = cursor
+                .as_ref()
+                .map(|c| format!("&cursor={c}"))
+                .unwrap_or_default();
+            let page = api
+                .get(&format!("/v1/review?reason={reason}&limit=200{after}"))
+                .await?;
+            if let Some(item) = page["data"]
+                .as_array()
+                .and_then(|items| items.iter().find(|i| i["id"] == id))
+            {
+                return Ok(Some(format!(
+                    "{}: {}",
+                    item["reason"].as_str().unwrap_or("?"),
+                    item["why"].as_str().unwrap_or("")
+                )));
+            }
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => break,
+            }
+        }
+    }
+    Ok(None)
+}
+
+async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
+    let api = Api::new(&args.api)?;
+    let mut body = json!({"outcome": args.outcome, "note": args.note, "force": args.force});
+    if let Some(then) = &args.then {
+        body["then"] = json!(then);
+    }
+    match (&args.id, args.filter.is_empty()) {
+        (Some(id), true) => {
+            if args.dry_run || args.max.is_some() {
+                bail!("--dry-run and --max go with --filter, not with an id");
+            }
+            let n = api
+                .post(&format!("/v1/notifications/{id}/resolve"), &body)
+                .await?;
+            println!("{} is now {}", id, state_of(&n));
+            Ok(())
+        }
+        (None, false) => {
+            let mut filter = Map::new();
+            for pair in &args.filter {
+                let Some((key, value)) = pair.split_once('=') else {
+                    bail!("--filter takes KEY=VALUE, not `{pair}`");
+                };
+                filter.insert(key.to_owned(), Value::String(value.to_owned()));
+            }
+            body["filter"] = Value::Object(filter);
+            body["dry_run"] = json!(args.dry_run);
+            if let Some(max) = args.max {
+                body["max"] = json!(max);
+            }
+            let answer = api.post("/v1/review/resolve", &body).await?;
+            let ids = answer["ids"].as_array().cloned().unwrap_or_default();
+            let verb = if args.dry_run {
+                "would resolve"
+            } else {
+                "resolved"
+            };
+            println!("{verb} {}:", ids.len());
+            for id in &ids {
+                println!("  {}", id.as_str().unwrap_or("?"));
+            }
+            for refused in answer["refused"].as_array().into_iter().flatten() {
+                println!(
+                    "  not {}: {}",
+                    refused["id"].as_str().unwrap_or("?"),
+                    refused["detail"].as_str().unwrap_or("")
+                );
+            }
+            if answer["more"] == true {
+                println!("more items match; run again for the rest");
+            }
+            Ok(())
+        }
+        (Some(_), false) => bail!("give an id or --filter, not both"),
+        (None, true) => bail!("give the notification's id, or --filter to resolve many"),
+    }
+}
+
+fn state_of(n: &Value) -> String {
+    match n["certainty"].as_str() {
+        Some(c) => format!("{}/{c}", n["state"].as_str().unwrap_or("?")),
+        None => n["state"].as_str().unwrap_or("?").to_owned(),
+    }
+}
+
+/// The review queue as a table: oldest first, with age, reason, route and why.
+fn table(items: &[Value], now: OffsetDateTime) -> String {
+    if items.is_empty() {
+        return "nothing to review\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<36}  {:>6}  {:<18}  {:<12}  WHY\n",
+        "ID", "AGE", "REASON", "ROUTE"
+    );
+    for item in items {
+        let age = item["updated_at"]
+            .as_str()
+            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+            .map(|t| human(now - t))
+            .unwrap_or_else(|| "?".to_owned());
+        let why: String = item["why"]
+            .as_str()
+            .unwrap_or("")
+            .chars()
+            .take(80)
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<36}  {:>6}  {:<18}  {:<12}  {why}",
+            item["id"].as_str().unwrap_or("?"),
+            age,
+            item["reason"].as_str().unwrap_or("?"),
+            item["route"].as_str().unwrap_or("?"),
+        );
+    }
+    out
+}
+
+fn human(d: time::Duration) -> String {
+    let s = d.whole_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// A notification's timeline, readable by a person.
+fn timeline(n: &Value, why: Option<&str>) -> String {
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {} to {} via route `{}`",
+        text(&n["id"]),
+        text(&n["channel"]),
+        text(&n["to"]),
+        text(&n["route"])
+    );
+    let _ = writeln!(out, "state      {} ({})", state_of(n), text(&n["delivery"]));
+    let _ = writeln!(out, "created    {}", text(&n["created_at"]));
+    let _ = writeln!(out, "updated    {}", text(&n["updated_at"]));
+    if let Some(next) = n["next_attempt_at"].as_str() {
+        let _ = writeln!(out, "next try   {next}");
+    }
+    if let Some(why) = why {
+        let _ = writeln!(out, "in review  {why}");
+    }
+    let _ = writeln!(out, "\nattempts");
+    let attempts = n["attempts"].as_array().cloned().unwrap_or_default();
+    if attempts.is_empty() {
+        let _ = writeln!(out, "  none yet");
+    }
+    for a in &attempts {
+        let _ = writeln!(
+            out,
+            "  #{} {} → {}  {}{}  key {}{}",
+            a["n"],
+            text(&a["started_at"]),
+            text(&a["finished_at"]),
+            text(&a["result"]),
+            match a["permanent"].as_bool() {
+                Some(true) => " (permanent)",
+                Some(false) => " (transient)",
+                None => "",
+            },
+            text(&a["provider_idempotency_key"]),
+            a["provider_ref"]
+                .as_str()
+                .map(|r| format!("  ref {r}"))
+                .unwrap_or_default()
+        );
+        let evidence = &a["evidence"];
+        let _ = writeln!(
+            out,
+            "      {}{}: {}",
+            evidence["stage"].as_str().unwrap_or("?"),
+            evidence["status"]
+                .as_u64()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default(),
+            evidence["detail"].as_str().unwrap_or("")
+        );
+        if let Some(by) = a["settled_by"].as_str() {
+            let settlement = &evidence["settlement"];
+            let _ = writeln!(
+                out,
+                "      settled by {by}: {} {}",
+                settlement["outcome"].as_str().unwrap_or("?"),
+                settlement["evidence"]
+            );
+        }
+        if let Some(look_up) = evidence["look_up"].as_object() {
+            let _ = writeln!(out, "      look-up: {}", Value::Object(look_up.clone()));
+        }
+    }
+    let resolutions = n["review"]["resolutions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !resolutions.is_empty() {
+        let _ = writeln!(out, "\nresolutions");
+        for r in &resolutions {
+            let _ = writeln!(
+                out,
+                "  {} {}: {}{}{}{} — {:?}",
+                text(&r["at"]),
+                text(&r["principal"]),
+                text(&r["outcome"]),
+                r["then"]
+                    .as_str()
+                    .map(|t| format!(" + {t}"))
+                    .unwrap_or_default(),
+                if r["forced"] == true { " (forced)" } else { "" },
+                if r["key_renewed"] == true {
+                    " (new provider key: duplicate risk accepted)"
+                } else {
+                    ""
+                },
+                text(&r["note"])
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeline_names_every_attempt_its_evidence_and_its_settlement() {
+        let n = json!({
+            "id": "n-1", "channel": "email", "to": "ada@example.com", "route": "mail",
+            "state": "delivered", "certainty": "known", "delivery": "at_most_once",
+            "created_at": "2026-11-30T12:00:00Z", "updated_at": "2026-11-30T12:05:00Z",
+            "attempts": [{"n": 1, "started_at": "2026-11-30T12:00:01Z", "finished_at": null,
+                          "result": "ambiguous", "provider_idempotency_key": "k",
+                          "settled_by": "review",
+                          "evidence": {"stage": "lease_expired", "detail": "crashed",
+                                       "settlement": {"outcome": "accepted", "evidence": {"note": "seen"}}}}],
+            "review": {"open": false, "resolutions": [{"at": "2026-11-30T12:05:00Z",
+                "principal": "oncall", "outcome": "delivered", "then": null, "note": "seen",
+                "forced": false, "key_renewed": false}]}
+        });
+        let text = timeline(&n, None);
+        assert!(text.contains("delivered/known (at_most_once)"), "{text}");
+        assert!(
+            text.contains("#1 2026-11-30T12:00:01Z → -  ambiguous"),
+            "{text}"
+        );
+        assert!(text.contains("lease_expired: crashed"), "{text}");
+        assert!(text.contains("settled by review: accepted"), "{text}");
+        assert!(text.contains("oncall: delivered"), "{text}");
+    }
+
+    #[test]
+    fn ages_read_as_a_person_would_say_them() {
+        assert_eq!(human(time::Duration::seconds(42)), "42s");
+        assert_eq!(human(time::Duration::minutes(90)), "1h");
+        assert_eq!(human(time::Duration::days(3)), "3d");
+    }
+}

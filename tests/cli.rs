@@ -1,0 +1,223 @@
+//! The command line's API client: the real `herald` binary against a running herald, with its
+//! output and exit codes (0 ok, 1 an error named in one line, 2 usage).
+
+mod support;
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use herald_sandbox::{Profile, SandboxConfig, parse_faults};
+use support::{ACME, ACME_REVIEWER, Backend, TestApp, eventually, spawn_app_with};
+
+/// Runs `herald ARGS` against `app` as `token`.
+fn herald(app: &TestApp, token: &str, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(args)
+        .env("HERALD_URL", &app.base)
+        .env("HERALD_TOKEN", token)
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .expect("the herald binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
+    support::install_crypto();
+    // Every send is processed and its answer lost: each notification ends `unknown`.
+    let vendor = herald_sandbox::spawn(SandboxConfig {
+        profile: Profile::Plain,
+        faults: parse_faults("accept_then_drop:1").unwrap(),
+        ..SandboxConfig::default()
+    })
+    .await
+    .unwrap();
+    let config = format!(
+        "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n[routes.mail]\nprovider = \"sandbox\"\n\
+         base_url = \"{}\"\nprofile = \"plain\"\ntimeout_seconds = 1\n\n[channels]\nemail = \"mail\"\n",
+        vendor.base_url()
+    );
+    let app = spawn_app_with(Backend::Sqlite, &config).await.unwrap();
+
+    let sent = herald(
+        &app,
+        ACME,
+        &[
+            "send",
+            "--idempotency-key",
+            "cli-1",
+            "--channel",
+            "email",
+            "--to",
+            "ada@example.com",
+            "--subject",
+            "Your export",
+            "--text",
+            "ready",
+        ],
+    );
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let id = stdout(&sent).split_whitespace().next().unwrap().to_owned();
+    assert!(stdout(&sent).contains("(accepted)"), "{}", stdout(&sent));
+    let again = herald(
+        &app,
+        ACME,
+        &[
+            "send",
+            "--idempotency-key",
+            "cli-1",
+            "--channel",
+            "email",
+            "--to",
+            "ada@example.com",
+            "--subject",
+            "Your export",
+            "--text",
+            "ready",
+        ],
+    );
+    assert!(stdout(&again).contains("(replayed)"), "{}", stdout(&again));
+
+    eventually(
+        "the send to end unknown",
+        Duration::from_secs(20),
+        || async {
+            let n: Value = app
+                .get(ACME, &format!("/v1/notifications/{id}"))
+                .await
+                .json()
+                .await
+                .ok()?;
+            (n["state"] == "unknown").then_some(())
+        },
+    )
+    .await;
+
+    let list = herald(&app, ACME_REVIEWER, &["review", "list"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let table = stdout(&list);
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains(&id) && table.contains("unknown") && table.contains("mail"),
+        "{table}"
+    );
+
+    let json = herald(&app, ACME_REVIEWER, &["review", "list", "--json"]);
+    let items: Vec<Value> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["id"], json!(id));
+
+    let show = herald(&app, ACME_REVIEWER, &["review", "show", &id]);
+    let text = stdout(&show);
+    assert!(text.contains("in review  unknown:"), "{text}");
+    assert!(text.contains("#1 ") && text.contains("ambiguous"), "{text}");
+
+    let resolved = herald(
+        &app,
+        ACME_REVIEWER,
+        &[
+            "review",
+            "resolve",
+            &id,
+            "--outcome",
+            "delivered",
+            "--note",
+            "vendor dashboard shows it",
+        ],
+    );
+    assert!(resolved.status.success(), "{}", stderr(&resolved));
+    assert_eq!(
+        stdout(&resolved).trim(),
+        format!("{id} is now delivered/known")
+    );
+
+    let status = herald(&app, ACME, &["status", &id]);
+    let text = stdout(&status);
+    assert!(text.contains("delivered/known"), "{text}");
+    assert!(text.contains("settled by review: accepted"), "{text}");
+    assert!(text.contains("acme-oncall: delivered"), "{text}");
+    assert_eq!(
+        stdout(&herald(&app, ACME_REVIEWER, &["review", "list"])).trim(),
+        "nothing to review"
+    );
+
+    // Bulk, dry run: nothing is in review any more.
+    let bulk = herald(
+        &app,
+        ACME_REVIEWER,
+        &[
+            "review",
+            "resolve",
+            "--filter",
+            "reason=unknown",
+            "--outcome",
+            "not_delivered",
+            "--then",
+            "close",
+            "--note",
+            "outage",
+            "--dry-run",
+        ],
+    );
+    assert!(bulk.status.success(), "{}", stderr(&bulk));
+    assert!(
+        stdout(&bulk).starts_with("would resolve 0"),
+        "{}",
+        stdout(&bulk)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_one_line_with_their_cause_and_exit_codes_say_what_failed() {
+    let app = support::spawn_app(Backend::Sqlite).await.unwrap();
+    let wrong = herald(&app, "not-a-token", &["review", "list"]);
+    assert_eq!(wrong.status.code(), Some(1));
+    let line = stderr(&wrong);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(line.starts_with("herald: 401"), "{line}");
+
+    let missing = herald(
+        &app,
+        ACME,
+        &["status", "01970000-0000-7000-8000-000000000000"],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).starts_with("herald: 404"),
+        "{}",
+        stderr(&missing)
+    );
+
+    let scope = herald(&app, ACME, &["review", "list"]);
+    assert_eq!(scope.status.code(), Some(1));
+    assert!(stderr(&scope).contains("review"), "{}", stderr(&scope));
+
+    let usage = herald(&app, ACME, &["review", "resolve", "x"]);
+    assert_eq!(
+        usage.status.code(),
+        Some(2),
+        "a missing --outcome is a usage error"
+    );
+
+    let down = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["status", "x"])
+        .env("HERALD_URL", "http://127.0.0.1:9")
+        .env("HERALD_TOKEN", ACME)
+        .output()
+        .unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    assert!(
+        stderr(&down).starts_with("herald: cannot reach herald at http://127.0.0.1:9"),
+        "{}",
+        stderr(&down)
+    );
+}
