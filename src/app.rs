@@ -78,6 +78,7 @@ impl App {
             templates: Arc::new(templates),
             wake,
             metrics: telemetry::metrics_handle(),
+            sessions: Arc::default(),
         };
         let router = api::router(state, config.server.max_body_bytes);
         let listener = TcpListener::bind(config.server.listen)

@@ -47,8 +47,12 @@ pub struct Principal {
 }
 
 impl Principal {
+    pub fn has(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+    }
+
     pub fn require(&self, scope: Scope) -> Result<(), Problem> {
-        if self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin) {
+        if self.has(scope) {
             Ok(())
         } else {
             Err(Problem::new(
@@ -88,7 +92,8 @@ impl Tokens {
         )
     }
 
-    fn authenticate(&self, presented: &str) -> Option<&Principal> {
+    /// The principal of a presented token secret, compared in constant time.
+    pub fn authenticate(&self, presented: &str) -> Option<&Principal> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let mut found = None;
         for token in &self.0 {

@@ -5,6 +5,7 @@
 //! the field at fault.
 
 pub mod auth;
+mod console;
 mod idempotency;
 mod notifications;
 mod ops;
@@ -41,6 +42,8 @@ pub struct AppState {
     /// Signalled after a commit that made work due, so the dispatcher starts at once.
     pub wake: Arc<tokio::sync::Notify>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// The web console's signed-in people.
+    pub sessions: Arc<console::Sessions>,
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
@@ -48,6 +51,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     Router::new()
         .merge(notifications::routes())
         .merge(review::routes())
+        .merge(console::routes())
         .merge(ops::routes())
         .fallback(|| async { Problem::not_found() })
         .method_not_allowed_fallback(|| async {

@@ -50,7 +50,7 @@ pub struct ReviewItem {
 }
 
 impl ReviewItem {
-    fn of(detail: NotificationDetail) -> Option<ReviewItem> {
+    pub(super) fn of(detail: NotificationDetail) -> Option<ReviewItem> {
         let reason = review::reason(&detail.notification, &detail.attempts)?;
         let why = review::why(reason, &detail.attempts);
         Some(ReviewItem {
@@ -85,7 +85,11 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn parse(&self, limit: u32, after: Option<NotificationId>) -> Result<ReviewFilter, FieldError> {
+    pub(super) fn parse(
+        &self,
+        limit: u32,
+        after: Option<NotificationId>,
+    ) -> Result<ReviewFilter, FieldError> {
         let time = |field: &str, value: &Option<String>| {
             value
                 .as_deref()
@@ -243,7 +247,7 @@ pub async fn resolve_one(
 }
 
 /// Applies `ask` to the notification as read in `detail`.
-async fn apply(
+pub(super) async fn apply(
     state: &AppState,
     principal: &Principal,
     detail: NotificationDetail,
@@ -277,7 +281,7 @@ async fn apply(
     Ok(())
 }
 
-fn change_for(
+pub(super) fn change_for(
     state: &AppState,
     detail: &NotificationDetail,
     ask: &Ask,

@@ -1,0 +1,266 @@
+//! The web console: forms refuse a post without the session's CSRF token, the session cookie
+//! keeps to itself, and — in a real browser (Debian's chromium, headless, driven by
+//! `tests/console/browser.cjs`) — an on-call engineer signs in, opens an unknown notification
+//! whose evidence holds markup (shown as text, running nothing), resolves it with a note and
+//! sees it leave the queue. Screenshots are kept in `target/console/`.
+
+mod support;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::redirect::Policy;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use support::{ACME, ACME_REVIEWER, Backend, TestApp, eventually, in_ci, spawn_app_with};
+
+/// A webhook receiver that answers every request with a 500 whose body is hostile markup.
+async fn hostile_receiver() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65_536];
+                let _ = socket.read(&mut buf).await;
+                let body = r#"<script>alert("xss")</script>"><img src=x onerror=alert(2)>"#;
+                let answer = format!(
+                    "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/hook")
+}
+
+/// A herald whose one webhook ended `unknown` with hostile evidence; its id.
+async fn unknown_with_hostile_evidence() -> (TestApp, String) {
+    support::install_crypto();
+    let receiver = hostile_receiver().await;
+    let config = "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n[routes.hooks]\n\
+                  provider = \"webhook\"\nsecrets = [\"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=\"]\n\
+                  allow_private_networks = true\ntimeout_seconds = 1\n\n[channels]\nwebhook = \"hooks\"\n";
+    let app = spawn_app_with(Backend::Sqlite, config).await.unwrap();
+    let created: Value = app
+        .enqueue(
+            ACME,
+            "hostile",
+            &json!({"channel": "webhook", "to": receiver, "payload": {"event": "export.ready"}}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    eventually(
+        "the webhook to end unknown",
+        Duration::from_secs(20),
+        || async {
+            let n: Value = app
+                .get(ACME, &format!("/v1/notifications/{id}"))
+                .await
+                .json()
+                .await
+                .ok()?;
+            (n["state"] == "unknown").then_some(())
+        },
+    )
+    .await;
+    (app, id)
+}
+
+fn browser_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Signs in over plain HTTP; the session cookie and the CSRF token of the forms.
+async fn sign_in(app: &TestApp, http: &reqwest::Client) -> (String, String) {
+    let response = http
+        .post(app.url("/console/login"))
+        .form(&[("token", ACME_REVIEWER)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let set_cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(set_cookie.contains(attribute), "{set_cookie}");
+    }
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    let html = http
+        .get(app.url("/console"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page's forms carry a CSRF token")
+        .to_owned();
+    (cookie, csrf)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_post_without_the_csrf_token_changes_nothing() {
+    let (app, id) = unknown_with_hostile_evidence().await;
+    let http = browser_client();
+    let path = format!("/console/notifications/{id}/resolve");
+    let form = |csrf: &str| {
+        vec![
+            ("csrf", csrf.to_owned()),
+            ("action", "delivered".to_owned()),
+            ("note", "forged".to_owned()),
+        ]
+    };
+
+    // Signed out: sent to sign in.
+    let response = http
+        .post(app.url(&path))
+        .form(&form(""))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+
+    let (cookie, csrf) = sign_in(&app, &http).await;
+    for presented in ["", "not-the-token"] {
+        let response = http
+            .post(app.url(&path))
+            .header("cookie", &cookie)
+            .form(&form(presented))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::FORBIDDEN,
+            "csrf `{presented}`"
+        );
+    }
+    let n: Value = app
+        .get(ACME, &format!("/v1/notifications/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(n["state"], "unknown", "nothing changed");
+
+    // A wrong token does not sign in; a token without the review scope neither.
+    for token in ["nope", ACME] {
+        let response = http
+            .post(app.url("/console/login"))
+            .form(&[("token", token)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{token}");
+        assert!(response.headers().get("set-cookie").is_none());
+    }
+
+    // With the token, the same form resolves; the page escaped the evidence.
+    let page = http
+        .get(app.url(&format!("/console/notifications/{id}")))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!page.contains("<script>alert"), "evidence is escaped");
+    assert!(page.contains("&lt;script&gt;alert"), "and shown");
+    let response = http
+        .post(app.url(&path))
+        .header("cookie", &cookie)
+        .form(&form(&csrf))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let n: Value = app
+        .get(ACME, &format!("/v1/notifications/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(n["state"], "delivered");
+    assert_eq!(n["review"]["resolutions"][0]["note"], "forged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
+    let node_path = std::env::var("NODE_PATH").unwrap_or_default();
+    let have_browser = std::path::Path::new("/usr/bin/chromium").exists()
+        && std::process::Command::new("node")
+            .args(["-e", "require('playwright-core')"])
+            .env("NODE_PATH", &node_path)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !have_browser {
+        assert!(
+            !in_ci(),
+            "CI=true but chromium or playwright-core (NODE_PATH) is missing; .ci/run installs them"
+        );
+        eprintln!(
+            "\n*** BROWSER TEST SKIPPED: install chromium and playwright-core (see .ci/run)\n"
+        );
+        return;
+    }
+    let (app, id) = unknown_with_hostile_evidence().await;
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console");
+    std::fs::create_dir_all(&shots).unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console/browser.cjs");
+    let output = tokio::process::Command::new("node")
+        .arg(script)
+        .env("NODE_PATH", node_path)
+        .env("BASE", &app.base)
+        .env("TOKEN", ACME_REVIEWER)
+        .env("ID", &id)
+        .env("SHOTS", &shots)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the browser run failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for shot in [
+        "console-queue.png",
+        "console-notification.png",
+        "console-resolved.png",
+    ] {
+        let meta = std::fs::metadata(shots.join(shot)).expect("a screenshot was kept");
+        assert!(meta.len() > 1000, "{shot} is an image");
+    }
+    println!("screenshots in {}", shots.display());
+    let n: Value = app
+        .get(ACME, &format!("/v1/notifications/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("failed"), Some("known"))
+    );
+    assert_eq!(n["review"]["resolutions"][0]["principal"], "acme-oncall");
+}
