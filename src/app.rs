@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -131,6 +131,12 @@ impl App {
 }
 
 /// The configured tokens, or, with none, the development token for tenant `dev`.
+/// The shortest configured token secret: 32 characters, about 190 bits as a random
+/// base64 or hex string, and far beyond guessing.
+pub const MIN_TOKEN_CHARS: usize = 32;
+/// The development token may be shorter (it serves one developer on loopback), but not empty.
+pub const MIN_DEV_TOKEN_CHARS: usize = 8;
+
 fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
     if !config.tokens.is_empty() {
         let resolved = config
@@ -138,13 +144,35 @@ fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
             .iter()
             .map(|t| {
                 let secret = t.secret.resolve(&format!("token `{}`", t.name))?;
+                let length = secret.expose_secret().trim().chars().count();
+                if length < MIN_TOKEN_CHARS {
+                    anyhow::bail!(
+                        "token `{}`: its secret has {length} characters; use at least \
+                         {MIN_TOKEN_CHARS} random ones (e.g. `openssl rand -hex 32`)",
+                        t.name
+                    );
+                }
                 Ok((t.name.clone(), t.tenant.clone(), t.scopes.clone(), secret))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        for (i, (name, _, _, secret)) in resolved.iter().enumerate() {
+            if let Some((other, ..)) = resolved[..i]
+                .iter()
+                .find(|(_, _, _, s)| s.expose_secret() == secret.expose_secret())
+            {
+                anyhow::bail!(
+                    "tokens `{other}` and `{name}` share a secret: each principal needs its own"
+                );
+            }
+        }
         return Ok((Tokens::new(resolved), None));
     }
     let (secret, generated) = match std::env::var("HERALD_DEV_TOKEN") {
-        Ok(token) if !token.is_empty() => (SecretString::from(token), None),
+        Ok(token) if token.trim().chars().count() < MIN_DEV_TOKEN_CHARS => anyhow::bail!(
+            "HERALD_DEV_TOKEN has fewer than {MIN_DEV_TOKEN_CHARS} characters; set a longer one, \
+             or unset it to get a random token"
+        ),
+        Ok(token) => (SecretString::from(token), None),
         _ => {
             let token = SecretString::from(format!(
                 "hrld_dev_{}",

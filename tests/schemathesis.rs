@@ -22,7 +22,7 @@ use support::{Backend, TempDir, TestDb, eventually, http_client, in_ci, test_con
 const MAX_EXAMPLES: &str = "30";
 /// Each run; schemathesis usually needs a few seconds.
 const TIME_BOUND: Duration = Duration::from_secs(300);
-const TOKEN: &str = "test-schemathesis-all-scopes";
+const TOKEN: &str = "test-schemathesis-all-scopes-0123456789";
 
 /// A token with every scope, so that no operation is out of the fuzzer's reach.
 const FUZZ_TOKEN: &str = r#"
@@ -30,7 +30,7 @@ const FUZZ_TOKEN: &str = r#"
 name = "schemathesis"
 tenant = "fuzz"
 scopes = ["send", "read", "review", "admin"]
-secret = "test-schemathesis-all-scopes"
+secret = "test-schemathesis-all-scopes-0123456789"
 "#;
 
 /// `schemathesis` or its short name `st`, from `PATH`.

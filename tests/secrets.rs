@@ -196,7 +196,7 @@ async fn no_secret_reaches_a_log_an_answer_or_the_database() {
     std::fs::write(&token_file, format!("{twilio_token}\n")).unwrap();
     let mailjet_secret = format!("{CANARY}-mailjet-secret");
     let smtp_password = format!("{CANARY}-smtp-password");
-    let api_token = format!("{CANARY}-api-token");
+    let api_token = format!("{CANARY}-api-token-0123456789abcdef");
     let needles = needles(
         &twilio_token,
         &mailjet_secret,

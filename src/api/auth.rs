@@ -118,9 +118,13 @@ impl FromRequestParts<AppState> for Principal {
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
             .ok_or_else(Problem::unauthorized)?;
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(Problem::unauthorized());
+        }
         state
             .tokens
-            .authenticate(token.trim())
+            .authenticate(token)
             .cloned()
             .ok_or_else(Problem::unauthorized)
     }

@@ -79,8 +79,16 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
 }
 
 /// A body that must be a JSON object: 413 over the limit, 400 when it is not JSON or not an
-/// object.
+/// object, 422 where a string holds a NUL.
 fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
+    let value = json_object_of_items(body)?;
+    without_nul(&value, "").map_err(Problem::invalid_field)?;
+    Ok(value)
+}
+
+/// [`json_object`] for a body of items that are checked one by one (a batch): each item's NUL
+/// is its own problem.
+fn json_object_of_items(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
     let body = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Problem::new(
@@ -99,6 +107,47 @@ fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
         return Err(Problem::malformed("the body must be a JSON object"));
     }
     Ok(value)
+}
+
+/// PostgreSQL cannot store U+0000 in text or JSON, and SQLite would: refused in every body, at
+/// its path, so that both backends answer the same.
+pub(crate) fn without_nul(value: &Value, path: &str) -> Result<(), crate::domain::FieldError> {
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    let refuse = |field: String| {
+        Err(crate::domain::FieldError::new(
+            field,
+            "must not contain the NUL character (U+0000)",
+        ))
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => refuse(if path.is_empty() {
+            "body".to_owned()
+        } else {
+            path.to_owned()
+        }),
+        Value::Object(map) => {
+            for (key, item) in map {
+                if key.contains('\0') {
+                    return refuse(at(&key.replace('\0', "\\u0000")));
+                }
+                without_nul(item, &at(key))?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                without_nul(item, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Deserializes `value`, naming the field at fault: a wrong type at its path, a missing or

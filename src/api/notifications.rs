@@ -20,7 +20,7 @@ use super::auth::Principal;
 use super::auth::Scope;
 use super::idempotency::{self, Answer};
 use super::problem::Problem;
-use super::{AppState, json_object, typed};
+use super::{AppState, json_object, json_object_of_items, typed, without_nul};
 use crate::domain::{
     Attempt, Certainty, IdempotencyKey, Notification, NotificationId, NotificationRequest,
     Resolution, State as NotificationState,
@@ -86,6 +86,7 @@ fn prepare(
     body: Value,
     now: OffsetDateTime,
 ) -> Result<NewAccept, Problem> {
+    without_nul(&body, "").map_err(Problem::invalid_field)?;
     let request_hash = idempotency::request_hash(&body);
     let request: NotificationRequest = typed(body)?;
     let notification = request
@@ -258,7 +259,7 @@ pub async fn create_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
-    let mut body = json_object(body)?;
+    let mut body = json_object_of_items(body)?;
     let items = match body.get_mut("items").map(Value::take) {
         Some(Value::Array(items)) => items,
         _ => {

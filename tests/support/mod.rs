@@ -42,35 +42,35 @@ macro_rules! on_both_backends {
 }
 
 /// The tokens every test app accepts.
-pub const ACME: &str = "test-acme-send-read";
-pub const ACME_READER: &str = "test-acme-read-only";
-pub const ACME_REVIEWER: &str = "test-acme-review";
-pub const GLOBEX: &str = "test-globex-send-read";
+pub const ACME: &str = "test-acme-send-read-0123456789abcdef";
+pub const ACME_READER: &str = "test-acme-read-only-0123456789abcdef";
+pub const ACME_REVIEWER: &str = "test-acme-review-0123456789abcdef";
+pub const GLOBEX: &str = "test-globex-send-read-0123456789abcdef";
 
 const TOKENS: &str = r#"
 [[tokens]]
 name = "acme-app"
 tenant = "acme"
 scopes = ["send", "read"]
-secret = "test-acme-send-read"
+secret = "test-acme-send-read-0123456789abcdef"
 
 [[tokens]]
 name = "acme-dashboard"
 tenant = "acme"
 scopes = ["read"]
-secret = "test-acme-read-only"
+secret = "test-acme-read-only-0123456789abcdef"
 
 [[tokens]]
 name = "acme-oncall"
 tenant = "acme"
 scopes = ["review", "read"]
-secret = "test-acme-review"
+secret = "test-acme-review-0123456789abcdef"
 
 [[tokens]]
 name = "globex-app"
 tenant = "globex"
 scopes = ["send", "read"]
-secret = "test-globex-send-read"
+secret = "test-globex-send-read-0123456789abcdef"
 "#;
 
 pub fn install_crypto() {

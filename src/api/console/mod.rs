@@ -191,10 +191,10 @@ async fn login(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let principal = state
-        .tokens
-        .authenticate(form.token.trim())
-        .filter(|_| !form.token.trim().is_empty())
+    let presented = form.token.trim();
+    let principal = (!presented.is_empty())
+        .then(|| state.tokens.authenticate(presented))
+        .flatten()
         .cloned();
     let Some(principal) = principal.filter(|p| p.has(Scope::Review)) else {
         return page(

