@@ -119,3 +119,89 @@ async fn a_nul_character_is_refused_by_name_on_both_backends(backend: Backend) {
         "only the valid item"
     );
 }
+
+#[tokio::test]
+async fn a_symlink_to_the_same_sqlite_file_cannot_open_it_twice() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = support::TempDir::new("herald-sqlite-lock");
+    let real = dir.path().join("herald.db");
+    let link = dir.path().join("link.db");
+    let first = herald::store::connect(&format!("sqlite://{}", real.display()), 1)
+        .await
+        .expect("the first opens");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let second = herald::store::connect(&format!("sqlite://{}", link.display()), 1).await;
+    let err = format!(
+        "{:#}",
+        second.err().expect("the symlink must not open it again")
+    );
+    assert!(err.contains("another herald process"), "{err}");
+
+    // The file holds message content: only its owner reads it.
+    for file in [real.clone(), dir.path().join("herald.db.lock")] {
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", file.display());
+    }
+    drop(first);
+}
+
+/// A PostgreSQL database that refuses new connections (SQLSTATE 55000) is unavailable, not an
+/// internal error: 503 with Retry-After, and /readyz names it; it recovers by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_refuses_connections_answers_503_and_recovers() {
+    let Some(app) = spawn_app(Backend::Postgres).await else {
+        return;
+    };
+    let name = url::Url::parse(&app.db.url)
+        .unwrap()
+        .path()
+        .trim_start_matches('/')
+        .to_owned();
+    let admin_url = std::env::var("HERALD_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let admin = sqlx::PgPool::connect(&admin_url).await.unwrap();
+    let run = |sql: String| {
+        let admin = admin.clone();
+        async move {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&admin)
+                .await
+                .unwrap();
+        }
+    };
+    run(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false")).await;
+    run(format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+    ))
+    .await;
+
+    let response = app
+        .enqueue(ACME, "refused", &support::email("a@example.com"))
+        .await;
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("1")
+    );
+    problem(response, StatusCode::SERVICE_UNAVAILABLE).await;
+    let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let text = ready.text().await.unwrap();
+    assert!(
+        text.contains("not currently accepting connections"),
+        "{text}"
+    );
+
+    run(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")).await;
+    let response = app
+        .enqueue(ACME, "accepted", &support::email("a@example.com"))
+        .await;
+    assert_eq!(
+        response.status(),
+        StatusCode::ACCEPTED,
+        "recovered without a restart"
+    );
+    admin.close().await;
+}

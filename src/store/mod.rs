@@ -53,13 +53,21 @@ impl From<sqlx::Error> for StoreError {
                 return StoreError::Conflict(db.message().to_owned());
             }
             sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-                // PostgreSQL: 08 connection exception, 53 insufficient resources, 57P admin
-                // shutdown / crash / cannot connect now. SQLite: 5 BUSY, 6 LOCKED.
+                // PostgreSQL: 08 connection exception, 53 insufficient resources, 55 not in a
+                // state to serve (a database that refuses connections), 57P admin shutdown /
+                // crash / cannot connect now, 3D000 no such database and 28 refused
+                // credentials (an operator's fix away). SQLite: 5 BUSY, 6 LOCKED, 10 I/O error,
+                // 13 disk full, 8 read-only (and their extended codes).
                 code.starts_with("08")
                     || code.starts_with("53")
+                    || code.starts_with("55")
                     || code.starts_with("57P")
-                    || code == "5"
-                    || code == "6"
+                    || code.starts_with("28")
+                    || code == "3D000"
+                    || (db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+                        && code
+                            .parse::<i32>()
+                            .is_ok_and(|c| [5, 6, 8, 10, 13].contains(&(c & 0xff))))
             }),
             _ => false,
         };

@@ -6,6 +6,8 @@
 //! SQLite has no arrays: a list is bound as a JSON array and read with `json_each`. Ids are
 //! 16-byte blobs, so a list of ids goes as their text and comes back through `unhex`.
 
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +67,7 @@ impl Sqlite {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
         let lock = Self::lock(options.get_filename())?;
+        Self::private(options.get_filename())?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(10))
@@ -83,26 +86,80 @@ impl Sqlite {
         })
     }
 
-    fn lock(database: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
+    /// The lock that keeps a second process off this database, taken on the database's
+    /// canonical path: a symlink or another spelling of the same file finds the same lock.
+    fn lock(database: &Path) -> anyhow::Result<Option<std::fs::File>> {
         if database.as_os_str() == ":memory:" {
             return Ok(None);
         }
-        let mut path = database.as_os_str().to_owned();
+        let canonical = canonical(database)?;
+        let mut path = canonical.as_os_str().to_owned();
         path.push(".lock");
-        let path = std::path::PathBuf::from(path);
-        let file = std::fs::File::create(&path)
+        let path = PathBuf::from(path);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
         match file.try_lock() {
             Ok(()) => Ok(Some(file)),
             Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
                 "another herald process is using {}: SQLite serves one process; use PostgreSQL to run several",
-                database.display()
+                canonical.display()
             ),
             Err(std::fs::TryLockError::Error(e)) => {
                 Err(anyhow::anyhow!("cannot lock {}: {e}", path.display()))
             }
         }
     }
+
+    /// The database holds message content: a new file is readable by its owner only (SQLite
+    /// gives its WAL and shared-memory files the same mode). An existing one keeps its mode,
+    /// with a warning if others can read it.
+    fn private(database: &Path) -> anyhow::Result<()> {
+        if database.as_os_str() == ":memory:" {
+            return Ok(());
+        }
+        match std::fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .open(database)
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mode = std::fs::metadata(database)?.permissions().mode();
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        path = %database.display(),
+                        mode = format!("{:o}", mode & 0o777),
+                        "the database file is readable by others; it holds message content (chmod 600)"
+                    );
+                }
+                Ok(())
+            }
+            Err(e) => Err(anyhow::anyhow!("cannot create {}: {e}", database.display())),
+        }
+    }
+}
+
+/// `database` with every symlink resolved; for a file not created yet, its directory's.
+fn canonical(database: &Path) -> anyhow::Result<PathBuf> {
+    if let Ok(path) = std::fs::canonicalize(database) {
+        return Ok(path);
+    }
+    let dir = match database.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = database
+        .file_name()
+        .ok_or_else(|| anyhow::anyhow!("{} names no file", database.display()))?;
+    let dir = std::fs::canonicalize(dir)
+        .map_err(|e| anyhow::anyhow!("cannot open the directory of {}: {e}", database.display()))?;
+    Ok(dir.join(name))
 }
 
 /// `(SELECT … FROM json_each($n))` for a bound list of ids.
