@@ -310,6 +310,7 @@ impl Worker {
                     match call.query().await {
                         QueryResult::Unsupported { evidence } => {
                             tracing::info!(detail = %evidence.detail, "the outcome query proved nothing");
+                            findings = Some(serde_json::json!({"query_failed": evidence}));
                             asked = Asked::Failed;
                         }
                         QueryResult::LookAlikes {

@@ -187,15 +187,16 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
     if s.capabilities.query_visibility_lag.is_some() && asked == Asked::NotYet {
         return Plan::Query;
     }
-    if s.attempts_left() {
-        if s.inside_idempotency_window() {
-            return Plan::Replay;
-        }
-        if s.delivery == Delivery::AtLeastOnce {
-            return Plan::Resend;
-        }
+    if s.attempts_left() && s.inside_idempotency_window() {
+        return Plan::Replay;
     }
-    let next = if asked == Asked::Failed && s.young() {
+    // A look-up that failed proved nothing, and the send may yet be found: ask again later
+    // rather than resend now, which would deliver twice what a working look-up would show once.
+    let ask_again = asked == Asked::Failed && s.young();
+    if s.attempts_left() && s.delivery == Delivery::AtLeastOnce && !ask_again {
+        return Plan::Resend;
+    }
+    let next = if ask_again {
         let since = s.unsettled(None).iter().map(|a| s.now - a.started_at).max();
         let wait = since
             .and_then(|d| Duration::try_from(d).ok())
@@ -517,9 +518,10 @@ pub enum Attribution {
 /// - only this notification could own them: as many free messages as it has sends settles it
 ///   (one message: `known`; more: `duplicate_possible`), fewer waits out the lag, more (a
 ///   sender outside herald) proves nothing;
-/// - siblings could own them too: as many free messages as sends in the group proves every
-///   send was taken, so this one is settled with its share; otherwise wait while a sibling's
-///   send is in flight or not yet visible, and then nothing can be attributed.
+/// - siblings could own them too: wait while a sibling's send is in flight (its answer will
+///   name its message); then as many free messages as sends in the group proves every send was
+///   taken, so this one is settled as accepted without naming a message (which one is whose,
+///   nothing says); fewer waits out the lag, and then nothing can be attributed.
 pub fn attribute(
     s: &Situation<'_>,
     refs: &[String],
@@ -593,11 +595,19 @@ pub fn attribute(
             settle_with(free[0], once_or_more(free.len()))
         };
     }
-    if free.len() == sends {
-        return settle_with(free[share_offset(s, &rivals)], once_or_more(own));
-    }
+    // A sibling's send in flight may own any free message, and its answer will say which:
+    // wait for it before counting.
     if in_flight > 0 {
         return Attribution::Decided(wait_until(s.now + s.limits.retry_base));
+    }
+    if free.len() == sends {
+        // Every send of the group was taken, but nothing says which message is whose: settled
+        // as accepted without naming one (such a settlement holds one message for the others'
+        // counts), so that no guess can hand the same message to two notifications.
+        return Attribution::Decided(settled(
+            query_settles(true, record.clone(), None),
+            s.finish(State::Delivered, once_or_more(own)),
+        ));
     }
     if free.len() < sends && !visible {
         return Attribution::Decided(wait_until(visible_by(s, &rival_attempts, asked_at)));
@@ -620,16 +630,6 @@ fn may_have_sent(s: &Situation<'_>, a: &Attempt, since: OffsetDateTime) -> bool 
 /// An ambiguous attempt that a settlement proved was not taken.
 fn settled_not_accepted(a: &Attempt) -> bool {
     a.settled_by.is_some() && a.evidence["settlement"]["outcome"] == "not_accepted"
-}
-
-/// Where this notification's share starts among the free messages when every send of the group
-/// was taken: the group in creation order, each member holding as many messages as it has
-/// sends, so that siblings deciding at once pick different messages.
-fn share_offset(s: &Situation<'_>, rivals: &[&Sibling]) -> usize {
-    rivals
-        .iter()
-        .filter(|sib| (sib.created_at, sib.notification) < (s.created_at, s.id))
-        .count()
 }
 
 #[cfg(test)]
@@ -749,6 +749,13 @@ mod tests {
         }
     }
 
+    fn settled_taken(order: u128) -> Sibling {
+        let mut sib = sibling(order, Amb, None);
+        sib.attempt.settled_by = Some(SettledBy::OutcomeQuery);
+        sib.attempt.evidence = json!({"settlement": {"outcome": "accepted"}});
+        sib
+    }
+
     fn settled_not_taken(order: u128) -> Sibling {
         let mut sib = sibling(order, Amb, None);
         sib.attempt.settled_by = Some(SettledBy::OutcomeQuery);
@@ -778,7 +785,8 @@ mod tests {
                     } else {
                         "duplicate"
                     };
-                    format!("{word} {}", settle.provider_ref.unwrap_or_default())
+                    let named = settle.provider_ref.unwrap_or_else(|| "unnamed".to_owned());
+                    format!("{word} {named}")
                 }
                 (Some(settle), _) if !settle.accepted => "not accepted".to_owned(),
                 (None, Next::Reconcile { .. }) => "wait".to_owned(),
@@ -852,20 +860,28 @@ mod tests {
                 "wait",
             ),
             (
-                "two ambiguous siblings, two messages: both were taken, each takes its share",
+                "two ambiguous siblings, two messages: both were taken, neither names one",
                 vec!["M1", "M2"],
                 vec![later_sibling(Amb, None)],
                 false,
                 early,
-                "known M1",
+                "known unnamed",
             ),
             (
-                "...the later one takes the second",
+                "...and a sibling settled so counts for one message",
                 vec!["M1", "M2"],
-                vec![earlier_sibling(Amb, None)],
+                vec![settled_taken(1)],
+                false,
+                late,
+                "known unnamed",
+            ),
+            (
+                "a sibling in flight is waited for even when the counts add up",
+                vec!["M1", "M2"],
+                vec![later_sibling(F, None)],
                 false,
                 early,
-                "known M2",
+                "wait",
             ),
             (
                 "a sibling in flight may own the message: wait for it",
@@ -1127,6 +1143,25 @@ mod tests {
         );
         assert!(
             matches!(plan(&s, Asked::NotYet), Plan::Record(d) if d.next == finish(State::Unknown, Certainty::Unknown))
+        );
+    }
+
+    #[test]
+    fn a_failed_query_is_asked_again_before_an_at_least_once_resend() {
+        let c = caps(false, true);
+        let history = [attempt(1, Amb, false)];
+        let s = situation(Delivery::AtLeastOnce, &c, &history, T0);
+        assert!(
+            matches!(plan(&s, Asked::Failed), Plan::Record(d) if matches!(d.next, Next::Reconcile { .. })),
+            "a failed look-up proves nothing: resending now could deliver twice"
+        );
+        assert_eq!(plan(&s, Asked::Inconclusive), Plan::Resend);
+        let c = caps(true, true);
+        let s = situation(Delivery::AtLeastOnce, &c, &history, T0);
+        assert_eq!(
+            plan(&s, Asked::Failed),
+            Plan::Replay,
+            "a replay is always safe"
         );
     }
 
