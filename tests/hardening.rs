@@ -205,3 +205,105 @@ async fn a_database_that_refuses_connections_answers_503_and_recovers() {
     );
     admin.close().await;
 }
+
+/// An endpoint that answers 500 with everything it was sent, headers included: what a broken
+/// proxy or a debugging endpoint would do.
+async fn echo_server() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65_536];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                let echoed = String::from_utf8_lossy(&buf[..n]).replace("\r\n", " | ");
+                let answer = format!(
+                    "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{echoed}",
+                    echoed.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Every vendor adapter scrubs its credentials from what an echoing endpoint sends back, in
+/// every form they travelled in (as they are, base64, HTTP Basic `user:secret`), before the
+/// answer becomes evidence that a `read` token can see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_echoed_back_never_reach_the_evidence() {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    support::install_crypto();
+    let echo = echo_server().await;
+    let secret = "canary-b64-0123456789abcdef";
+    let sid = "AC00000000000000000000000000000009";
+    let config = format!(
+        "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n\
+         [routes.twilio]\nprovider = \"twilio\"\nbase_url = \"{echo}\"\naccount_sid = \"{sid}\"\n\
+         auth_token = \"{secret}\"\nfrom = \"+15005550006\"\ntimeout_seconds = 1\nmax_attempts = 1\nmax_age_seconds = 1\n\n\
+         [routes.mailjet]\nprovider = \"mailjet\"\nbase_url = \"{echo}\"\napi_key = \"mj-user\"\n\
+         api_secret = \"{secret}\"\nfrom = \"noreply@acme.example\"\ntimeout_seconds = 1\nmax_attempts = 1\nmax_age_seconds = 1\n\n\
+         [routes.resend]\nprovider = \"resend\"\nbase_url = \"{echo}\"\napi_key = \"{secret}\"\n\
+         from = \"noreply@acme.example\"\ntimeout_seconds = 1\nmax_attempts = 1\n\n\
+         [routes.onesignal]\nprovider = \"onesignal\"\nbase_url = \"{echo}\"\n\
+         app_id = \"00000000-0000-4000-8000-000000000001\"\napi_key = \"{secret}\"\ntimeout_seconds = 1\nmax_attempts = 1\n"
+    );
+    let app = support::spawn_app_with(Backend::Sqlite, &config)
+        .await
+        .unwrap();
+    let bodies = [
+        json!({"channel": "sms", "to": "+14155550100", "text": "hi", "route": "twilio"}),
+        json!({"channel": "email", "to": "a@example.com", "subject": "Hi", "text": "hi", "route": "mailjet"}),
+        json!({"channel": "email", "to": "a@example.com", "subject": "Hi", "text": "hi", "route": "resend"}),
+        json!({"channel": "push", "to": "device-1", "subject": "Hi", "text": "hi", "route": "onesignal"}),
+    ];
+    let mut ids = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        let created: Value = app
+            .enqueue(ACME, &format!("echo-{i}"), body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    let forms = [
+        secret.to_owned(),
+        STANDARD.encode(format!("{sid}:{secret}")),
+        STANDARD.encode(format!("mj-user:{secret}")),
+        URL_SAFE_NO_PAD.encode(secret),
+        STANDARD.encode(secret),
+    ];
+    for id in &ids {
+        let n: Value = support::eventually(
+            "an attempt with evidence",
+            std::time::Duration::from_secs(20),
+            || async {
+                let n: Value = app
+                    .get(ACME, &format!("/v1/notifications/{id}"))
+                    .await
+                    .json()
+                    .await
+                    .ok()?;
+                let detail = n["attempts"][0]["evidence"]["detail"].as_str()?.to_owned();
+                (!detail.is_empty()).then_some(n)
+            },
+        )
+        .await;
+        let shown = n.to_string();
+        assert!(
+            shown.contains("[REDACTED]"),
+            "the echo reached the evidence, scrubbed: {shown}"
+        );
+        for form in &forms {
+            assert!(
+                !shown.contains(form.as_str()),
+                "{} leaks `{form}`: {shown}",
+                n["route"]
+            );
+        }
+    }
+}

@@ -182,21 +182,6 @@ pub fn with_vendor_code(result: SendResult, code: Option<String>) -> SendResult 
     }
 }
 
-/// Replaces `secret` wherever a vendor answer (or an error about it) might have repeated it in
-/// a result's evidence, whatever the result. An empty secret leaves the result as it is.
-pub fn redact(result: SendResult, secret: &str) -> SendResult {
-    if secret.is_empty() {
-        return result;
-    }
-    result.map_evidence(|mut evidence| {
-        evidence.detail = evidence.detail.replace(secret, "[REDACTED]");
-        evidence.vendor_code = evidence
-            .vendor_code
-            .map(|code| code.replace(secret, "[REDACTED]"));
-        evidence
-    })
-}
-
 /// reqwest's top-level message hides the cause ("error sending request"); the chain names it.
 pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
@@ -308,7 +293,7 @@ mod tests {
                 evidence: evidence.clone(),
             },
         ] {
-            match redact(result, "s3cret") {
+            match crate::Redactor::secret("s3cret").send(result) {
                 SendResult::Accepted { evidence, .. } | SendResult::Ambiguous { evidence } => {
                     assert_eq!(evidence.detail, "bad key [REDACTED]");
                     assert_eq!(evidence.vendor_code.as_deref(), Some("[REDACTED]!"));
@@ -317,7 +302,10 @@ mod tests {
             }
         }
         let untouched = SendResult::Ambiguous { evidence };
-        assert_eq!(redact(untouched.clone(), ""), untouched);
+        assert_eq!(
+            crate::Redactor::secret("").send(untouched.clone()),
+            untouched
+        );
     }
 
     #[test]

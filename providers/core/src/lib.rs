@@ -14,6 +14,9 @@
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod http;
+mod redact;
+
+pub use redact::Redactor;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -273,6 +276,19 @@ pub enum QueryResult {
 }
 
 impl QueryResult {
+    /// The same result with its evidence changed by `f`.
+    pub fn map_evidence(mut self, f: impl FnOnce(Evidence) -> Evidence) -> Self {
+        let slot = match &mut self {
+            QueryResult::Accepted { evidence, .. }
+            | QueryResult::LookAlikes { evidence, .. }
+            | QueryResult::NotAccepted { evidence }
+            | QueryResult::NotFoundYet { evidence }
+            | QueryResult::Unsupported { evidence } => evidence,
+        };
+        *slot = f(std::mem::take(slot));
+        self
+    }
+
     pub fn evidence(&self) -> &Evidence {
         match self {
             QueryResult::Accepted { evidence, .. }

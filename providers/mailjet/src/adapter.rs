@@ -8,7 +8,7 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Request,
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Redactor, Request,
     SendResult,
 };
 use reqwest::header::HeaderMap;
@@ -105,6 +105,8 @@ pub struct MailjetAdapter {
     from: String,
     from_name: Option<String>,
     capabilities: Capabilities,
+    /// Scrubs the credentials, in every form, from anything an answer might echo.
+    redactor: Redactor,
 }
 
 impl MailjetAdapter {
@@ -136,10 +138,12 @@ impl MailjetAdapter {
         let send_url = endpoint(&["v3.1", "send"])?;
         let message_url = endpoint(&["v3", "REST", "message"])?;
         let http = reqwest::Client::builder().timeout(route.timeout).build()?;
+        let redactor = Redactor::credentials(&route.api_key, route.api_secret.expose_secret());
         Ok(MailjetAdapter {
             http,
             send_url,
             message_url,
+            redactor,
             api_key: route.api_key,
             api_secret: route.api_secret,
             from: route.from,
@@ -209,14 +213,18 @@ impl Adapter for MailjetAdapter {
         _message: &Message,
         _key: &ProviderKey,
     ) -> SendResult {
-        let request = self
-            .authorized(self.http.post(self.send_url.clone()))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(request.body.clone());
-        match exchange(request).await {
-            Ok(answer) => classify_answer(answer.status, &answer.headers, &answer.body),
-            Err(result) => result,
+        let result: SendResult = async {
+            let request = self
+                .authorized(self.http.post(self.send_url.clone()))
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(request.body.clone());
+            match exchange(request).await {
+                Ok(answer) => classify_answer(answer.status, &answer.headers, &answer.body),
+                Err(result) => result,
+            }
         }
+        .await;
+        self.redactor.send(result)
     }
 
     /// Every attempt carries the notification's provider key as `CustomID`, so the key finds
@@ -227,91 +235,95 @@ impl Adapter for MailjetAdapter {
         message: &Message,
         key: &ProviderKey,
     ) -> QueryResult {
-        let mut url = self.message_url.clone();
-        {
-            let mut pairs = url.query_pairs_mut();
-            pairs.append_pair("CustomID", key.as_str());
-            // Echoes the CustomID, so that an answer about other messages is caught.
-            pairs.append_pair("ShowCustomID", "true");
-            if let Some(since) =
-                lookback::window_start(&message.notification_id, OffsetDateTime::now_utc())
+        let result: QueryResult = async {
+            let mut url = self.message_url.clone();
             {
-                pairs.append_pair("FromTS", &since.unix_timestamp().to_string());
+                let mut pairs = url.query_pairs_mut();
+                pairs.append_pair("CustomID", key.as_str());
+                // Echoes the CustomID, so that an answer about other messages is caught.
+                pairs.append_pair("ShowCustomID", "true");
+                if let Some(since) =
+                    lookback::window_start(&message.notification_id, OffsetDateTime::now_utc())
+                {
+                    pairs.append_pair("FromTS", &since.unix_timestamp().to_string());
+                }
             }
-        }
-        let unsupported = |evidence| QueryResult::Unsupported { evidence };
-        let Answer {
-            status, body: text, ..
-        } = match look_up(self.authorized(self.http.get(url))).await {
-            Ok(answer) => answer,
-            Err(evidence) => return unsupported(evidence),
-        };
-        if status != StatusCode::OK {
-            let code = serde_json::from_str::<SendAnswer>(&text)
-                .ok()
-                .and_then(|answer| answer.error_code);
-            let evidence = Evidence::new("query", &text).with_status(status.as_u16());
-            return unsupported(match code {
-                Some(code) => evidence.with_vendor_code(code),
-                None => evidence,
-            });
-        }
-        let list: MessageList = match serde_json::from_str(&text) {
-            Ok(list) => list,
-            Err(err) => {
-                return unsupported(
-                    Evidence::new("query", format!("{err}: {text}")).with_status(200),
-                );
-            }
-        };
-        if let Some(other) = list
-            .data
-            .iter()
-            .filter_map(|m| m.custom_id.as_deref())
-            .find(|id| *id != key.as_str())
-        {
-            return unsupported(
-                Evidence::new(
-                    "query",
-                    format!("the answer lists a message with another CustomID `{other}`"),
-                )
-                .with_status(200),
-            );
-        }
-        let count = list.total.unwrap_or(0).max(list.data.len() as u64);
-        let Some(first) = list.data.first() else {
-            if count > 0 {
-                return unsupported(
-                    Evidence::new("query", format!("Total {count} but no message listed"))
-                        .with_status(200),
-                );
-            }
-            return QueryResult::NotFoundYet {
-                evidence: Evidence::new("query", "no message with this CustomID is listed")
-                    .with_status(200),
+            let unsupported = |evidence| QueryResult::Unsupported { evidence };
+            let Answer {
+                status, body: text, ..
+            } = match look_up(self.authorized(self.http.get(url))).await {
+                Ok(answer) => answer,
+                Err(evidence) => return unsupported(evidence),
             };
-        };
-        let id = first.id.as_ref().and_then(id_text);
-        let shown = id.as_deref().unwrap_or("(no ID)");
-        let state = first.status.as_deref().unwrap_or("(none)");
-        let detail = if count == 1 {
-            format!("found message {shown} (status {state}) with this CustomID")
-        } else {
-            let ids: Vec<String> = list
+            if status != StatusCode::OK {
+                let code = serde_json::from_str::<SendAnswer>(&text)
+                    .ok()
+                    .and_then(|answer| answer.error_code);
+                let evidence = Evidence::new("query", &text).with_status(status.as_u16());
+                return unsupported(match code {
+                    Some(code) => evidence.with_vendor_code(code),
+                    None => evidence,
+                });
+            }
+            let list: MessageList = match serde_json::from_str(&text) {
+                Ok(list) => list,
+                Err(err) => {
+                    return unsupported(
+                        Evidence::new("query", format!("{err}: {text}")).with_status(200),
+                    );
+                }
+            };
+            if let Some(other) = list
                 .data
                 .iter()
-                .filter_map(|m| m.id.as_ref().and_then(id_text))
-                .collect();
-            format!(
-                "{count} messages carry this CustomID ({}): more than one send of this \
+                .filter_map(|m| m.custom_id.as_deref())
+                .find(|id| *id != key.as_str())
+            {
+                return unsupported(
+                    Evidence::new(
+                        "query",
+                        format!("the answer lists a message with another CustomID `{other}`"),
+                    )
+                    .with_status(200),
+                );
+            }
+            let count = list.total.unwrap_or(0).max(list.data.len() as u64);
+            let Some(first) = list.data.first() else {
+                if count > 0 {
+                    return unsupported(
+                        Evidence::new("query", format!("Total {count} but no message listed"))
+                            .with_status(200),
+                    );
+                }
+                return QueryResult::NotFoundYet {
+                    evidence: Evidence::new("query", "no message with this CustomID is listed")
+                        .with_status(200),
+                };
+            };
+            let id = first.id.as_ref().and_then(id_text);
+            let shown = id.as_deref().unwrap_or("(no ID)");
+            let state = first.status.as_deref().unwrap_or("(none)");
+            let detail = if count == 1 {
+                format!("found message {shown} (status {state}) with this CustomID")
+            } else {
+                let ids: Vec<String> = list
+                    .data
+                    .iter()
+                    .filter_map(|m| m.id.as_ref().and_then(id_text))
+                    .collect();
+                format!(
+                    "{count} messages carry this CustomID ({}): more than one send of this \
                  notification reached Mailjet",
-                ids.join(", ")
-            )
-        };
-        QueryResult::Accepted {
-            provider_ref: id,
-            evidence: Evidence::new("query", detail).with_status(200),
+                    ids.join(", ")
+                )
+            };
+            QueryResult::Accepted {
+                provider_ref: id,
+                evidence: Evidence::new("query", detail).with_status(200),
+            }
         }
+        .await;
+        self.redactor.query(result)
     }
 }
 

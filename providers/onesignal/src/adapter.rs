@@ -10,10 +10,11 @@ use std::fmt;
 use std::time::Duration;
 
 use herald_provider::http::{
-    Answer, StatusRules, classify_failure_status, exchange, redact, unreadable_success,
-    with_vendor_code,
+    Answer, StatusRules, classify_failure_status, exchange, unreadable_success, with_vendor_code,
 };
-use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, Request, SendResult};
+use herald_provider::{
+    Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
@@ -72,8 +73,8 @@ pub struct OneSignalAdapter {
     app_id: String,
     /// `Key <key>`, marked sensitive so that no header dump shows it.
     authorization: HeaderValue,
-    /// Kept only to scrub the key from anything a vendor answer might echo.
-    api_key: SecretString,
+    /// Scrubs the key, in every form, from anything a vendor answer might echo.
+    redactor: Redactor,
     capabilities: Capabilities,
 }
 
@@ -120,7 +121,7 @@ impl OneSignalAdapter {
             notifications_url,
             app_id: route.app_id,
             authorization,
-            api_key: route.api_key,
+            redactor: Redactor::secret(route.api_key.expose_secret()),
             capabilities: Capabilities {
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // A notification can be viewed by OneSignal's own id only; a look-up by our
@@ -188,7 +189,7 @@ impl Adapter for OneSignalAdapter {
     ) -> SendResult {
         // Anything OneSignal echoes is scrubbed of the key before it becomes evidence.
         let result = self.create_message(request, message).await;
-        redact(result, self.api_key.expose_secret())
+        self.redactor.send(result)
     }
 }
 

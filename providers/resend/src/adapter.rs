@@ -12,10 +12,12 @@ use std::fmt;
 use std::time::Duration;
 
 use herald_provider::http::{
-    Answer, StatusRules, classify_failure_status, exchange, redact, retry_after,
-    unreadable_success, with_vendor_code,
+    Answer, StatusRules, classify_failure_status, exchange, retry_after, unreadable_success,
+    with_vendor_code,
 };
-use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, Request, SendResult};
+use herald_provider::{
+    Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
@@ -77,8 +79,8 @@ pub struct ResendAdapter {
     emails_url: Url,
     /// `Bearer <key>`, marked sensitive so that no header dump shows it.
     authorization: HeaderValue,
-    /// Kept only to scrub the key from anything a vendor answer might echo.
-    api_key: SecretString,
+    /// Scrubs the key, in every form, from anything a vendor answer might echo.
+    redactor: Redactor,
     from: String,
     capabilities: Capabilities,
 }
@@ -115,7 +117,7 @@ impl ResendAdapter {
             http,
             emails_url,
             authorization,
-            api_key: route.api_key,
+            redactor: Redactor::secret(route.api_key.expose_secret()),
             from: route.from,
             capabilities: Capabilities {
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
@@ -204,7 +206,7 @@ impl Adapter for ResendAdapter {
     ) -> SendResult {
         // Anything Resend echoes is scrubbed of the key before it becomes evidence.
         let result = self.send_email(request, key).await;
-        redact(result, self.api_key.expose_secret())
+        self.redactor.send(result)
     }
 }
 

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_provider::http::error_chain;
-use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, Request, SendResult};
+use herald_provider::{
+    Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+};
 use lettre::address::Envelope;
 use lettre::message::Mailbox;
 use lettre::transport::smtp::Error as LettreError;
@@ -126,6 +128,8 @@ pub struct SmtpAdapter {
     hello: ClientId,
     security: Security,
     credentials: Option<(String, SecretString)>,
+    /// Scrubs the password, in every form AUTH sends it, from anything a server echoes.
+    redactor: Redactor,
     timeout: Duration,
     capabilities: Capabilities,
 }
@@ -181,7 +185,12 @@ impl SmtpAdapter {
             Tls::StartTls => Security::StartTls(lettre_tls(&route.host, &extra_roots)?),
             Tls::Implicit => implicit_tls(&route.host, extra_roots)?,
         };
+        let redactor = match &credentials {
+            Some((user, password)) => Redactor::credentials(user, password.expose_secret()),
+            None => Redactor::default(),
+        };
         Ok(SmtpAdapter {
+            redactor,
             host: route.host,
             port: route.port,
             tls: route.tls,
@@ -353,10 +362,7 @@ impl Adapter for SmtpAdapter {
         let id = message_id(&message.notification_id);
         let report = Report {
             message_id: &id,
-            secret: self
-                .credentials
-                .as_ref()
-                .map(|(_, password)| password.expose_secret()),
+            redactor: &self.redactor,
         };
         let envelope = match envelope_of(request) {
             Ok(envelope) => envelope,

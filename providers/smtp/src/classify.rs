@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use herald_provider::{Evidence, SendResult};
+use herald_provider::{Evidence, Redactor, SendResult};
 use lettre::transport::smtp::Error as SmtpError;
 use lettre::transport::smtp::response::{Response, Severity};
 
@@ -58,16 +58,13 @@ impl Stage {
 /// server echoed it.
 pub(crate) struct Report<'a> {
     pub(crate) message_id: &'a str,
-    pub(crate) secret: Option<&'a str>,
+    pub(crate) redactor: &'a Redactor,
 }
 
 impl Report<'_> {
     pub(crate) fn evidence(&self, stage: &str, detail: impl AsRef<str>) -> Evidence {
-        let mut detail = format!("Message-ID {}: {}", self.message_id, detail.as_ref());
-        if let Some(secret) = self.secret.filter(|s| !s.is_empty()) {
-            detail = detail.replace(secret, "[REDACTED]");
-        }
-        Evidence::new(stage, detail)
+        let detail = format!("Message-ID {}: {}", self.message_id, detail.as_ref());
+        Evidence::new(stage, self.redactor.scrub(&detail))
     }
 
     pub(crate) fn rejected(

@@ -8,7 +8,7 @@ use herald_provider::http::{
     unreadable_success, with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Request,
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Redactor, Request,
     SendResult,
 };
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
@@ -136,6 +136,8 @@ pub struct TwilioAdapter {
     status_callback: Option<String>,
     validity_period_secs: u64,
     capabilities: Capabilities,
+    /// Scrubs the credentials, in every form, from anything an answer might echo.
+    redactor: Redactor,
 }
 
 impl TwilioAdapter {
@@ -177,12 +179,15 @@ impl TwilioAdapter {
             .saturating_sub(LIST_ALLOWANCE)
             .as_secs()
             .clamp(1, 36_000);
+        let user = route.api_key_sid.unwrap_or(route.account_sid);
+        let redactor = Redactor::credentials(&user, route.auth_token.expose_secret());
         Ok(TwilioAdapter {
             http,
             base,
             messages_url,
-            user: route.api_key_sid.unwrap_or(route.account_sid),
+            user,
             auth_token: route.auth_token,
+            redactor,
             sender,
             status_callback: route.status_callback,
             validity_period_secs,
@@ -285,37 +290,41 @@ impl Adapter for TwilioAdapter {
         _message: &Message,
         _key: &ProviderKey,
     ) -> SendResult {
-        let request = self
-            .authorized(self.http.post(self.messages_url.clone()))
-            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .body(request.body.clone());
-        let Answer {
-            status,
-            headers,
-            body: text,
-        } = match exchange(request).await {
-            Ok(answer) => answer,
-            Err(result) => return result,
-        };
-        if !status.is_success() {
-            return classify_failure(status, &headers, &text);
+        let result: SendResult = async {
+            let request = self
+                .authorized(self.http.post(self.messages_url.clone()))
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(request.body.clone());
+            let Answer {
+                status,
+                headers,
+                body: text,
+            } = match exchange(request).await {
+                Ok(answer) => answer,
+                Err(result) => return result,
+            };
+            if !status.is_success() {
+                return classify_failure(status, &headers, &text);
+            }
+            match serde_json::from_str::<MessageResource>(&text) {
+                Ok(created) if !created.sid.is_empty() => SendResult::Accepted {
+                    evidence: Evidence::new(
+                        "response",
+                        format!(
+                            "created {} with status {}",
+                            created.sid,
+                            created.status.as_deref().unwrap_or("(none)")
+                        ),
+                    )
+                    .with_status(status.as_u16()),
+                    provider_ref: Some(created.sid),
+                },
+                Ok(_) => unreadable_success(status, format!("the answer names no sid: {text}")),
+                Err(err) => unreadable_success(status, format!("{err}: {text}")),
+            }
         }
-        match serde_json::from_str::<MessageResource>(&text) {
-            Ok(created) if !created.sid.is_empty() => SendResult::Accepted {
-                evidence: Evidence::new(
-                    "response",
-                    format!(
-                        "created {} with status {}",
-                        created.sid,
-                        created.status.as_deref().unwrap_or("(none)")
-                    ),
-                )
-                .with_status(status.as_u16()),
-                provider_ref: Some(created.sid),
-            },
-            Ok(_) => unreadable_success(status, format!("the answer names no sid: {text}")),
-            Err(err) => unreadable_success(status, format!("{err}: {text}")),
-        }
+        .await;
+        self.redactor.send(result)
     }
 
     /// Twilio keeps no client reference, and herald adds nothing to the text, so a send is
@@ -331,122 +340,126 @@ impl Adapter for TwilioAdapter {
         message: &Message,
         _key: &ProviderKey,
     ) -> QueryResult {
-        let sought = match Sought::from_request(request) {
-            Ok(sought) => sought,
-            Err(detail) => {
-                return QueryResult::Unsupported {
-                    evidence: Evidence::new("query", detail),
+        let result: QueryResult = async {
+            let sought = match Sought::from_request(request) {
+                Ok(sought) => sought,
+                Err(detail) => {
+                    return QueryResult::Unsupported {
+                        evidence: Evidence::new("query", detail),
+                    };
+                }
+            };
+            let (since, from_id) = lookback::window_start(&message.notification_id, now());
+            let since_text = since.format(&Rfc3339).unwrap_or_else(|_| since.to_string());
+            let mut url = self.messages_url.clone();
+            {
+                let mut pairs = url.query_pairs_mut();
+                pairs.append_pair("To", &sought.to);
+                // A Messaging Service's sender is picked from a pool: filter on the service instead,
+                // below, since the list has no service filter.
+                if let Sender::From(from) = &sought.sender {
+                    pairs.append_pair("From", from);
+                }
+                // `DateSent>` is "on or after this UTC day".
+                pairs.append_pair("DateSent>", &lookback::utc_date(since));
+                pairs.append_pair("PageSize", &PAGE_SIZE.to_string());
+            }
+
+            let mut found: Vec<(OffsetDateTime, MessageResource)> = Vec::new();
+            let mut without_text = 0usize;
+            let mut next = Some(url);
+            for _ in 0..MAX_PAGES {
+                let Some(url) = next.take() else { break };
+                let page = match self.page(url).await {
+                    Ok(page) => page,
+                    Err(evidence) => return QueryResult::Unsupported { evidence },
+                };
+                for listed in page.messages {
+                    match sought.candidate(&listed, since) {
+                        Ok(None) => {}
+                        Ok(Some(created)) => match listed.body.as_deref() {
+                            Some(text) if text == sought.body => found.push((created, listed)),
+                            // Redacted by content retention: it may be this very send.
+                            None | Some("") => without_text += 1,
+                            Some(_) => {}
+                        },
+                        Err(evidence) => return QueryResult::Unsupported { evidence },
+                    }
+                }
+                next = match page.next_page_uri.as_deref() {
+                    Some(uri) if !uri.is_empty() => match self.next_page(uri) {
+                        Ok(url) => Some(url),
+                        Err(evidence) => return QueryResult::Unsupported { evidence },
+                    },
+                    _ => None,
                 };
             }
-        };
-        let (since, from_id) = lookback::window_start(&message.notification_id, now());
-        let since_text = since.format(&Rfc3339).unwrap_or_else(|_| since.to_string());
-        let mut url = self.messages_url.clone();
-        {
-            let mut pairs = url.query_pairs_mut();
-            pairs.append_pair("To", &sought.to);
-            // A Messaging Service's sender is picked from a pool: filter on the service instead,
-            // below, since the list has no service filter.
-            if let Sender::From(from) = &sought.sender {
-                pairs.append_pair("From", from);
-            }
-            // `DateSent>` is "on or after this UTC day".
-            pairs.append_pair("DateSent>", &lookback::utc_date(since));
-            pairs.append_pair("PageSize", &PAGE_SIZE.to_string());
-        }
-
-        let mut found: Vec<(OffsetDateTime, MessageResource)> = Vec::new();
-        let mut without_text = 0usize;
-        let mut next = Some(url);
-        for _ in 0..MAX_PAGES {
-            let Some(url) = next.take() else { break };
-            let page = match self.page(url).await {
-                Ok(page) => page,
-                Err(evidence) => return QueryResult::Unsupported { evidence },
-            };
-            for listed in page.messages {
-                match sought.candidate(&listed, since) {
-                    Ok(None) => {}
-                    Ok(Some(created)) => match listed.body.as_deref() {
-                        Some(text) if text == sought.body => found.push((created, listed)),
-                        // Redacted by content retention: it may be this very send.
-                        None | Some("") => without_text += 1,
-                        Some(_) => {}
-                    },
-                    Err(evidence) => return QueryResult::Unsupported { evidence },
+            let window = format!(
+                "since {since_text} ({})",
+                if from_id {
+                    "the notification's creation less clock skew"
+                } else {
+                    "a fixed look-back: the notification id carries no time"
                 }
-            }
-            next = match page.next_page_uri.as_deref() {
-                Some(uri) if !uri.is_empty() => match self.next_page(uri) {
-                    Ok(url) => Some(url),
-                    Err(evidence) => return QueryResult::Unsupported { evidence },
-                },
-                _ => None,
-            };
-        }
-        let window = format!(
-            "since {since_text} ({})",
-            if from_id {
-                "the notification's creation less clock skew"
-            } else {
-                "a fixed look-back: the notification id carries no time"
-            }
-        );
-        if next.is_some() {
-            return QueryResult::Unsupported {
-                evidence: Evidence::new(
-                    "query",
-                    format!(
-                        "more than {MAX_PAGES} pages of messages to this number {window}; the \
+            );
+            if next.is_some() {
+                return QueryResult::Unsupported {
+                    evidence: Evidence::new(
+                        "query",
+                        format!(
+                            "more than {MAX_PAGES} pages of messages to this number {window}; the \
                          rest was not read, so the matches cannot be counted"
-                    ),
-                )
-                .with_status(200),
-            };
-        }
-        if without_text > 0 {
-            return QueryResult::Unsupported {
+                        ),
+                    )
+                    .with_status(200),
+                };
+            }
+            if without_text > 0 {
+                return QueryResult::Unsupported {
+                    evidence: Evidence::new(
+                        "query",
+                        format!(
+                            "{without_text} messages to this number {window} show no text \
+                         (redacted?); any of them may be a send of this text"
+                        ),
+                    )
+                    .with_status(200),
+                };
+            }
+            if found.is_empty() {
+                return QueryResult::NotFoundYet {
+                    evidence: Evidence::new(
+                        "query",
+                        format!("no message with this text to this number {window}"),
+                    )
+                    .with_status(200),
+                };
+            }
+            // Oldest first. Twilio lists newest first and stamps whole seconds, so the list is
+            // reversed before a stable sort keeps same-second messages in the order Twilio
+            // created them.
+            found.reverse();
+            found.sort_by_key(|(created, _)| *created);
+            let listed: Vec<String> = found
+                .iter()
+                .map(|(_, m)| format!("{} ({})", m.sid, m.status.as_deref().unwrap_or("no status")))
+                .collect();
+            QueryResult::LookAlikes {
+                refs: found.into_iter().map(|(_, m)| m.sid).collect(),
+                since,
                 evidence: Evidence::new(
                     "query",
                     format!(
-                        "{without_text} messages to this number {window} show no text \
-                         (redacted?); any of them may be a send of this text"
+                        "{} message(s) with this text to this number {window}: {}",
+                        listed.len(),
+                        listed.join(", ")
                     ),
                 )
                 .with_status(200),
-            };
+            }
         }
-        if found.is_empty() {
-            return QueryResult::NotFoundYet {
-                evidence: Evidence::new(
-                    "query",
-                    format!("no message with this text to this number {window}"),
-                )
-                .with_status(200),
-            };
-        }
-        // Oldest first. Twilio lists newest first and stamps whole seconds, so the list is
-        // reversed before a stable sort keeps same-second messages in the order Twilio
-        // created them.
-        found.reverse();
-        found.sort_by_key(|(created, _)| *created);
-        let listed: Vec<String> = found
-            .iter()
-            .map(|(_, m)| format!("{} ({})", m.sid, m.status.as_deref().unwrap_or("no status")))
-            .collect();
-        QueryResult::LookAlikes {
-            refs: found.into_iter().map(|(_, m)| m.sid).collect(),
-            since,
-            evidence: Evidence::new(
-                "query",
-                format!(
-                    "{} message(s) with this text to this number {window}: {}",
-                    listed.len(),
-                    listed.join(", ")
-                ),
-            )
-            .with_status(200),
-        }
+        .await;
+        self.redactor.query(result)
     }
 }
 
