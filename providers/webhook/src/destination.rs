@@ -27,21 +27,29 @@ pub(crate) fn refusal(ip: IpAddr) -> Option<&'static str> {
 }
 
 fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = ip.octets();
-    Some(match (a, b) {
+    let [a, b, c, _] = ip.octets();
+    Some(match (a, b, c) {
         // 0.0.0.0/8 "this network": Linux connects 0.0.0.0 to the local host.
-        (0, _) => "an unspecified address (0.0.0.0/8)",
-        (127, _) => "a loopback address (127.0.0.0/8)",
-        (10, _) | (192, 168) => "a private address (RFC 1918)",
-        (172, 16..=31) => "a private address (RFC 1918)",
-        (169, 254) => "a link-local address (169.254.0.0/16, where cloud metadata services live)",
-        (100, 64..=127) => "a carrier-grade NAT address (100.64.0.0/10)",
-        (224..=239, _) => "a multicast address (224.0.0.0/4)",
-        _ if ip.is_broadcast() => "the broadcast address",
+        (0, ..) => "an unspecified address (0.0.0.0/8)",
+        (127, ..) => "a loopback address (127.0.0.0/8)",
+        (10, ..) | (192, 168, _) => "a private address (RFC 1918)",
+        (172, 16..=31, _) => "a private address (RFC 1918)",
+        (169, 254, _) => {
+            "a link-local address (169.254.0.0/16, where cloud metadata services live)"
+        }
+        (100, 64..=127, _) => "a carrier-grade NAT address (100.64.0.0/10)",
+        (192, 0, 0) => "an IETF protocol assignment (192.0.0.0/24)",
+        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => "a documentation address (RFC 5737)",
+        (198, 18..=19, _) => "a benchmarking address (198.18.0.0/15)",
+        (224..=239, ..) => "a multicast address (224.0.0.0/4)",
+        (240..=255, ..) => "a reserved address (240.0.0.0/4, and the broadcast address)",
         _ => return None,
     })
 }
 
+/// Only global unicast (2000::/3) may pass, less its special ranges; an IPv4 address carried
+/// inside an IPv6 one (mapped, compatible, SIIT, NAT64, 6to4, Teredo) reaches the IPv4 host,
+/// so it is the IPv4 address that is judged.
 fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
     if ip.is_unspecified() {
         return Some("an unspecified address (::)");
@@ -49,27 +57,42 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
     if ip.is_loopback() {
         return Some("a loopback address (::1)");
     }
-    // An IPv4 address in IPv6 clothing reaches the IPv4 host: judge the IPv4 address.
-    // ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible) and 64:ff9b::a.b.c.d (NAT64).
     let segments = ip.segments();
+    let [.., a, b, c, d] = ip.octets();
+    let last = Ipv4Addr::new(a, b, c, d);
     let embedded = match segments {
-        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] => ip.to_ipv4(),
-        [0x64, 0xff9b, 0, 0, 0, 0, ..] => {
-            let [.., a, b, c, d] = ip.octets();
-            Some(Ipv4Addr::new(a, b, c, d))
+        // ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible), ::ffff:0:a.b.c.d (SIIT).
+        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] | [0, 0, 0, 0, 0xffff, 0, ..] => {
+            Some(last)
         }
+        // 64:ff9b::a.b.c.d, the well-known NAT64 prefix.
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(last),
+        // 2002:wwxx:yyzz::/48, 6to4: the IPv4 address follows the prefix.
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))),
         _ => None,
     };
     if let Some(v4) = embedded {
         return refusal_v4(v4);
     }
+    // Teredo (2001:0::/32): the server's IPv4 address in clear, the client's inverted.
+    if let [0x2001, 0, hi, lo, ..] = segments {
+        let server = Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+        let client = Ipv4Addr::from(!u32::from(last));
+        return refusal_v4(server).or_else(|| refusal_v4(client));
+    }
     Some(match segments[0] {
+        0x0064 if segments[1] == 0xff9b && segments[2] == 1 => {
+            "a local-use NAT64 address (64:ff9b:1::/48)"
+        }
         0xfc00..=0xfdff => "a unique local address (fc00::/7)",
         0xfe80..=0xfebf => "a link-local address (fe80::/10)",
         // Deprecated, but still routed inside some sites.
         0xfec0..=0xfeff => "a site-local address (fec0::/10)",
         0xff00..=0xffff => "a multicast address (ff00::/8)",
-        _ => return None,
+        0x2001 if segments[1] == 0x0db8 => "a documentation address (2001:db8::/32)",
+        0x2001 if segments[1] < 0x0200 => "an IETF special-purpose address (2001::/23)",
+        0x2000..=0x3fff => return None,
+        _ => "not a global unicast address (outside 2000::/3)",
     })
 }
 
@@ -190,6 +213,22 @@ mod tests {
             "::ffff:10.0.0.1",
             "::127.0.0.1",
             "64:ff9b::10.0.0.1",
+            // The ranges an outside probe walked through.
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:a9fe:a9fe",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            "2001:0:7f00:1::1",
+            "64:ff9b:1::a00:1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "240.0.0.1",
+            "192.0.0.8",
+            "192.0.2.1",
+            "2001:db8::1",
+            "100::1",
+            "4000::1",
         ] {
             assert!(refused(addr), "{addr} must be refused");
         }
@@ -206,10 +245,12 @@ mod tests {
             "100.128.0.1",
             "169.253.1.1",
             "192.169.0.1",
+            "198.20.0.1",
             "2606:4700:4700::1111",
-            "2001:db8::1",
             "::ffff:8.8.8.8",
             "64:ff9b::8.8.8.8",
+            "2002:0808:0808::1",
+            "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
         ] {
             assert!(!refused(addr), "{addr} must pass");
         }
