@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use secrecy::{ExposeSecret, SecretString};
@@ -24,6 +25,7 @@ pub const DEV_TENANT: &str = "dev";
 pub struct App {
     listener: TcpListener,
     router: axum::Router,
+    limits: crate::server::Limits,
     store: Arc<dyn Store>,
     dispatcher: Option<Dispatcher>,
     /// Built-in sandbox vendors of routes without a `base_url`; they live as long as the app.
@@ -80,13 +82,23 @@ impl App {
             metrics: telemetry::metrics_handle(),
             sessions: Arc::default(),
         };
-        let router = api::router(state, config.server.max_body_bytes);
+        let router = api::router(
+            state,
+            config.server.max_body_bytes,
+            Duration::from_secs(config.server.body_timeout_seconds),
+        );
+        let limits = crate::server::Limits {
+            header_timeout: Duration::from_secs(config.server.header_timeout_seconds),
+            max_connections: config.server.max_connections,
+            shutdown_grace: Duration::from_secs(config.server.shutdown_grace_seconds),
+        };
         let listener = TcpListener::bind(config.server.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.server.listen))?;
         Ok(App {
             listener,
             router,
+            limits,
             store,
             dispatcher,
             _sandboxes: sandboxes,
@@ -117,26 +129,23 @@ impl App {
         let dispatcher = self
             .dispatcher
             .map(|d| tokio::spawn(d.run(shutdown.clone())));
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .await
-            .context("the HTTP server failed");
+        crate::server::serve(self.listener, self.router, self.limits, shutdown.clone()).await;
         // Whatever ended the server ends the dispatcher too.
         shutdown.cancel();
         if let Some(dispatcher) = dispatcher {
             dispatcher.await.context("the dispatcher panicked")?;
         }
-        served
+        Ok(())
     }
 }
 
-/// The configured tokens, or, with none, the development token for tenant `dev`.
 /// The shortest configured token secret: 32 characters, about 190 bits as a random
 /// base64 or hex string, and far beyond guessing.
 pub const MIN_TOKEN_CHARS: usize = 32;
 /// The development token may be shorter (it serves one developer on loopback), but not empty.
 pub const MIN_DEV_TOKEN_CHARS: usize = 8;
 
+/// The configured tokens, or, with none, the development token for tenant `dev`.
 fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
     if !config.tokens.is_empty() {
         let resolved = config

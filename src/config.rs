@@ -42,6 +42,15 @@ pub struct Config {
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub max_body_bytes: usize,
+    /// A client must send a request's headers within this, and an idle kept-alive connection
+    /// is closed after it.
+    pub header_timeout_seconds: u64,
+    /// A request's body must arrive within this.
+    pub body_timeout_seconds: u64,
+    /// Connections served at once; more wait in the listen queue.
+    pub max_connections: usize,
+    /// On shutdown, connections get this long to finish before they are closed.
+    pub shutdown_grace_seconds: u64,
 }
 
 impl Default for ServerConfig {
@@ -49,6 +58,10 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_body_bytes: 256 * 1024,
+            header_timeout_seconds: 10,
+            body_timeout_seconds: 30,
+            max_connections: 1024,
+            shutdown_grace_seconds: 10,
         }
     }
 }

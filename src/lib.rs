@@ -7,6 +7,7 @@
 //! - [`review`]: on-call review's rules: why an item waits for a person, what a resolution changes.
 //! - [`api`]: the HTTP API (axum), problem+json errors, auth and tenants.
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
+//! - [`server`]: serves HTTP with header timeouts, a connection cap and a shutdown deadline.
 //! - [`cli`]: the command line; [`client`]: its API client (`send`, `status`, `review`).
 //! - [`telemetry`]: logs and metrics.
 #![forbid(unsafe_code)]
@@ -19,5 +20,6 @@ pub mod config;
 pub mod dispatch;
 pub mod domain;
 pub mod review;
+pub mod server;
 pub mod store;
 pub mod telemetry;

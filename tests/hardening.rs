@@ -307,3 +307,66 @@ async fn credentials_echoed_back_never_reach_the_evidence() {
         }
     }
 }
+
+const SLOW_CLIENTS: &str = "[server]\nheader_timeout_seconds = 1\nbody_timeout_seconds = 1\nshutdown_grace_seconds = 1\n\n[dispatch]\nenabled = false\n";
+
+/// Reads until the server closes the connection; what it said, or `None` if it never did
+/// within a bound far above the configured timeouts.
+async fn until_closed(stream: &mut tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(15), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    read.ok()
+        .map(|()| String::from_utf8_lossy(&answer).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_do_not_hold_up_a_shutdown() {
+    use tokio::io::AsyncWriteExt;
+    let app = support::spawn_app_with(Backend::Sqlite, SLOW_CLIENTS)
+        .await
+        .unwrap();
+    let addr = app.base.trim_start_matches("http://").to_owned();
+
+    // Half a request line, then silence.
+    let mut slowloris = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slowloris.write_all(b"GET /healthz HT").await.unwrap();
+    assert!(
+        until_closed(&mut slowloris).await.is_some(),
+        "a connection that never finishes its headers is closed"
+    );
+
+    // Headers, then a body that never comes.
+    let mut trickle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/notifications HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ACME}\r\n\
+         idempotency-key: slow\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{{\"channel\""
+    );
+    trickle.write_all(head.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut trickle)
+        .await
+        .expect("a body that never arrives is cut off");
+    assert!(
+        answer.starts_with("HTTP/1.1 4"),
+        "answered with a client error: {answer}"
+    );
+    assert_eq!(app.db.count("notifications").await, 0);
+
+    // A stop completes while a silent connection is open.
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    silent.write_all(b"GET /heal").await.unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(15), app.stop()).await;
+    assert!(
+        stopped.is_ok(),
+        "the shutdown deadline bounds a silent client"
+    );
+}

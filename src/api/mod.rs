@@ -46,7 +46,7 @@ pub struct AppState {
     pub sessions: Arc<console::Sessions>,
 }
 
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::Duration) -> Router {
     let request_id = axum::http::HeaderName::from_static("x-request-id");
     Router::new()
         .merge(notifications::routes())
@@ -63,6 +63,9 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        // A body that trickles in is cut off (a 400 naming the failed read) and the
+        // connection is free again.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_timeout))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
                 let id = request

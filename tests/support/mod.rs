@@ -384,10 +384,18 @@ pub fn http_client() -> reqwest::Client {
         .expect("an HTTP client")
 }
 
-/// The config text every test app starts from.
+/// The config text every test app starts from. `extra` may open with a `[server]` section of
+/// its own: its keys join the test's listen address.
 pub fn test_config_text(db_url: &str, listen: &str, extra: &str) -> String {
+    let (server, rest) = match extra.trim_start().strip_prefix("[server]") {
+        Some(after) => match after.find("\n[") {
+            Some(end) => (&after[..end], &after[end..]),
+            None => (after, ""),
+        },
+        None => ("", extra),
+    };
     format!(
-        "[server]\nlisten = \"{listen}\"\n\n[database]\nurl = \"{db_url}\"\n{TOKENS}\n{extra}\n"
+        "[server]\nlisten = \"{listen}\"\n{server}\n\n[database]\nurl = \"{db_url}\"\n{TOKENS}\n{rest}\n"
     )
 }
 
