@@ -51,6 +51,7 @@ impl App {
                     let info = RouteInfo {
                         channels: route.provider.channels(),
                         delivery: route.delivery,
+                        tenants: route.tenants.clone(),
                     };
                     (name.clone(), info)
                 })
@@ -161,13 +162,24 @@ fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
                         t.name
                     );
                 }
-                Ok((t.name.clone(), t.tenant.clone(), t.scopes.clone(), secret))
+                let routes = t
+                    .routes
+                    .as_ref()
+                    .filter(|r| !r.iter().any(|name| name == "*"))
+                    .map(|r| r.iter().cloned().collect());
+                Ok((
+                    t.name.clone(),
+                    t.tenant.clone(),
+                    t.scopes.clone(),
+                    routes,
+                    secret,
+                ))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        for (i, (name, _, _, secret)) in resolved.iter().enumerate() {
+        for (i, (name, _, _, _, secret)) in resolved.iter().enumerate() {
             if let Some((other, ..)) = resolved[..i]
                 .iter()
-                .find(|(_, _, _, s)| s.expose_secret() == secret.expose_secret())
+                .find(|(_, _, _, _, s)| s.expose_secret() == secret.expose_secret())
             {
                 anyhow::bail!(
                     "tokens `{other}` and `{name}` share a secret: each principal needs its own"
@@ -191,6 +203,6 @@ fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
         }
     };
     let all = Scope::ALL.to_vec();
-    let tokens = Tokens::new([("dev".to_owned(), DEV_TENANT.to_owned(), all, secret)]);
+    let tokens = Tokens::new([("dev".to_owned(), DEV_TENANT.to_owned(), all, None, secret)]);
     Ok((tokens, generated))
 }

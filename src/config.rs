@@ -92,6 +92,11 @@ pub struct TokenConfig {
     pub tenant: String,
     pub scopes: Vec<Scope>,
     pub secret: SecretSource,
+    /// The routes this token may send through: names, or `"*"` for every route (except those
+    /// that reach private networks, which are named by the route's own `tenants`). Without it:
+    /// every route when the config has one tenant; with several tenants, it must be said.
+    #[serde(default)]
+    pub routes: Option<Vec<String>>,
 }
 
 /// Where a secret comes from. A literal is accepted for development, with a warning.
@@ -125,6 +130,9 @@ impl SecretSource {
 /// A named, configured provider instance.
 #[derive(Debug)]
 pub struct RouteConfig {
+    /// Only these tenants may send through this route; `None`: any tenant whose tokens name
+    /// it (or `"*"`). Required on a route that may reach private networks.
+    pub tenants: Option<Vec<String>>,
     /// The policy for notifications that do not choose one.
     pub delivery: Delivery,
     /// Sends in flight at once on this route.
@@ -273,10 +281,13 @@ struct RouteCommon {
     rate_limit_per_second: Option<f64>,
     #[serde(default)]
     burst: Option<u32>,
+    #[serde(default)]
+    tenants: Option<Vec<String>>,
 }
 
 impl RouteConfig {
-    const COMMON_KEYS: [&'static str; 7] = [
+    const COMMON_KEYS: [&'static str; 8] = [
+        "tenants",
         "delivery",
         "concurrency",
         "timeout_seconds",
@@ -302,6 +313,7 @@ impl RouteConfig {
             max_age: Duration::from_secs(common.max_age_seconds.unwrap_or(24 * 3600)),
             rate_limit_per_second: common.rate_limit_per_second.filter(|r| *r > 0.0),
             burst: common.burst.unwrap_or(1),
+            tenants: common.tenants,
             provider: ProviderConfig::deserialize(table)?,
         })
     }
@@ -407,6 +419,54 @@ impl Config {
         Ok(config)
     }
 
+    /// Which tenants may use which routes: tokens name their routes where tenants share one
+    /// herald, and a route that may reach private networks names its tenants.
+    fn check_route_grants(&self) -> anyhow::Result<()> {
+        let tenants: std::collections::BTreeSet<&str> =
+            self.tokens.iter().map(|t| t.tenant.as_str()).collect();
+        for token in &self.tokens {
+            match &token.routes {
+                None if tenants.len() > 1 => bail!(
+                    "config: token `{}`: with several tenants, each token names the routes it \
+                     may send through (routes = [\"mail\", …], or [\"*\"] for every route)",
+                    token.name
+                ),
+                None => {}
+                Some(routes) => {
+                    for route in routes.iter().filter(|r| *r != "*") {
+                        if !self.routes.contains_key(route) {
+                            bail!(
+                                "config: token `{}` names unknown route `{route}`",
+                                token.name
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        for (name, route) in &self.routes {
+            let private = matches!(
+                route.provider,
+                ProviderConfig::Webhook {
+                    allow_private_networks: true,
+                    ..
+                }
+            );
+            if private && route.tenants.is_none() && !self.tokens.is_empty() {
+                bail!(
+                    "config: routes.{name} may reach private networks: name the tenants allowed \
+                     to use it (tenants = [\"…\"])"
+                );
+            }
+            for tenant in route.tenants.iter().flatten() {
+                if !tenants.contains(tenant.as_str()) && !self.tokens.is_empty() {
+                    bail!("config: routes.{name}.tenants names `{tenant}`, which no token has");
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         for (channel, route) in &self.channels {
             let Some(r) = self.routes.get(route) else {
@@ -432,6 +492,7 @@ impl Config {
                 bail!("config: token `{}` has no scopes", token.name);
             }
         }
+        self.check_route_grants()?;
         if self.dispatch.batch_size == 0 || self.dispatch.concurrency == 0 {
             bail!("config: dispatch.batch_size and dispatch.concurrency must be at least 1");
         }

@@ -45,7 +45,7 @@ async fn unknown_with_hostile_evidence() -> (TestApp, String) {
     let receiver = hostile_receiver().await;
     let config = "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n[routes.hooks]\n\
                   provider = \"webhook\"\nsecrets = [\"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=\"]\n\
-                  allow_private_networks = true\ntimeout_seconds = 1\n\n[channels]\nwebhook = \"hooks\"\n";
+                  allow_private_networks = true\ntenants = [\"acme\"]\ntimeout_seconds = 1\n\n[channels]\nwebhook = \"hooks\"\n";
     let app = spawn_app_with(Backend::Sqlite, config).await.unwrap();
     let created: Value = app
         .enqueue(

@@ -22,7 +22,7 @@ async fn built_with(tokens: &str) -> Result<(), String> {
 
 fn token(name: &str, secret: &str) -> String {
     format!(
-        "[[tokens]]\nname = \"{name}\"\ntenant = \"t\"\nscopes = [\"send\"]\nsecret = \"{secret}\"\n"
+        "[[tokens]]\nname = \"{name}\"\ntenant = \"t\"\nscopes = [\"send\"]\nsecret = \"{secret}\"\nroutes = [\"*\"]\n"
     )
 }
 
@@ -369,4 +369,52 @@ async fn slow_clients_are_cut_off_and_do_not_hold_up_a_shutdown() {
         stopped.is_ok(),
         "the shutdown deadline bounds a silent client"
     );
+}
+
+/// Routes keep to their tenants: a token sends only through the routes it names, and a route
+/// that may reach private networks only for the tenants it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_outside_a_tokens_grant_is_refused_by_name() {
+    let secret = "whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=";
+    let routes = format!(
+        "[dispatch]\nenabled = false\n\n[routes.public]\nprovider = \"sandbox\"\n\n\
+         [routes.internal]\nprovider = \"webhook\"\nsecrets = [\"{secret}\"]\n\
+         allow_private_networks = true\ntenants = [\"acme\"]\n\n\
+         [channels]\nemail = \"public\"\nwebhook = \"internal\"\n"
+    );
+    let app = support::spawn_app_with(Backend::Sqlite, &routes)
+        .await
+        .unwrap();
+    let hook = json!({"channel": "webhook", "to": "http://127.0.0.1:9/x", "payload": {"a": 1},
+                      "route": "internal"});
+    let response = app.enqueue(support::GLOBEX, "ssrf", &hook).await;
+    let problem = problem(response, StatusCode::FORBIDDEN).await;
+    assert_eq!(problem["field"], "route");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("`internal`"),
+        "{problem}"
+    );
+    let response = app.enqueue(ACME, "allowed", &hook).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::ACCEPTED,
+        "acme is named by the route"
+    );
+    assert_eq!(app.db.count("notifications").await, 1);
+
+    // Start-up refuses a private-network route that names no tenant, and a multi-tenant token
+    // that names no routes.
+    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let unnamed = format!(
+        "[routes.internal]\nprovider = \"webhook\"\nsecrets = [\"{secret}\"]\nallow_private_networks = true\n"
+    );
+    let err = format!("{:#}", build_app(&db, &unnamed).await.err().unwrap());
+    assert!(
+        err.contains("routes.internal may reach private networks"),
+        "{err}"
+    );
+    let loose = "[[tokens]]\nname = \"loose\"\ntenant = \"initech\"\nscopes = [\"send\"]\n\
+                 secret = \"0123456789abcdef0123456789abcdef-x\"\n";
+    let err = format!("{:#}", build_app(&db, loose).await.err().unwrap());
+    assert!(err.contains("token `loose`: with several tenants"), "{err}");
 }

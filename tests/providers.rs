@@ -251,7 +251,7 @@ async fn webhooks_are_signed_classified_and_kept_off_private_networks(backend: B
     .await
     .unwrap();
     let open = format!(
-        "provider = \"webhook\"\nsecrets = [\"{secret}\"]\nallow_private_networks = true\ndelivery = \"at_most_once\"\n"
+        "provider = \"webhook\"\nsecrets = [\"{secret}\"]\nallow_private_networks = true\ntenants = [\"acme\"]\ndelivery = \"at_most_once\"\n"
     );
     let Some(rig) = start_rig(backend, &open).await else {
         return;

@@ -31,6 +31,7 @@ name = "schemathesis"
 tenant = "fuzz"
 scopes = ["send", "read", "review", "admin"]
 secret = "test-schemathesis-all-scopes-0123456789"
+routes = ["*"]
 "#;
 
 /// `schemathesis` or its short name `st`, from `PATH`.

@@ -218,6 +218,7 @@ name = "app"
 tenant = "acme"
 scopes = ["send", "read", "review"]
 secret = {{ env = "HERALD_TEST_CANARY_TOKEN" }}
+routes = ["*"]
 
 [dispatch]
 lease_seconds = 5
@@ -268,6 +269,7 @@ timeout_seconds = 2
 provider = "webhook"
 secrets = ["{webhook_secret}"]
 allow_private_networks = true
+tenants = ["acme"]
 timeout_seconds = 2
 
 [channels]

@@ -44,11 +44,34 @@ pub struct Principal {
     pub name: String,
     pub tenant: String,
     scopes: HashSet<Scope>,
+    /// The routes it may send through; `None`: every route its tenant may use.
+    routes: Option<HashSet<String>>,
 }
 
 impl Principal {
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+    }
+
+    /// Whether it may send through `route`: its token names the route (or all), and the route
+    /// does not keep to other tenants.
+    pub fn may_use(&self, route: &str, info: &crate::domain::RouteInfo) -> Result<(), Problem> {
+        let granted = self.routes.as_ref().is_none_or(|r| r.contains(route));
+        let tenant_ok = info
+            .tenants
+            .as_ref()
+            .is_none_or(|t| t.contains(&self.tenant));
+        if granted && tenant_ok {
+            Ok(())
+        } else {
+            Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "route-forbidden",
+                "Route not allowed",
+                format!("this token may not send through route `{route}`"),
+            )
+            .with_field("route"))
+        }
     }
 
     pub fn require(&self, scope: Scope) -> Result<(), Problem> {
@@ -75,17 +98,26 @@ pub struct Tokens(Vec<Token>);
 
 impl Tokens {
     pub fn new(
-        tokens: impl IntoIterator<Item = (String, String, Vec<Scope>, SecretString)>,
+        tokens: impl IntoIterator<
+            Item = (
+                String,
+                String,
+                Vec<Scope>,
+                Option<HashSet<String>>,
+                SecretString,
+            ),
+        >,
     ) -> Self {
         Tokens(
             tokens
                 .into_iter()
-                .map(|(name, tenant, scopes, secret)| Token {
+                .map(|(name, tenant, scopes, routes, secret)| Token {
                     digest: Sha256::digest(secret.expose_secret().as_bytes()).into(),
                     principal: Principal {
                         name,
                         tenant,
                         scopes: scopes.into_iter().collect(),
+                        routes,
                     },
                 })
                 .collect(),

@@ -81,7 +81,7 @@ fn location(id: NotificationId) -> HeaderValue {
 /// Validates one request and prepares what the store commits for it.
 fn prepare(
     state: &AppState,
-    tenant: &str,
+    principal: &Principal,
     key: IdempotencyKey,
     body: Value,
     now: OffsetDateTime,
@@ -90,8 +90,11 @@ fn prepare(
     let request_hash = idempotency::request_hash(&body);
     let request: NotificationRequest = typed(body)?;
     let notification = request
-        .parse(tenant, &state.routing, &state.templates, now)
+        .parse(&principal.tenant, &state.routing, &state.templates, now)
         .map_err(Problem::invalid_field)?;
+    if let Some(info) = state.routing.info(&notification.route) {
+        principal.may_use(&notification.route, info)?;
+    }
     let response = serde_json::to_value(NotificationBody {
         notification: notification.clone(),
         attempts: Vec::new(),
@@ -133,13 +136,7 @@ pub async fn create(
     principal.require(Scope::Send)?;
     let key = idempotency::key_from_header(&headers)?;
     let body = json_object(body)?;
-    let item = prepare(
-        &state,
-        &principal.tenant,
-        key,
-        body,
-        OffsetDateTime::now_utc(),
-    )?;
+    let item = prepare(&state, &principal, key, body, OffsetDateTime::now_utc())?;
     let id = item.notification.id;
     let outcome = state.store.accept(std::slice::from_ref(&item)).await?;
     let outcome = outcome.into_iter().next().ok_or_else(Problem::internal)?;
@@ -291,7 +288,7 @@ pub async fn create_batch(
         let key_text = key.as_ref().ok().map(|k| k.as_str().to_owned());
         let prepared = key
             .map_err(Problem::invalid_field)
-            .and_then(|key| prepare(&state, &principal.tenant, key, Value::Object(object), now));
+            .and_then(|key| prepare(&state, &principal, key, Value::Object(object), now));
         match prepared {
             Ok(prepared) => {
                 accepted.push((i, prepared));

@@ -412,10 +412,12 @@ mod tests {
         let all = RouteInfo {
             channels: Channel::ALL.to_vec(),
             delivery: Delivery::AtMostOnce,
+            tenants: None,
         };
         let mail = RouteInfo {
             channels: vec![Channel::Email],
             delivery: Delivery::AtLeastOnce,
+            tenants: None,
         };
         Routing::new(
             BTreeMap::from([("sandbox".into(), all), ("mail".into(), mail)]),

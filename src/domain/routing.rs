@@ -12,6 +12,8 @@ use super::{Channel, Delivery, FieldError};
 pub struct RouteInfo {
     pub channels: Vec<Channel>,
     pub delivery: Delivery,
+    /// Only these tenants may use it; `None`: any tenant its tokens allow.
+    pub tenants: Option<Vec<String>>,
 }
 
 /// Which routes the enqueue path may choose: their names, the channels each serves, and the
@@ -25,6 +27,10 @@ pub struct Routing {
 impl Routing {
     pub fn new(routes: BTreeMap<String, RouteInfo>, defaults: HashMap<Channel, String>) -> Self {
         Routing { routes, defaults }
+    }
+
+    pub fn info(&self, name: &str) -> Option<&RouteInfo> {
+        self.routes.get(name)
     }
 
     /// The route for `channel`: the one asked for, or the channel's default.

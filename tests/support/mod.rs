@@ -53,24 +53,28 @@ name = "acme-app"
 tenant = "acme"
 scopes = ["send", "read"]
 secret = "test-acme-send-read-0123456789abcdef"
+routes = ["*"]
 
 [[tokens]]
 name = "acme-dashboard"
 tenant = "acme"
 scopes = ["read"]
 secret = "test-acme-read-only-0123456789abcdef"
+routes = ["*"]
 
 [[tokens]]
 name = "acme-oncall"
 tenant = "acme"
 scopes = ["review", "read"]
 secret = "test-acme-review-0123456789abcdef"
+routes = ["*"]
 
 [[tokens]]
 name = "globex-app"
 tenant = "globex"
 scopes = ["send", "read"]
 secret = "test-globex-send-read-0123456789abcdef"
+routes = ["*"]
 "#;
 
 pub fn install_crypto() {
@@ -342,7 +346,7 @@ pub async fn spawn_app_with(backend: Backend, extra: &str) -> Option<TestApp> {
 /// Builds a herald on `db` with `extra` appended to the test config, without serving it: for
 /// tests of what refuses to start.
 pub async fn build_app(db: &TestDb, extra: &str) -> anyhow::Result<App> {
-    App::build(test_config(db, extra)).await
+    App::build(try_test_config(db, extra)?).await
 }
 
 /// A herald whose dispatcher the test steps with [`Dispatcher::drain`] instead of letting it
@@ -400,10 +404,14 @@ pub fn test_config_text(db_url: &str, listen: &str, extra: &str) -> String {
 }
 
 fn test_config(db: &TestDb, extra: &str) -> Config {
+    try_test_config(db, extra).expect("test config loads")
+}
+
+fn try_test_config(db: &TestDb, extra: &str) -> anyhow::Result<Config> {
     install_crypto();
     let path = std::env::temp_dir().join(format!("herald-test-{}.toml", uuid::Uuid::new_v4()));
     std::fs::write(&path, test_config_text(&db.url, "127.0.0.1:0", extra)).expect("write config");
-    let config = Config::load(Some(&path), std::iter::empty()).expect("test config loads");
+    let config = Config::load(Some(&path), std::iter::empty());
     let _ = std::fs::remove_file(path);
     config
 }
