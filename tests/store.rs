@@ -41,6 +41,7 @@ on_both_backends!(
     a_resolution_applies_once_with_its_audit_and_event,
     a_resend_renews_the_key_and_the_budget_when_asked,
     a_requery_in_review_is_fenced_and_emits_only_on_change,
+    one_tenants_burst_does_not_delay_another_tenants_notification,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -1078,4 +1079,37 @@ async fn a_requery_in_review_is_fenced_and_emits_only_on_change(backend: Backend
     let detail = store.notification("acme", n.id).await.unwrap();
     assert_eq!(detail.notification.state, State::Delivered);
     assert_eq!(detail.attempts[0].provider_ref.as_deref(), Some("SM7"));
+}
+
+async fn one_tenants_burst_does_not_delay_another_tenants_notification(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    // 10,000 due for acme, all older than globex's one.
+    for batch in 0..10 {
+        let items: Vec<NewAccept> = (0..1000)
+            .map(|i| {
+                let at = t - Duration::from_secs(60) + Duration::from_millis(batch * 1000 + i);
+                let n = notification("acme", "a", "+1", "burst", at);
+                accept_of(&format!("burst-{batch}-{i}"), n, 1)
+            })
+            .collect();
+        store.accept(&items).await.unwrap();
+    }
+    let single = accepted(store, notification("globex", "a", "+2", "single", t)).await;
+    let first = claim(store, t, 64, &["a"]).await;
+    assert_eq!(first.len(), 64);
+    assert!(
+        first.iter().any(|c| c.notification.id == single.id),
+        "globex's notification is in the first claim, beside acme's oldest"
+    );
+    assert_eq!(
+        first
+            .iter()
+            .filter(|c| c.notification.tenant == "acme")
+            .count(),
+        63
+    );
 }

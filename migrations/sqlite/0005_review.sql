@@ -14,3 +14,7 @@ ALTER TABLE resolutions ADD COLUMN key_renewed integer NOT NULL DEFAULT 0;
 
 -- Dead letters (failed notifications) are listed by tenant, oldest first.
 CREATE INDEX notifications_failed ON notifications (tenant, id) WHERE state = 'failed';
+
+-- Claims let tenants take turns: each tenant's due work, oldest first.
+CREATE INDEX notifications_due_by_tenant ON notifications (tenant, due_at)
+    WHERE state IN ('queued', 'sending');

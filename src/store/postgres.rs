@@ -73,10 +73,18 @@ impl Dialect for Postgres {
 
     const LATEST_MIGRATION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
-    // SKIP LOCKED: rows another process is claiming right now are simply not due for us.
+    // Fair across tenants: each tenant's due work takes turns (its oldest first), so that one
+    // tenant's burst does not wait out another's single notification. SKIP LOCKED: rows another
+    // process is claiming right now are simply not due for us.
     const CLAIM_DUE: &'static str = "SELECT id, state FROM notifications
-         WHERE state IN ('queued', 'sending') AND due_at <= $1 AND route = ANY($3)
-         ORDER BY due_at LIMIT $2
+         WHERE id IN (
+             SELECT id FROM (
+                 SELECT id, due_at,
+                        row_number() OVER (PARTITION BY tenant ORDER BY due_at) AS turn
+                 FROM notifications
+                 WHERE state IN ('queued', 'sending') AND due_at <= $1 AND route = ANY($3)
+             ) due
+             ORDER BY turn, due_at LIMIT $2)
          FOR UPDATE SKIP LOCKED";
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications

@@ -230,8 +230,9 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// The newest migration this build applies.
     const LATEST_MIGRATION: i64;
 
-    /// `$1` now, `$2` limit, `$3` routes → `(id, state)` of due notifications, oldest due first,
-    /// each locked against other claimers until the transaction ends.
+    /// `$1` now, `$2` limit, `$3` routes → `(id, state)` of due notifications, tenants taking
+    /// turns (each one's oldest due first), each locked against other claimers until the
+    /// transaction ends.
     const CLAIM_DUE: &'static str;
     /// `$1` now, `$2` lease end, `$3` ids, `$4` the ids that were queued → [`ClaimedRow`]s.
     const CLAIM_TAKE: &'static str;

@@ -180,10 +180,17 @@ impl Dialect for Sqlite {
     const LATEST_MIGRATION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
     // The write lock, taken by `BEGIN IMMEDIATE`, makes this transaction the only claimer.
+    // Fair across tenants: each tenant's due work takes turns (its oldest first).
     const CLAIM_DUE: &'static str = "SELECT id, state FROM notifications
-         WHERE state IN ('queued', 'sending') AND due_at <= $1
-           AND route IN (SELECT value FROM json_each($3))
-         ORDER BY due_at LIMIT $2";
+         WHERE id IN (
+             SELECT id FROM (
+                 SELECT id, due_at,
+                        row_number() OVER (PARTITION BY tenant ORDER BY due_at) AS turn
+                 FROM notifications
+                 WHERE state IN ('queued', 'sending') AND due_at <= $1
+                   AND route IN (SELECT value FROM json_each($3))
+             ) due
+             ORDER BY turn, due_at LIMIT $2)";
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
