@@ -11,7 +11,9 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgListener, Pg
 use sqlx::{PgPool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{Arg, Conn, Dialect, attempt_columns, notification_columns};
+use super::sql::{
+    Arg, Conn, Dialect, RelayStatements, attempt_columns, notification_columns, relay_statements,
+};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -29,6 +31,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "json_patch",
         include_str!("../../migrations/postgres/0003_json_patch.sql"),
+    ),
+    (
+        4,
+        "relay",
+        include_str!("../../migrations/postgres/0004_relay.sql"),
     ),
 ];
 
@@ -62,6 +69,13 @@ impl Postgres {
     }
 }
 
+/// `column = ANY` a bound array.
+macro_rules! in_list {
+    ($column:literal, $n:literal) => {
+        concat!($column, " = ANY($", $n, ")")
+    };
+}
+
 #[async_trait]
 impl Dialect for Postgres {
     type Db = sqlx::Postgres;
@@ -89,6 +103,10 @@ impl Dialect for Postgres {
         attempt_columns!(),
         " FROM attempts WHERE notification_id = ANY($1) ORDER BY notification_id, n"
     );
+
+    // SKIP LOCKED: events another relay is claiming right now are simply not due for us.
+    const RELAY: RelayStatements =
+        relay_statements!(in_list, in_list, "FOR UPDATE OF o SKIP LOCKED");
 
     async fn begin(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {
         Ok(self.pool.begin().await?)

@@ -20,7 +20,9 @@ use sqlx::types::Json;
 use sqlx::{SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{Dialect, attempt_columns, notification_columns};
+use super::sql::{
+    Dialect, RelayStatements, attempt_columns, notification_columns, relay_statements,
+};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -38,6 +40,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "json_patch",
         include_str!("../../migrations/sqlite/0003_json_patch.sql"),
+    ),
+    (
+        4,
+        "relay",
+        include_str!("../../migrations/sqlite/0004_relay.sql"),
     ),
 ];
 
@@ -111,6 +118,20 @@ macro_rules! ids_in {
     };
 }
 
+/// `column IN` a bound list of ids.
+macro_rules! in_ids {
+    ($column:literal, $n:literal) => {
+        concat!($column, " IN ", ids_in!($n))
+    };
+}
+
+/// `column IN` a bound list of texts.
+macro_rules! in_texts {
+    ($column:literal, $n:literal) => {
+        concat!($column, " IN (SELECT value FROM json_each($", $n, "))")
+    };
+}
+
 #[async_trait]
 impl Dialect for Sqlite {
     type Db = sqlx::Sqlite;
@@ -146,6 +167,9 @@ impl Dialect for Sqlite {
         ids_in!(1),
         " ORDER BY notification_id, n"
     );
+
+    // The one writer makes each claim the only one: no row locks.
+    const RELAY: RelayStatements = relay_statements!(in_ids, in_texts, "");
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first
     /// and writes later could find the lock taken by another process and fail mid-way.
