@@ -5,6 +5,7 @@
 //! the field at fault.
 
 pub mod auth;
+mod events;
 mod idempotency;
 mod notifications;
 mod ops;
@@ -26,6 +27,7 @@ pub use auth::{Principal, Tokens};
 pub use problem::Problem;
 
 use crate::domain::{Routing, Templates};
+use crate::inbox::Inbox;
 use crate::store::Store;
 
 /// What every handler may reach.
@@ -35,6 +37,8 @@ pub struct AppState {
     pub tokens: Arc<Tokens>,
     pub routing: Arc<Routing>,
     pub templates: Arc<Templates>,
+    /// Upstream events in: `POST /v1/events`.
+    pub inbox: Arc<Inbox>,
     /// Signalled after a commit that made work due, so the dispatcher starts at once.
     pub wake: Arc<tokio::sync::Notify>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
@@ -44,6 +48,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let request_id = axum::http::HeaderName::from_static("x-request-id");
     Router::new()
         .merge(notifications::routes())
+        .merge(events::routes())
         .merge(ops::routes())
         .fallback(|| async { Problem::not_found() })
         .method_not_allowed_fallback(|| async {
@@ -73,7 +78,18 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
 /// A body that must be a JSON object: 413 over the limit, 400 when it is not JSON or not an
 /// object.
 fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
-    let body = body.map_err(|rejection| {
+    let body = body_bytes(body)?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Problem::malformed(format!("the body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Problem::malformed("the body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+/// A body's bytes: 413 over the limit, 400 when it could not be read.
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+    body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -84,13 +100,7 @@ fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
         } else {
             Problem::malformed(rejection.body_text())
         }
-    })?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| Problem::malformed(format!("the body is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(Problem::malformed("the body must be a JSON object"));
-    }
-    Ok(value)
+    })
 }
 
 /// Deserializes `value`, naming the field at fault: a wrong type at its path, a missing or
