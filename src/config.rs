@@ -708,6 +708,39 @@ mod tests {
         );
         assert_eq!(config.channels[&Channel::Webhook], "sandbox");
         assert!(config.templates.contains_key("export-ready"));
+        assert_eq!(config.sinks.len(), 3, "one sink of each kind");
+        assert_eq!(config.events["ExportCompleted"].len(), 1);
+        assert_eq!(config.inbox_tenant().unwrap(), "acme");
+    }
+
+    #[test]
+    fn an_event_type_maps_to_one_table_or_an_array_of_them_and_unknown_keys_are_named() {
+        let config = load(
+            "[events.\"A\"]\ntemplate = \"t\"\nchannel = \"email\"\nto = \"{{ e }}\"\n\
+             [[events.\"B\"]]\ntemplate = \"t\"\nchannel = \"sms\"\nto = \"{{ p }}\"\n\
+             [[events.\"B\"]]\ntemplate = \"t\"\nchannel = \"email\"\nto = \"{{ e }}\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!((config.events["A"].len(), config.events["B"].len()), (1, 2));
+        let err = load(
+            "[events.\"A\"]\ntemplate = \"t\"\nchannel = \"email\"\nto = \"x\"\ntoo = 1\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("events.\"A\"") && err.to_string().contains("too"),
+            "{err}"
+        );
+        let err = load(
+            "[sinks.s]\nkind = \"webhook\"\nurl = \"https://h.io\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("sinks.s") && err.to_string().contains("secret"),
+            "{err}"
+        );
     }
 
     #[test]
