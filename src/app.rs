@@ -134,12 +134,6 @@ impl App {
         self.dispatcher.take()
     }
 
-    /// Takes the relay out, so that `run` does not publish and the caller steps it (tests do,
-    /// with [`Relay::drain`]).
-    pub fn take_relay(&mut self) -> Option<Relay> {
-        self.relay.take()
-    }
-
     /// Serves, dispatches, relays and consumes until `shutdown` fires; then lets requests in
     /// progress finish, sends in flight be recorded (see [`Dispatcher::run`]) and batches in
     /// flight be marked.

@@ -991,3 +991,108 @@ async fn a_cloudevents_client_posts_in_both_modes_and_gets_the_documented_answer
     assert_eq!(app.db.count("notifications").await, 2);
     app.stop().await;
 }
+
+/// The relay's throughput to NATS JetStream, on each backend: 20,000 `accepted` events wait in
+/// the outbox, then one relay publishes them all. Not run by default (it measures, it does not
+/// prove); run it with
+/// `cargo nextest run --test events --run-ignored only --success-output final relay_throughput`.
+async fn relay_throughput_to_nats(backend: Backend) {
+    const EVENTS: usize = 20_000;
+    let Some(client) = nats::shared().await else {
+        return;
+    };
+    let names = Names::new();
+    let sink = format!("bench_{}", &names.prefix[6..]);
+    let extra = "[relay]\nenabled = false\n[dispatch]\nenabled = false\n";
+    let Some(app) = spawn_app_with(backend, extra).await else {
+        return;
+    };
+    for batch in 0..EVENTS / 1000 {
+        let items: Vec<Value> = (0..1000)
+            .map(|i| {
+                let mut item = email("a@example.com");
+                item["idempotency_key"] = json!(format!("bench-{batch}-{i}"));
+                item
+            })
+            .collect();
+        let response = app
+            .post_json(ACME, "/v1/notifications/batch", &json!({"items": items}))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let dir = TempDir::new("herald-bench");
+    let path = dir.path().join("relay.toml");
+    std::fs::write(&path, names.sink(&sink, SHARED_URL)).unwrap();
+    let config = herald::config::Config::load(Some(&path), std::iter::empty()).unwrap();
+    let relay = herald::relay::Relay::build(&config, app.store.clone())
+        .await
+        .unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let started = Instant::now();
+    let task = tokio::spawn(relay.run(shutdown.clone()));
+    eventually(
+        "the relay to publish everything",
+        Duration::from_secs(600),
+        || {
+            let store = app.store.clone();
+            let sink = sink.clone();
+            async move { (store.outbox_backlog(&sink).await.ok()?.events == 0).then_some(()) }
+        },
+    )
+    .await;
+    let elapsed = started.elapsed();
+    shutdown.cancel();
+    task.await.unwrap();
+    let stored = nats::stored(&client, &names.stream).await.len();
+    assert_eq!(stored, EVENTS);
+    eprintln!(
+        "{backend:?}: {EVENTS} events to NATS JetStream in {:.2} s: {:.0} events/s (batch 256, one relay)",
+        elapsed.as_secs_f64(),
+        EVENTS as f64 / elapsed.as_secs_f64()
+    );
+    app.stop().await;
+}
+
+mod throughput {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a measurement: run with --run-ignored only"]
+    async fn relay_throughput_sqlite() {
+        super::relay_throughput_to_nats(super::Backend::Sqlite).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a measurement: run with --run-ignored only"]
+    async fn relay_throughput_postgres() {
+        super::relay_throughput_to_nats(super::Backend::Postgres).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapping_that_could_never_work_is_refused_at_start_up() {
+    let cases = [
+        (
+            "template = \"nope\"\nchannel = \"email\"\nto = \"{{ email }}\"",
+            "template",
+        ),
+        (
+            "template = \"export-ready\"\nchannel = \"email\"\nto = \"{{ email }}\"\nroute = \"nope\"",
+            "route",
+        ),
+        (
+            "template = \"export-ready\"\nchannel = \"email\"\nto = \"{{ email \"",
+            "to",
+        ),
+    ];
+    for (mapping, key) in cases {
+        let db = TestDb::new(Backend::Sqlite).await.unwrap();
+        let extra = format!("{TEMPLATES}[events.\"ExportCompleted\"]\n{mapping}\n");
+        let err = match build_app(&db, &extra).await {
+            Ok(_) => panic!("{mapping} was accepted"),
+            Err(err) => format!("{err:#}"),
+        };
+        assert!(
+            err.contains("events.\"ExportCompleted\"") && err.contains(key),
+            "{key}: {err}"
+        );
+    }
+}

@@ -1,6 +1,8 @@
--- The outbox relay (src/relay). An event is backlog for a sink until `outbox_published` has its
--- row for that sink; once every configured sink has one, `outbox.published_at` is set, the
--- event leaves the relay's scans (the partial index below) and is deleted after the retention.
+-- The outbox relay (src/relay). An event is backlog for a sink until the sink is in its
+-- `published_to` (kept on the row, so that claims read no join; `outbox_published` records
+-- when each sink took it). Once every configured sink has, `published_at` is set, the event
+-- leaves the relay's scans (the partial index below) and is deleted after the retention.
+ALTER TABLE outbox ADD COLUMN published_to text NOT NULL DEFAULT '[]';   -- a JSON array
 ALTER TABLE outbox ADD COLUMN published_at text;
 CREATE INDEX outbox_unpublished ON outbox (seq) WHERE published_at IS NULL;
 CREATE INDEX outbox_retention ON outbox (published_at) WHERE published_at IS NOT NULL;

@@ -40,6 +40,7 @@ use crate::config::{Config, RelayConfig, SinkConfig};
 use crate::domain::CloudEvent;
 use crate::domain::cloudevent::Data;
 use crate::store::{ClaimedEvent, OutboxEvent, Store};
+use herald_provider::excerpt;
 
 /// The sink that takes every event when none is configured.
 pub const DEFAULT_SINK: &str = "log";
@@ -194,25 +195,6 @@ impl Relay {
         while tasks.join_next().await.is_some() {}
     }
 
-    /// Publishes until no sink has an event it can take now: for tests that step the relay.
-    /// Fails on the first failed publish.
-    pub async fn drain(&self) -> anyhow::Result<()> {
-        for (name, sink) in &self.sinks {
-            let worker = self.worker(name, sink);
-            loop {
-                match worker.step(self.settings.batch_size, 0).await? {
-                    Stepped::Idle => break,
-                    Stepped::Published { .. } => {}
-                    Stepped::Failed(failure) => {
-                        anyhow::bail!("sink {name}: {}", failure.reason())
-                    }
-                    Stepped::Partly => anyhow::bail!("sink {name}: some events failed"),
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn worker(&self, name: &str, sink: &Arc<dyn Sink>) -> SinkWorker {
         SinkWorker {
             store: self.store.clone(),
@@ -354,28 +336,36 @@ impl SinkWorker {
         metrics::counter!("herald_outbox_failures_total", "sink" => self.name.clone())
             .increment(failed.len() as u64);
         let everything_failed = published.is_empty();
-        for (claim, failure) in &failed {
-            // A whole batch that failed is the sink's doing: held as long as the sink pauses.
-            // One event failing among others that landed is its own: held by its own count.
-            let failures = if everything_failed {
-                failing + 1
-            } else {
-                claim.failures.max(0) as u32 + 1
-            };
+        if everything_failed {
+            // The sink's doing: every event is held as long as the sink pauses.
+            let (_, failure) = &failed[0];
             let hold = self
                 .settings
                 .backoff
-                .delay(failure, failures, rand::random());
-            tracing::info!(sink = %self.name, event_id = %claim.event.id, reason = failure.reason(),
-                hold_ms = hold.as_millis() as u64, "an event was not published; holding it back");
+                .delay(failure, failing + 1, rand::random());
+            let ids: Vec<Uuid> = failed.iter().map(|(c, _)| c.event.id).collect();
             self.store
-                .hold_back(
-                    &self.name,
-                    &[claim.event.id],
-                    now + hold,
-                    &herald_provider::excerpt(failure.reason()),
-                )
+                .hold_back(&self.name, &ids, now + hold, &excerpt(failure.reason()))
                 .await?;
+        } else {
+            // One event failing among others that landed is its own: held by its own count.
+            for (claim, failure) in &failed {
+                let failures = claim.failures.max(0) as u32 + 1;
+                let hold = self
+                    .settings
+                    .backoff
+                    .delay(failure, failures, rand::random());
+                tracing::info!(sink = %self.name, event_id = %claim.event.id, reason = failure.reason(),
+                    hold_ms = hold.as_millis() as u64, "an event was not published; holding it back");
+                self.store
+                    .hold_back(
+                        &self.name,
+                        &[claim.event.id],
+                        now + hold,
+                        &excerpt(failure.reason()),
+                    )
+                    .await?;
+            }
         }
         Ok(if everything_failed {
             let (_, first) = failed.swap_remove(0);

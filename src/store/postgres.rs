@@ -76,6 +76,33 @@ macro_rules! in_list {
     };
 }
 
+/// Whether the array in `column` holds the text bound as `$n`.
+macro_rules! has {
+    ($column:literal, $n:literal) => {
+        concat!("($", $n, " = ANY(", $column, "))")
+    };
+}
+
+/// The array in `column` with the text bound as `$n` added.
+macro_rules! append {
+    ($column:literal, $n:literal) => {
+        concat!("array_append(", $column, ", $", $n, ")")
+    };
+}
+
+/// How many texts of the array in `column` are in the array bound as `$n`.
+macro_rules! count_in {
+    ($column:literal, $n:literal) => {
+        concat!(
+            "(SELECT count(*) FROM unnest(",
+            $column,
+            ") s WHERE s = ANY($",
+            $n,
+            "))"
+        )
+    };
+}
+
 #[async_trait]
 impl Dialect for Postgres {
     type Db = sqlx::Postgres;
@@ -105,8 +132,13 @@ impl Dialect for Postgres {
     );
 
     // SKIP LOCKED: events another relay is claiming right now are simply not due for us.
-    const RELAY: RelayStatements =
-        relay_statements!(in_list, in_list, "FOR UPDATE OF o SKIP LOCKED");
+    const RELAY: RelayStatements = relay_statements!(
+        in_list,
+        has,
+        append,
+        count_in,
+        "FOR UPDATE OF o SKIP LOCKED"
+    );
 
     async fn begin(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {
         Ok(self.pool.begin().await?)

@@ -257,7 +257,7 @@ pub(super) trait Dialect: Send + Sync + 'static {
 /// How often an enqueue that collided with a concurrent one runs again.
 const ACCEPT_TRIES: usize = 3;
 
-/// The relay's statements that take lists; see [`relay_statements!`].
+/// The relay's statements that differ by dialect; see [`relay_statements!`].
 pub(super) struct RelayStatements {
     /// `$1` sink, `$2` now, `$3` limit → [`EventRow`]s: unpublished by the sink, not held, and
     /// the earliest unpublished event of their notification; locked against other claimers.
@@ -265,21 +265,30 @@ pub(super) struct RelayStatements {
     /// `$1` ids, `$2` sink, `$3` lease end, `$4` now → the ids leased now (a lease another relay
     /// took meanwhile is left alone).
     pub lease: &'static str,
-    /// `$1` ids, `$2` sink, `$3` now: published.
+    /// `$1` ids, `$2` sink, `$3` now: published (the sink joins each event's `published_to`).
     pub published: &'static str,
+    /// `$1` ids, `$2` sink, `$3` now: when the sink took them, kept per sink.
+    pub history: &'static str,
     /// `$1` ids, `$2` sink: their leases end.
     pub release: &'static str,
     /// `$1` ids, `$2` sinks, `$3` now, `$4` how many sinks: done where every sink published.
     pub done: &'static str,
     /// `$1` ids, `$2` sink, `$3` hold end, `$4` error: one more failure, held back.
     pub hold: &'static str,
+    /// `$1` sink → how many events it has not published, and the oldest one's time.
+    pub backlog: &'static str,
 }
 
-/// The relay's statements, written once. `$in_ids!("column", n)` and `$in_texts!("column", n)`
-/// are the dialect's test of a column against the list bound as `$n`; `$lock` is its row lock
-/// for claims.
+/// The relay's statements, written once, with the dialect's pieces put in:
+/// `$in_ids!("column", n)` tests a column against the list of ids bound as `$n`; `$has!("column", n)` tests whether a `published_to` list holds the sink `$n`;
+/// `$append!("column", n)` is that list with the sink `$n` added; `$count_in!("column", n)`
+/// counts the list's sinks that are in the list `$n`; `$lock` is the row lock of claims.
+///
+/// Which sinks published an event is kept on its own row (`published_to`), so that the claim
+/// and the backlog read one index and the rows it points to, never a join whose plan depends
+/// on how fresh the table statistics are; `outbox_published` keeps when each sink took it.
 macro_rules! relay_statements {
-    ($in_ids:ident, $in_texts:ident, $lock:literal) => {
+    ($in_ids:ident, $has:ident, $append:ident, $count_in:ident, $lock:literal) => {
         $crate::store::sql::RelayStatements {
             due: concat!(
                 "SELECT o.id, o.tenant, o.notification_id, o.type, o.data, o.created_at,
@@ -287,15 +296,14 @@ macro_rules! relay_statements {
                  FROM outbox o LEFT JOIN outbox_leases l ON l.event_id = o.id AND l.sink = $1
                  WHERE o.published_at IS NULL
                    AND (l.held_until IS NULL OR l.held_until <= $2)
-                   AND NOT EXISTS (SELECT 1 FROM outbox_published p
-                                   WHERE p.event_id = o.id AND p.sink = $1)
-                   AND NOT EXISTS (
+                   AND NOT ",
+                $has!("o.published_to", 1),
+                " AND NOT EXISTS (
                        SELECT 1 FROM outbox e
                        WHERE e.notification_id = o.notification_id AND e.seq < o.seq
-                         AND e.published_at IS NULL
-                         AND NOT EXISTS (SELECT 1 FROM outbox_published q
-                                         WHERE q.event_id = e.id AND q.sink = $1))
-                 ORDER BY o.seq LIMIT $3 ",
+                         AND e.published_at IS NULL AND NOT ",
+                $has!("e.published_to", 1),
+                ") ORDER BY o.seq LIMIT $3 ",
                 $lock
             ),
             lease: concat!(
@@ -307,6 +315,15 @@ macro_rules! relay_statements {
                  RETURNING event_id"
             ),
             published: concat!(
+                "UPDATE outbox SET published_to = ",
+                $append!("published_to", 2),
+                " WHERE ",
+                $in_ids!("id", 1),
+                " AND NOT ",
+                $has!("published_to", 2),
+                " RETURNING id"
+            ),
+            history: concat!(
                 "INSERT INTO outbox_published (event_id, sink, published_at)
                  SELECT id, $2, $3 FROM outbox WHERE ",
                 $in_ids!("id", 1),
@@ -318,17 +335,21 @@ macro_rules! relay_statements {
             ),
             done: concat!(
                 "UPDATE outbox SET published_at = $3
-                 WHERE ",
+                 WHERE published_at IS NULL AND ",
                 $in_ids!("id", 1),
-                " AND (SELECT count(*) FROM outbox_published p
-                       WHERE p.event_id = outbox.id AND ",
-                $in_texts!("p.sink", 2),
-                ") = $4"
+                " AND ",
+                $count_in!("published_to", 2),
+                " = $4"
             ),
             hold: concat!(
                 "UPDATE outbox_leases SET held_until = $3, failures = failures + 1, last_error = $4
                  WHERE sink = $2 AND ",
                 $in_ids!("event_id", 1)
+            ),
+            backlog: concat!(
+                "SELECT count(*), min(o.created_at) FROM outbox o
+                 WHERE o.published_at IS NULL AND NOT ",
+                $has!("o.published_to", 1)
             ),
         }
     };
@@ -1020,11 +1041,23 @@ impl<D: Dialect> Store for SqlStore<D> {
         }
         let ids = || Arg::Uuids(events.to_vec());
         let mut tx = self.0.begin().await?;
-        tx.execute(
-            D::RELAY.published,
-            vec![ids(), Arg::from(sink), Arg::from(now)],
-        )
-        .await?;
+        let newly: Vec<(Uuid,)> = tx
+            .fetch_all(
+                D::RELAY.published,
+                vec![ids(), Arg::from(sink), Arg::from(now)],
+            )
+            .await?;
+        if !newly.is_empty() {
+            tx.execute(
+                D::RELAY.history,
+                vec![
+                    Arg::Uuids(newly.into_iter().map(|(id,)| id).collect()),
+                    Arg::from(sink),
+                    Arg::from(now),
+                ],
+            )
+            .await?;
+        }
         tx.execute(D::RELAY.release, vec![ids(), Arg::from(sink)])
             .await?;
         tx.execute(
@@ -1071,13 +1104,7 @@ impl<D: Dialect> Store for SqlStore<D> {
             .0
             .read()
             .await?
-            .fetch_one(
-                "SELECT count(*), min(o.created_at) FROM outbox o
-                 WHERE o.published_at IS NULL
-                   AND NOT EXISTS (SELECT 1 FROM outbox_published p
-                                   WHERE p.event_id = o.id AND p.sink = $1)",
-                args![sink],
-            )
+            .fetch_one(D::RELAY.backlog, args![sink])
             .await?;
         Ok(Backlog {
             events,

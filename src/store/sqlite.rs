@@ -125,10 +125,36 @@ macro_rules! in_ids {
     };
 }
 
-/// `column IN` a bound list of texts.
-macro_rules! in_texts {
+/// Whether the JSON list in `column` holds the text bound as `$n`.
+macro_rules! has {
     ($column:literal, $n:literal) => {
-        concat!($column, " IN (SELECT value FROM json_each($", $n, "))")
+        concat!(
+            "EXISTS (SELECT 1 FROM json_each(",
+            $column,
+            ") WHERE value = $",
+            $n,
+            ")"
+        )
+    };
+}
+
+/// The JSON list in `column` with the text bound as `$n` added.
+macro_rules! append {
+    ($column:literal, $n:literal) => {
+        concat!("json_insert(", $column, ", '$[#]', $", $n, ")")
+    };
+}
+
+/// How many texts of the JSON list in `column` are in the list bound as `$n`.
+macro_rules! count_in {
+    ($column:literal, $n:literal) => {
+        concat!(
+            "(SELECT count(*) FROM json_each(",
+            $column,
+            ") WHERE value IN (SELECT value FROM json_each($",
+            $n,
+            ")))"
+        )
     };
 }
 
@@ -169,7 +195,7 @@ impl Dialect for Sqlite {
     );
 
     // The one writer makes each claim the only one: no row locks.
-    const RELAY: RelayStatements = relay_statements!(in_ids, in_texts, "");
+    const RELAY: RelayStatements = relay_statements!(in_ids, has, append, count_in, "");
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first
     /// and writes later could find the lock taken by another process and fail mid-way.
