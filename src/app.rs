@@ -16,6 +16,9 @@ use crate::api::{self, AppState, Tokens};
 use crate::config::Config;
 use crate::dispatch::{self, Dispatcher};
 use crate::domain::{RouteInfo, Routing, Templates};
+use crate::inbox::Inbox;
+use crate::inbox::nats::NatsInbox;
+use crate::relay::Relay;
 use crate::store::{self, Store};
 use crate::telemetry;
 
@@ -28,6 +31,10 @@ pub struct App {
     limits: crate::server::Limits,
     store: Arc<dyn Store>,
     dispatcher: Option<Dispatcher>,
+    /// Publishes the outbox (`[relay] enabled`, the default).
+    relay: Option<Relay>,
+    /// Consumes upstream events from NATS (`[inbox.nats]`).
+    nats_inbox: Option<NatsInbox>,
     /// Built-in sandbox vendors of routes without a `base_url`; they live as long as the app.
     _sandboxes: Vec<herald_sandbox::SandboxHandle>,
     /// The development token, when no token is configured and `HERALD_DEV_TOKEN` is not set:
@@ -73,12 +80,30 @@ impl App {
                 wake.clone(),
             )
         });
+        let routing = Arc::new(routing);
+        let templates = Arc::new(templates);
+        let inbox = Arc::new(Inbox::new(
+            store.clone(),
+            routing.clone(),
+            templates.clone(),
+            &config.events,
+        )?);
+        let relay = if config.relay.enabled {
+            Some(Relay::build(&config, store.clone()).await?)
+        } else {
+            None
+        };
+        let nats_inbox = match &config.inbox.nats {
+            Some(nats) => Some(NatsInbox::new(inbox.clone(), nats, config.inbox_tenant()?)),
+            None => None,
+        };
         let state = AppState {
             store: store.clone(),
             tokens: Arc::new(tokens),
-            routing: Arc::new(routing),
+            routing,
             routes,
-            templates: Arc::new(templates),
+            templates,
+            inbox,
             wake,
             metrics: telemetry::metrics_handle(),
             sessions: Arc::default(),
@@ -102,6 +127,8 @@ impl App {
             limits,
             store,
             dispatcher,
+            relay,
+            nats_inbox,
             _sandboxes: sandboxes,
             generated_dev_token,
         })
@@ -123,21 +150,43 @@ impl App {
         self.dispatcher.take()
     }
 
-    /// Serves and dispatches until `shutdown` fires; then lets requests in progress finish and
-    /// sends in flight be recorded (see [`Dispatcher::run`]).
+    /// Serves, dispatches, relays and consumes until `shutdown` fires; then lets requests in
+    /// progress finish, sends in flight be recorded (see [`Dispatcher::run`]) and batches in
+    /// flight be marked.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        tracing::info!(listen = %self.local_addr(), dispatch = self.dispatcher.is_some(), "herald is serving");
+        tracing::info!(listen = %self.local_addr(), dispatch = self.dispatcher.is_some(),
+            relay = ?self.relay.as_ref().map(|r| r.sink_names().to_vec()),
+            nats_inbox = self.nats_inbox.is_some(), "herald is serving");
         let dispatcher = self
             .dispatcher
             .map(|d| tokio::spawn(d.run(shutdown.clone())));
+        let relay = self.relay.map(|r| tokio::spawn(r.run(shutdown.clone())));
+        let nats_inbox = self
+            .nats_inbox
+            .map(|n| tokio::spawn(n.run(shutdown.clone())));
         crate::server::serve(self.listener, self.router, self.limits, shutdown.clone()).await;
         // Whatever ended the server ends the dispatcher too.
         shutdown.cancel();
         if let Some(dispatcher) = dispatcher {
             dispatcher.await.context("the dispatcher panicked")?;
         }
+        if let Some(relay) = relay {
+            relay.await.context("the relay panicked")?;
+        }
+        if let Some(nats_inbox) = nats_inbox {
+            nats_inbox.await.context("the NATS inbox panicked")?;
+        }
         Ok(())
     }
+}
+
+/// `herald relay`: the relay alone, on the configured database and sinks, until `shutdown`.
+pub async fn relay(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let store = store::connect(&config.database.url, config.database.max_connections).await?;
+    let relay = Relay::build(&config, store).await?;
+    tracing::info!(sinks = ?relay.sink_names(), "herald relay is running");
+    relay.run(shutdown).await;
+    Ok(())
 }
 
 /// The shortest configured token secret: 32 characters, about 190 bits as a random

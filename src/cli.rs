@@ -28,6 +28,8 @@ pub enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Run the outbox relay alone: publish events to the configured sinks.
+    Relay,
     /// Run a stand-in vendor for development and tests, with a ledger of what it delivered.
     Sandbox(SandboxArgs),
     /// Enqueue one notification through the API (HERALD_URL, HERALD_TOKEN).

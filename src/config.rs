@@ -35,6 +35,152 @@ pub struct Config {
     pub dispatch: DispatchConfig,
     #[serde(default)]
     pub templates: BTreeMap<String, Template>,
+    #[serde(default)]
+    pub relay: RelayConfig,
+    /// Where the relay publishes outbox events, by sink name; with none, the log sink.
+    #[serde(default)]
+    pub sinks: BTreeMap<String, SinkConfig>,
+    #[serde(default)]
+    pub inbox: InboxConfig,
+    /// Parsed separately (see [`Config::load`]): upstream event types and the notifications
+    /// each maps to, one table or an array of them.
+    #[serde(skip)]
+    pub events: BTreeMap<String, Vec<EventMapping>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RelayConfig {
+    /// Run the relay in this process (`herald relay` runs it alone, whatever this says).
+    pub enabled: bool,
+    /// Events claimed per sink in one transaction.
+    pub batch_size: u32,
+    /// How long a claim holds its events; a crashed relay's events are taken up after it.
+    pub lease_seconds: u64,
+    /// How often an idle relay looks for new events.
+    pub poll_interval_ms: u64,
+    /// The first pause after a failed publish; each later one doubles, up to `retry_max_seconds`
+    /// (which is also the pause after a receiver refused an event outright).
+    pub retry_base_ms: u64,
+    pub retry_max_seconds: u64,
+    /// How long an event published to every sink is kept before it is deleted.
+    pub retention_seconds: u64,
+    /// Events deleted per statement, so that a large clean-up never holds long locks.
+    pub prune_batch: u32,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            enabled: true,
+            batch_size: 256,
+            lease_seconds: 30,
+            poll_interval_ms: 200,
+            retry_base_ms: 500,
+            retry_max_seconds: 60,
+            retention_seconds: 86_400,
+            prune_batch: 1000,
+        }
+    }
+}
+
+/// One sink of the relay, by `kind = "…"`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SinkConfig {
+    /// NATS JetStream: one message per event on `<subject_prefix>.notification.<state>`, with
+    /// `Nats-Msg-Id` = the event id, counted published once the stream acknowledged it.
+    Nats {
+        url: String,
+        /// Created if missing, with subjects `<subject_prefix>.>`.
+        #[serde(default = "default_stream")]
+        stream: String,
+        #[serde(default = "default_subject_prefix")]
+        subject_prefix: String,
+        /// A NATS credentials file (JWT and NKey seed), if the server wants one.
+        credentials: Option<PathBuf>,
+        /// How long to wait for the stream's acknowledgement.
+        #[serde(default = "default_nats_timeout_seconds")]
+        timeout_seconds: u64,
+    },
+    /// One Standard Webhooks POST per event to a fixed URL, `webhook-id` = the event id.
+    Webhook {
+        url: String,
+        /// `whsec_…` signing secrets (newest first; every request is signed with each).
+        #[serde(default)]
+        secret: Option<SecretSource>,
+        #[serde(default)]
+        secrets: Vec<SecretSource>,
+        /// Let the URL reach loopback and private addresses (off: refused like webhooks are).
+        #[serde(default)]
+        allow_private_networks: bool,
+        #[serde(default = "default_webhook_timeout_seconds")]
+        timeout_seconds: u64,
+    },
+    /// JSON lines, one event per line, on stdout or appended to `path`.
+    Log { path: Option<PathBuf> },
+}
+
+fn default_stream() -> String {
+    "HERALD".into()
+}
+
+fn default_subject_prefix() -> String {
+    "herald".into()
+}
+
+fn default_nats_timeout_seconds() -> u64 {
+    5
+}
+
+fn default_webhook_timeout_seconds() -> u64 {
+    15
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InboxConfig {
+    /// Consume upstream CloudEvents from NATS JetStream.
+    pub nats: Option<InboxNatsConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InboxNatsConfig {
+    pub url: String,
+    /// Created if missing, with `subjects`.
+    pub stream: String,
+    pub subjects: Vec<String>,
+    /// The durable consumer's name: where herald resumes after a restart.
+    #[serde(default = "default_durable")]
+    pub durable: String,
+    /// The tenant whose notifications these events create. Default: the one tenant the tokens
+    /// name (`dev` with no tokens).
+    pub tenant: Option<String>,
+    pub credentials: Option<PathBuf>,
+}
+
+fn default_durable() -> String {
+    "herald".into()
+}
+
+/// `[events."Type"]`: one notification to create from an upstream event of that type. Every
+/// string but `channel`, `route` and `delivery` is a template rendered from the event (its
+/// `data`, and its attributes under `event`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventMapping {
+    /// A configured template for the content, rendered with the event's data.
+    pub template: String,
+    pub channel: Channel,
+    /// The recipient, e.g. `"{{ email }}"`.
+    pub to: String,
+    /// Default: the channel's default route.
+    pub route: Option<String>,
+    pub delivery: Option<Delivery>,
+    /// Metadata to echo in events, each value a template, e.g. `{ export = "{{ event.id }}" }`.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -388,6 +534,11 @@ impl Config {
             Some(_) => bail!("config: `routes` must be a table of routes"),
             None => toml::Table::new(),
         };
+        let events = match table.remove("events") {
+            Some(toml::Value::Table(events)) => events,
+            Some(_) => bail!("config: `events` must be a table of event types"),
+            None => toml::Table::new(),
+        };
         let mut config: Config = Config::deserialize(table).map_err(|e| {
             anyhow::anyhow!("config: {}", e.to_string().trim_end().replace('\n', " "))
         })?;
@@ -402,6 +553,23 @@ impl Config {
                 )
             })?;
             config.routes.insert(name, route);
+        }
+        for (event_type, mappings) in events {
+            let mappings = match mappings {
+                toml::Value::Array(many) => many,
+                one => vec![one],
+            };
+            let mappings = mappings
+                .into_iter()
+                .map(EventMapping::deserialize)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "config: events.\"{event_type}\": {}",
+                        e.to_string().trim_end().replace('\n', " ")
+                    )
+                })?;
+            config.events.insert(event_type, mappings);
         }
         if config.routes.is_empty() {
             config.routes.insert(
@@ -496,7 +664,58 @@ impl Config {
         if self.dispatch.batch_size == 0 || self.dispatch.concurrency == 0 {
             bail!("config: dispatch.batch_size and dispatch.concurrency must be at least 1");
         }
+        if self.relay.batch_size == 0 || self.relay.prune_batch == 0 {
+            bail!("config: relay.batch_size and relay.prune_batch must be at least 1");
+        }
+        for (name, sink) in &self.sinks {
+            if let SinkConfig::Nats { subject_prefix, .. } = sink
+                && (subject_prefix.is_empty()
+                    || subject_prefix
+                        .split('.')
+                        .any(|t| t.is_empty() || t.contains(['*', '>', ' '])))
+            {
+                bail!(
+                    "config: sinks.{name}.subject_prefix must be NATS subject tokens without wildcards"
+                );
+            }
+            if let SinkConfig::Webhook {
+                secret, secrets, ..
+            } = sink
+                && secret.is_none()
+                && secrets.is_empty()
+            {
+                bail!("config: sinks.{name} needs a `secret` (whsec_…) to sign with");
+            }
+        }
+        if let Some(nats) = &self.inbox.nats {
+            if nats.subjects.is_empty() {
+                bail!("config: inbox.nats.subjects must name at least one subject");
+            }
+            if nats.tenant.is_none() {
+                self.inbox_tenant()?;
+            }
+        }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The tenant of events taken from `[inbox.nats]`: the configured one, else the one tenant
+    /// the tokens name, else `dev` (the development token's) when there are no tokens.
+    pub fn inbox_tenant(&self) -> anyhow::Result<String> {
+        if let Some(tenant) = self.inbox.nats.as_ref().and_then(|n| n.tenant.clone()) {
+            return Ok(tenant);
+        }
+        let tenants: std::collections::BTreeSet<&str> =
+            self.tokens.iter().map(|t| t.tenant.as_str()).collect();
+        match tenants.len() {
+            0 => Ok(crate::app::DEV_TENANT.to_owned()),
+            1 => Ok(tenants.into_iter().next().unwrap_or_default().to_owned()),
+            _ => bail!(
+                "config: inbox.nats.tenant is required when the tokens name several tenants ({})",
+                tenants.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        }
     }
 }
 
@@ -563,6 +782,39 @@ mod tests {
         );
         assert_eq!(config.channels[&Channel::Webhook], "sandbox");
         assert!(config.templates.contains_key("export-ready"));
+        assert_eq!(config.sinks.len(), 3, "one sink of each kind");
+        assert_eq!(config.events["ExportCompleted"].len(), 1);
+        assert_eq!(config.inbox_tenant().unwrap(), "acme");
+    }
+
+    #[test]
+    fn an_event_type_maps_to_one_table_or_an_array_of_them_and_unknown_keys_are_named() {
+        let config = load(
+            "[events.\"A\"]\ntemplate = \"t\"\nchannel = \"email\"\nto = \"{{ e }}\"\n\
+             [[events.\"B\"]]\ntemplate = \"t\"\nchannel = \"sms\"\nto = \"{{ p }}\"\n\
+             [[events.\"B\"]]\ntemplate = \"t\"\nchannel = \"email\"\nto = \"{{ e }}\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!((config.events["A"].len(), config.events["B"].len()), (1, 2));
+        let err = load(
+            "[events.\"A\"]\ntemplate = \"t\"\nchannel = \"email\"\nto = \"x\"\ntoo = 1\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("events.\"A\"") && err.to_string().contains("too"),
+            "{err}"
+        );
+        let err = load(
+            "[sinks.s]\nkind = \"webhook\"\nurl = \"https://h.io\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("sinks.s") && err.to_string().contains("secret"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! - [`dispatch`]: claim → send → record, reconciliation, the pure retry and settlement policy.
 //! - [`review`]: on-call review's rules: why an item waits for a person, what a resolution changes.
 //! - [`api`]: the HTTP API (axum), problem+json errors, auth and tenants.
+//! - [`relay`]: publishes the outbox to the configured sinks (NATS JetStream, webhooks, a log).
+//! - [`inbox`]: turns upstream CloudEvents (HTTP or NATS) into notifications, once each.
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
 //! - [`server`]: serves HTTP with header timeouts, a connection cap and a shutdown deadline.
 //! - [`cli`]: the command line; [`client`]: its API client (`send`, `status`, `review`).
@@ -19,6 +21,8 @@ pub mod client;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
+pub mod inbox;
+pub mod relay;
 pub mod review;
 pub mod server;
 pub mod store;

@@ -49,6 +49,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tokio::spawn(signal_shutdown(shutdown.clone()));
             app.run(shutdown).await
         }
+        Command::Relay => {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(signal_shutdown(shutdown.clone()));
+            herald::app::relay(config, shutdown).await
+        }
         Command::Migrate => {
             store::connect(&config.database.url, 1).await?;
             println!(

@@ -16,8 +16,8 @@ use herald::domain::{
 };
 use herald::review::{Change, Outcome, Reason, Resend, Then};
 use herald::store::{
-    AcceptOutcome, Claim, ClaimMode, ListFilter, NewAccept, NewResolution, Recorded, ReviewFilter,
-    Store, StoreError,
+    AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
+    NewAccept, NewInboxEvent, NewResolution, Recorded, ReviewFilter, Store, StoreError,
 };
 use herald_provider::Request;
 use support::{Backend, TestDb};
@@ -42,6 +42,12 @@ on_both_backends!(
     a_resend_renews_the_key_and_the_budget_when_asked,
     a_requery_in_review_is_fenced_and_emits_only_on_change,
     one_tenants_burst_does_not_delay_another_tenants_notification,
+    the_relay_takes_each_notifications_events_in_order_per_sink,
+    a_lease_or_a_hold_that_ends_makes_an_event_due_again,
+    relays_claiming_at_once_never_take_the_same_event,
+    events_published_to_every_sink_are_pruned_after_the_retention,
+    an_upstream_event_creates_its_notifications_once,
+    an_upstream_event_received_at_once_twice_creates_once,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -1112,4 +1118,258 @@ async fn one_tenants_burst_does_not_delay_another_tenants_notification(backend: 
             .count(),
         63
     );
+}
+
+const BUS: &str = "bus";
+const HOOK: &str = "hook";
+
+fn sinks() -> Vec<String> {
+    vec![BUS.to_owned(), HOOK.to_owned()]
+}
+
+async fn claim_events(store: &dyn Store, sink: &str, at: OffsetDateTime) -> Vec<ClaimedEvent> {
+    store.claim_events(sink, at, LEASE, 100).await.unwrap()
+}
+
+/// `(notification, type)` of claimed events, in claim order.
+fn kinds(claimed: &[ClaimedEvent]) -> Vec<(NotificationId, EventType)> {
+    claimed
+        .iter()
+        .map(|c| (c.event.notification_id, c.event.event_type))
+        .collect()
+}
+
+async fn the_relay_takes_each_notifications_events_in_order_per_sink(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let first = accepted(store, notification("acme", "a", "+1", "one", t)).await;
+    store.cancel("acme", first.id, t).await.unwrap();
+    let second = accepted(store, notification("acme", "a", "+1", "two", t)).await;
+
+    let bus = claim_events(store, BUS, t).await;
+    assert_eq!(
+        kinds(&bus),
+        [
+            (first.id, EventType::Accepted),
+            (second.id, EventType::Accepted)
+        ],
+        "the cancellation waits until the acceptance is published"
+    );
+    assert_eq!(bus[0].event.tenant, "acme");
+    assert_eq!(bus[0].event.data["state"], "queued");
+    assert!(claim_events(store, BUS, t).await.is_empty(), "leased");
+    assert_eq!(
+        kinds(&claim_events(store, HOOK, t).await),
+        kinds(&bus),
+        "each sink has its own backlog"
+    );
+    assert_eq!(store.outbox_backlog(BUS).await.unwrap().events, 3);
+
+    store
+        .mark_published(BUS, &[bus[0].event.id], &sinks(), t)
+        .await
+        .unwrap();
+    assert_eq!(
+        kinds(&claim_events(store, BUS, t).await),
+        [(first.id, EventType::Cancelled)]
+    );
+    let backlog = store.outbox_backlog(BUS).await.unwrap();
+    assert_eq!(
+        backlog,
+        Backlog {
+            events: 2,
+            oldest: Some(t)
+        }
+    );
+    assert_eq!(
+        store.outbox_backlog(HOOK).await.unwrap().events,
+        3,
+        "published to the bus only"
+    );
+}
+
+async fn a_lease_or_a_hold_that_ends_makes_an_event_due_again(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    accepted(store, notification("acme", "a", "+1", "one", t)).await;
+    let claimed = claim_events(store, BUS, t).await;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].failures, 0);
+    let id = claimed[0].event.id;
+
+    // The relay that claimed it crashed: after its lease, another takes the same event.
+    let again = claim_events(store, BUS, t + LEASE + Duration::from_secs(1)).await;
+    assert_eq!(again.iter().map(|c| c.event.id).collect::<Vec<_>>(), [id]);
+
+    let hold = t + LEASE + Duration::from_secs(60);
+    store
+        .hold_back(BUS, &[id], hold, "nats: timed out")
+        .await
+        .unwrap();
+    assert!(
+        claim_events(store, BUS, hold - Duration::from_secs(1))
+            .await
+            .is_empty()
+    );
+    let after = claim_events(store, BUS, hold).await;
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].failures, 1);
+}
+
+async fn relays_claiming_at_once_never_take_the_same_event(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    for i in 0..40 {
+        accepted(
+            &*rig.store,
+            notification("acme", "a", "+1", &format!("n{i}"), t),
+        )
+        .await;
+    }
+    let claims = (0..4).map(|_| {
+        let store = rig.store.clone();
+        tokio::spawn(async move { store.claim_events(BUS, t, LEASE, 15).await.unwrap() })
+    });
+    let mut ids: Vec<uuid::Uuid> = Vec::new();
+    for claim in claims {
+        ids.extend(claim.await.unwrap().iter().map(|c| c.event.id));
+    }
+    let total = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), total, "an event was claimed twice");
+    assert_eq!(total, 40, "four claims of 15 take all 40");
+}
+
+async fn events_published_to_every_sink_are_pruned_after_the_retention(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    accepted(store, notification("acme", "a", "+1", "one", t)).await;
+    accepted(store, notification("acme", "a", "+1", "two", t)).await;
+    let claimed = claim_events(store, BUS, t).await;
+    let ids: Vec<uuid::Uuid> = claimed.iter().map(|c| c.event.id).collect();
+    store.mark_published(BUS, &ids, &sinks(), t).await.unwrap();
+    store
+        .mark_published(HOOK, &ids[..1], &sinks(), t)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .prune_outbox(t - Duration::from_secs(1), 10)
+            .await
+            .unwrap(),
+        0,
+        "not yet past the retention"
+    );
+    let later = t + Duration::from_secs(3600);
+    assert_eq!(store.prune_outbox(later, 10).await.unwrap(), 1);
+    assert_eq!(
+        rig.db.count("outbox").await,
+        1,
+        "the hook has not published the other"
+    );
+    assert_eq!(rig.db.count("outbox_published").await, 1);
+    assert_eq!(store.outbox_backlog(HOOK).await.unwrap().events, 1);
+    assert!(claim_events(store, BUS, t).await.is_empty());
+}
+
+fn inbox_event(source: &str, id: &str, notifications: Vec<Notification>) -> NewInboxEvent {
+    NewInboxEvent {
+        tenant: "acme".into(),
+        source: source.into(),
+        id: id.into(),
+        notifications,
+        received_at: now(),
+    }
+}
+
+async fn an_upstream_event_creates_its_notifications_once(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let made = vec![
+        notification("acme", "a", "+1", "export ready", t),
+        notification("acme", "a", "+2", "export ready", t),
+    ];
+    let ids: Vec<NotificationId> = made.iter().map(|n| n.id).collect();
+    assert_eq!(
+        store
+            .receive_event(&inbox_event("academy.exports", "evt-90", made))
+            .await
+            .unwrap(),
+        InboxOutcome::Created
+    );
+    let again = vec![notification("acme", "a", "+1", "export ready", t)];
+    assert_eq!(
+        store
+            .receive_event(&inbox_event("academy.exports", "evt-90", again))
+            .await
+            .unwrap(),
+        InboxOutcome::Duplicate(ids.clone())
+    );
+    assert_eq!(rig.db.count("notifications").await, 2);
+    for id in &ids {
+        assert_eq!(
+            rig.db.event_types(id.as_uuid()).await,
+            ["dev.herald.notification.accepted"]
+        );
+        assert_eq!(
+            store
+                .notification("acme", *id)
+                .await
+                .unwrap()
+                .notification
+                .state,
+            State::Queued
+        );
+    }
+    // Another source's evt-90 is another event.
+    let other = vec![notification("acme", "a", "+1", "other", t)];
+    assert_eq!(
+        store
+            .receive_event(&inbox_event("billing", "evt-90", other))
+            .await
+            .unwrap(),
+        InboxOutcome::Created
+    );
+}
+
+async fn an_upstream_event_received_at_once_twice_creates_once(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let receives = (0..4).map(|i| {
+        let store = rig.store.clone();
+        let made = vec![notification("acme", "a", "+1", &format!("copy {i}"), t)];
+        tokio::spawn(async move {
+            store
+                .receive_event(&inbox_event("academy.exports", "evt-91", made))
+                .await
+                .unwrap()
+        })
+    });
+    let mut outcomes = Vec::new();
+    for receive in receives {
+        outcomes.push(receive.await.unwrap());
+    }
+    let created = outcomes
+        .iter()
+        .filter(|o| **o == InboxOutcome::Created)
+        .count();
+    assert_eq!(created, 1, "{outcomes:?}");
+    assert_eq!(rig.db.count("notifications").await, 1);
 }

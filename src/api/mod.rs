@@ -6,6 +6,7 @@
 
 pub mod auth;
 mod console;
+mod events;
 mod idempotency;
 mod notifications;
 mod ops;
@@ -28,6 +29,7 @@ pub use auth::{Principal, Tokens};
 pub use problem::Problem;
 
 use crate::domain::{Routing, Templates};
+use crate::inbox::Inbox;
 use crate::store::Store;
 
 /// What every handler may reach.
@@ -39,6 +41,8 @@ pub struct AppState {
     /// The routes at run time: their capabilities and outcome queries, for review.
     pub routes: Arc<crate::dispatch::Routes>,
     pub templates: Arc<Templates>,
+    /// Upstream events in: `POST /v1/events`.
+    pub inbox: Arc<Inbox>,
     /// Signalled after a commit that made work due, so the dispatcher starts at once.
     pub wake: Arc<tokio::sync::Notify>,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
@@ -52,6 +56,7 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
         .merge(notifications::routes())
         .merge(review::routes())
         .merge(console::routes())
+        .merge(events::routes())
         .merge(ops::routes())
         .fallback(|| async { Problem::not_found() })
         .method_not_allowed_fallback(|| async {
@@ -92,7 +97,18 @@ fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
 /// [`json_object`] for a body of items that are checked one by one (a batch): each item's NUL
 /// is its own problem.
 fn json_object_of_items(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
-    let body = body.map_err(|rejection| {
+    let body = body_bytes(body)?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Problem::malformed(format!("the body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Problem::malformed("the body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+/// A body's bytes: 413 over the limit, 400 when it could not be read.
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+    body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -103,13 +119,7 @@ fn json_object_of_items(body: Result<Bytes, BytesRejection>) -> Result<Value, Pr
         } else {
             Problem::malformed(rejection.body_text())
         }
-    })?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| Problem::malformed(format!("the body is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(Problem::malformed("the body must be a JSON object"));
-    }
-    Ok(value)
+    })
 }
 
 /// PostgreSQL cannot store U+0000 in text or JSON, and SQLite would: refused in every body, at

@@ -9,7 +9,7 @@ use serde_json::json;
 use utoipa::OpenApi;
 
 use super::problem::Problem;
-use super::{AppState, notifications, review};
+use super::{AppState, events, notifications, review};
 use crate::store::StoreError;
 
 pub fn routes() -> Router<AppState> {
@@ -62,7 +62,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     info(title = "herald", description = "A notification dispatcher that never claims more than it knows."),
     paths(healthz, readyz, metrics,
           notifications::create, notifications::create_batch, notifications::show,
-          notifications::list, notifications::cancel,
+          notifications::list, notifications::cancel, events::receive,
           review::list, review::resolve_one, review::resolve_many, review::requery),
     components(schemas(Problem)),
     modifiers(&BearerAuth),

@@ -2,12 +2,14 @@
 //! parsed values. No I/O lives here; everything that crosses the API or the store is parsed into
 //! these types first, so the rest of herald cannot hold an invalid value.
 
+pub mod cloudevent;
 mod notification;
 mod routing;
 mod states;
 mod transition;
 mod values;
 
+pub use cloudevent::CloudEvent;
 pub use herald_provider::Channel;
 pub use notification::{Attempt, Content, Notification, NotificationRequest, Resolution, Sibling};
 pub use routing::{RouteInfo, Routing, Template, Templates};

@@ -118,6 +118,31 @@ impl Templates {
         Ok(())
     }
 
+    /// Whether a template of this name is configured.
+    pub fn has(&self, name: &str) -> bool {
+        self.templates.contains_key(name)
+    }
+
+    /// Whether `source` compiles as a template of its own (a mapping's `to`, say).
+    pub fn check_str(&self, source: &str) -> Result<(), String> {
+        self.env
+            .template_from_str(source)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Renders a one-off template, as strictly as the named ones; `what` names it in errors.
+    pub fn render_str(
+        &self,
+        what: &str,
+        source: &str,
+        data: &Map<String, Value>,
+    ) -> Result<String, FieldError> {
+        self.env
+            .render_str(source, data)
+            .map_err(|e| FieldError::new("data", render_error(what, source, &e)))
+    }
+
     pub fn render(&self, name: &str, data: &Map<String, Value>) -> Result<Template, FieldError> {
         let template = self
             .templates
@@ -130,12 +155,30 @@ impl Templates {
             self.env
                 .render_named_str(&format!("{name}.{kind}"), source, data)
                 .map(Some)
-                .map_err(|e| FieldError::new("data", format!("template `{name}`: {e}")))
+                .map_err(|e| {
+                    FieldError::new(
+                        "data",
+                        render_error(&format!("template `{name}`"), source, &e),
+                    )
+                })
         };
         Ok(Template {
             subject: render(&template.subject, "txt")?,
             text: render(&template.text, "txt")?,
             html: render(&template.html, "html")?,
         })
+    }
+}
+
+/// A render error that names what was missing: strict rendering reports only "undefined
+/// value", with the span of the expression at fault, which is the variable's name.
+fn render_error(what: &str, source: &str, err: &minijinja::Error) -> String {
+    let variable = err
+        .range()
+        .and_then(|range| source.get(range))
+        .filter(|_| err.kind() == minijinja::ErrorKind::UndefinedError);
+    match variable {
+        Some(variable) => format!("{what}: `{variable}` is not defined in data"),
+        None => format!("{what}: {err}"),
     }
 }

@@ -332,6 +332,86 @@ pub trait Store: Send + Sync + 'static {
         wake: Arc<tokio::sync::Notify>,
         shutdown: tokio_util::sync::CancellationToken,
     );
+
+    /// Claims up to `limit` events that `sink` has not published, oldest first, each leased to
+    /// this relay until `now + lease` (`SKIP LOCKED` on PostgreSQL, so that relays in several
+    /// processes share the work). Only the earliest unpublished event of each notification is
+    /// taken, so that one notification's events reach a sink in order; events held back after a
+    /// failure wait until their hold ends.
+    async fn claim_events(
+        &self,
+        sink: &str,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<ClaimedEvent>>;
+
+    /// Records that `sink` published `events`, and sets the events that every one of `sinks`
+    /// (all the configured sinks) has now published as done, for the retention to delete.
+    async fn mark_published(
+        &self,
+        sink: &str,
+        events: &[Uuid],
+        sinks: &[String],
+        now: OffsetDateTime,
+    ) -> StoreResult<()>;
+
+    /// Holds `events` back from `sink` until `until` after a failed publish, counting the
+    /// failure and keeping its reason.
+    async fn hold_back(
+        &self,
+        sink: &str,
+        events: &[Uuid],
+        until: OffsetDateTime,
+        error: &str,
+    ) -> StoreResult<()>;
+
+    /// How many events `sink` has not published yet, and when the oldest of them was written.
+    async fn outbox_backlog(&self, sink: &str) -> StoreResult<Backlog>;
+
+    /// Deletes up to `limit` events that every sink published before `published_before`;
+    /// returns how many went.
+    async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+
+    /// Records an upstream event (`tenant`, `source`, `id`) and commits the notifications it
+    /// maps to, each with its `accepted` event, in one transaction; an event recorded before
+    /// creates nothing and answers the notification ids it created then.
+    async fn receive_event(&self, event: &NewInboxEvent) -> StoreResult<InboxOutcome>;
+}
+
+/// An outbox event leased to one relay for one sink.
+#[derive(Debug, Clone)]
+pub struct ClaimedEvent {
+    pub event: OutboxEvent,
+    /// Failed publishes of this event to this sink so far.
+    pub failures: i32,
+}
+
+/// A sink's backlog, for `herald_outbox_backlog` and `herald_outbox_oldest_seconds`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub events: i64,
+    pub oldest: Option<OffsetDateTime>,
+}
+
+/// An upstream event and the notifications its mapping made of it.
+#[derive(Debug, Clone)]
+pub struct NewInboxEvent {
+    pub tenant: String,
+    /// The CloudEvents `source` and `id`: together, the event's identity.
+    pub source: String,
+    pub id: String,
+    pub notifications: Vec<Notification>,
+    pub received_at: OffsetDateTime,
+}
+
+/// What became of a [`NewInboxEvent`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboxOutcome {
+    Created,
+    /// The event was received before: nothing new was stored; these are the notifications it
+    /// created then.
+    Duplicate(Vec<NotificationId>),
 }
 
 /// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
@@ -408,6 +488,19 @@ pub enum EventType {
 }
 
 impl EventType {
+    pub const ALL: [EventType; 6] = [
+        EventType::Accepted,
+        EventType::Delivered,
+        EventType::Failed,
+        EventType::Unknown,
+        EventType::Resolved,
+        EventType::Cancelled,
+    ];
+
+    pub fn parse(s: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Accepted => "dev.herald.notification.accepted",

@@ -11,7 +11,10 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgListener, Pg
 use sqlx::{PgPool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{Arg, Conn, Dialect, attempt_columns, claimed_columns, resolution_columns};
+use super::sql::{
+    Arg, Conn, Dialect, RelayStatements, attempt_columns, claimed_columns, relay_statements,
+    resolution_columns,
+};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -29,6 +32,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "json_patch",
         include_str!("../../migrations/postgres/0003_json_patch.sql"),
+    ),
+    (
+        4,
+        "relay",
+        include_str!("../../migrations/postgres/0004_relay.sql"),
     ),
     (
         5,
@@ -65,6 +73,40 @@ impl Postgres {
         super::migrator(MIGRATIONS).run(&pool).await?;
         Ok(Postgres { pool })
     }
+}
+
+/// `column = ANY` a bound array.
+macro_rules! in_list {
+    ($column:literal, $n:literal) => {
+        concat!($column, " = ANY($", $n, ")")
+    };
+}
+
+/// Whether the array in `column` holds the text bound as `$n`.
+macro_rules! has {
+    ($column:literal, $n:literal) => {
+        concat!("($", $n, " = ANY(", $column, "))")
+    };
+}
+
+/// The array in `column` with the text bound as `$n` added.
+macro_rules! append {
+    ($column:literal, $n:literal) => {
+        concat!("array_append(", $column, ", $", $n, ")")
+    };
+}
+
+/// How many texts of the array in `column` are in the array bound as `$n`.
+macro_rules! count_in {
+    ($column:literal, $n:literal) => {
+        concat!(
+            "(SELECT count(*) FROM unnest(",
+            $column,
+            ") s WHERE s = ANY($",
+            $n,
+            "))"
+        )
+    };
 }
 
 #[async_trait]
@@ -106,6 +148,15 @@ impl Dialect for Postgres {
         "SELECT notification_id, ",
         resolution_columns!(),
         " FROM resolutions WHERE notification_id = ANY($1) ORDER BY notification_id, seq"
+    );
+
+    // SKIP LOCKED: events another relay is claiming right now are simply not due for us.
+    const RELAY: RelayStatements = relay_statements!(
+        in_list,
+        has,
+        append,
+        count_in,
+        "FOR UPDATE OF o SKIP LOCKED"
     );
 
     async fn begin(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {

@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AcceptOutcome, Claim, ClaimMode, EventType, ListFilter, NewAccept, NewResolution,
-    NotificationDetail, OutboxEvent, Prepare, QueueStats, Recorded, ReviewFilter, Store,
-    StoreError, StoreResult, Timestamp,
+    AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
+    NewAccept, NewInboxEvent, NewResolution, NotificationDetail, OutboxEvent, Prepare, QueueStats,
+    Recorded, ReviewFilter, Store, StoreError, StoreResult, Timestamp,
 };
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, Next, Notification,
@@ -242,6 +242,9 @@ pub(super) trait Dialect: Send + Sync + 'static {
     const ATTEMPTS_OF_MANY: &'static str;
     /// `$1` ids → every resolution of those notifications, as [`ResolutionWithOwner`].
     const RESOLUTIONS_OF_MANY: &'static str;
+    /// The relay's statements: written once in [`relay_statements!`], with the dialect's list
+    /// syntax and row locks put in.
+    const RELAY: RelayStatements;
 
     /// Begins a write transaction.
     async fn begin(&self) -> StoreResult<Transaction<'static, Self::Db>>;
@@ -257,6 +260,105 @@ pub(super) trait Dialect: Send + Sync + 'static {
 
 /// How often an enqueue that collided with a concurrent one runs again.
 const ACCEPT_TRIES: usize = 3;
+
+/// The relay's statements that differ by dialect; see [`relay_statements!`].
+pub(super) struct RelayStatements {
+    /// `$1` sink, `$2` now, `$3` limit → [`EventRow`]s: unpublished by the sink, not held, and
+    /// the earliest unpublished event of their notification; locked against other claimers.
+    pub due: &'static str,
+    /// `$1` ids, `$2` sink, `$3` lease end, `$4` now → the ids leased now (a lease another relay
+    /// took meanwhile is left alone).
+    pub lease: &'static str,
+    /// `$1` ids, `$2` sink, `$3` now: published (the sink joins each event's `published_to`).
+    pub published: &'static str,
+    /// `$1` ids, `$2` sink, `$3` now: when the sink took them, kept per sink.
+    pub history: &'static str,
+    /// `$1` ids, `$2` sink: their leases end.
+    pub release: &'static str,
+    /// `$1` ids, `$2` sinks, `$3` now, `$4` how many sinks: done where every sink published.
+    pub done: &'static str,
+    /// `$1` ids, `$2` sink, `$3` hold end, `$4` error: one more failure, held back.
+    pub hold: &'static str,
+    /// `$1` sink → how many events it has not published, and the oldest one's time.
+    pub backlog: &'static str,
+}
+
+/// The relay's statements, written once, with the dialect's pieces put in:
+/// `$in_ids!("column", n)` tests a column against the list of ids bound as `$n`; `$has!("column", n)` tests whether a `published_to` list holds the sink `$n`;
+/// `$append!("column", n)` is that list with the sink `$n` added; `$count_in!("column", n)`
+/// counts the list's sinks that are in the list `$n`; `$lock` is the row lock of claims.
+///
+/// Which sinks published an event is kept on its own row (`published_to`), so that the claim
+/// and the backlog read one index and the rows it points to, never a join whose plan depends
+/// on how fresh the table statistics are; `outbox_published` keeps when each sink took it.
+macro_rules! relay_statements {
+    ($in_ids:ident, $has:ident, $append:ident, $count_in:ident, $lock:literal) => {
+        $crate::store::sql::RelayStatements {
+            due: concat!(
+                "SELECT o.id, o.tenant, o.notification_id, o.type, o.data, o.created_at,
+                        coalesce(l.failures, 0) AS failures
+                 FROM outbox o LEFT JOIN outbox_leases l ON l.event_id = o.id AND l.sink = $1
+                 WHERE o.published_at IS NULL
+                   AND (l.held_until IS NULL OR l.held_until <= $2)
+                   AND NOT ",
+                $has!("o.published_to", 1),
+                " AND NOT EXISTS (
+                       SELECT 1 FROM outbox e
+                       WHERE e.notification_id = o.notification_id AND e.seq < o.seq
+                         AND e.published_at IS NULL AND NOT ",
+                $has!("e.published_to", 1),
+                ") ORDER BY o.seq LIMIT $3 ",
+                $lock
+            ),
+            lease: concat!(
+                "INSERT INTO outbox_leases (event_id, sink, held_until)
+                 SELECT id, $2, $3 FROM outbox WHERE ",
+                $in_ids!("id", 1),
+                " ON CONFLICT (event_id, sink) DO UPDATE SET held_until = excluded.held_until
+                 WHERE outbox_leases.held_until <= $4
+                 RETURNING event_id"
+            ),
+            published: concat!(
+                "UPDATE outbox SET published_to = ",
+                $append!("published_to", 2),
+                " WHERE ",
+                $in_ids!("id", 1),
+                " AND NOT ",
+                $has!("published_to", 2),
+                " RETURNING id"
+            ),
+            history: concat!(
+                "INSERT INTO outbox_published (event_id, sink, published_at)
+                 SELECT id, $2, $3 FROM outbox WHERE ",
+                $in_ids!("id", 1),
+                " ON CONFLICT (event_id, sink) DO NOTHING"
+            ),
+            release: concat!(
+                "DELETE FROM outbox_leases WHERE sink = $2 AND ",
+                $in_ids!("event_id", 1)
+            ),
+            done: concat!(
+                "UPDATE outbox SET published_at = $3
+                 WHERE published_at IS NULL AND ",
+                $in_ids!("id", 1),
+                " AND ",
+                $count_in!("published_to", 2),
+                " = $4"
+            ),
+            hold: concat!(
+                "UPDATE outbox_leases SET held_until = $3, failures = failures + 1, last_error = $4
+                 WHERE sink = $2 AND ",
+                $in_ids!("event_id", 1)
+            ),
+            backlog: concat!(
+                "SELECT count(*), min(o.created_at) FROM outbox o
+                 WHERE o.published_at IS NULL AND NOT ",
+                $has!("o.published_to", 1)
+            ),
+        }
+    };
+}
+pub(super) use relay_statements;
 
 /// The store, above a dialect.
 pub(super) struct SqlStore<D>(pub(super) D);
@@ -567,29 +669,7 @@ impl<D: Dialect> SqlStore<D> {
                 }));
                 continue;
             }
-            tx.execute(
-                INSERT_NOTIFICATION,
-                vec![
-                    Arg::from(n.id),
-                    Arg::from(&n.tenant),
-                    Arg::from(n.channel.as_str()),
-                    Arg::from(&n.to),
-                    Arg::from(&n.route),
-                    Arg::from(n.delivery.as_str()),
-                    Arg::json(&n.content),
-                    Arg::json(&n.metadata),
-                    Arg::from(n.state.as_str()),
-                    Arg::from(n.send_at),
-                    Arg::from(n.next_attempt_at.unwrap_or(n.created_at)),
-                    Arg::from(n.created_at),
-                ],
-            )
-            .await?;
-            insert_event(
-                &mut *tx,
-                &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at),
-            )
-            .await?;
+            insert_notification(&mut *tx, n).await?;
             outcomes.push(AcceptOutcome::Created);
         }
         if outcomes.contains(&AcceptOutcome::Created) {
@@ -598,6 +678,77 @@ impl<D: Dialect> SqlStore<D> {
         tx.commit().await?;
         Ok(outcomes)
     }
+
+    async fn try_receive_event(&self, event: &NewInboxEvent) -> StoreResult<Option<InboxOutcome>> {
+        let mut tx = self.0.begin().await?;
+        let ids: Vec<Uuid> = event.notifications.iter().map(|n| n.id.as_uuid()).collect();
+        // The key decides, as for idempotency keys: on PostgreSQL the insert waits for a
+        // concurrent transaction holding the same event and does nothing if that one commits.
+        let recorded = tx
+            .execute(
+                "INSERT INTO inbox (tenant, source, event_id, notification_ids, received_at)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (tenant, source, event_id) DO NOTHING",
+                vec![
+                    Arg::from(&event.tenant),
+                    Arg::from(&event.source),
+                    Arg::from(&event.id),
+                    Arg::json(&ids),
+                    Arg::from(event.received_at),
+                ],
+            )
+            .await?
+            == 1;
+        if !recorded {
+            let earlier: Option<(Json<Vec<Uuid>>,)> = tx
+                .fetch_optional(
+                    "SELECT notification_ids FROM inbox
+                     WHERE tenant = $1 AND source = $2 AND event_id = $3",
+                    args![&event.tenant, &event.source, &event.id],
+                )
+                .await?;
+            // `None`: the row that stopped the insert is gone again (its transaction rolled
+            // back after all); the caller runs this again.
+            return Ok(earlier.map(|(ids,)| {
+                InboxOutcome::Duplicate(ids.0.into_iter().map(NotificationId::from_uuid).collect())
+            }));
+        }
+        for n in &event.notifications {
+            insert_notification(&mut *tx, n).await?;
+        }
+        if !event.notifications.is_empty() {
+            D::wake_others(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(Some(InboxOutcome::Created))
+    }
+}
+
+/// A new `queued` notification with its `accepted` event.
+async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreResult<()> {
+    conn.execute(
+        INSERT_NOTIFICATION,
+        vec![
+            Arg::from(n.id),
+            Arg::from(&n.tenant),
+            Arg::from(n.channel.as_str()),
+            Arg::from(&n.to),
+            Arg::from(&n.route),
+            Arg::from(n.delivery.as_str()),
+            Arg::json(&n.content),
+            Arg::json(&n.metadata),
+            Arg::from(n.state.as_str()),
+            Arg::from(n.send_at),
+            Arg::from(n.next_attempt_at.unwrap_or(n.created_at)),
+            Arg::from(n.created_at),
+        ],
+    )
+    .await?;
+    insert_event(
+        conn,
+        &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at),
+    )
+    .await
 }
 
 async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<()> {
@@ -1126,6 +1277,159 @@ impl<D: Dialect> Store for SqlStore<D> {
     ) {
         self.0.listen_for_work(wake, shutdown).await;
     }
+
+    #[tracing::instrument(skip_all, fields(sink, limit))]
+    async fn claim_events(
+        &self,
+        sink: &str,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<ClaimedEvent>> {
+        let mut tx = self.0.begin().await?;
+        let due: Vec<EventRow> = tx
+            .fetch_all(D::RELAY.due, args![sink, now, i64::from(limit)])
+            .await?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = due.iter().map(|row| row.id).collect();
+        let leased: Vec<(Uuid,)> = tx
+            .fetch_all(
+                D::RELAY.lease,
+                vec![
+                    Arg::Uuids(ids),
+                    Arg::from(sink),
+                    Arg::from(now + lease),
+                    Arg::from(now),
+                ],
+            )
+            .await?;
+        tx.commit().await?;
+        due.into_iter()
+            .filter(|row| leased.iter().any(|(id,)| *id == row.id))
+            .map(ClaimedEvent::try_from)
+            .collect()
+    }
+
+    async fn mark_published(
+        &self,
+        sink: &str,
+        events: &[Uuid],
+        sinks: &[String],
+        now: OffsetDateTime,
+    ) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let ids = || Arg::Uuids(events.to_vec());
+        let mut tx = self.0.begin().await?;
+        let newly: Vec<(Uuid,)> = tx
+            .fetch_all(
+                D::RELAY.published,
+                vec![ids(), Arg::from(sink), Arg::from(now)],
+            )
+            .await?;
+        if !newly.is_empty() {
+            tx.execute(
+                D::RELAY.history,
+                vec![
+                    Arg::Uuids(newly.into_iter().map(|(id,)| id).collect()),
+                    Arg::from(sink),
+                    Arg::from(now),
+                ],
+            )
+            .await?;
+        }
+        tx.execute(D::RELAY.release, vec![ids(), Arg::from(sink)])
+            .await?;
+        tx.execute(
+            D::RELAY.done,
+            vec![
+                ids(),
+                Arg::Texts(sinks.to_vec()),
+                Arg::from(now),
+                Arg::from(sinks.len() as i64),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn hold_back(
+        &self,
+        sink: &str,
+        events: &[Uuid],
+        until: OffsetDateTime,
+        error: &str,
+    ) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.0.begin().await?;
+        tx.execute(
+            D::RELAY.hold,
+            vec![
+                Arg::Uuids(events.to_vec()),
+                Arg::from(sink),
+                Arg::from(until),
+                Arg::from(error),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn outbox_backlog(&self, sink: &str) -> StoreResult<Backlog> {
+        let (events, oldest): (i64, Option<Timestamp>) = self
+            .0
+            .read()
+            .await?
+            .fetch_one(D::RELAY.backlog, args![sink])
+            .await?;
+        Ok(Backlog {
+            events,
+            oldest: oldest.map(Timestamp::into_inner),
+        })
+    }
+
+    async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+        let mut tx = self.0.begin().await?;
+        let deleted = tx
+            .execute(
+                "DELETE FROM outbox WHERE seq IN (
+                     SELECT seq FROM outbox
+                     WHERE published_at IS NOT NULL AND published_at < $1
+                     ORDER BY published_at LIMIT $2)",
+                args![published_before, i64::from(limit)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    #[tracing::instrument(skip_all, fields(source = %event.source, id = %event.id))]
+    async fn receive_event(&self, event: &NewInboxEvent) -> StoreResult<InboxOutcome> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.try_receive_event(event).await {
+                Ok(Some(outcome)) => return Ok(outcome),
+                Ok(None) if tries < ACCEPT_TRIES => {}
+                Ok(None) => {
+                    return Err(StoreError::Unavailable(
+                        "the inbox record of this event keeps changing; retry".into(),
+                    ));
+                }
+                Err(err) if tries < ACCEPT_TRIES && D::retryable(&err) => {
+                    tracing::debug!(%err, "receiving collided with a concurrent one; retrying");
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
 }
 
 /// The attempt a settlement's vendor reference goes on: the earliest one it settles.
@@ -1372,6 +1676,38 @@ impl TryFrom<ResolutionRow> for Resolution {
             certainty_after: certainty(row.certainty_after)?,
             forced: row.forced,
             key_renewed: row.key_renewed,
+        })
+    }
+}
+
+/// An outbox row as a relay claim reads it.
+#[derive(FromRow)]
+pub(super) struct EventRow {
+    id: Uuid,
+    tenant: String,
+    notification_id: Uuid,
+    #[sqlx(rename = "type")]
+    event_type: String,
+    data: Json<Value>,
+    created_at: Timestamp,
+    failures: i32,
+}
+
+impl TryFrom<EventRow> for ClaimedEvent {
+    type Error = StoreError;
+
+    fn try_from(row: EventRow) -> Result<Self, StoreError> {
+        Ok(ClaimedEvent {
+            event: OutboxEvent {
+                id: row.id,
+                tenant: row.tenant,
+                notification_id: NotificationId::from_uuid(row.notification_id),
+                event_type: EventType::parse(&row.event_type)
+                    .ok_or_else(|| corrupt("event type", &row.event_type))?,
+                data: row.data.0,
+                created_at: row.created_at.into_inner(),
+            },
+            failures: row.failures,
         })
     }
 }

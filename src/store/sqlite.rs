@@ -22,7 +22,10 @@ use sqlx::types::Json;
 use sqlx::{SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{Dialect, attempt_columns, claimed_columns, resolution_columns};
+use super::sql::{
+    Dialect, RelayStatements, attempt_columns, claimed_columns, relay_statements,
+    resolution_columns,
+};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -40,6 +43,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "json_patch",
         include_str!("../../migrations/sqlite/0003_json_patch.sql"),
+    ),
+    (
+        4,
+        "relay",
+        include_str!("../../migrations/sqlite/0004_relay.sql"),
     ),
     (
         5,
@@ -173,6 +181,46 @@ macro_rules! ids_in {
     };
 }
 
+/// `column IN` a bound list of ids.
+macro_rules! in_ids {
+    ($column:literal, $n:literal) => {
+        concat!($column, " IN ", ids_in!($n))
+    };
+}
+
+/// Whether the JSON list in `column` holds the text bound as `$n`.
+macro_rules! has {
+    ($column:literal, $n:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM json_each(",
+            $column,
+            ") WHERE value = $",
+            $n,
+            ")"
+        )
+    };
+}
+
+/// The JSON list in `column` with the text bound as `$n` added.
+macro_rules! append {
+    ($column:literal, $n:literal) => {
+        concat!("json_insert(", $column, ", '$[#]', $", $n, ")")
+    };
+}
+
+/// How many texts of the JSON list in `column` are in the list bound as `$n`.
+macro_rules! count_in {
+    ($column:literal, $n:literal) => {
+        concat!(
+            "(SELECT count(*) FROM json_each(",
+            $column,
+            ") WHERE value IN (SELECT value FROM json_each($",
+            $n,
+            ")))"
+        )
+    };
+}
+
 #[async_trait]
 impl Dialect for Sqlite {
     type Db = sqlx::Sqlite;
@@ -222,6 +270,9 @@ impl Dialect for Sqlite {
         ids_in!(1),
         " ORDER BY notification_id, seq"
     );
+
+    // The one writer makes each claim the only one: no row locks.
+    const RELAY: RelayStatements = relay_statements!(in_ids, has, append, count_in, "");
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first
     /// and writes later could find the lock taken by another process and fail mid-way.

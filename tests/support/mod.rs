@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 pub mod binary;
+pub mod nats;
 pub mod pg_cluster;
 
 use std::path::PathBuf;

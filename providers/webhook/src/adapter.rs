@@ -71,6 +71,8 @@ pub enum WebhookError {
 pub struct WebhookAdapter {
     http: reqwest::Client,
     secrets: Vec<SigningSecret>,
+    /// `application/json` unless [`WebhookAdapter::with_content_type`] says otherwise.
+    content_type: HeaderValue,
     allow_private_networks: bool,
     capabilities: Capabilities,
 }
@@ -112,6 +114,7 @@ impl WebhookAdapter {
         Ok(WebhookAdapter {
             http: builder.build()?,
             secrets,
+            content_type: HeaderValue::from_static("application/json"),
             allow_private_networks: route.allow_private_networks,
             capabilities: Capabilities {
                 // Receivers may dedup on webhook-id, but that is each receiver's promise, not
@@ -121,6 +124,14 @@ impl WebhookAdapter {
                 max_payload_bytes: route.max_payload_bytes,
             },
         })
+    }
+
+    /// Sends every body with this `Content-Type` instead of `application/json`: herald's event
+    /// sink posts CloudEvents in structured mode, `application/cloudevents+json`, which the
+    /// signature does not cover and receivers still parse as JSON.
+    pub fn with_content_type(mut self, content_type: &'static str) -> Self {
+        self.content_type = HeaderValue::from_static(content_type);
+        self
     }
 
     /// Where `message` goes, checked before any connection (a refusal here is permanent: a
@@ -228,7 +239,7 @@ impl Adapter for WebhookAdapter {
         let response = match self
             .http
             .post(url)
-            .header(CONTENT_TYPE, "application/json")
+            .header(CONTENT_TYPE, self.content_type.clone())
             .header(WEBHOOK_ID, id)
             .header(WEBHOOK_TIMESTAMP, timestamp)
             .header(WEBHOOK_SIGNATURE, signature)
