@@ -235,7 +235,7 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
 }
 
 /// The real binary, SIGKILLed again and again while its relay publishes, and once while its
-/// marks are held up by a lock after a batch was seen published, so that a publish certainly
+/// marks are refused after a batch was seen published, so that a publish certainly
 /// happened without its mark. Afterwards: every event the outbox holds is in the stream exactly once under its
 /// own id, and the republished ones went out again with the same ids.
 async fn a_relay_killed_between_publish_and_mark_republishes_the_same_ids_and_loses_none(
@@ -252,7 +252,7 @@ async fn a_relay_killed_between_publish_and_mark_republishes_the_same_ids_and_lo
     let dir = TempDir::new("herald-relay-kill");
     let listen = format!("127.0.0.1:{}", free_port());
     let extra = format!(
-        "{}[relay]\nbatch_size = 8\nlease_seconds = 1\npoll_interval_ms = 20\n\
+        "{}[relay]\nbatch_size = 8\nlease_seconds = 1\npoll_interval_ms = 20\nretry_max_seconds = 1\n\
          [routes.sandbox]\nprovider = \"sandbox\"\ntimeout_seconds = 2\n\
          [channels]\nemail = \"sandbox\"\n[dispatch]\nlease_seconds = 4\n",
         names.sink("bus", SHARED_URL)
@@ -289,36 +289,31 @@ async fn a_relay_killed_between_publish_and_mark_republishes_the_same_ids_and_lo
         enqueue(&http, &herald.base, 10).await;
     }
 
-    // Hold marks up with a lock (publishes need none), and kill herald once a batch is seen
-    // published but not marked: its events must go out again under the same ids.
+    // Refuse every mark (publishes need none), and kill herald once events are seen published
+    // but not marked: after the restart they must go out again under the same ids.
+    refuse_marks(&db, true).await;
+    enqueue(&http, &herald.base, 10).await;
     let mut held_up = BTreeSet::new();
-    for _ in 0..20 {
-        enqueue(&http, &herald.base, 10).await;
-        let lock = MarkLock::take(&db).await;
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while held_up.is_empty() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let marked = published_ids(&db).await;
-            held_up = raw
-                .counts()
-                .keys()
-                .map(|id| simple(id))
-                .filter(|id| !marked.contains(id))
-                .collect();
-        }
-        if held_up.is_empty() {
-            lock.release().await; // the relay was waiting to claim, not to mark: again
-            continue;
-        }
-        herald.kill();
-        lock.release().await;
-        herald.restart().await;
-        break;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while held_up.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let marked = published_ids(&db).await;
+        held_up = raw
+            .counts()
+            .keys()
+            .map(|id| simple(id))
+            .filter(|id| !marked.contains(id))
+            .collect();
     }
     assert!(
         !held_up.is_empty(),
-        "no publish was ever caught before its mark"
+        "no publish was seen while marks were refused; herald's log:\n{}",
+        herald.log()
     );
+    herald.kill();
+    let before_kill = raw.counts();
+    refuse_marks(&db, false).await;
+    herald.restart().await;
 
     eventually(
         "every notification final and every event published",
@@ -371,11 +366,14 @@ async fn a_relay_killed_between_publish_and_mark_republishes_the_same_ids_and_lo
         held_up.len(),
         republished.len(),
     );
-    for id in &held_up {
-        assert!(
-            republished.contains(id),
-            "published again after the kill: {id}"
-        );
+    let after = raw.counts();
+    for (id, n) in &before_kill {
+        if held_up.contains(&simple(id)) {
+            assert!(
+                after.get(id).is_some_and(|m| m > n),
+                "published again after the kill: {id}"
+            );
+        }
     }
     for id in &republished {
         assert!(
@@ -395,46 +393,26 @@ async fn published_ids(db: &TestDb) -> BTreeSet<String> {
     db.texts(sql).await.into_iter().collect()
 }
 
-/// A transaction of the test's own that makes herald's marks wait: on PostgreSQL an exclusive
-/// lock on `outbox_published` (reads and other writes go on), on SQLite the write lock.
-enum MarkLock {
-    Postgres(sqlx::PgConnection),
-    Sqlite(sqlx::SqliteConnection),
-}
-
-impl MarkLock {
-    async fn take(db: &TestDb) -> MarkLock {
-        use sqlx::Connection;
-        match db.backend {
-            Backend::Postgres => {
-                let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-                sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
-                sqlx::query("LOCK TABLE outbox_published IN EXCLUSIVE MODE")
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-                MarkLock::Postgres(conn)
-            }
-            Backend::Sqlite => {
-                let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-                sqlx::query("BEGIN IMMEDIATE")
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-                MarkLock::Sqlite(conn)
-            }
+/// Makes every mark of a published event fail (`on`), or stops doing so: a trigger refuses rows
+/// of `outbox_published`, so herald publishes and cannot record that it did.
+async fn refuse_marks(db: &TestDb, on: bool) {
+    let statements: &[&str] = match (db.backend, on) {
+        (Backend::Sqlite, true) => &["CREATE TRIGGER herald_test_refuse_marks \
+             BEFORE INSERT ON outbox_published \
+             BEGIN SELECT RAISE(ABORT, 'marks refused by the test'); END"],
+        (Backend::Postgres, true) => &[
+            "CREATE FUNCTION herald_test_refuse_marks() RETURNS trigger LANGUAGE plpgsql \
+             AS $$ BEGIN RAISE EXCEPTION 'marks refused by the test'; END $$",
+            "CREATE TRIGGER herald_test_refuse_marks BEFORE INSERT ON outbox_published \
+             FOR EACH STATEMENT EXECUTE FUNCTION herald_test_refuse_marks()",
+        ],
+        (Backend::Sqlite, false) => &["DROP TRIGGER herald_test_refuse_marks"],
+        (Backend::Postgres, false) => {
+            &["DROP TRIGGER herald_test_refuse_marks ON outbox_published"]
         }
-    }
-
-    async fn release(self) {
-        match self {
-            MarkLock::Postgres(mut conn) => {
-                sqlx::query("ROLLBACK").execute(&mut conn).await.unwrap();
-            }
-            MarkLock::Sqlite(mut conn) => {
-                sqlx::query("ROLLBACK").execute(&mut conn).await.unwrap();
-            }
-        }
+    };
+    for sql in statements {
+        db.execute(sql).await;
     }
 }
 
