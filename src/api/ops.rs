@@ -6,6 +6,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
+use time::OffsetDateTime;
 use utoipa::OpenApi;
 
 use super::problem::Problem;
@@ -26,20 +27,21 @@ async fn healthz() -> impl IntoResponse {
     Json(json!({"status": "ok"}))
 }
 
-/// The database answers and its migrations are current.
+/// The database answers, its migrations are current and a write commits.
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "Ready"),
     (status = 503, description = "Not ready, and why", body = Problem, content_type = "application/problem+json"),
 ))]
 async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, Problem> {
-    match state.store.check_ready().await {
+    match state.store.check_ready(OffsetDateTime::now_utc()).await {
         Ok(()) => Ok(Json(json!({"status": "ready"}))),
-        Err(StoreError::Unavailable(cause)) => Err(Problem::new(
+        Err(StoreError::Unavailable(outage, cause)) => Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not-ready",
             "Not ready",
-            format!("database: {}", first_line(&cause)),
-        )),
+            format!("database {outage}: {}", first_line(&cause)),
+        )
+        .with_retry_after(1)),
         Err(err) => Err(err.into()),
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::FieldError;
-use crate::store::StoreError;
+use crate::store::{Outage, StoreError};
 
 const TYPE_BASE: &str = "https://herald.dev/problems/";
 
@@ -111,20 +111,59 @@ impl Problem {
     }
 }
 
+impl Problem {
+    /// 503 naming why the database refuses work, with how long to wait before retrying.
+    pub fn unavailable(outage: Outage) -> Self {
+        let (slug, title, why, retry_after) = match outage {
+            Outage::Unreachable | Outage::Schema => (
+                "database-unavailable",
+                "The database is unavailable",
+                "herald cannot reach its database right now",
+                1,
+            ),
+            Outage::Busy => (
+                "database-unavailable",
+                "The database is unavailable",
+                "herald's database is too busy right now",
+                1,
+            ),
+            Outage::DiskFull => (
+                "storage-full",
+                "The database's disk is full",
+                "herald's database has no disk space left",
+                10,
+            ),
+            Outage::ReadOnly => (
+                "storage-read-only",
+                "The database refuses writes",
+                "herald's database is read-only right now (a read-only file system or a standby)",
+                10,
+            ),
+            Outage::Storage => (
+                "storage-fault",
+                "The database's storage is failing",
+                "herald's database reports I/O errors",
+                10,
+            ),
+        };
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            slug,
+            title,
+            format!("{why}; nothing was stored, retry later"),
+        )
+        .with_retry_after(retry_after)
+    }
+}
+
 impl From<StoreError> for Problem {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NotFound => Problem::not_found(),
             StoreError::Conflict(detail) => Problem::conflict(detail),
-            StoreError::Unavailable(cause) => {
-                tracing::warn!(%cause, "database unavailable");
-                Problem::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "database-unavailable",
-                    "The database is unavailable",
-                    "herald cannot reach its database right now; nothing was stored, retry shortly",
-                )
-                .with_retry_after(1)
+            StoreError::Unavailable(outage, cause) => {
+                tracing::warn!(%outage, %cause, "database unavailable");
+                Problem::unavailable(outage)
             }
             StoreError::Internal(cause) => {
                 tracing::error!(cause = format!("{cause:#}"), "store error");

@@ -433,7 +433,7 @@ impl Worker {
                     );
                     return;
                 }
-                Err(StoreError::Unavailable(cause)) if attempt < RECORD_TRIES => {
+                Err(StoreError::Unavailable(_, cause)) if attempt < RECORD_TRIES => {
                     tracing::warn!(%cause, attempt, "cannot record yet; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }

@@ -34,48 +34,96 @@ pub enum StoreError {
     /// The row exists but is in a state that forbids the change.
     #[error("conflict: {0}")]
     Conflict(String),
-    /// The database cannot be reached or is refusing work right now; worth retrying later.
-    #[error("the database is unavailable: {0}")]
-    Unavailable(String),
+    /// The database refuses work right now, for a cause that may clear; worth retrying later.
+    #[error("the database is unavailable ({0}): {1}")]
+    Unavailable(Outage, String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
 
+/// Why the database refuses work: what an answer names, and what an operator fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outage {
+    /// It cannot be reached, refuses connections or credentials, or is not there.
+    Unreachable,
+    /// It is there but has no room for more work now: locks, connections, memory.
+    Busy,
+    DiskFull,
+    /// Its storage refuses writes: a read-only file system or a standby.
+    ReadOnly,
+    /// Its storage fails: I/O errors.
+    Storage,
+    /// Its schema is not the one this build expects.
+    Schema,
+}
+
+impl std::fmt::Display for Outage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Outage::Unreachable => "unreachable",
+            Outage::Busy => "busy",
+            Outage::DiskFull => "disk full",
+            Outage::ReadOnly => "read-only",
+            Outage::Storage => "storage fault",
+            Outage::Schema => "schema mismatch",
+        })
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> Self {
-        let unavailable = match &err {
+        let outage = match &err {
             sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
-            | sqlx::Error::Protocol(_) => true,
+            | sqlx::Error::Protocol(_) => Some(Outage::Unreachable),
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 return StoreError::Conflict(db.message().to_owned());
             }
-            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-                // PostgreSQL: 08 connection exception, 53 insufficient resources, 55 not in a
-                // state to serve (a database that refuses connections), 57P admin shutdown /
-                // crash / cannot connect now, 3D000 no such database and 28 refused
-                // credentials (an operator's fix away). SQLite: 5 BUSY, 6 LOCKED, 10 I/O error,
-                // 13 disk full, 8 read-only (and their extended codes).
-                code.starts_with("08")
-                    || code.starts_with("53")
-                    || code.starts_with("55")
-                    || code.starts_with("57P")
-                    || code.starts_with("28")
-                    || code == "3D000"
-                    || (db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
-                        && code
-                            .parse::<i32>()
-                            .is_ok_and(|c| [5, 6, 8, 10, 13].contains(&(c & 0xff))))
-            }),
-            _ => false,
+            sqlx::Error::Database(db) => match db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+                Some(_) => db.code().and_then(|code| sqlite_outage(&code)),
+                None => db.code().and_then(|code| postgres_outage(&code)),
+            },
+            _ => None,
         };
-        if unavailable {
-            StoreError::Unavailable(err.to_string())
-        } else {
-            StoreError::Internal(anyhow::Error::new(err))
+        match outage {
+            Some(outage) => StoreError::Unavailable(outage, err.to_string()),
+            None => StoreError::Internal(anyhow::Error::new(err)),
         }
+    }
+}
+
+/// SQLite's primary result codes (the low byte of an extended one) that may clear by themselves
+/// or by an operator's hand.
+fn sqlite_outage(code: &str) -> Option<Outage> {
+    match code.parse::<i32>().ok()? & 0xff {
+        5 | 6 => Some(Outage::Busy),
+        8 => Some(Outage::ReadOnly),
+        10 => Some(Outage::Storage),
+        13 => Some(Outage::DiskFull),
+        _ => None,
+    }
+}
+
+/// PostgreSQL's SQLSTATEs of the same kind: 08 connection exception, 28 refused credentials,
+/// 3D000 no such database, 55 not in a state to serve (a database that refuses connections), 57P
+/// shutdown / crash / cannot connect now, 53 insufficient resources (53100: disk full), 25006 a
+/// write on a standby, 58030 an I/O error.
+fn postgres_outage(code: &str) -> Option<Outage> {
+    match code {
+        "53100" => Some(Outage::DiskFull),
+        "25006" => Some(Outage::ReadOnly),
+        "58030" => Some(Outage::Storage),
+        _ if code.starts_with("53") => Some(Outage::Busy),
+        _ if ["08", "28", "55", "57P"]
+            .iter()
+            .any(|class| code.starts_with(class))
+            || code == "3D000" =>
+        {
+            Some(Outage::Unreachable)
+        }
+        _ => None,
     }
 }
 
@@ -225,8 +273,9 @@ pub struct QueueStats {
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Ok when the database answers and its migrations are the ones this build expects.
-    async fn check_ready(&self) -> StoreResult<()>;
+    /// Ok when the database answers, its migrations are the ones this build expects and a write
+    /// commits (recorded as the time of the check).
+    async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()>;
 
     /// Commits each new notification with its idempotency record and `accepted` event, all in
     /// one transaction; keys already used are answered from their record instead.
@@ -538,6 +587,43 @@ impl OutboxEvent {
                 "metadata": n.metadata,
             }),
             created_at: now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_database_code_names_the_outage_an_operator_would_fix() {
+        for (code, outage) in [
+            ("5", Some(Outage::Busy)),
+            ("517", Some(Outage::Busy)), // SQLITE_BUSY_SNAPSHOT
+            ("6", Some(Outage::Busy)),
+            ("8", Some(Outage::ReadOnly)),
+            ("10", Some(Outage::Storage)),
+            ("3850", Some(Outage::Storage)), // SQLITE_IOERR_LOCK
+            ("13", Some(Outage::DiskFull)),
+            ("19", None), // a constraint: the request's doing, not an outage
+            ("1", None),
+        ] {
+            assert_eq!(sqlite_outage(code), outage, "SQLite {code}");
+        }
+        for (code, outage) in [
+            ("53100", Some(Outage::DiskFull)),
+            ("53300", Some(Outage::Busy)), // too many connections
+            ("25006", Some(Outage::ReadOnly)),
+            ("58030", Some(Outage::Storage)),
+            ("08006", Some(Outage::Unreachable)),
+            ("28P01", Some(Outage::Unreachable)),
+            ("3D000", Some(Outage::Unreachable)),
+            ("55000", Some(Outage::Unreachable)),
+            ("57P01", Some(Outage::Unreachable)),
+            ("23505", None),
+            ("42P01", None),
+        ] {
+            assert_eq!(postgres_outage(code), outage, "PostgreSQL {code}");
         }
     }
 }

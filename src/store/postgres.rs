@@ -43,6 +43,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "review",
         include_str!("../../migrations/postgres/0005_review.sql"),
     ),
+    (
+        6,
+        "readiness",
+        include_str!("../../migrations/postgres/0006_readiness.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -23,8 +23,8 @@ use uuid::Uuid;
 
 use super::{
     AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
-    NewAccept, NewInboxEvent, NewResolution, NotificationDetail, OutboxEvent, Prepare, QueueStats,
-    Recorded, ReviewFilter, Store, StoreError, StoreResult, Timestamp,
+    NewAccept, NewInboxEvent, NewResolution, NotificationDetail, Outage, OutboxEvent, Prepare,
+    QueueStats, Recorded, ReviewFilter, Store, StoreError, StoreResult, Timestamp,
 };
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, Next, Notification,
@@ -769,7 +769,7 @@ async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<
 
 #[async_trait]
 impl<D: Dialect> Store for SqlStore<D> {
-    async fn check_ready(&self) -> StoreResult<()> {
+    async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()> {
         let (applied,): (Option<i64>,) = self
             .0
             .read()
@@ -780,11 +780,23 @@ impl<D: Dialect> Store for SqlStore<D> {
             )
             .await?;
         if applied != Some(D::LATEST_MIGRATION) {
-            return Err(StoreError::Unavailable(format!(
-                "migrations are at {applied:?}, this build expects {}",
-                D::LATEST_MIGRATION
-            )));
+            return Err(StoreError::Unavailable(
+                Outage::Schema,
+                format!(
+                    "migrations are at {applied:?}, this build expects {}",
+                    D::LATEST_MIGRATION
+                ),
+            ));
         }
+        // Reads can go on while writes fail (a full disk, a read-only file system, a standby):
+        // ready means a write commits.
+        let mut tx = self.0.begin().await?;
+        tx.execute(
+            "UPDATE readiness SET checked_at = $1 WHERE id = 1",
+            args![now],
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -1420,6 +1432,7 @@ impl<D: Dialect> Store for SqlStore<D> {
                 Ok(None) if tries < ACCEPT_TRIES => {}
                 Ok(None) => {
                     return Err(StoreError::Unavailable(
+                        Outage::Busy,
                         "the inbox record of this event keeps changing; retry".into(),
                     ));
                 }

@@ -19,7 +19,7 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::types::Json;
-use sqlx::{SqlitePool, Transaction};
+use sqlx::{Connection, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::sql::{
@@ -54,6 +54,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "review",
         include_str!("../../migrations/sqlite/0005_review.sql"),
     ),
+    (
+        6,
+        "readiness",
+        include_str!("../../migrations/sqlite/0006_readiness.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;
@@ -79,6 +84,17 @@ impl Sqlite {
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(10))
+            // A COMMIT that fails (a full disk) ends SQLite's transaction, but sqlx still counts
+            // it open and the rollback it queues fails: that connection would refuse every
+            // later BEGIN, and it is the only writer. The ping runs after the queued rollback;
+            // a connection still counting a transaction then is closed, and the next write
+            // opens a fresh one.
+            .after_release(|conn, _| {
+                Box::pin(async move {
+                    conn.ping().await?;
+                    Ok(!conn.is_in_transaction())
+                })
+            })
             .connect_with(options.clone())
             .await?;
         super::migrator(MIGRATIONS).run(&writer).await?;
