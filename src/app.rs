@@ -44,6 +44,11 @@ pub struct App {
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
+        // First: the built-in sandbox vendors take ports the kernel picks, and must not take
+        // the one this listener is configured to.
+        let listener = TcpListener::bind(config.server.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.server.listen))?;
         let store = store::connect(&config.database.url, config.database.max_connections).await?;
         let (tokens, generated_dev_token) = tokens(&config)?;
         let templates = Templates::new(config.templates.clone());
@@ -118,9 +123,6 @@ impl App {
             max_connections: config.server.max_connections,
             shutdown_grace: Duration::from_secs(config.server.shutdown_grace_seconds),
         };
-        let listener = TcpListener::bind(config.server.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.server.listen))?;
         Ok(App {
             listener,
             router,
