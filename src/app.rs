@@ -198,7 +198,7 @@ pub const MIN_TOKEN_CHARS: usize = 32;
 pub const MIN_DEV_TOKEN_CHARS: usize = 8;
 
 /// The configured tokens, or, with none, the development token for tenant `dev`.
-fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
+pub(crate) fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {
     if !config.tokens.is_empty() {
         let resolved = config
             .tokens

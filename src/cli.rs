@@ -28,6 +28,13 @@ pub enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Check the config without serving: every problem at once, each with its key and where
+    /// its value came from. Exit 0 when there is none, 1 otherwise.
+    CheckConfig {
+        /// Also reach the database, each vendor's host and each NATS server (nothing is sent).
+        #[arg(long)]
+        connect: bool,
+    },
     /// Run the outbox relay alone: publish events to the configured sinks.
     Relay,
     /// Run a stand-in vendor for development and tests, with a ledger of what it delivered.

@@ -9,43 +9,189 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use secrecy::SecretString;
 use serde::Deserialize;
 
 use crate::api::auth::Scope;
 use crate::domain::{Channel, Delivery, Template};
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole configuration. Each section is read on its own (see [`Config::load`]), so that one
+/// bad section does not hide the problems of the next.
+#[derive(Debug)]
 pub struct Config {
-    #[serde(default)]
     pub server: ServerConfig,
-    #[serde(default)]
     pub database: DatabaseConfig,
-    #[serde(default)]
     pub tokens: Vec<TokenConfig>,
-    /// Parsed separately (see [`RouteConfig::from_table`]): a route's keys depend on its provider.
-    #[serde(skip)]
+    /// A route's keys depend on its provider.
     pub routes: BTreeMap<String, RouteConfig>,
     /// The default route of each channel.
-    #[serde(default)]
     pub channels: BTreeMap<Channel, String>,
-    #[serde(default)]
     pub dispatch: DispatchConfig,
-    #[serde(default)]
     pub templates: BTreeMap<String, Template>,
-    #[serde(default)]
     pub relay: RelayConfig,
     /// Where the relay publishes outbox events, by sink name; with none, the log sink.
-    #[serde(default)]
     pub sinks: BTreeMap<String, SinkConfig>,
-    #[serde(default)]
     pub inbox: InboxConfig,
-    /// Parsed separately (see [`Config::load`]): upstream event types and the notifications
-    /// each maps to, one table or an array of them.
-    #[serde(skip)]
+    /// Upstream event types and the notifications each maps to, one table or an array of them.
     pub events: BTreeMap<String, Vec<EventMapping>>,
+    /// Where each value came from, for problems found after loading (a secret that is missing).
+    pub origins: Origins,
+}
+
+/// Every problem found in a configuration, each naming its key and where its value came from.
+#[derive(Debug)]
+pub struct ConfigProblems(pub Vec<String>);
+
+impl std::fmt::Display for ConfigProblems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_slice() {
+            [one] => write!(f, "config: {one}"),
+            many => {
+                write!(f, "config: {} problems", many.len())?;
+                many.iter().try_for_each(|p| write!(f, "\n  - {p}"))
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigProblems {}
+
+/// Which file was read and which keys the environment set, so that a problem can say what to
+/// edit: a line in the file or a variable.
+#[derive(Debug, Clone, Default)]
+pub struct Origins {
+    file: Option<PathBuf>,
+    /// Dotted key (`routes.mail.port`) → the variable that set it.
+    env: BTreeMap<String, String>,
+}
+
+impl Origins {
+    /// Where `key`'s value came from: the variables that set it or a key inside it, else the
+    /// file, else herald's defaults.
+    pub fn of(&self, key: &str) -> String {
+        let vars: Vec<&str> = self
+            .env
+            .iter()
+            .filter(|(k, _)| {
+                *k == key
+                    || k.strip_prefix(key)
+                        .is_some_and(|rest| rest.starts_with('.'))
+                    || key
+                        .strip_prefix(k.as_str())
+                        .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .map(|(_, var)| var.as_str())
+            .collect();
+        match (&self.file, vars.is_empty()) {
+            (_, false) => format!("set by {}", vars.join(", ")),
+            (Some(file), true) => format!("in {}", file.display()),
+            (None, true) => "herald's default".into(),
+        }
+    }
+}
+
+/// Collects problems while a config is read, each with its key and origin.
+struct Loader {
+    origins: Origins,
+    problems: Vec<String>,
+}
+
+impl Loader {
+    fn push(&mut self, key: &str, message: impl std::fmt::Display) {
+        let mut message = message.to_string().trim_end().replace('\n', " ");
+        // toml ends some messages with " in `port`": the key already says it.
+        if let Some((head, field)) = message.rsplit_once(" in `")
+            && key.ends_with(field.trim_end_matches('`'))
+        {
+            message = head.to_owned();
+        }
+        let origin = self.origins.of(key);
+        self.problems.push(format!("{key}: {message} ({origin})"));
+    }
+
+    /// Deserializes `value` found at `key`, naming the inner key at fault if it fails.
+    fn parse<T: serde::de::DeserializeOwned>(
+        &mut self,
+        key: &str,
+        value: toml::Value,
+    ) -> Option<T> {
+        match serde_path_to_error::deserialize(value) {
+            Ok(parsed) => Some(parsed),
+            Err(err) => {
+                let key = match err.path().to_string().as_str() {
+                    "." => key.to_owned(),
+                    path => format!("{key}.{path}"),
+                };
+                self.push(&key, err.inner());
+                None
+            }
+        }
+    }
+
+    /// Like [`Loader::parse`] for a table whose key `tag` names its kind (`provider = "smtp"`):
+    /// serde loses the path inside internally tagged enums, so the kind is taken out and the
+    /// rest read as the externally tagged `{ smtp = { … } }`, which keeps it.
+    fn parse_tagged<T: serde::de::DeserializeOwned>(
+        &mut self,
+        key: &str,
+        tag: &str,
+        mut table: toml::Table,
+    ) -> Option<T> {
+        let Some(toml::Value::String(kind)) = table.remove(tag) else {
+            self.push(key, format!("needs `{tag} = \"…\"`"));
+            return None;
+        };
+        let mut tagged = toml::Table::new();
+        tagged.insert(kind.clone(), table.into());
+        match serde_path_to_error::deserialize(toml::Value::from(tagged)) {
+            Ok(parsed) => Some(parsed),
+            Err(err) => {
+                // The path starts with the kind, which is not a key the user wrote.
+                let path = err.path().to_string();
+                let inner = path
+                    .strip_prefix(kind.as_str())
+                    .map(|rest| rest.trim_start_matches('.'))
+                    .unwrap_or_default();
+                let key = match inner {
+                    "" => key.to_owned(),
+                    inner => format!("{key}.{inner}"),
+                };
+                let message = err.inner().to_string();
+                let message = match message.strip_prefix("unknown variant ") {
+                    Some(rest) => format!("unknown {tag} {rest}"),
+                    None => message,
+                };
+                self.push(&key, message);
+                None
+            }
+        }
+    }
+
+    /// Removes section `key` from `table` and parses it; a missing or broken one is its default
+    /// (a broken one is also a problem, so the config is refused anyway).
+    fn section<T: serde::de::DeserializeOwned + Default>(
+        &mut self,
+        table: &mut toml::Table,
+        key: &str,
+    ) -> T {
+        table
+            .remove(key)
+            .and_then(|value| self.parse(key, value))
+            .unwrap_or_default()
+    }
+
+    /// Removes section `key`, which must be a table of named items.
+    fn named(&mut self, table: &mut toml::Table, key: &str) -> toml::Table {
+        match table.remove(key) {
+            Some(toml::Value::Table(items)) => items,
+            Some(_) => {
+                self.push(key, "must be a table");
+                toml::Table::new()
+            }
+            None => toml::Table::new(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,9 +230,9 @@ impl Default for RelayConfig {
     }
 }
 
-/// One sink of the relay, by `kind = "…"`.
+/// One sink of the relay, by `kind = "…"` (read with [`Loader::parse_tagged`]).
 #[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum SinkConfig {
     /// NATS JetStream: one message per event on `<subject_prefix>.notification.<state>`, with
     /// `Nats-Msg-Id` = the event id, counted published once the stream acknowledged it.
@@ -259,10 +405,10 @@ impl SecretSource {
         match self {
             SecretSource::Env { env } => std::env::var(env)
                 .map(SecretString::from)
-                .with_context(|| format!("{what}: environment variable {env} is not set")),
+                .map_err(|_| anyhow::anyhow!("{what}: environment variable {env} is not set")),
             SecretSource::File { file } => std::fs::read_to_string(file)
                 .map(|s| SecretString::from(s.trim_end().to_owned()))
-                .with_context(|| format!("{what}: cannot read {}", file.display())),
+                .map_err(|e| anyhow::anyhow!("{what}: cannot read {}: {e}", file.display())),
             SecretSource::Literal(secret) => {
                 tracing::warn!(
                     "{what} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development"
@@ -295,9 +441,9 @@ pub struct RouteConfig {
     pub provider: ProviderConfig,
 }
 
-/// The adapter and its own settings, by `provider = "…"`.
+/// The adapter and its own settings, by `provider = "…"` (read with [`Loader::parse_tagged`]).
 #[derive(Debug, Deserialize)]
-#[serde(tag = "provider", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ProviderConfig {
     Sandbox {
         /// A running `herald sandbox`; without it, `serve` starts one in-process.
@@ -387,6 +533,16 @@ pub enum SmtpTls {
     Implicit,
 }
 
+impl SmtpTls {
+    pub fn tls(self) -> herald_smtp::Tls {
+        match self {
+            SmtpTls::None => herald_smtp::Tls::None,
+            SmtpTls::Starttls => herald_smtp::Tls::StartTls,
+            SmtpTls::Implicit => herald_smtp::Tls::Implicit,
+        }
+    }
+}
+
 fn default_sandbox_profile() -> String {
     "idempotent".into()
 }
@@ -443,15 +599,24 @@ impl RouteConfig {
         "burst",
     ];
 
-    fn from_table(mut table: toml::Table, dispatch: &DispatchConfig) -> anyhow::Result<Self> {
+    /// Parses route `name`; `None` if it has a problem (pushed to `loader`).
+    fn from_table(
+        name: &str,
+        mut table: toml::Table,
+        dispatch: &DispatchConfig,
+        loader: &mut Loader,
+    ) -> Option<Self> {
+        let key = format!("routes.{name}");
         let mut common = toml::Table::new();
         for key in Self::COMMON_KEYS {
             if let Some(value) = table.remove(key) {
                 common.insert(key.into(), value);
             }
         }
-        let common = RouteCommon::deserialize(common)?;
-        Ok(RouteConfig {
+        let common: Option<RouteCommon> = loader.parse(&key, common.into());
+        let provider: Option<ProviderConfig> = loader.parse_tagged(&key, "provider", table);
+        let (common, provider) = (common?, provider?);
+        Some(RouteConfig {
             delivery: common.delivery.unwrap_or(Delivery::DEFAULT),
             concurrency: common.concurrency.unwrap_or(16).max(1),
             timeout: Duration::from_secs(common.timeout_seconds.unwrap_or(10)),
@@ -460,7 +625,7 @@ impl RouteConfig {
             rate_limit_per_second: common.rate_limit_per_second.filter(|r| *r > 0.0),
             burst: common.burst.unwrap_or(1),
             tenants: common.tenants,
-            provider: ProviderConfig::deserialize(table)?,
+            provider,
         })
     }
 
@@ -468,7 +633,12 @@ impl RouteConfig {
     pub fn builtin_sandbox(dispatch: &DispatchConfig) -> Self {
         let mut table = toml::Table::new();
         table.insert("provider".into(), "sandbox".into());
-        Self::from_table(table, dispatch).expect("the built-in sandbox route is valid")
+        let mut loader = Loader {
+            origins: Origins::default(),
+            problems: Vec::new(),
+        };
+        Self::from_table("sandbox", table, dispatch, &mut loader)
+            .expect("the built-in sandbox route is valid")
     }
 }
 
@@ -514,64 +684,102 @@ const LEASE_MARGIN: Duration = Duration::from_secs(2);
 
 impl Config {
     /// Reads `path` (if any), applies `HERALD_<SECTION>__<KEY>` overrides from `env`, fills
-    /// defaults and checks the result.
+    /// defaults and checks the result: every problem at once, not the first.
     pub fn load(
         path: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
-    ) -> anyhow::Result<Config> {
+    ) -> Result<Config, ConfigProblems> {
         let mut table = match path {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read config {}", path.display()))?;
-                toml::from_str::<toml::Table>(&text)
-                    .with_context(|| format!("config {} is not valid TOML", path.display()))?
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigProblems(vec![format!("cannot read {}: {e}", path.display())])
+                })?;
+                toml::from_str::<toml::Table>(&text).map_err(|e| {
+                    ConfigProblems(vec![format!(
+                        "{} is not valid TOML: {}",
+                        path.display(),
+                        e.to_string().trim_end()
+                    )])
+                })?
             }
             None => toml::Table::new(),
         };
-        apply_env_overrides(&mut table, env)?;
-        let routes = match table.remove("routes") {
-            Some(toml::Value::Table(routes)) => routes,
-            Some(_) => bail!("config: `routes` must be a table of routes"),
-            None => toml::Table::new(),
+        let mut loader = Loader {
+            origins: Origins {
+                file: path.map(Path::to_path_buf),
+                env: BTreeMap::new(),
+            },
+            problems: Vec::new(),
         };
-        let events = match table.remove("events") {
-            Some(toml::Value::Table(events)) => events,
-            Some(_) => bail!("config: `events` must be a table of event types"),
-            None => toml::Table::new(),
+        apply_env_overrides(&mut table, env, &mut loader);
+        let dispatch: DispatchConfig = loader.section(&mut table, "dispatch");
+        let mut config = Config {
+            server: loader.section(&mut table, "server"),
+            database: loader.section(&mut table, "database"),
+            tokens: Vec::new(),
+            routes: BTreeMap::new(),
+            channels: loader.section(&mut table, "channels"),
+            dispatch,
+            templates: loader.section(&mut table, "templates"),
+            relay: loader.section(&mut table, "relay"),
+            sinks: BTreeMap::new(),
+            inbox: loader.section(&mut table, "inbox"),
+            events: BTreeMap::new(),
+            origins: Origins::default(),
         };
-        let mut config: Config = Config::deserialize(table).map_err(|e| {
-            anyhow::anyhow!("config: {}", e.to_string().trim_end().replace('\n', " "))
-        })?;
-        for (name, route) in routes {
-            let toml::Value::Table(route) = route else {
-                bail!("config: routes.{name} must be a table");
-            };
-            let route = RouteConfig::from_table(route, &config.dispatch).map_err(|e| {
-                anyhow::anyhow!(
-                    "config: routes.{name}: {}",
-                    e.to_string().trim_end().replace('\n', " ")
-                )
-            })?;
-            config.routes.insert(name, route);
+        // Tokens, routes, sinks and events one by one: each names its own problems.
+        match table.remove("tokens") {
+            Some(toml::Value::Array(tokens)) => {
+                for (i, token) in tokens.into_iter().enumerate() {
+                    config
+                        .tokens
+                        .extend(loader.parse(&format!("tokens[{i}]"), token));
+                }
+            }
+            Some(_) => loader.push("tokens", "must be an array of tables ([[tokens]])"),
+            None => {}
         }
-        for (event_type, mappings) in events {
+        for (name, route) in loader.named(&mut table, "routes") {
+            let toml::Value::Table(route) = route else {
+                loader.push(&format!("routes.{name}"), "must be a table");
+                continue;
+            };
+            if let Some(route) =
+                RouteConfig::from_table(&name, route, &config.dispatch, &mut loader)
+            {
+                config.routes.insert(name, route);
+            }
+        }
+        for (name, sink) in loader.named(&mut table, "sinks") {
+            let key = format!("sinks.{name}");
+            let toml::Value::Table(sink) = sink else {
+                loader.push(&key, "must be a table");
+                continue;
+            };
+            if let Some(sink) = loader.parse_tagged(&key, "kind", sink) {
+                config.sinks.insert(name, sink);
+            }
+        }
+        for (event_type, mappings) in loader.named(&mut table, "events") {
             let mappings = match mappings {
                 toml::Value::Array(many) => many,
                 one => vec![one],
             };
-            let mappings = mappings
+            let key = format!("events.\"{event_type}\"");
+            let parsed: Vec<EventMapping> = mappings
                 .into_iter()
-                .map(EventMapping::deserialize)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "config: events.\"{event_type}\": {}",
-                        e.to_string().trim_end().replace('\n', " ")
-                    )
-                })?;
-            config.events.insert(event_type, mappings);
+                .filter_map(|m| loader.parse(&key, m))
+                .collect();
+            config.events.insert(event_type, parsed);
         }
-        if config.routes.is_empty() {
+        for unknown in table.keys() {
+            loader.push(
+                unknown,
+                "unknown section (expected server, database, tokens, routes, channels, \
+                 dispatch, templates, relay, sinks, inbox or events)",
+            );
+        }
+        if config.routes.is_empty() && !loader.problems.iter().any(|p| p.starts_with("routes.")) {
             config.routes.insert(
                 "sandbox".into(),
                 RouteConfig::builtin_sandbox(&config.dispatch),
@@ -583,29 +791,37 @@ impl Config {
                     .or_insert_with(|| "sandbox".into());
             }
         }
-        config.check()?;
+        config.check(&mut loader);
+        if !loader.problems.is_empty() {
+            return Err(ConfigProblems(loader.problems));
+        }
+        config.origins = loader.origins;
         Ok(config)
     }
 
     /// Which tenants may use which routes: tokens name their routes where tenants share one
     /// herald, and a route that may reach private networks names its tenants.
-    fn check_route_grants(&self) -> anyhow::Result<()> {
+    fn check_route_grants(&self, loader: &mut Loader) {
         let tenants: std::collections::BTreeSet<&str> =
             self.tokens.iter().map(|t| t.tenant.as_str()).collect();
-        for token in &self.tokens {
+        for (i, token) in self.tokens.iter().enumerate() {
+            let key = format!("tokens[{i}].routes");
             match &token.routes {
-                None if tenants.len() > 1 => bail!(
-                    "config: token `{}`: with several tenants, each token names the routes it \
-                     may send through (routes = [\"mail\", …], or [\"*\"] for every route)",
-                    token.name
+                None if tenants.len() > 1 => loader.push(
+                    &key,
+                    format!(
+                        "token `{}`: with several tenants, each token names the routes it may \
+                         send through (routes = [\"mail\", …], or [\"*\"] for every route)",
+                        token.name
+                    ),
                 ),
                 None => {}
                 Some(routes) => {
                     for route in routes.iter().filter(|r| *r != "*") {
                         if !self.routes.contains_key(route) {
-                            bail!(
-                                "config: token `{}` names unknown route `{route}`",
-                                token.name
+                            loader.push(
+                                &key,
+                                format!("token `{}` names unknown route `{route}`", token.name),
                             );
                         }
                     }
@@ -621,51 +837,62 @@ impl Config {
                 }
             );
             if private && route.tenants.is_none() && !self.tokens.is_empty() {
-                bail!(
-                    "config: routes.{name} may reach private networks: name the tenants allowed \
-                     to use it (tenants = [\"…\"])"
+                loader.push(
+                    &format!("routes.{name}.tenants"),
+                    "the route may reach private networks: name the tenants allowed to use it \
+                     (tenants = [\"…\"])",
                 );
             }
             for tenant in route.tenants.iter().flatten() {
                 if !tenants.contains(tenant.as_str()) && !self.tokens.is_empty() {
-                    bail!("config: routes.{name}.tenants names `{tenant}`, which no token has");
+                    loader.push(
+                        &format!("routes.{name}.tenants"),
+                        format!("names `{tenant}`, which no token has"),
+                    );
                 }
             }
         }
-        Ok(())
     }
 
-    fn check(&self) -> anyhow::Result<()> {
+    fn check(&self, loader: &mut Loader) {
         for (channel, route) in &self.channels {
-            let Some(r) = self.routes.get(route) else {
-                bail!("config: channels.{channel} names unknown route `{route}`");
-            };
-            if !r.provider.channels().contains(channel) {
-                bail!("config: channels.{channel}: route `{route}` does not carry {channel}");
+            let key = format!("channels.{channel}");
+            match self.routes.get(route) {
+                None => loader.push(&key, format!("names unknown route `{route}`")),
+                Some(r) if !r.provider.channels().contains(channel) => {
+                    loader.push(&key, format!("route `{route}` does not carry {channel}"));
+                }
+                Some(_) => {}
             }
         }
         let lease = Duration::from_secs(self.dispatch.lease_seconds);
         for (name, route) in &self.routes {
             if route.timeout + LEASE_MARGIN > lease {
-                bail!(
-                    "config: routes.{name}.timeout_seconds ({}) must be at least {} s below dispatch.lease_seconds ({})",
-                    route.timeout.as_secs(),
-                    LEASE_MARGIN.as_secs(),
-                    lease.as_secs()
+                loader.push(
+                    &format!("routes.{name}.timeout_seconds"),
+                    format!(
+                        "{} must be at least {} s below dispatch.lease_seconds ({})",
+                        route.timeout.as_secs(),
+                        LEASE_MARGIN.as_secs(),
+                        lease.as_secs()
+                    ),
                 );
             }
         }
-        for token in &self.tokens {
+        for (i, token) in self.tokens.iter().enumerate() {
             if token.scopes.is_empty() {
-                bail!("config: token `{}` has no scopes", token.name);
+                loader.push(
+                    &format!("tokens[{i}].scopes"),
+                    format!("token `{}` has no scopes", token.name),
+                );
             }
         }
-        self.check_route_grants()?;
+        self.check_route_grants(loader);
         if self.dispatch.batch_size == 0 || self.dispatch.concurrency == 0 {
-            bail!("config: dispatch.batch_size and dispatch.concurrency must be at least 1");
+            loader.push("dispatch", "batch_size and concurrency must be at least 1");
         }
         if self.relay.batch_size == 0 || self.relay.prune_batch == 0 {
-            bail!("config: relay.batch_size and relay.prune_batch must be at least 1");
+            loader.push("relay", "batch_size and prune_batch must be at least 1");
         }
         for (name, sink) in &self.sinks {
             if let SinkConfig::Nats { subject_prefix, .. } = sink
@@ -674,8 +901,9 @@ impl Config {
                         .split('.')
                         .any(|t| t.is_empty() || t.contains(['*', '>', ' '])))
             {
-                bail!(
-                    "config: sinks.{name}.subject_prefix must be NATS subject tokens without wildcards"
+                loader.push(
+                    &format!("sinks.{name}.subject_prefix"),
+                    "must be NATS subject tokens without wildcards",
                 );
             }
             if let SinkConfig::Webhook {
@@ -684,18 +912,111 @@ impl Config {
                 && secret.is_none()
                 && secrets.is_empty()
             {
-                bail!("config: sinks.{name} needs a `secret` (whsec_…) to sign with");
+                loader.push(
+                    &format!("sinks.{name}"),
+                    "needs a `secret` (whsec_ followed by base64) to sign with",
+                );
             }
         }
         if let Some(nats) = &self.inbox.nats {
             if nats.subjects.is_empty() {
-                bail!("config: inbox.nats.subjects must name at least one subject");
+                loader.push("inbox.nats.subjects", "must name at least one subject");
             }
-            if nats.tenant.is_none() {
-                self.inbox_tenant()?;
+            if nats.tenant.is_none()
+                && let Err(err) = self.inbox_tenant()
+            {
+                loader.push("inbox.nats.tenant", err);
             }
         }
-        Ok(())
+    }
+}
+
+impl Config {
+    /// Every secret the config names, by its key: the start-up check resolves them all before
+    /// anything else is built, so that each missing one is named at once.
+    pub fn secrets(&self) -> Vec<(String, &SecretSource)> {
+        let mut secrets = Vec::new();
+        for (i, token) in self.tokens.iter().enumerate() {
+            secrets.push((format!("tokens[{i}].secret"), &token.secret));
+        }
+        for (name, route) in &self.routes {
+            let key = |field: &str| format!("routes.{name}.{field}");
+            match &route.provider {
+                ProviderConfig::Webhook { secrets: list, .. } => {
+                    for (i, secret) in list.iter().enumerate() {
+                        secrets.push((key(&format!("secrets[{i}]")), secret));
+                    }
+                }
+                ProviderConfig::Resend { api_key, .. }
+                | ProviderConfig::Onesignal { api_key, .. } => {
+                    secrets.push((key("api_key"), api_key));
+                }
+                ProviderConfig::Smtp {
+                    password: Some(password),
+                    ..
+                } => secrets.push((key("password"), password)),
+                ProviderConfig::Twilio { auth_token, .. } => {
+                    secrets.push((key("auth_token"), auth_token));
+                }
+                ProviderConfig::Mailjet { api_secret, .. } => {
+                    secrets.push((key("api_secret"), api_secret));
+                }
+                ProviderConfig::Sandbox { .. } | ProviderConfig::Smtp { password: None, .. } => {}
+            }
+        }
+        for (name, sink) in &self.sinks {
+            if let SinkConfig::Webhook {
+                secret,
+                secrets: list,
+                ..
+            } = sink
+            {
+                secrets.extend(secret.iter().map(|s| (format!("sinks.{name}.secret"), s)));
+                for (i, secret) in list.iter().enumerate() {
+                    secrets.push((format!("sinks.{name}.secrets[{i}]"), secret));
+                }
+            }
+        }
+        secrets
+    }
+}
+
+impl ProviderConfig {
+    /// The host and port this route's vendor is reached at, for `check-config --connect`;
+    /// `None` for webhooks, whose URL is each notification's, and an in-process sandbox.
+    pub fn endpoint(&self) -> Option<String> {
+        let url = |base_url: &Option<String>, default: &str| {
+            let parsed = url::Url::parse(base_url.as_deref().unwrap_or(default)).ok()?;
+            Some(format!(
+                "{}:{}",
+                parsed.host_str()?,
+                parsed.port_or_known_default()?
+            ))
+        };
+        match self {
+            ProviderConfig::Sandbox { base_url, .. } => {
+                base_url.as_ref().and_then(|_| url(base_url, ""))
+            }
+            ProviderConfig::Webhook { .. } => None,
+            ProviderConfig::Resend { base_url, .. } => {
+                url(base_url, herald_resend::DEFAULT_BASE_URL)
+            }
+            ProviderConfig::Smtp {
+                host, port, tls, ..
+            } => Some(format!(
+                "{host}:{}",
+                port.unwrap_or_else(|| tls.tls().default_port())
+            )),
+            ProviderConfig::Twilio { base_url, .. } => {
+                url(base_url, herald_twilio::DEFAULT_BASE_URL)
+            }
+            ProviderConfig::Mailjet { base_url, .. } => {
+                url(base_url, herald_mailjet::DEFAULT_BASE_URL)
+            }
+            ProviderConfig::Onesignal { base_url, .. } => {
+                url(base_url, herald_onesignal::DEFAULT_BASE_URL)
+            }
+        }
     }
 }
 
@@ -725,8 +1046,9 @@ impl Config {
 fn apply_env_overrides(
     table: &mut toml::Table,
     env: impl IntoIterator<Item = (String, String)>,
-) -> anyhow::Result<()> {
-    for (name, raw) in env {
+    loader: &mut Loader,
+) {
+    'vars: for (name, raw) in env {
         let Some(path) = name.strip_prefix("HERALD_") else {
             continue;
         };
@@ -734,30 +1056,35 @@ fn apply_env_overrides(
             continue; // HERALD_CONFIG, HERALD_DEV_TOKEN, HERALD_URL … are not config keys
         }
         let keys: Vec<String> = path.split("__").map(str::to_lowercase).collect();
+        loader.origins.env.insert(keys.join("."), name.clone());
         let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or(toml::Value::String(raw));
         let (last, parents) = keys.split_last().expect("split yields at least one key");
         let mut node = &mut *table;
-        for key in parents {
+        for (depth, key) in parents.iter().enumerate() {
             let entry = node
                 .entry(key.clone())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            node = entry
-                .as_table_mut()
-                .with_context(|| format!("{name}: `{key}` is not a table in the config"))?;
+            let Some(inner) = entry.as_table_mut() else {
+                loader.push(
+                    &keys[..=depth].join("."),
+                    "is not a table, so it has no keys to set",
+                );
+                continue 'vars;
+            };
+            node = inner;
         }
         node.insert(last.clone(), value);
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn load(toml_text: &str, env: &[(&str, &str)]) -> anyhow::Result<Config> {
+    fn load(toml_text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigProblems> {
         let dir = std::env::temp_dir().join(format!("herald-config-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("herald.toml");
@@ -859,6 +1186,43 @@ mod tests {
         assert!(
             err.to_string().contains("routes.a") && err.to_string().contains("hots"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once_with_its_key_and_where_it_came_from() {
+        let err = load(
+            "[server]\nlistn = 3\n\
+             [routes.mail]\nprovider = \"smtp\"\nhots = \"smtp.example\"\n\
+             [routes.box]\nprovider = \"sandbox\"\n\
+             [channels]\nsms = \"nowhere\"\n\
+             [dispatch]\nbatch_size = 0\n",
+            &[
+                ("HERALD_ROUTES__BOX__VISIBILITY_LAG_MS", "\"soon\""),
+                ("HERALD_DATABASE__MAX_CONECTIONS", "5"),
+            ],
+        )
+        .unwrap_err();
+        let problems = err.0.join("\n");
+        for expected in [
+            "server.listn: unknown field `listn`",
+            "routes.mail.hots: unknown field `hots`",
+            "routes.box.visibility_lag_ms: invalid type: string \"soon\"",
+            "set by HERALD_ROUTES__BOX__VISIBILITY_LAG_MS",
+            "database.max_conections: unknown field `max_conections`",
+            "set by HERALD_DATABASE__MAX_CONECTIONS",
+            "channels.sms: names unknown route `nowhere`",
+            "dispatch: batch_size and concurrency must be at least 1",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected:?} not in:\n{problems}"
+            );
+        }
+        assert_eq!(err.0.len(), 6, "{problems}");
+        assert!(
+            err.0[0].starts_with("server.listn") && err.0[0].ends_with("herald.toml)"),
+            "a problem in the file names the file: {problems}"
         );
     }
 

@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod app;
+pub mod check;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -36,8 +36,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         command => command,
     };
     let config = Config::load(cli.config.as_deref(), std::env::vars())?;
+    // What `check-config` checks, `serve` and `relay` check first: a config with five problems
+    // names all five before anything starts.
     match command {
+        Command::CheckConfig { connect } => {
+            herald::check::check(&config, connect).await?;
+            let reached = if connect { "; every host answered" } else { "" };
+            println!("config is valid{reached}");
+            Ok(())
+        }
         Command::Serve => {
+            herald::check::check(&config, false).await?;
             let app = App::build(config).await?;
             if let Some(token) = &app.generated_dev_token {
                 println!(
@@ -50,6 +59,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             app.run(shutdown).await
         }
         Command::Relay => {
+            herald::check::check(&config, false).await?;
             let shutdown = CancellationToken::new();
             tokio::spawn(signal_shutdown(shutdown.clone()));
             herald::app::relay(config, shutdown).await

@@ -221,3 +221,144 @@ async fn errors_are_one_line_with_their_cause_and_exit_codes_say_what_failed() {
         stderr(&down)
     );
 }
+
+/// Runs `herald check-config` on `config` with exactly `env` set.
+fn check_config(config: &std::path::Path, env: &[(&str, &str)]) -> Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    command
+        .args(["check-config", "--config"])
+        .arg(config)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("the herald binary runs")
+}
+
+#[test]
+fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnable_one() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = check_config(&root.join("herald.example.toml"), &[]);
+    assert_eq!(example.status.code(), Some(1), "{}", stderr(&example));
+    let problems = stderr(&example);
+    // Every secret the reference names is missing, and each is named in the same run.
+    for key in [
+        "tokens[0].secret: environment variable BILLING_TOKEN is not set",
+        "tokens[1].secret: cannot read /run/secrets/herald-oncall",
+        "routes.hooks.secrets[0]: environment variable WEBHOOK_SECRET is not set",
+        "routes.hooks.secrets[1]: environment variable WEBHOOK_SECRET_PREVIOUS is not set",
+        "routes.mail.password: environment variable SMTP_PASSWORD is not set",
+        "routes.mailjet.api_secret",
+        "routes.onesignal.api_key",
+        "routes.resend.api_key",
+        "routes.twilio.auth_token",
+        "sinks.upstream.secret: environment variable HERALD_EVENTS_SECRET is not set",
+    ] {
+        assert!(problems.contains(key), "{key:?} missing from:\n{problems}");
+    }
+    assert!(problems.contains("config: 10 problems"), "{problems}");
+    assert!(problems.contains("(in ") && problems.contains("herald.example.toml)"));
+
+    // A value of the wrong type from the environment names its key and its variable.
+    let typed = check_config(
+        &root.join("herald.example.toml"),
+        &[("HERALD_ROUTES__MAIL__PORT", "\"2525\"")],
+    );
+    assert!(
+        stderr(&typed).contains(
+            "routes.mail.port: invalid type: string \"2525\", expected u16 \
+             (set by HERALD_ROUTES__MAIL__PORT)"
+        ),
+        "{}",
+        stderr(&typed)
+    );
+
+    let token = "0123456789abcdef0123456789abcdef";
+    let runnable = check_config(
+        &root.join("examples/sandbox.toml"),
+        &[("HERALD_EXAMPLE_TOKEN", token)],
+    );
+    assert_eq!(runnable.status.code(), Some(0), "{}", stderr(&runnable));
+    assert_eq!(stdout(&runnable).trim(), "config is valid");
+
+    // A secret in the wrong format is named with its rule, not found on the first request.
+    let dir = support::TempDir::new("herald-cli");
+    let config = dir.path().join("herald.toml");
+    std::fs::write(
+        &config,
+        "[[tokens]]\nname = \"a\"\ntenant = \"t\"\nscopes = [\"send\"]\nsecret = { env = \"T\" }\n\
+         [routes.hooks]\nprovider = \"webhook\"\nsecrets = [{ env = \"HOOK\" }]\n",
+    )
+    .unwrap();
+    let wrong = check_config(&config, &[("T", "short"), ("HOOK", "not-a-whsec")]);
+    let problems = stderr(&wrong);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(problems.contains("config: 2 problems"), "{problems}");
+    assert!(
+        problems.contains("its secret has 5 characters"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("routes.hooks: signing secret #1 does not start with `whsec_`"),
+        "{problems}"
+    );
+    assert!(
+        !problems.contains("not-a-whsec"),
+        "a secret is never echoed: {problems}"
+    );
+
+    // `--connect` reaches the database and each vendor, and says which cannot be reached.
+    let mut missing_db = url::Url::parse(&support::postgres_admin_url()).unwrap();
+    missing_db.set_path(&format!("herald_missing_{}", uuid::Uuid::new_v4().simple()));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"{missing_db}\"\n[routes.box]\nprovider = \"sandbox\"\nbase_url = \"http://127.0.0.1:{closed_port}\"\n"
+        ),
+    )
+    .unwrap();
+    let offline = check_config(&config, &[]);
+    assert_eq!(
+        stdout(&offline).trim(),
+        "config is valid",
+        "{}",
+        stderr(&offline)
+    );
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    let connected = command
+        .args(["check-config", "--connect", "--config"])
+        .arg(&config)
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .unwrap();
+    let problems = stderr(&connected);
+    assert_eq!(connected.status.code(), Some(1), "{problems}");
+    assert!(problems.contains("config: 2 problems"), "{problems}");
+    assert!(
+        problems.contains("routes.box: cannot ask the sandbox its profile")
+            && problems.contains("Connection refused"),
+        "{problems}"
+    );
+    let db_name = missing_db.path().trim_start_matches('/');
+    if !support::in_ci()
+        && problems.contains("database.url: cannot open database")
+        && !problems.contains("does not exist")
+    {
+        eprintln!(
+            "\n*** POSTGRESQL PART SKIPPED: no server at {}\n",
+            support::postgres_admin_url()
+        );
+    } else {
+        assert!(
+            problems.contains(&format!(
+                "database \"{db_name}\" does not exist (create it first, e.g. `createdb {db_name}`"
+            )),
+            "{problems}"
+        );
+        assert_eq!(problems.matches("does not exist").count(), 1, "{problems}");
+    }
+}

@@ -410,7 +410,7 @@ async fn a_route_outside_a_tokens_grant_is_refused_by_name() {
     );
     let err = format!("{:#}", build_app(&db, &unnamed).await.err().unwrap());
     assert!(
-        err.contains("routes.internal may reach private networks"),
+        err.contains("routes.internal.tenants: the route may reach private networks"),
         "{err}"
     );
     let loose = "[[tokens]]\nname = \"loose\"\ntenant = \"initech\"\nscopes = [\"send\"]\n\

@@ -20,7 +20,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use routes::{Route, Routes, build_routes};
+pub use routes::{Route, Routes, build_routes, check_route};
 
 use crate::config::DispatchConfig;
 use crate::domain::{Decision, Next, Notification, Sibling};

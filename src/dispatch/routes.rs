@@ -16,14 +16,14 @@ use herald_provider::{
 };
 use herald_resend::{ResendAdapter, ResendRoute};
 use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute};
-use herald_smtp::{SmtpAdapter, SmtpRoute, Tls};
+use herald_smtp::{SmtpAdapter, SmtpRoute};
 use herald_twilio::{TwilioAdapter, TwilioRoute};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
 use super::pacing::Pace;
 use super::policy::Limits;
-use crate::config::{Config, ProviderConfig, RouteConfig, SmtpTls};
+use crate::config::{Config, ProviderConfig, RouteConfig};
 use crate::domain::AttemptResult;
 
 pub struct Route {
@@ -239,6 +239,26 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
     Ok((Routes(routes), sandboxes))
 }
 
+/// Builds route `name`'s adapter as `serve` would, without sending anything; with `connect`,
+/// also asks the vendor to confirm what the route declares. An in-process sandbox is not
+/// started: there is nothing to check until it is.
+pub async fn check_route(name: &str, route: &RouteConfig, connect: bool) -> anyhow::Result<()> {
+    if let ProviderConfig::Sandbox {
+        base_url: None,
+        profile,
+        ..
+    } = &route.provider
+    {
+        herald_sandbox::Profile::from_str(profile)?;
+        return Ok(());
+    }
+    let adapter = adapter(name, route, &mut Vec::new()).await?;
+    if connect {
+        adapter.verify().await.map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
+}
+
 async fn adapter(
     name: &str,
     route: &RouteConfig,
@@ -322,11 +342,7 @@ async fn adapter(
             hello_name,
             root_certificate,
         } => {
-            let tls = match tls {
-                SmtpTls::None => Tls::None,
-                SmtpTls::Starttls => Tls::StartTls,
-                SmtpTls::Implicit => Tls::Implicit,
-            };
+            let tls = tls.tls();
             let extra_root_certificate_pem = match root_certificate {
                 Some(path) => Some(std::fs::read_to_string(path).with_context(|| {
                     format!(

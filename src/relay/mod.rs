@@ -206,6 +206,16 @@ impl Relay {
     }
 }
 
+/// Builds sink `name` as the relay would, where that connects to nothing (a webhook sink's
+/// secrets and URL); NATS is reached by `check-config --connect` instead, without creating its
+/// stream.
+pub async fn check_sink(name: &str, config: &SinkConfig) -> anyhow::Result<()> {
+    if let SinkConfig::Webhook { .. } = config {
+        build_sink(name, config).await?;
+    }
+    Ok(())
+}
+
 async fn build_sink(name: &str, config: &SinkConfig) -> anyhow::Result<Arc<dyn Sink>> {
     Ok(match config {
         SinkConfig::Nats {

@@ -466,25 +466,48 @@ pub enum InboxOutcome {
 /// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
     use anyhow::Context;
-    let store: Arc<dyn Store> = if url.starts_with("sqlite:") {
-        Arc::new(sql::SqlStore(
+    Ok(match Backend::of(url)? {
+        Backend::Sqlite => Arc::new(sql::SqlStore(
             sqlite::Sqlite::connect(url)
                 .await
                 .with_context(|| opening(url))?,
-        ))
-    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        Arc::new(sql::SqlStore(
+        )),
+        Backend::Postgres => Arc::new(sql::SqlStore(
             postgres::Postgres::connect(url, max_connections)
                 .await
                 .with_context(|| opening(url))?,
-        ))
-    } else {
-        anyhow::bail!(
-            "database.url must start with sqlite: or postgres: (got `{}`)",
-            redact_url(url)
-        )
-    };
-    Ok(store)
+        )),
+    })
+}
+
+/// Whether the database named by `url` can be opened, without migrating or creating anything.
+pub async fn reach(url: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    match Backend::of(url)? {
+        Backend::Sqlite => sqlite::Sqlite::reach(url),
+        Backend::Postgres => postgres::Postgres::reach(url).await,
+    }
+    .with_context(|| opening(url))
+}
+
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    fn of(url: &str) -> anyhow::Result<Backend> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Backend::Postgres)
+        } else {
+            anyhow::bail!(
+                "database.url must start with sqlite: or postgres: (got `{}`)",
+                redact_url(url)
+            )
+        }
+    }
 }
 
 fn opening(url: &str) -> String {

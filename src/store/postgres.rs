@@ -62,13 +62,9 @@ pub struct Postgres {
 
 impl Postgres {
     pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
-        let options: PgConnectOptions = url.parse()?;
         // One direct connection first: a pool would report only "timed out", not the cause.
-        use sqlx::Connection;
-        sqlx::PgConnection::connect_with(&options)
-            .await?
-            .close()
-            .await?;
+        Self::reach(url).await?;
+        let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             // A request waiting on a dead database answers 503 promptly instead of hanging.
@@ -77,6 +73,32 @@ impl Postgres {
             .await?;
         super::migrator(MIGRATIONS).run(&pool).await?;
         Ok(Postgres { pool })
+    }
+
+    /// One direct connection, opened and closed: the server, the credentials and the database
+    /// are there.
+    pub async fn reach(url: &str) -> anyhow::Result<()> {
+        use sqlx::Connection;
+        let options: PgConnectOptions = url.parse()?;
+        let connection = sqlx::PgConnection::connect_with(&options)
+            .await
+            .map_err(|err| match err.as_database_error() {
+                // sqlx prints the server's message twice, each with a line of the server's own
+                // source; the message and its code are what a user can act on.
+                Some(db) if db.code().as_deref() == Some("3D000") => anyhow::anyhow!(
+                    "{} (create it first, e.g. `createdb {}`; `herald migrate` or `serve` then creates the tables)",
+                    db.message(),
+                    options.get_database().unwrap_or("herald")
+                ),
+                Some(db) => anyhow::anyhow!(
+                    "{} (SQLSTATE {})",
+                    db.message(),
+                    db.code().unwrap_or_default()
+                ),
+                None => err.into(),
+            })?;
+        connection.close().await?;
+        Ok(())
     }
 }
 

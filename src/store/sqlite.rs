@@ -110,6 +110,15 @@ impl Sqlite {
         })
     }
 
+    /// Whether the database can be opened, touching nothing: its directory exists.
+    pub fn reach(url: &str) -> anyhow::Result<()> {
+        let options = SqliteConnectOptions::from_str(url)?;
+        if options.get_filename().as_os_str() != ":memory:" {
+            canonical(options.get_filename())?;
+        }
+        Ok(())
+    }
+
     /// The lock that keeps a second process off this database, taken on the database's
     /// canonical path: a symlink or another spelling of the same file finds the same lock.
     fn lock(database: &Path) -> anyhow::Result<Option<std::fs::File>> {

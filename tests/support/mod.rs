@@ -85,7 +85,7 @@ pub fn install_crypto() {
     });
 }
 
-fn postgres_admin_url() -> String {
+pub fn postgres_admin_url() -> String {
     std::env::var("HERALD_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
@@ -412,7 +412,7 @@ fn try_test_config(db: &TestDb, extra: &str) -> anyhow::Result<Config> {
     install_crypto();
     let path = std::env::temp_dir().join(format!("herald-test-{}.toml", uuid::Uuid::new_v4()));
     std::fs::write(&path, test_config_text(&db.url, "127.0.0.1:0", extra)).expect("write config");
-    let config = Config::load(Some(&path), std::iter::empty());
+    let config = Config::load(Some(&path), std::iter::empty()).map_err(anyhow::Error::from);
     let _ = std::fs::remove_file(path);
     config
 }

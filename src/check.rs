@@ -1,0 +1,112 @@
+//! The start-up check, also run alone by `herald check-config`: everything that can be known
+//! about a config before serving, reported all at once, each problem naming its key and where
+//! its value came from.
+
+use std::time::Duration;
+
+use crate::config::{Config, ConfigProblems, SinkConfig};
+
+/// How long `--connect` waits for each host.
+const REACH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Resolves every secret, checks the tokens, builds every route's adapter and every webhook
+/// sink as `serve` would (sending nothing, starting nothing). With `connect`, also reaches the
+/// database, each vendor's host, each NATS server, and asks each vendor that can to confirm
+/// what its route declares.
+pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems> {
+    let mut problems = Vec::new();
+    // Parts whose secrets are missing are not built: their one problem is already named.
+    let mut unresolved = Vec::new();
+    for (key, source) in config.secrets() {
+        if let Err(err) = source.resolve(&key) {
+            problems.push(format!("{err:#} ({})", config.origins.of(&key)));
+            unresolved.push(key);
+        }
+    }
+    let blocked = |prefix: &str| {
+        unresolved.iter().any(|key| {
+            key.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with(['.', '[']))
+        })
+    };
+    if !blocked("tokens")
+        && let Err(err) = crate::app::tokens(config)
+    {
+        problems.push(format!("{err:#}"));
+    }
+    for (name, route) in &config.routes {
+        let key = format!("routes.{name}");
+        if blocked(&key) {
+            continue;
+        }
+        if let Err(err) = crate::dispatch::check_route(name, route, connect).await {
+            problems.push(format!("{key}: {err:#} ({})", config.origins.of(&key)));
+            continue;
+        }
+        if connect
+            && let Some(endpoint) = route.provider.endpoint()
+            && let Err(err) = reach(&endpoint).await
+        {
+            problems.push(format!("{key}: cannot reach {endpoint}: {err}"));
+        }
+    }
+    for (name, sink) in &config.sinks {
+        let key = format!("sinks.{name}");
+        if blocked(&key) {
+            continue;
+        }
+        if let Err(err) = crate::relay::check_sink(name, sink).await {
+            problems.push(format!("{key}: {err:#} ({})", config.origins.of(&key)));
+        }
+        if connect
+            && let SinkConfig::Nats { url, .. } = sink
+            && let Err(err) = reach_url(url, 4222).await
+        {
+            problems.push(format!("{key}.url: cannot reach {url}: {err}"));
+        }
+    }
+    if connect {
+        if let Some(nats) = &config.inbox.nats
+            && let Err(err) = reach_url(&nats.url, 4222).await
+        {
+            problems.push(format!("inbox.nats.url: cannot reach {}: {err}", nats.url));
+        }
+        if let Err(err) = crate::store::reach(&config.database.url).await {
+            problems.push(format!(
+                "database.url: {err:#} ({})",
+                config.origins.of("database.url")
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigProblems(problems))
+    }
+}
+
+/// Opens a TCP connection to `host:port` and closes it: the vendor sees a connection, no
+/// request.
+async fn reach(endpoint: &str) -> std::io::Result<()> {
+    match tokio::time::timeout(REACH_TIMEOUT, tokio::net::TcpStream::connect(endpoint)).await {
+        Ok(stream) => stream.map(drop),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {} s", REACH_TIMEOUT.as_secs()),
+        )),
+    }
+}
+
+/// [`reach`] for a `nats://host[:port]` URL (or a bare `host:port`).
+async fn reach_url(url: &str, default_port: u16) -> std::io::Result<()> {
+    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a URL");
+    let endpoint = match url::Url::parse(url) {
+        Ok(parsed) if parsed.host_str().is_some() => format!(
+            "{}:{}",
+            parsed.host_str().ok_or_else(invalid)?,
+            parsed.port().unwrap_or(default_port)
+        ),
+        _ => url.to_owned(),
+    };
+    reach(&endpoint).await
+}
