@@ -531,6 +531,18 @@ async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
         (cancelled["state"].as_str(), cancelled["certainty"].as_str()),
         (Some("cancelled"), Some("known"))
     );
+    // The same shape as a read, attempts and review included, so one client type serves both.
+    let shown: Value = app
+        .get(
+            ACME,
+            &format!("/v1/notifications/{}", created["id"].as_str().unwrap()),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled, shown);
+    assert_eq!(cancelled["attempts"], json!([]));
     let again = problem(
         app.post_json(ACME, &path, &json!({})).await,
         StatusCode::CONFLICT,

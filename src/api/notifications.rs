@@ -442,11 +442,13 @@ pub async fn list(
     Ok(Json(ListBody { data, next_cursor }))
 }
 
-/// Cancel a notification that is still `queued`.
-#[utoipa::path(post, path = "/v1/notifications/{id}/cancel", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The notification id")),
+/// Cancel a notification that is still `queued`; the answer is the notification as it now
+/// stands, as `GET /v1/notifications/{id}` shows it.
+#[utoipa::path(post, path = "/v1/notifications/{id}/cancel", operation_id = "cancel_notification",
+    tag = "notifications", security(("bearer" = [])),
+    params(("id" = String, Path, format = Uuid, description = "The notification id")),
     responses(
-        (status = 200, description = "Cancelled", body = Notification),
+        (status = 200, description = "Cancelled", body = NotificationBody),
         (status = 404, description = "No such notification for this tenant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not queued any more", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -454,11 +456,14 @@ pub async fn cancel(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-) -> Result<Json<Notification>, Problem> {
+) -> Result<Json<NotificationBody>, Problem> {
     principal.require(Scope::Send)?;
-    let notification = state
+    let id = parse_id(&id)?;
+    state
         .store
-        .cancel(&principal.tenant, parse_id(&id)?, OffsetDateTime::now_utc())
+        .cancel(&principal.tenant, id, OffsetDateTime::now_utc())
         .await?;
-    Ok(Json(notification))
+    // Read again for the attempts and review: a queued notification may have tried before.
+    let detail = state.store.notification(&principal.tenant, id).await?;
+    Ok(Json(detail.into()))
 }
