@@ -13,8 +13,9 @@ use super::{
     PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
 };
 
-/// `POST /v1/notifications` as the client sends it. Every field is checked by [`Self::parse`];
-/// unknown fields are refused so that a typo never silently drops content.
+// `Self::parse` checks every field.
+/// A notification to enqueue, as the client sends it. Every field is checked before anything
+/// is stored; unknown fields are refused, so that a typo never silently drops content.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NotificationRequest {
@@ -143,7 +144,7 @@ pub struct Attempt {
     pub provider_ref: Option<String>,
     pub settled_by: Option<SettledBy>,
     /// What the provider's answer (or its absence) showed, and what settled it later.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::api::evidence::schema_ref)]
     pub evidence: Value,
 }
 
