@@ -64,6 +64,8 @@ async fn the_openapi_document_types_every_answer_and_header() {
         body("/v1/notifications/{id}/cancel", "post", "200"),
         notification
     );
+    let list = &spec["components"]["schemas"]["ListBody"]["properties"]["data"];
+    assert_eq!(list["items"]["$ref"], notification);
     let attempt = &spec["components"]["schemas"]["Attempt"]["properties"];
     assert_eq!(attempt["evidence"]["$ref"], "#/components/schemas/Evidence");
 
@@ -558,7 +560,14 @@ async fn lists_are_newest_first_filtered_and_paginated(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(cancelled["data"].as_array().unwrap().len(), 1);
-    assert_eq!(cancelled["data"][0]["id"], ids[1].as_str());
+    // A listed notification is what a read shows, attempts and review included.
+    let shown: Value = app
+        .get(ACME, &format!("/v1/notifications/{}", ids[1]))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled["data"][0], shown);
     let known: Value = app
         .get(ACME, "/v1/notifications?certainty=known")
         .await

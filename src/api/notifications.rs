@@ -2,8 +2,8 @@
 //!
 //! Keys and their answers are [`super::idempotency`]'s. Requests that fail validation store
 //! nothing, so they do not burn the key. Every answer that carries a notification carries the
-//! same shape, [`NotificationBody`]: enqueue (new or replayed, alone or in a batch), show and
-//! cancel, and review's resolve and requery.
+//! same shape, [`NotificationBody`]: enqueue (new or replayed, alone or in a batch), show, list
+//! and cancel, and review's resolve and requery.
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
@@ -387,12 +387,13 @@ pub async fn show(
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ListBody {
-    pub data: Vec<Notification>,
+    pub data: Vec<NotificationBody>,
     /// Pass as `cursor` for the next (older) page; `null` on the last page.
     pub next_cursor: Option<String>,
 }
 
-/// Notifications, newest first, cursor-paginated.
+/// Notifications, newest first, cursor-paginated, each as `GET /v1/notifications/{id}` shows
+/// it.
 #[utoipa::path(get, path = "/v1/notifications", operation_id = "list_notifications",
     tag = "notifications", security(("bearer" = [])),
     params(
@@ -454,10 +455,16 @@ pub async fn list(
     let limit = filter.limit as usize;
     // One row more than asked tells whether another page exists.
     filter.limit += 1;
-    let mut data = state.store.list(&principal.tenant, &filter).await?;
+    let mut data: Vec<NotificationBody> = state
+        .store
+        .list(&principal.tenant, &filter)
+        .await?
+        .into_iter()
+        .map(NotificationBody::from)
+        .collect();
     let next_cursor = if data.len() > limit {
         data.truncate(limit);
-        data.last().map(|n| n.id.to_string())
+        data.last().map(|n| n.notification.id.to_string())
     } else {
         None
     };
