@@ -66,6 +66,9 @@ async fn the_openapi_document_types_every_answer_and_header() {
     );
     let list = &spec["components"]["schemas"]["ListBody"]["properties"]["data"];
     assert_eq!(list["items"]["$ref"], notification);
+    let request = &spec["components"]["schemas"]["NotificationRequest"]["properties"];
+    assert_eq!(request["channel"]["$ref"], "#/components/schemas/Channel");
+    assert_eq!(request["delivery"]["$ref"], "#/components/schemas/Delivery");
     let attempt = &spec["components"]["schemas"]["Attempt"]["properties"];
     assert_eq!(attempt["evidence"]["$ref"], "#/components/schemas/Evidence");
 

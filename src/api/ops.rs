@@ -86,11 +86,11 @@ pub struct ApiDoc;
 struct CommonAnswers;
 
 impl utoipa::Modify for CommonAnswers {
-    /// Declares the bearer scheme, the evidence schema, and what operations share, so that
-    /// each handler lists only what is its own: on every operation that needs a token (each
-    /// reads or writes the database) 401 (no valid token), 403 (missing scope), 500 (a fault
-    /// that herald logs) and 503 (database unavailable); `WWW-Authenticate` on every 401,
-    /// `Retry-After` on every 503, and `X-Request-Id` on every answer.
+    /// Declares the bearer scheme, the evidence and channel schemas, and what operations
+    /// share, so that each handler lists only what is its own: on every operation that needs a
+    /// token (each reads or writes the database) 401 (no valid token), 403 (missing scope), 500
+    /// (a fault that herald logs) and 503 (database unavailable); `WWW-Authenticate` on every
+    /// 401, `Retry-After` on every 503, and `X-Request-Id` on every answer.
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::content::ContentBuilder;
         use utoipa::openapi::header::HeaderBuilder;
@@ -106,6 +106,10 @@ impl utoipa::Modify for CommonAnswers {
         components
             .schemas
             .insert(evidence::SCHEMA_NAME.to_owned(), evidence::schema());
+        components.schemas.insert(
+            crate::domain::CHANNEL_SCHEMA.to_owned(),
+            crate::domain::channel_component().into(),
+        );
         let header = |schema_type: Type, description: &str| {
             HeaderBuilder::new()
                 .schema(ObjectBuilder::new().schema_type(schema_type))

@@ -24,9 +24,9 @@ from herald_client.api.notifications import (  # noqa: E402
 )
 from herald_client.models import (  # noqa: E402
     Certainty,
+    Channel,
     NotificationBody,
     NotificationRequest,
-    NotificationRequestChannel,
     NotificationRequestMetadataType0,
     Problem,
     State,
@@ -47,7 +47,7 @@ def header(response, name):
 
 def readme_request(**extra):
     return NotificationRequest(
-        channel=NotificationRequestChannel.EMAIL,
+        channel=Channel.EMAIL,
         to="ada@example.com",
         subject="Your export is ready",
         text="Download it at https://example.com/x",
@@ -89,6 +89,7 @@ check(detail.get("id") == attempt.provider_ref, "evidence.detail is this send's 
 # List: newest first, with the delivered one in it.
 page = list_notifications.sync(client=client, state=State.DELIVERED, limit=10)
 check([n.id for n in page.data] == [notification_id], "list of delivered", page.to_dict())
+check(page.data[0].to_dict() == shown.to_dict(), "a listed item = show", page.to_dict())
 
 # The same key and body again: the first answer, marked as a replay.
 replay = enqueue_notification.sync_detailed(
