@@ -209,7 +209,9 @@ pub async fn review(command: ReviewCommand) -> anyhow::Result<()> {
                     "not settled"
                 },
                 state_of(n),
-                answer["answer"]["detail"].as_str().unwrap_or("(nothing)")
+                Some(detail(&answer["answer"]["detail"]))
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| "(nothing)".to_owned())
             );
             Ok(())
         }
@@ -346,6 +348,16 @@ fn table(items: &[Value], now: OffsetDateTime) -> String {
     out
 }
 
+/// Evidence's `detail` on one line: text as it is, a vendor's JSON answer (which the API answers
+/// as JSON) as compact JSON.
+fn detail(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        json => json.to_string(),
+    }
+}
+
 fn human(d: time::Duration) -> String {
     let s = d.whole_seconds().max(0);
     match s {
@@ -410,7 +422,7 @@ fn timeline(n: &Value, why: Option<&str>) -> String {
                 .as_u64()
                 .map(|s| format!(" {s}"))
                 .unwrap_or_default(),
-            evidence["detail"].as_str().unwrap_or("")
+            detail(&evidence["detail"])
         );
         if let Some(by) = a["settled_by"].as_str() {
             let settlement = &evidence["settlement"];
@@ -469,7 +481,11 @@ mod tests {
                           "result": "ambiguous", "provider_idempotency_key": "k",
                           "settled_by": "review",
                           "evidence": {"stage": "lease_expired", "detail": "crashed",
-                                       "settlement": {"outcome": "accepted", "evidence": {"note": "seen"}}}}],
+                                       "settlement": {"outcome": "accepted", "evidence": {"note": "seen"}}}},
+                         {"n": 2, "started_at": "2026-11-30T12:00:02Z", "finished_at": null,
+                          "result": "rejected", "provider_idempotency_key": "k",
+                          "evidence": {"stage": "response", "status": 422,
+                                       "detail": {"message": "bad number"}}}],
             "review": {"open": false, "resolutions": [{"at": "2026-11-30T12:05:00Z",
                 "principal": "oncall", "outcome": "delivered", "then": null, "note": "seen",
                 "forced": false, "key_renewed": false}]}
@@ -481,6 +497,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("lease_expired: crashed"), "{text}");
+        assert!(
+            text.contains(r#"response 422: {"message":"bad number"}"#),
+            "{text}"
+        );
         assert!(text.contains("settled by review: accepted"), "{text}");
         assert!(text.contains("oncall: delivered"), "{text}");
     }

@@ -28,6 +28,86 @@ on_both_backends!(
     operations_endpoints_answer,
 );
 
+/// The OpenAPI document promises what herald answers: every status with its problem type,
+/// every header, one notification shape, a server entry, and descriptions in plain prose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_types_every_answer_and_header() {
+    let Some(app) = spawn_app(Backend::Sqlite).await else {
+        return;
+    };
+    let spec: Value = app
+        .http
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(spec["servers"][0]["url"], "/");
+
+    let enqueue = &spec["paths"]["/v1/notifications"]["post"]["responses"];
+    for header in ["Location", "Idempotent-Replayed", "X-Request-Id"] {
+        assert!(enqueue["202"]["headers"].get(header).is_some(), "{header}");
+    }
+    assert!(enqueue["409"]["headers"].get("Retry-After").is_some());
+
+    let body = |path: &str, method: &str, status: &str| {
+        spec["paths"][path][method]["responses"][status]["content"]["application/json"]
+            ["schema"]["$ref"]
+            .clone()
+    };
+    let notification = json!("#/components/schemas/NotificationBody");
+    assert_eq!(body("/v1/notifications", "post", "202"), notification);
+    assert_eq!(body("/v1/notifications/{id}", "get", "200"), notification);
+    assert_eq!(
+        body("/v1/notifications/{id}/cancel", "post", "200"),
+        notification
+    );
+    let list = &spec["components"]["schemas"]["ListBody"]["properties"]["data"];
+    assert_eq!(list["items"]["$ref"], notification);
+    let request = &spec["components"]["schemas"]["NotificationRequest"]["properties"];
+    assert_eq!(request["channel"]["$ref"], "#/components/schemas/Channel");
+    assert_eq!(request["delivery"]["$ref"], "#/components/schemas/Delivery");
+    let attempt = &spec["components"]["schemas"]["Attempt"]["properties"];
+    assert_eq!(attempt["evidence"]["$ref"], "#/components/schemas/Evidence");
+
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let responses = operation["responses"].as_object().unwrap();
+            let secured = operation.get("security").is_some();
+            for status in ["401", "403", "500", "503"] {
+                assert_eq!(
+                    responses.contains_key(status),
+                    secured || (path == "/readyz" && ["500", "503"].contains(&status)),
+                    "{method} {path} {status}"
+                );
+            }
+            for (status, response) in responses {
+                if status.starts_with(['4', '5']) {
+                    assert_eq!(
+                        response["content"]["application/problem+json"]["schema"]["$ref"],
+                        "#/components/schemas/Problem",
+                        "{method} {path} {status}"
+                    );
+                }
+                if status == "503" {
+                    assert!(
+                        response["headers"].get("Retry-After").is_some(),
+                        "{method} {path}"
+                    );
+                }
+            }
+        }
+    }
+
+    let text = spec.to_string();
+    for rust in ["[`", "crate::", "Self::", "super::"] {
+        assert!(!text.contains(rust), "a Rust doc link leaks: {rust}");
+    }
+    app.stop().await;
+}
+
 async fn the_same_key_and_body_replay_the_original_answer(backend: Backend) {
     let Some(app) = spawn_app(backend).await else {
         return;
@@ -483,7 +563,14 @@ async fn lists_are_newest_first_filtered_and_paginated(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(cancelled["data"].as_array().unwrap().len(), 1);
-    assert_eq!(cancelled["data"][0]["id"], ids[1].as_str());
+    // A listed notification is what a read shows, attempts and review included.
+    let shown: Value = app
+        .get(ACME, &format!("/v1/notifications/{}", ids[1]))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled["data"][0], shown);
     let known: Value = app
         .get(ACME, "/v1/notifications?certainty=known")
         .await
@@ -531,6 +618,18 @@ async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
         (cancelled["state"].as_str(), cancelled["certainty"].as_str()),
         (Some("cancelled"), Some("known"))
     );
+    // The same shape as a read, attempts and review included, so one client type serves both.
+    let shown: Value = app
+        .get(
+            ACME,
+            &format!("/v1/notifications/{}", created["id"].as_str().unwrap()),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled, shown);
+    assert_eq!(cancelled["attempts"], json!([]));
     let again = problem(
         app.post_json(ACME, &path, &json!({})).await,
         StatusCode::CONFLICT,

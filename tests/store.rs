@@ -662,16 +662,16 @@ async fn lists_are_newest_first_filtered_and_paged_by_cursor(backend: Backend) {
         limit,
         ..ListFilter::default()
     };
+    let ids_of = |listed: Vec<herald::store::NotificationDetail>| {
+        listed
+            .into_iter()
+            .map(|d| d.notification.id)
+            .collect::<Vec<_>>()
+    };
     let first = store.list("acme", &page(None, 2)).await.unwrap();
-    assert_eq!(
-        first.iter().map(|n| n.id).collect::<Vec<_>>(),
-        [ids[4], ids[3]]
-    );
+    assert_eq!(ids_of(first), [ids[4], ids[3]]);
     let rest = store.list("acme", &page(Some(ids[3]), 10)).await.unwrap();
-    assert_eq!(
-        rest.iter().map(|n| n.id).collect::<Vec<_>>(),
-        [ids[2], ids[1], ids[0]]
-    );
+    assert_eq!(ids_of(rest), [ids[2], ids[1], ids[0]]);
     let cancelled = store
         .list(
             "acme",
@@ -683,7 +683,7 @@ async fn lists_are_newest_first_filtered_and_paged_by_cursor(backend: Backend) {
         )
         .await
         .unwrap();
-    assert_eq!(cancelled.iter().map(|n| n.id).collect::<Vec<_>>(), [ids[1]]);
+    assert_eq!(ids_of(cancelled), [ids[1]]);
     let known = store
         .list(
             "acme",

@@ -30,8 +30,9 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/v1/events", post(receive))
 }
 
-/// A CloudEvents 1.0 event in structured mode (documentation of the body; the handler parses
-/// the bytes itself so that each problem names its attribute).
+// Documentation of the body only: the handler parses the bytes itself, so that each problem
+// names its attribute.
+/// A CloudEvents 1.0 event in structured mode.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct CloudEventBody {
@@ -72,7 +73,7 @@ pub struct EventReceipt {
 }
 
 /// Take an upstream CloudEvent and create the notifications its type maps to, once.
-#[utoipa::path(post, path = "/v1/events",
+#[utoipa::path(post, path = "/v1/events", operation_id = "receive_event", tag = "events",
     request_body(content = CloudEventBody, content_type = "application/cloudevents+json",
         description = "Structured mode. Binary mode is accepted too: `ce-specversion`, `ce-id`, \
                        `ce-source`, `ce-type` … headers, the data as the body, its media type as \
@@ -80,7 +81,8 @@ pub struct EventReceipt {
     security(("bearer" = [])),
     responses(
         (status = 202, description = "New: the notifications it created", body = EventReceipt),
-        (status = 200, description = "Received before: the same ids, nothing created (`Idempotent-Replayed: true`)", body = EventReceipt),
+        (status = 200, description = "Received before: the same ids, nothing created", body = EventReceipt,
+            headers(("Idempotent-Replayed" = String, description = "`true`: this event was received before"))),
         (status = 400, description = "The body is not a JSON event", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "A batch of events, which herald does not take", body = Problem, content_type = "application/problem+json"),

@@ -7,6 +7,7 @@
 pub mod auth;
 mod console;
 mod events;
+pub(crate) mod evidence;
 mod idempotency;
 mod notifications;
 mod ops;

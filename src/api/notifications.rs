@@ -1,7 +1,9 @@
 //! `/v1/notifications`: enqueue (one or a batch) with idempotency keys, read, list, cancel.
 //!
 //! Keys and their answers are [`super::idempotency`]'s. Requests that fail validation store
-//! nothing, so they do not burn the key.
+//! nothing, so they do not burn the key. Every answer that carries a notification carries the
+//! same shape, [`NotificationBody`]: enqueue (new or replayed, alone or in a batch), show, list
+//! and cancel, and review's resolve and requery.
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
@@ -18,6 +20,7 @@ use utoipa::ToSchema;
 
 use super::auth::Principal;
 use super::auth::Scope;
+use super::evidence;
 use super::idempotency::{self, Answer};
 use super::problem::Problem;
 use super::{AppState, json_object, json_object_of_items, typed, without_nul};
@@ -65,9 +68,17 @@ impl From<NotificationDetail> for NotificationBody {
             open,
             resolutions: d.resolutions,
         });
+        let attempts = d
+            .attempts
+            .into_iter()
+            .map(|mut attempt| {
+                attempt.evidence = evidence::for_api(attempt.evidence);
+                attempt
+            })
+            .collect();
         NotificationBody {
             notification: d.notification,
-            attempts: d.attempts,
+            attempts,
             review,
         }
     }
@@ -113,19 +124,25 @@ fn prepare(
 }
 
 /// Enqueue one notification.
-#[utoipa::path(post, path = "/v1/notifications", request_body = NotificationRequest,
+#[utoipa::path(post, path = "/v1/notifications", operation_id = "enqueue_notification", tag = "notifications",
+    request_body = NotificationRequest,
     params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 255, pattern = "^[ -~]+$",
             description = "1–255 printable ASCII characters; retries with the same key are safe")),
     security(("bearer" = [])),
     responses(
-        (status = 202, description = "Accepted (or replayed, with `Idempotent-Replayed: true`)", body = NotificationBody),
-        (status = 400, description = "Missing key or malformed body", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Same key still in progress", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field, or key reused with another body", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 202, description = "Accepted; or, for a key used before with the same body, \
+                                      the first answer again, marked `Idempotent-Replayed: true`",
+            body = NotificationBody, headers(
+                ("Location" = String, description = "The notification: `/v1/notifications/{id}`"),
+                ("Idempotent-Replayed" = String, description = "`true` when this is the first \
+                                                                answer replayed; absent otherwise"),
+            )),
+        (status = 400, description = "No key, an invalid key, or a body that is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The token lacks the `send` scope, or may not send through the route", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A request with this key is still being processed", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
+        (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid, or the key was used before with another body", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(
     State(state): State<AppState>,
@@ -175,8 +192,9 @@ fn replayed(status: u16, body: Value) -> Response {
     response
 }
 
-/// `POST /v1/notifications/batch` (documentation only: the handler reads items one by one, so
-/// that each bad item gets its own problem).
+// Documentation only: the handler reads the items one by one, so that each bad item gets its
+// own problem.
+/// A batch of notifications to enqueue together.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct BatchRequest {
@@ -215,8 +233,10 @@ pub struct BatchResult {
     pub status: u16,
     /// The original answer was replayed for a key used before with the same body.
     pub replayed: bool,
-    #[schema(value_type = Option<Object>)]
+    /// The item's notification, for a `202` (new or replayed).
+    #[schema(value_type = Option<NotificationBody>)]
     pub notification: Option<Value>,
+    /// Why the item was refused, for any other status; nothing was stored for it.
     pub problem: Option<Problem>,
 }
 
@@ -240,15 +260,15 @@ pub struct BatchBody {
 /// Enqueue up to 1,000 notifications in one transaction, each with its own `idempotency_key`.
 /// Items that fail validation are answered with their problem and store nothing; the rest
 /// commit together.
-#[utoipa::path(post, path = "/v1/notifications/batch",
+#[utoipa::path(post, path = "/v1/notifications/batch", operation_id = "enqueue_notifications",
+    tag = "notifications",
     request_body = BatchRequest,
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Per-item results in request order", body = BatchBody),
-        (status = 400, description = "Malformed body", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No items, or too many", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No items, or more than 1,000", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_batch(
     State(state): State<AppState>,
@@ -345,8 +365,9 @@ pub(super) fn parse_id(id: &str) -> Result<NotificationId, Problem> {
 }
 
 /// One notification with its attempts and review.
-#[utoipa::path(get, path = "/v1/notifications/{id}", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The notification id")),
+#[utoipa::path(get, path = "/v1/notifications/{id}", operation_id = "show_notification",
+    tag = "notifications", security(("bearer" = [])),
+    params(("id" = String, Path, format = Uuid, description = "The notification id")),
     responses(
         (status = 200, description = "The notification", body = NotificationBody),
         (status = 404, description = "No such notification for this tenant", body = Problem, content_type = "application/problem+json"),
@@ -366,13 +387,15 @@ pub async fn show(
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ListBody {
-    pub data: Vec<Notification>,
+    pub data: Vec<NotificationBody>,
     /// Pass as `cursor` for the next (older) page; `null` on the last page.
     pub next_cursor: Option<String>,
 }
 
-/// Notifications, newest first, cursor-paginated.
-#[utoipa::path(get, path = "/v1/notifications", security(("bearer" = [])),
+/// Notifications, newest first, cursor-paginated, each as `GET /v1/notifications/{id}` shows
+/// it.
+#[utoipa::path(get, path = "/v1/notifications", operation_id = "list_notifications",
+    tag = "notifications", security(("bearer" = [])),
     params(
         ("state" = Option<NotificationState>, Query, description = "Only this state"),
         ("certainty" = Option<Certainty>, Query, description = "Only this certainty"),
@@ -432,21 +455,29 @@ pub async fn list(
     let limit = filter.limit as usize;
     // One row more than asked tells whether another page exists.
     filter.limit += 1;
-    let mut data = state.store.list(&principal.tenant, &filter).await?;
+    let mut data: Vec<NotificationBody> = state
+        .store
+        .list(&principal.tenant, &filter)
+        .await?
+        .into_iter()
+        .map(NotificationBody::from)
+        .collect();
     let next_cursor = if data.len() > limit {
         data.truncate(limit);
-        data.last().map(|n| n.id.to_string())
+        data.last().map(|n| n.notification.id.to_string())
     } else {
         None
     };
     Ok(Json(ListBody { data, next_cursor }))
 }
 
-/// Cancel a notification that is still `queued`.
-#[utoipa::path(post, path = "/v1/notifications/{id}/cancel", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The notification id")),
+/// Cancel a notification that is still `queued`; the answer is the notification as it now
+/// stands, as `GET /v1/notifications/{id}` shows it.
+#[utoipa::path(post, path = "/v1/notifications/{id}/cancel", operation_id = "cancel_notification",
+    tag = "notifications", security(("bearer" = [])),
+    params(("id" = String, Path, format = Uuid, description = "The notification id")),
     responses(
-        (status = 200, description = "Cancelled", body = Notification),
+        (status = 200, description = "Cancelled", body = NotificationBody),
         (status = 404, description = "No such notification for this tenant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not queued any more", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -454,11 +485,14 @@ pub async fn cancel(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<String>,
-) -> Result<Json<Notification>, Problem> {
+) -> Result<Json<NotificationBody>, Problem> {
     principal.require(Scope::Send)?;
-    let notification = state
+    let id = parse_id(&id)?;
+    state
         .store
-        .cancel(&principal.tenant, parse_id(&id)?, OffsetDateTime::now_utc())
+        .cancel(&principal.tenant, id, OffsetDateTime::now_utc())
         .await?;
-    Ok(Json(notification))
+    // Read again for the attempts and review: a queued notification may have tried before.
+    let detail = state.store.notification(&principal.tenant, id).await?;
+    Ok(Json(detail.into()))
 }

@@ -5,12 +5,12 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
+use serde::Serialize;
 use time::OffsetDateTime;
-use utoipa::OpenApi;
+use utoipa::{OpenApi, ToSchema};
 
 use super::problem::Problem;
-use super::{AppState, events, notifications, review};
+use super::{AppState, events, evidence, notifications, review};
 use crate::store::StoreError;
 
 pub fn routes() -> Router<AppState> {
@@ -21,20 +21,29 @@ pub fn routes() -> Router<AppState> {
         .route("/openapi.json", get(openapi))
 }
 
+/// A health check's answer.
+#[derive(Serialize, ToSchema)]
+struct Health {
+    /// `ok` from `/healthz`, `ready` from `/readyz`.
+    #[schema(example = "ok")]
+    status: &'static str,
+}
+
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Up")))]
-async fn healthz() -> impl IntoResponse {
-    Json(json!({"status": "ok"}))
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "Up", body = Health)))]
+async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
 }
 
 /// The database answers, its migrations are current and a write commits.
-#[utoipa::path(get, path = "/readyz", responses(
-    (status = 200, description = "Ready"),
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses(
+    (status = 200, description = "Ready", body = Health),
+    (status = 500, description = "The check failed for a reason herald logs", body = Problem, content_type = "application/problem+json"),
     (status = 503, description = "Not ready, and why", body = Problem, content_type = "application/problem+json"),
 ))]
-async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, Problem> {
+async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
     match state.store.check_ready(OffsetDateTime::now_utc()).await {
-        Ok(()) => Ok(Json(json!({"status": "ready"}))),
+        Ok(()) => Ok(Json(Health { status: "ready" })),
         Err(StoreError::Unavailable(outage, cause)) => Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "not-ready",
@@ -51,7 +60,7 @@ fn first_line(s: &str) -> &str {
 }
 
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text", body = String, content_type = "text/plain")))]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -67,28 +76,46 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
           notifications::list, notifications::cancel, events::receive,
           review::list, review::resolve_one, review::resolve_many, review::requery),
     components(schemas(Problem)),
-    modifiers(&BearerAuth),
+    // Relative, so that it names wherever the document was fetched from: herald behind a proxy
+    // or a port mapping does not know the address its clients use.
+    servers((url = "/", description = "The herald that serves this document")),
+    modifiers(&CommonAnswers),
 )]
 pub struct ApiDoc;
 
-struct BearerAuth;
+struct CommonAnswers;
 
-impl utoipa::Modify for BearerAuth {
-    /// Declares the bearer scheme, and on every operation that needs a token, the answers any
-    /// such operation can give: 401 (no valid token), 403 (missing scope) and 503 (database
-    /// unavailable), so that each handler lists only what is its own.
+impl utoipa::Modify for CommonAnswers {
+    /// Declares the bearer scheme, the evidence and channel schemas, and what operations
+    /// share, so that each handler lists only what is its own: on every operation that needs a
+    /// token (each reads or writes the database) 401 (no valid token), 403 (missing scope), 500
+    /// (a fault that herald logs) and 503 (database unavailable); `WWW-Authenticate` on every
+    /// 401, `Retry-After` on every 503, and `X-Request-Id` on every answer.
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::content::ContentBuilder;
+        use utoipa::openapi::header::HeaderBuilder;
         use utoipa::openapi::response::ResponseBuilder;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         use utoipa::openapi::{Ref, RefOr};
-        openapi
-            .components
-            .get_or_insert_default()
-            .add_security_scheme(
-                "bearer",
-                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-            );
+        let components = openapi.components.get_or_insert_default();
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        components
+            .schemas
+            .insert(evidence::SCHEMA_NAME.to_owned(), evidence::schema());
+        components.schemas.insert(
+            crate::domain::CHANNEL_SCHEMA.to_owned(),
+            crate::domain::channel_component().into(),
+        );
+        let header = |schema_type: Type, description: &str| {
+            HeaderBuilder::new()
+                .schema(ObjectBuilder::new().schema_type(schema_type))
+                .description(Some(description))
+                .build()
+        };
         let problem = |description: &str| {
             RefOr::T(
                 ResponseBuilder::new()
@@ -111,18 +138,45 @@ impl utoipa::Modify for BearerAuth {
                 &mut item.patch,
             ];
             for operation in operations.into_iter().flatten() {
-                if operation.security.is_none() {
-                    continue;
-                }
                 let responses = &mut operation.responses.responses;
-                for (status, description) in [
-                    ("401", "No valid token"),
-                    ("403", "The token lacks the scope"),
-                    ("503", "The database is unavailable; nothing was stored"),
-                ] {
-                    responses
-                        .entry(status.to_owned())
-                        .or_insert_with(|| problem(description));
+                if operation.security.is_some() {
+                    for (status, description) in [
+                        ("401", "No valid token"),
+                        ("403", "The token lacks the scope"),
+                        (
+                            "500",
+                            "herald failed to handle the request; the cause is in its log",
+                        ),
+                        ("503", "The database is unavailable; nothing was stored"),
+                    ] {
+                        responses
+                            .entry(status.to_owned())
+                            .or_insert_with(|| problem(description));
+                    }
+                }
+                for (status, response) in responses.iter_mut() {
+                    let RefOr::T(response) = response else {
+                        continue;
+                    };
+                    response.headers.insert(
+                        "X-Request-Id".to_owned(),
+                        header(
+                            Type::String,
+                            "The request's own X-Request-Id, or a new UUID: quote it when \
+                             asking about a request in herald's log",
+                        ),
+                    );
+                    match status.as_str() {
+                        "401" => response.headers.insert(
+                            "WWW-Authenticate".to_owned(),
+                            header(Type::String, "`Bearer`"),
+                        ),
+                        "503" => response.headers.insert(
+                            "Retry-After".to_owned(),
+                            header(Type::Integer, "Seconds to wait before retrying"),
+                        ),
+                        _ => None,
+                    };
                 }
             }
         }

@@ -18,6 +18,7 @@ use time::format_description::well_known::Rfc3339;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Principal, Scope};
+use super::evidence;
 use super::notifications::{NotificationBody, parse_id};
 use super::problem::Problem;
 use super::{AppState, json_object, typed};
@@ -130,7 +131,8 @@ impl Filter {
 
 /// What needs a person, oldest first: `unknown` notifications and unacknowledged
 /// `duplicate_possible` ones by default; dead letters with `reason=exhausted` (or `rejected`).
-#[utoipa::path(get, path = "/v1/review", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/review", operation_id = "list_review", tag = "review",
+    security(("bearer" = [])),
     params(Filter,
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 200),
         ("cursor" = Option<String>, Query, format = Uuid, description = "`next_cursor` of the previous page"),
@@ -221,13 +223,16 @@ impl ResolveRequest {
 }
 
 /// Resolves one notification in review; the answer is the notification as it now stands.
-#[utoipa::path(post, path = "/v1/notifications/{id}/resolve", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/notifications/{id}/resolve", operation_id = "resolve_notification",
+    tag = "review", security(("bearer" = [])),
     params(("id" = String, Path, format = Uuid)),
     request_body = ResolveRequest,
     responses(
         (status = 200, description = "Resolved", body = NotificationBody),
+        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such notification", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not in review, not resolvable that way, or resolved meanwhile", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn resolve_one(
@@ -334,10 +339,13 @@ pub struct BulkRefusal {
 
 /// Resolves every item a filter selects, for items that share one cause (a vendor outage, say).
 /// Run it with `"dry_run": true` first: the answer lists what would change.
-#[utoipa::path(post, path = "/v1/review/resolve", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/review/resolve", operation_id = "resolve_review",
+    tag = "review", security(("bearer" = [])),
     request_body = BulkRequest,
     responses(
         (status = 200, description = "What would change (dry run) or did", body = BulkBody),
+        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn resolve_many(
@@ -395,7 +403,7 @@ pub struct RequeryBody {
     /// The notification as it now stands.
     pub notification: NotificationBody,
     /// What the vendor's look-up answered.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = evidence::schema_ref)]
     pub answer: Value,
     /// Whether the answer settled the ambiguity.
     pub settled: bool,
@@ -403,7 +411,8 @@ pub struct RequeryBody {
 
 /// Asks the route's outcome query again, now; the answer is stored as evidence and may settle
 /// the notification (delivered, or proven not sent and queued again).
-#[utoipa::path(post, path = "/v1/notifications/{id}/requery", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/notifications/{id}/requery", operation_id = "requery_notification",
+    tag = "review", security(("bearer" = [])),
     params(("id" = String, Path, format = Uuid)),
     responses(
         (status = 200, description = "Asked; see `settled`", body = RequeryBody),
@@ -429,7 +438,7 @@ pub async fn requery(
     let detail = state.store.notification(&principal.tenant, id).await?;
     Ok(Json(RequeryBody {
         notification: detail.into(),
-        answer: serde_json::to_value(&requeried.answer).unwrap_or_default(),
+        answer: evidence::for_api(serde_json::to_value(&requeried.answer).unwrap_or_default()),
         settled: requeried.settled,
     }))
 }

@@ -11,7 +11,10 @@ mod values;
 
 pub use cloudevent::CloudEvent;
 pub use herald_provider::Channel;
-pub use notification::{Attempt, Content, Notification, NotificationRequest, Resolution, Sibling};
+pub use notification::{
+    Attempt, CHANNEL_SCHEMA, Content, Notification, NotificationRequest, Resolution, Sibling,
+    channel_component,
+};
 pub use routing::{RouteInfo, Routing, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};
 pub use transition::{AttemptOutcome, Decision, Next, Settlement};

@@ -13,13 +13,14 @@ use super::{
     PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
 };
 
-/// `POST /v1/notifications` as the client sends it. Every field is checked by [`Self::parse`];
-/// unknown fields are refused so that a typo never silently drops content.
+// `Self::parse` checks every field.
+/// A notification to enqueue, as the client sends it. Every field is checked before anything
+/// is stored; unknown fields are refused, so that a typo never silently drops content.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NotificationRequest {
     /// `email`, `sms`, `push` or `webhook`.
-    #[schema(example = "email", schema_with = channel_schema)]
+    #[schema(schema_with = channel_schema)]
     pub channel: String,
     /// An email address, an E.164 number, a device token or a webhook URL, by channel.
     #[schema(example = "ada@example.com")]
@@ -48,20 +49,27 @@ pub struct NotificationRequest {
     pub metadata: Option<Map<String, Value>>,
 }
 
-fn channel_schema() -> utoipa::openapi::Object {
-    names_schema(Channel::ALL.map(Channel::as_str))
+// `channel` and `delivery` are plain strings here, so that a wrong value gets herald's own error
+// naming the field; the document still types them as the `Channel` and `Delivery` enums that
+// notifications answer with, so that a generated client has one type for each.
+fn channel_schema() -> utoipa::openapi::Ref {
+    utoipa::openapi::Ref::from_schema_name(CHANNEL_SCHEMA)
 }
 
-fn delivery_schema() -> utoipa::openapi::Object {
-    names_schema(Delivery::ALL.iter().map(|d| d.as_str()))
+fn delivery_schema() -> utoipa::openapi::Ref {
+    utoipa::openapi::Ref::from_schema_name("Delivery")
 }
 
-/// A string schema limited to `names`: a text enum whose Rust field is a plain string, so that
-/// a wrong value gets herald's own error naming the field.
-fn names_schema(names: impl IntoIterator<Item = &'static str>) -> utoipa::openapi::Object {
+/// The document's name for the channel enum, which the API document registers (the type lives
+/// in the provider crate, so it cannot derive a schema itself).
+pub const CHANNEL_SCHEMA: &str = "Channel";
+
+/// The `Channel` component: one of `Channel::ALL`.
+pub fn channel_component() -> utoipa::openapi::schema::Object {
     utoipa::openapi::ObjectBuilder::new()
         .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(names))
+        .enum_values(Some(Channel::ALL.map(Channel::as_str)))
+        .description(Some("The kind of message, and so of recipient."))
         .build()
 }
 
@@ -143,7 +151,7 @@ pub struct Attempt {
     pub provider_ref: Option<String>,
     pub settled_by: Option<SettledBy>,
     /// What the provider's answer (or its absence) showed, and what settled it later.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::api::evidence::schema_ref)]
     pub evidence: Value,
 }
 

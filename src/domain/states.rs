@@ -34,7 +34,8 @@ macro_rules! text_enum {
 }
 
 text_enum! {
-    /// Where a notification stands. Each variant says what moves a row in and out.
+    // Each variant says what moves a row in and out.
+    /// Where a notification stands.
     State {
         /// In: accepted by the API or the inbox; a retry; review `not_delivered` + `resend`.
         /// Out: claimed by a dispatcher (`sending`) or cancelled.

@@ -287,7 +287,10 @@ pub trait Store: Send + Sync + 'static {
         id: NotificationId,
     ) -> StoreResult<NotificationDetail>;
 
-    async fn list(&self, tenant: &str, filter: &ListFilter) -> StoreResult<Vec<Notification>>;
+    /// Newest first, each with its attempts and resolutions, as [`Store::notification`] shows
+    /// one: the API lists notifications in the shape it shows one in.
+    async fn list(&self, tenant: &str, filter: &ListFilter)
+    -> StoreResult<Vec<NotificationDetail>>;
 
     /// `queued` → `cancelled`; `Conflict` from any other state.
     async fn cancel(

@@ -824,15 +824,19 @@ impl<D: Dialect> Store for SqlStore<D> {
         details.pop().ok_or(StoreError::NotFound)
     }
 
-    async fn list(&self, tenant: &str, filter: &ListFilter) -> StoreResult<Vec<Notification>> {
-        let rows: Vec<NotificationRow> = self
+    async fn list(
+        &self,
+        tenant: &str,
+        filter: &ListFilter,
+    ) -> StoreResult<Vec<NotificationDetail>> {
+        let rows: Vec<ClaimedRow> = self
             .0
             .read()
             .await?
             .fetch_all(
                 concat!(
                     "SELECT ",
-                    notification_columns!(),
+                    claimed_columns!(),
                     " FROM notifications
                      WHERE tenant = $1
                        AND ($2 IS NULL OR state = $2)
@@ -849,7 +853,7 @@ impl<D: Dialect> Store for SqlStore<D> {
                 ],
             )
             .await?;
-        rows_into(rows)
+        self.details(rows).await
     }
 
     async fn cancel(
