@@ -113,6 +113,7 @@ impl App {
             metrics: telemetry::metrics_handle(),
             sessions: Arc::default(),
         };
+        telemetry::preregister(&config);
         let router = api::router(
             state,
             config.server.max_body_bytes,

@@ -5,6 +5,9 @@ use std::sync::OnceLock;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
+use crate::config::Config;
+use crate::domain::{Certainty, SettledBy, State};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -15,8 +18,10 @@ pub enum LogFormat {
 pub fn init_logs(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
+    // Colours only for a person at a terminal: a file or a log collector gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     // A second install (tests building several apps) keeps the first subscriber.
     let _ = match format {
@@ -40,7 +45,252 @@ pub fn metrics_handle() -> PrometheusHandle {
             let handle = recorder.handle();
             // Fails only if another recorder was installed first, which herald never does.
             let _ = metrics::set_global_recorder(recorder);
+            describe();
             handle
         })
         .clone()
+}
+
+/// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
+/// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
+pub const FAMILIES: [(&str, Kind, &str); 18] = [
+    (
+        "herald_notifications_accepted_total",
+        Kind::Counter,
+        "Notifications accepted for delivery (API and inbox); replays are not counted.",
+    ),
+    (
+        "herald_idempotency_replays_total",
+        Kind::Counter,
+        "Requests answered from a stored idempotent answer.",
+    ),
+    (
+        "herald_attempts_total",
+        Kind::Counter,
+        "Provider attempts by route, result (accepted, rejected, ambiguous) and reason (rate_limited, vendor_unavailable, connection_refused, not_sent_locally, paced, permanent, transient, key_reused, accepted, ambiguous).",
+    ),
+    (
+        "herald_send_seconds",
+        Kind::Histogram,
+        "Duration of one provider call, by route.",
+    ),
+    (
+        "herald_notifications_finished_total",
+        Kind::Counter,
+        "Notifications that reached a final state, by route, channel, state and certainty.",
+    ),
+    (
+        "herald_end_to_end_seconds",
+        Kind::Histogram,
+        "From acceptance to a final state.",
+    ),
+    (
+        "herald_settlements_total",
+        Kind::Counter,
+        "Ambiguous attempts settled, once per notification and settlement, by route, what settled them (settled_by: outcome_query, idempotent_replay, review) and whether the vendor had the message (accepted: true, false).",
+    ),
+    (
+        "herald_queue_depth",
+        Kind::Gauge,
+        "Notifications waiting (state queued) or in a provider call (state sending).",
+    ),
+    (
+        "herald_queue_oldest_due_seconds",
+        Kind::Gauge,
+        "How long the most overdue queued notification has waited past its due time.",
+    ),
+    (
+        "herald_review_open",
+        Kind::Gauge,
+        "Notifications waiting for a person, by review reason (unknown, duplicate_possible, exhausted, rejected).",
+    ),
+    (
+        "herald_review_oldest_seconds",
+        Kind::Gauge,
+        "Age of the oldest notification waiting for a person.",
+    ),
+    (
+        "herald_dead_letters",
+        Kind::Gauge,
+        "Failed notifications not yet resolved, by route and cause (exhausted, rejected).",
+    ),
+    (
+        "herald_outbox_backlog",
+        Kind::Gauge,
+        "Outbox events not yet published to a sink.",
+    ),
+    (
+        "herald_outbox_oldest_seconds",
+        Kind::Gauge,
+        "Age of the oldest outbox event not yet published to a sink.",
+    ),
+    (
+        "herald_outbox_published_total",
+        Kind::Counter,
+        "Outbox events a sink acknowledged.",
+    ),
+    (
+        "herald_outbox_failures_total",
+        Kind::Counter,
+        "Failed publishes to a sink (each is retried).",
+    ),
+    (
+        "herald_inbox_duplicates_total",
+        Kind::Counter,
+        "Upstream events received again: answered with the first notifications, nothing created.",
+    ),
+    (
+        "herald_inbox_rejected_total",
+        Kind::Counter,
+        "Upstream events from NATS that were refused, by reason.",
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Gives every family its `# HELP` line.
+fn describe() {
+    for (name, kind, help) in FAMILIES {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, help),
+            Kind::Gauge => metrics::describe_gauge!(name, help),
+            Kind::Histogram => metrics::describe_histogram!(name, help),
+        }
+    }
+}
+
+/// Counts one settlement of a notification's ambiguous attempts.
+pub fn settled(route: &str, by: SettledBy, accepted: bool) {
+    let accepted = if accepted { "true" } else { "false" };
+    metrics::counter!("herald_settlements_total", "route" => route.to_owned(), "settled_by" => by.as_str(), "accepted" => accepted).increment(1);
+}
+
+/// Puts each configured route's series at zero, so that a dashboard or an alert finds them
+/// before the first notification (a missing series is not a zero to Prometheus).
+pub fn preregister(config: &Config) {
+    for (route, settings) in &config.routes {
+        for (result, reason) in herald_provider::SendResult::REASONS {
+            metrics::counter!("herald_attempts_total", "route" => route.clone(), "result" => result, "reason" => reason).increment(0);
+        }
+        for channel in settings.provider.channels() {
+            for (state, certainty) in [
+                (State::Delivered, Certainty::Known),
+                (State::Delivered, Certainty::DuplicatePossible),
+                (State::Failed, Certainty::Known),
+                (State::Unknown, Certainty::Unknown),
+            ] {
+                metrics::counter!("herald_notifications_finished_total", "route" => route.clone(), "channel" => channel.as_str(), "state" => state.as_str(), "certainty" => certainty.as_str()).increment(0);
+            }
+        }
+        for by in [
+            SettledBy::OutcomeQuery,
+            SettledBy::IdempotentReplay,
+            SettledBy::Review,
+        ] {
+            for accepted in ["true", "false"] {
+                metrics::counter!("herald_settlements_total", "route" => route.clone(), "settled_by" => by.as_str(), "accepted" => accepted).increment(0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use super::*;
+
+    /// Every `herald_…` name in `text`, a histogram's `_bucket`, `_sum` and `_count` series
+    /// taken as its family.
+    fn names_in(text: &str) -> BTreeSet<String> {
+        let histograms: Vec<&str> = FAMILIES
+            .iter()
+            .filter(|(_, kind, _)| *kind == Kind::Histogram)
+            .map(|(name, ..)| *name)
+            .collect();
+        text.match_indices("herald_")
+            .filter(|(at, _)| !text[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+            .map(|(at, _)| {
+                let name: String = text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                histograms
+                    .iter()
+                    .find(|h| {
+                        ["_bucket", "_sum", "_count"]
+                            .iter()
+                            .any(|suffix| name == format!("{h}{suffix}"))
+                    })
+                    .map_or(name.clone(), |h| h.to_string())
+            })
+            .collect()
+    }
+
+    fn rust_sources(dir: &Path, out: &mut String) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("telemetry.rs")
+            {
+                out.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn the_families_are_exactly_the_metrics_the_code_records() {
+        let mut code = String::new();
+        rust_sources(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut code,
+        );
+        let recorded: BTreeSet<String> = code
+            .split("metrics::")
+            .skip(1)
+            .filter(|call| {
+                ["counter!(", "gauge!(", "histogram!("]
+                    .iter()
+                    .any(|m| call.starts_with(m))
+            })
+            .flat_map(|call| names_in(&call[..call.find(')').unwrap_or(call.len())]))
+            .chain(["herald_settlements_total".to_owned()]) // recorded by `settled` here
+            .collect();
+        let families: BTreeSet<String> = FAMILIES.iter().map(|(n, ..)| n.to_string()).collect();
+        assert_eq!(recorded, families);
+    }
+
+    #[test]
+    fn every_dashboard_and_alert_query_names_a_metric_herald_exposes() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let dashboard =
+            std::fs::read_to_string(root.join("grafana/herald-dashboard.json")).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+        let panels = parsed["panels"].as_array().unwrap();
+        assert!(panels.len() >= 10);
+        for panel in panels {
+            let targets = panel["targets"].as_array().unwrap();
+            assert!(!targets.is_empty(), "panel {} has no query", panel["title"]);
+            for target in targets {
+                let expr = target["expr"].as_str().unwrap();
+                assert!(!names_in(expr).is_empty(), "{expr} names no herald metric");
+            }
+        }
+        let alerts = std::fs::read_to_string(root.join("prometheus/herald-alerts.yml")).unwrap();
+        let families: BTreeSet<String> = FAMILIES.iter().map(|(n, ..)| n.to_string()).collect();
+        for (file, text) in [("dashboard", &dashboard), ("alerts", &alerts)] {
+            let unknown: Vec<String> = names_in(text).difference(&families).cloned().collect();
+            assert!(
+                unknown.is_empty(),
+                "the {file} names metrics herald does not expose: {unknown:?}"
+            );
+        }
+    }
 }

@@ -290,15 +290,34 @@ async fn metrics_count_attempts_outcomes_and_the_queue() {
     })
     .await;
     for line in [
-        "herald_attempts_total{route=\"vendor\",result=\"rejected\"} 1",
-        "herald_attempts_total{route=\"vendor\",result=\"accepted\"} 1",
-        "herald_notifications_finished_total{state=\"delivered\",certainty=\"known\"} 1",
+        "herald_attempts_total{route=\"vendor\",result=\"rejected\",reason=\"rate_limited\"} 1",
+        "herald_attempts_total{route=\"vendor\",result=\"accepted\",reason=\"accepted\"} 1",
+        "herald_notifications_finished_total{route=\"vendor\",channel=\"email\",state=\"delivered\",certainty=\"known\"} 1",
         "herald_notifications_accepted_total 1",
         "herald_review_open{reason=\"unknown\"} 0",
+        // Series that nothing has touched yet are there at zero, for dashboards and alerts.
+        "herald_attempts_total{route=\"vendor\",result=\"ambiguous\",reason=\"ambiguous\"} 0",
+        "herald_attempts_total{route=\"vendor\",result=\"rejected\",reason=\"vendor_unavailable\"} 0",
+        "herald_notifications_finished_total{route=\"vendor\",channel=\"email\",state=\"unknown\",certainty=\"unknown\"} 0",
+        "herald_settlements_total{route=\"vendor\",settled_by=\"idempotent_replay\",accepted=\"true\"} 0",
     ] {
         assert!(
             metrics.lines().any(|l| l == line),
             "missing `{line}` in:\n{metrics}"
+        );
+    }
+    // Every family says what it counts.
+    for family in metrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = family.split(' ').next().unwrap();
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with(&format!("# HELP {name} "))),
+            "{name} has no # HELP in:\n{metrics}"
+        );
+        assert!(
+            herald::telemetry::FAMILIES.iter().any(|(f, ..)| *f == name),
+            "{name} is not in telemetry::FAMILIES"
         );
     }
     for histogram in [
@@ -326,7 +345,7 @@ fn a_bad_config_fails_at_start_with_one_line_naming_the_key() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.starts_with("herald: config: unknown field `listn`"),
+        stderr.starts_with("herald: config: server.listn: unknown field `listn`"),
         "{stderr}"
     );
 
@@ -354,5 +373,71 @@ fn an_unreachable_database_fails_at_start_with_its_cause() {
     assert!(
         last.starts_with("herald: cannot open database") && last.contains("Connection refused"),
         "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_one_warn_line_saying_why_and_logs_to_a_file_have_no_colours() {
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-logs");
+    support::install_crypto();
+    // Every send is processed and its answer lost; the plain profile cannot settle it.
+    let vendor = herald_sandbox::spawn(SandboxConfig {
+        profile: Profile::Plain,
+        faults: herald_sandbox::parse_faults("accept_then_drop:1").expect("fault syntax"),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("sandbox starts");
+    let route = format!(
+        "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n[routes.vendor]\nprovider = \"sandbox\"\n\
+         base_url = \"{}\"\nprofile = \"plain\"\ntimeout_seconds = 1\n\n[channels]\nemail = \"vendor\"\n",
+        vendor.base_url()
+    );
+    let herald = start(&db, &dir, "herald", &route).await;
+    let id = enqueue(&herald.base, "lost-answer").await;
+    state_becomes(&herald.base, &id, "unknown", Duration::from_secs(20)).await;
+    let log = eventually("the review line", Duration::from_secs(5), || async {
+        let log = herald.log();
+        log.contains("finished; in review").then_some(log)
+    })
+    .await;
+    let review: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("finished; in review"))
+        .collect();
+    assert_eq!(review.len(), 1, "one line per outcome:\n{log}");
+    for part in [
+        " WARN ",
+        &format!("notification_id={id}"),
+        "route=vendor",
+        "state=unknown",
+        "review=unknown",
+        "why=1 ambiguous attempt(s) that no outcome query or replay could settle",
+    ] {
+        assert!(review[0].contains(part), "{part:?} not in {}", review[0]);
+    }
+    let attempts: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("attempt not accepted"))
+        .collect();
+    assert_eq!(attempts.len(), 1, "one line per failed attempt:\n{log}");
+    for part in [
+        " WARN ",
+        &format!("notification_id={id}"),
+        "reason=\"ambiguous\"",
+        "stage=",
+    ] {
+        assert!(
+            attempts[0].contains(part),
+            "{part:?} not in {}",
+            attempts[0]
+        );
+    }
+    assert!(
+        !log.contains('\u{1b}'),
+        "no ANSI codes in a log file:\n{log}"
     );
 }

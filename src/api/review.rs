@@ -23,7 +23,7 @@ use super::notifications::{NotificationBody, parse_id};
 use super::problem::Problem;
 use super::{AppState, json_object, typed};
 use crate::dispatch::{self, RequeryRefused};
-use crate::domain::{FieldError, NotificationId};
+use crate::domain::{FieldError, NotificationId, SettledBy};
 use crate::review::{self, Ask, Outcome, Reason, Then};
 use crate::store::{NewResolution, NotificationDetail, ReviewFilter};
 
@@ -280,6 +280,9 @@ pub(super) async fn apply(
         .await?;
     if resolution.change.resend.is_some() {
         state.wake.notify_one();
+    }
+    if let Some(accepted) = resolution.change.settle {
+        crate::telemetry::settled(&n.route, SettledBy::Review, accepted);
     }
     tracing::info!(notification_id = %n.id, principal = %principal.name,
         outcome = ask.outcome.as_str(), then = ask.then.map(|t| t.as_str()), "resolved");

@@ -1,4 +1,4 @@
-//! The dispatch cycle (DESIGN.md): **claim** due notifications in one transaction that commits
+//! The dispatch cycle: **claim** due notifications in one transaction that commits
 //! an `in_flight` attempt before any call; **send** through the route's adapter, concurrently,
 //! within per-route limits; **record** each result in one transaction, fenced by the claim's
 //! generation; **recover** notifications whose lease expired by reconciling their ambiguous
@@ -340,7 +340,6 @@ impl Worker {
                             }
                         }
                         result => {
-                            metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => "outcome_query").increment(1);
                             let s = situation(route, claim, &[]);
                             let step = Step::Queried { result, asked_at };
                             break policy::decide(&s, step, rand::random());
@@ -365,12 +364,6 @@ impl Worker {
                     let n = attempt.n;
                     claim.attempts.push(attempt);
                     let result = call.send().await;
-                    let by = if replay {
-                        "idempotent_replay"
-                    } else {
-                        "resend"
-                    };
-                    metrics::counter!("herald_reconciliations_total", "route" => claim.notification.route.clone(), "by" => by).increment(1);
                     let s = situation(route, claim, &[]);
                     break policy::decide(&s, Step::Sent { n, replay, result }, rand::random());
                 }
@@ -415,6 +408,9 @@ impl Worker {
                 .await
             {
                 Ok(Recorded::Applied(n)) => {
+                    if let Some(settlement) = &decision.settle {
+                        crate::telemetry::settled(&n.route, settlement.by, settlement.accepted);
+                    }
                     self.observe(claim, &decision, &n);
                     return;
                 }
@@ -448,11 +444,22 @@ impl Worker {
     fn observe(&self, claim: &Claim, decision: &Decision, n: &Notification) {
         match &decision.next {
             Next::Finish { state, certainty } => {
-                metrics::counter!("herald_notifications_finished_total", "state" => state.as_str(), "certainty" => certainty.as_str()).increment(1);
+                metrics::counter!("herald_notifications_finished_total", "route" => n.route.clone(), "channel" => n.channel.as_str(), "state" => state.as_str(), "certainty" => certainty.as_str()).increment(1);
                 let age = OffsetDateTime::now_utc() - claim.notification.created_at;
                 metrics::histogram!("herald_end_to_end_seconds")
                     .record(age.as_seconds_f64().max(0.0));
-                tracing::info!(state = %state, certainty = %certainty, "finished");
+                let attempts = attempts_after(claim, decision);
+                match crate::review::reason(n, &attempts) {
+                    // Each outcome a person must look at is one WARN line saying why.
+                    Some(reason) => tracing::warn!(
+                        state = %state,
+                        certainty = %certainty,
+                        review = %reason,
+                        why = %crate::review::why(reason, &attempts),
+                        "finished; in review"
+                    ),
+                    None => tracing::info!(state = %state, certainty = %certainty, "finished"),
+                }
             }
             Next::Retry { at } | Next::Reconcile { at } => {
                 tracing::debug!(state = %n.state, due = %at, "scheduled");
@@ -460,6 +467,19 @@ impl Worker {
             }
         }
     }
+}
+
+/// The claim's attempts as `decision` leaves them: its own attempt with its result.
+fn attempts_after(claim: &Claim, decision: &Decision) -> Vec<crate::domain::Attempt> {
+    let mut attempts = claim.attempts.clone();
+    if let Some(outcome) = &decision.attempt
+        && let Some(attempt) = attempts.iter_mut().find(|a| a.n == outcome.n)
+    {
+        attempt.result = outcome.result;
+        attempt.permanent = outcome.permanent;
+        attempt.evidence = outcome.evidence.clone();
+    }
+    attempts
 }
 
 /// One notification's calls to its route: its stored request (or why there is none), the

@@ -2,7 +2,7 @@
 //! provider just answered, decide what is true now and what happens next. No I/O and no clock:
 //! `now` and the jitter are passed in, so every rule has a table-driven test.
 //!
-//! The rules, in prose (CONTRACT.md, "Delivery policy"; DESIGN.md, "State transitions"):
+//! The rules, in prose (the README's "How herald decides" tells users the same):
 //! - An acceptance is `known` unless an earlier attempt is an *unsettled* ambiguity, in which
 //!   case the recipient may have it twice: `duplicate_possible`.
 //! - A rejection ends `failed`/`known` only when nothing ambiguous is unsettled; otherwise the

@@ -114,7 +114,19 @@ impl Route {
             SendResult::Rejected { .. } | SendResult::KeyReused { .. } => AttemptResult::Rejected,
             SendResult::Ambiguous { .. } => AttemptResult::Ambiguous,
         };
-        metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => label.as_str()).increment(1);
+        let reason = result.reason();
+        metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => label.as_str(), "reason" => reason).increment(1);
+        if label != AttemptResult::Accepted {
+            let evidence = result.evidence();
+            tracing::warn!(
+                result = label.as_str(),
+                reason,
+                stage = %evidence.stage,
+                status = ?evidence.status,
+                detail = %evidence.detail,
+                "attempt not accepted"
+            );
+        }
         metrics::histogram!("herald_send_seconds", "route" => route.name.clone())
             .record(started.elapsed().as_secs_f64());
         if let SendResult::Rejected {

@@ -229,6 +229,47 @@ impl SendResult {
         }
     }
 
+    /// Every value [`SendResult::reason`] gives, with the attempt result it goes with: the
+    /// series a dashboard can count on finding, at zero before the first attempt.
+    pub const REASONS: [(&'static str, &'static str); 10] = [
+        ("accepted", "accepted"),
+        ("ambiguous", "ambiguous"),
+        ("rejected", "key_reused"),
+        ("rejected", "paced"),
+        ("rejected", "connection_refused"),
+        ("rejected", "not_sent_locally"),
+        ("rejected", "rate_limited"),
+        ("rejected", "vendor_unavailable"),
+        ("rejected", "permanent"),
+        ("rejected", "transient"),
+    ];
+
+    /// Why the attempt ended so, finer than accepted / rejected / ambiguous: a label an
+    /// operator can alert on (a vendor down is not a bad address, a rate limit is not a DNS
+    /// failure). Read from where the exchange stopped and what the vendor answered.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SendResult::Accepted { .. } => "accepted",
+            SendResult::Ambiguous { .. } => "ambiguous",
+            SendResult::KeyReused { .. } => "key_reused",
+            SendResult::Rejected {
+                permanent,
+                evidence,
+                ..
+            } => match (evidence.stage.as_str(), evidence.status) {
+                // herald held it back: the route's own pace or a vendor's Retry-After.
+                ("paced", _) => "paced",
+                ("connect", _) => "connection_refused",
+                // Refused before anything left: the message or its destination.
+                ("request" | "compose" | "destination", _) => "not_sent_locally",
+                (_, Some(429)) => "rate_limited",
+                (_, Some(500..)) => "vendor_unavailable",
+                _ if *permanent => "permanent",
+                _ => "transient",
+            },
+        }
+    }
+
     pub fn evidence(&self) -> &Evidence {
         match self {
             SendResult::Accepted { evidence, .. }
