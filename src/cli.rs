@@ -1,4 +1,4 @@
-//! The command line of CONTRACT.md. Exit codes: 0 ok, 2 usage (clap), 1 anything else.
+//! The command line. Exit codes: 0 ok, 2 usage (clap), 1 anything else.
 
 use std::path::PathBuf;
 

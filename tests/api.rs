@@ -1,4 +1,4 @@
-//! The enqueue and read API over real HTTP, on SQLite and on PostgreSQL (CONTRACT.md, "HTTP API").
+//! The enqueue and read API over real HTTP, on SQLite and on PostgreSQL.
 
 mod support;
 
@@ -182,13 +182,30 @@ async fn a_missing_or_malformed_key_is_rejected(backend: Backend) {
         .await
         .unwrap();
     let body = problem(response, StatusCode::BAD_REQUEST).await;
-    assert!(
-        body["type"]
-            .as_str()
-            .unwrap()
-            .ends_with("/idempotency-key-missing")
-    );
+    assert_eq!(body["type"], "/problems/idempotency-key-missing");
     assert_eq!(body["field"], "Idempotency-Key");
+    // The type is a reference into the herald that answered, and says what it means there.
+    let meaning = app
+        .http
+        .get(app.url(body["type"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(meaning.status(), StatusCode::OK);
+    assert!(
+        meaning
+            .text()
+            .await
+            .unwrap()
+            .contains("needs an Idempotency-Key header")
+    );
+    let unknown = app
+        .http
+        .get(app.url("/problems/no-such-type"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
 
     let too_long = "k".repeat(256);
     let body = problem(

@@ -1,4 +1,4 @@
-//! The crash test (DESIGN.md, "Invariants"): real herald processes, killed with SIGKILL every
+//! The crash test: real herald processes, killed with SIGKILL every
 //! 0.2–2 s and restarted, while a vendor with random faults takes their sends. With the vendor's
 //! ledger as ground truth, every notification must satisfy:
 //!

@@ -1,5 +1,5 @@
-//! Dispatch against the sandbox vendor over real HTTP: every fault of DESIGN.md's classification
-//! table, per vendor profile and delivery policy, ends where CONTRACT.md says, with the sandbox's
+//! Dispatch against the sandbox vendor over real HTTP: every fault of the adapters' classification
+//! table, per vendor profile and delivery policy, ends where docs/api.md says, with the sandbox's
 //! ledger as ground truth. The dispatcher is stepped with `drain`, so nothing here sleeps to wait.
 
 mod support;

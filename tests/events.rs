@@ -1,4 +1,4 @@
-//! Events out and in (CONTRACT.md, "Events (the outbox)", "Inbox for upstream events"): the
+//! Events out and in: the
 //! relay publishes every outbox event to real NATS JetStream and to signed webhooks, and the
 //! inbox turns upstream CloudEvents (over HTTP and from JetStream) into notifications once.
 //!

@@ -1,5 +1,5 @@
 //! A 202 is a promise: the notification, its idempotency record and its `accepted` outbox event
-//! are committed before herald answers (CONTRACT.md, "POST /v1/notifications"). These tests
+//! are committed before herald answers. These tests
 //! SIGKILL the real `herald` binary right after a 202, so that no shutdown code runs, restart
 //! it, and check that nothing acknowledged was lost and every key still means what it meant.
 //!

@@ -1,4 +1,4 @@
-//! A PostgreSQL outage while requests keep arriving (CONTRACT.md, "HTTP API" and "Operations").
+//! A PostgreSQL outage while requests keep arriving.
 //!
 //! herald must answer every request promptly during the outage with a 503 problem that leaks
 //! nothing of its internals, say on `/readyz` why it is not ready, store nothing for what it

@@ -1,4 +1,4 @@
-//! The OpenAPI document is a promise too (CONTRACT.md, "Operations": `GET /openapi.json`).
+//! The OpenAPI document is a promise too (`GET /openapi.json`).
 //! Schemathesis reads it from a live herald, generates valid and invalid requests for every
 //! operation, and checks that no answer is a 5xx and every answer matches its documented schema.
 //!

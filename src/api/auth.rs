@@ -15,7 +15,7 @@ use subtle::ConstantTimeEq;
 use super::AppState;
 use super::problem::Problem;
 
-/// Scopes a token may hold (CONTRACT.md, "Auth"). `admin` implies every other.
+/// Scopes a token may hold (docs/api.md, "Authentication and tenants"). `admin` implies every other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {

@@ -1,4 +1,4 @@
-//! The HTTP API of CONTRACT.md: routes by resource, bearer auth with tenants, RFC 9457 errors.
+//! The HTTP API (docs/api.md): routes by resource, bearer auth with tenants, RFC 9457 errors.
 //!
 //! Bodies are read as bytes and parsed here rather than by axum's `Json` extractor, so that
 //! every malformed body, wrong type and oversized request gets a problem+json answer that names

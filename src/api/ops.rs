@@ -19,6 +19,24 @@ pub fn routes() -> Router<AppState> {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
+        .route("/problems/{slug}", get(problem_type))
+}
+
+/// What a problem type means: the page its `type` reference points at.
+async fn problem_type(
+    axum::extract::Path(slug): axum::extract::Path<String>,
+) -> axum::response::Response {
+    match super::problem::TYPES
+        .iter()
+        .find(|(known, _)| *known == slug)
+    {
+        Some((slug, meaning)) => (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("herald problem type `{slug}`\n\n{meaning}\n"),
+        )
+            .into_response(),
+        None => Problem::not_found().into_response(),
+    }
 }
 
 /// A health check's answer.

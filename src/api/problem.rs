@@ -9,11 +9,102 @@ use utoipa::ToSchema;
 use crate::domain::FieldError;
 use crate::store::{Outage, StoreError};
 
-const TYPE_BASE: &str = "https://herald.dev/problems/";
+/// Problem types are references relative to the herald that answered (`/problems/not-found`):
+/// they name no domain outside the deployment, and `GET` on one says what it means.
+const TYPE_BASE: &str = "/problems/";
+
+/// Every problem type herald answers, with what it means and what to do.
+pub const TYPES: [(&str, &str); 24] = [
+    (
+        "batch-not-supported",
+        "This endpoint takes one item per request.",
+    ),
+    (
+        "body-too-large",
+        "The request body is over server.max_body_bytes; send less, or a batch in parts.",
+    ),
+    (
+        "conflict",
+        "The notification is not in a state this action applies to, or another change won a race; read it again.",
+    ),
+    (
+        "database-unavailable",
+        "herald cannot reach its database; nothing was stored. Retry after Retry-After.",
+    ),
+    (
+        "event-not-mappable",
+        "The event's type is mapped, but its data does not give what the mapping needs.",
+    ),
+    (
+        "forbidden",
+        "The token lacks the scope this endpoint needs.",
+    ),
+    (
+        "idempotency-key-in-progress",
+        "A request with this key is still being processed; retry after Retry-After.",
+    ),
+    (
+        "idempotency-key-invalid",
+        "Idempotency-Key must be 1 to 255 printable ASCII characters.",
+    ),
+    (
+        "idempotency-key-missing",
+        "This endpoint needs an Idempotency-Key header.",
+    ),
+    (
+        "idempotency-key-reused",
+        "This key was used with a different request; use a new key for a new request.",
+    ),
+    (
+        "internal",
+        "herald failed; the cause is in its log under this answer's X-Request-Id.",
+    ),
+    ("invalid-event", "The body is not a valid CloudEvent 1.0."),
+    ("invalid-field", "A field is invalid; `field` names it."),
+    (
+        "invalid-parameter",
+        "A query parameter is invalid; `field` names it.",
+    ),
+    (
+        "malformed-request",
+        "The body is not the JSON this endpoint takes.",
+    ),
+    (
+        "method-not-allowed",
+        "The path exists, but not with this method.",
+    ),
+    ("not-found", "No such resource for this token's tenant."),
+    (
+        "not-ready",
+        "herald is starting or its database is away; retry after Retry-After.",
+    ),
+    (
+        "route-forbidden",
+        "The token's grant does not include the route named.",
+    ),
+    (
+        "storage-fault",
+        "The database reported an I/O fault; nothing was stored. Retry after Retry-After.",
+    ),
+    (
+        "storage-full",
+        "The database's disk is full; nothing was stored. Retry after Retry-After.",
+    ),
+    (
+        "storage-read-only",
+        "The database is read-only (a standby); nothing was stored. Retry after Retry-After.",
+    ),
+    ("unauthorized", "A valid bearer token is required."),
+    (
+        "unmapped-event-type",
+        "No [events] mapping names this event type.",
+    ),
+];
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Problem {
-    /// A URI naming the kind of problem, e.g. `https://herald.dev/problems/invalid-field`.
+    /// A reference naming the kind of problem, e.g. `/problems/invalid-field`, relative to the
+    /// herald that answered; `GET` on it explains it.
     #[serde(rename = "type")]
     pub problem_type: String,
     pub title: String,
@@ -28,6 +119,10 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(status: StatusCode, slug: &str, title: &str, detail: impl Into<String>) -> Self {
+        debug_assert!(
+            TYPES.iter().any(|(known, _)| *known == slug),
+            "problem type `{slug}` is not in TYPES"
+        );
         Problem {
             problem_type: format!("{TYPE_BASE}{slug}"),
             title: title.to_owned(),

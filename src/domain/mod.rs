@@ -1,4 +1,4 @@
-//! The vocabulary of CONTRACT.md as types: states, certainty, delivery policy, identifiers and
+//! herald's vocabulary as types (the words the API and docs use): states, certainty, delivery policy, identifiers and
 //! parsed values. No I/O lives here; everything that crosses the API or the store is parsed into
 //! these types first, so the rest of herald cannot hold an invalid value.
 

@@ -7,6 +7,25 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 use super::routing::{Routing, Templates};
+
+/// `send_at` as RFC 3339, refused with the form it must take: the `time` crate's own message
+/// ("a character literal was not valid") does not say what to send instead.
+fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<OffsetDateTime>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339)
+        .map(Some)
+        .map_err(|_| {
+            serde::de::Error::custom(format!(
+                "`{}` is not an RFC 3339 date-time: use e.g. 2026-12-01T09:30:00Z or \
+                 2026-12-01T10:30:00+01:00 (a `T`, seconds, and a zone)",
+                text.chars().take(64).collect::<String>()
+            ))
+        })
+}
 use super::values::header_safe;
 use super::{
     AttemptResult, Certainty, Channel, Delivery, EmailAddress, FieldError, NotificationId,
@@ -41,7 +60,7 @@ pub struct NotificationRequest {
     #[schema(schema_with = delivery_schema)]
     pub delivery: Option<String>,
     /// Not before this time (RFC 3339).
-    #[serde(default, with = "time::serde::rfc3339::option")]
+    #[serde(default, deserialize_with = "rfc3339_or_say_so")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub send_at: Option<OffsetDateTime>,
     /// Up to 50 string pairs, echoed in events.
@@ -546,6 +565,21 @@ mod tests {
         assert_eq!(n.content.subject.as_deref(), Some("Export <42> ready"));
         assert_eq!(n.content.html.as_deref(), Some("<b>&lt;42&gt;</b>"));
         assert_eq!(n.content.template.as_deref(), Some("export-ready"));
+    }
+
+    #[test]
+    fn a_send_at_that_is_not_rfc_3339_says_which_form_to_use() {
+        let err = serde_json::from_value::<NotificationRequest>(json!({
+            "channel": "email", "to": "a@example.com", "text": "hi",
+            "send_at": "2026-12-01 09:30"
+        }))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "`2026-12-01 09:30` is not an RFC 3339 date-time: use e.g. 2026-12-01T09:30:00Z"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The state machine's names, exactly as CONTRACT.md spells them. Stored as text with CHECK
+//! The state machine's names, exactly as the API spells them. Stored as text with CHECK
 //! constraints, so `as_str` and `parse` are the only translation.
 
 use std::fmt;
@@ -84,7 +84,7 @@ text_enum! {
 }
 
 impl Delivery {
-    /// The default of defaults (CONTRACT.md), for a route that names none.
+    /// The default of defaults, for a route that names none.
     pub const DEFAULT: Delivery = Delivery::AtMostOnce;
 }
 

@@ -62,7 +62,7 @@ impl fmt::Display for NotificationId {
     }
 }
 
-/// An upstream's `Idempotency-Key`: 1–255 printable ASCII characters (CONTRACT.md).
+/// An upstream's `Idempotency-Key`: 1–255 printable ASCII characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(String);
 

@@ -1,4 +1,4 @@
-//! The outbox relay (DESIGN.md, "Outbox relay and inbox"): every state change commits a
+//! The outbox relay: every state change commits a
 //! CloudEvent to the outbox in its own transaction; the relay publishes each one to every
 //! configured sink and marks it published per sink.
 //!
@@ -84,7 +84,7 @@ impl Outgoing {
     }
 }
 
-/// An outbox event as the CloudEvent herald publishes (CONTRACT.md, "Events").
+/// An outbox event as the CloudEvent herald publishes (docs/api.md, "Events").
 pub fn cloudevent(event: &OutboxEvent) -> CloudEvent {
     CloudEvent {
         id: event.id.to_string(),

@@ -551,7 +551,7 @@ fn migrator(sources: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Mig
     }
 }
 
-/// CloudEvents `type`s of the outbox (CONTRACT.md, "Events").
+/// CloudEvents `type`s of the outbox (docs/api.md, "Events").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
     Accepted,

@@ -1,4 +1,4 @@
-//! Classification of HTTP exchanges by when they ended (DESIGN.md, "The adapter boundary").
+//! Classification of HTTP exchanges by when they ended.
 //!
 //! Before the request was written, nothing can have been processed: `Rejected`. After it was
 //! written and before a readable answer came back, anything may have happened: `Ambiguous`.

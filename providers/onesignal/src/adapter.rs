@@ -125,7 +125,7 @@ impl OneSignalAdapter {
             capabilities: Capabilities {
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // A notification can be viewed by OneSignal's own id only; a look-up by our
-                // key is unconfirmed (VENDORS.md), so a replay inside the window reconciles.
+                // key is not documented, so a replay inside the window reconciles.
                 query_visibility_lag: None,
                 // OneSignal documents display guidance (title ~50, content ~150 characters),
                 // not a byte limit of its own; the platforms' limits (APNs 4 KB) include

@@ -16,7 +16,7 @@
 //! | capability | value | source |
 //! |---|---|---|
 //! | idempotency window | 30 days: a repeat of the key "returns the result of the previous operation" and delivers nothing; afterwards it "will be sent again" | <https://documentation.onesignal.com/reference/idempotent-notification-requests> |
-//! | outcome query | none: notifications are viewed by OneSignal's own id, not by our key (VENDORS.md: "By key: unconfirmed"); a replay inside the window is the reconciliation | <https://documentation.onesignal.com/reference/push-notification> |
+//! | outcome query | none: notifications are viewed by OneSignal's own id, not by our key (its docs name no look-up by key); a replay inside the window is the reconciliation | <https://documentation.onesignal.com/reference/push-notification> |
 //! | payload limit | none stated: OneSignal gives display guidance (title ~50, content ~150 characters), not a byte limit | <https://documentation.onesignal.com/docs/mobile-push-notifications-guide> |
 //! | rate limit | create message: 150 requests/s/app (free), 6 000 (paid); 429 with `Retry-After` in seconds | <https://documentation.onesignal.com/reference/rate-limits> |
 //!

@@ -122,7 +122,7 @@ impl ResendAdapter {
             capabilities: Capabilities {
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // Resend can fetch an email by its own id, but not by our key or reference
-                // (VENDORS.md: "By key: unconfirmed"); a replay inside the window is the
+                // (its docs name no look-up by key); a replay inside the window is the
                 // reconciliation instead.
                 query_visibility_lag: None,
                 max_payload_bytes: Some(MAX_EMAIL_BYTES),

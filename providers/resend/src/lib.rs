@@ -11,7 +11,7 @@
 //! | capability | value | source |
 //! |---|---|---|
 //! | idempotency window | 24 h: a repeat with the same key and payload answers the first answer (same id) without sending again | <https://resend.com/docs/dashboard/emails/idempotency-keys> |
-//! | outcome query | none: Resend looks emails up by its own id, not by our key (VENDORS.md: "By key: unconfirmed"); a replay inside the window is the reconciliation | <https://resend.com/docs/api-reference/emails/send-email> |
+//! | outcome query | none: Resend looks emails up by its own id, not by our key (its docs name no look-up by key); a replay inside the window is the reconciliation | <https://resend.com/docs/api-reference/emails/send-email> |
 //! | payload limit | 40 MB per email including Base64 attachments (read as 40 000 000 bytes) | <https://resend.com/docs/api-reference/emails/send-email> |
 //! | rate limit | 2 requests/s by default, per team; 429 with `retry-after` and `ratelimit-*` headers | <https://resend.com/docs/api-reference/rate-limit> |
 //!

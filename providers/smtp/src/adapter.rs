@@ -74,7 +74,7 @@ pub struct SmtpRoute {
     /// The envelope sender and the `From` header: `ops@example.com` or `Ops <ops@example.com>`.
     pub from: String,
     /// The whole exchange, connect to the reply after the final dot (lettre's own timeout
-    /// covers only the connect, CRATES.md).
+    /// covers only the connect).
     pub timeout: Duration,
     /// The EHLO name; the machine's host name when unset.
     pub hello_name: Option<String>,

@@ -1,4 +1,4 @@
-//! Classification of an SMTP exchange by where it ended (DESIGN.md, "The adapter boundary").
+//! Classification of an SMTP exchange by where it ended.
 //!
 //! The rule: until the final `.` of DATA has left, the server cannot have taken the message, so
 //! every failure is `Rejected` (a 5xx reply permanent, anything else transient). After the dot,

@@ -4,7 +4,7 @@
 //!   command at a time under one deadline (the route `timeout`, from connect to the reply after
 //!   the final dot; lettre's own timeout covers only the connect).
 //! - `wire` watches the socket beneath lettre to tell whether the final `.` of DATA has left:
-//!   lettre's errors do not say (VENDORS.md §4), and the answer decides `Rejected` against
+//!   lettre's errors do not say, and the answer decides `Rejected` against
 //!   `Ambiguous`.
 //! - `classify` turns the step and that answer into a [`SendResult`](herald_provider::SendResult).
 //! - [`compose`] builds the message and its stable Message-ID.
@@ -22,7 +22,7 @@
 //! size limit is per server and per session; an oversize message is refused with `552`
 //! (`Rejected`, permanent).
 //!
-//! # Classification (DESIGN.md, "The adapter boundary")
+//! # Classification
 //! | where the exchange ended | result | `Evidence::stage` |
 //! |---|---|---|
 //! | message cannot be built (bad recipient, no body, not email, id unusable as Message-ID) | `Rejected`, permanent | `compose` |

@@ -1,7 +1,7 @@
 //! The byte stream beneath the SMTP session, watched for the two moments that classify a failure.
 //!
 //! lettre reports a write error and a read error alike (`network error`) and records no stage
-//! (VENDORS.md §4), yet the two sides of the final dot mean opposite things: before the dot has
+//! (its `Error` has no stage), yet the two sides of the final dot mean opposite things: before the dot has
 //! left, the server cannot have taken the message; after it, it may have (RFC 1047). So the
 //! adapter hands lettre this stream instead of a bare socket and marks when the message content
 //! starts; lettre's `message()` writes and flushes the whole content, final `.` included, and

@@ -69,7 +69,7 @@ def authenticator(server, session, envelope, mechanism, auth_data):
     ok = (isinstance(auth_data, LoginPassword)
           and auth_data.login == cfg["user"].encode()
           and auth_data.password == cfg["password"].encode())
-    # handled=False lets aiosmtpd answer 535; anything else leaves the client hanging (CRATES.md).
+    # handled=False lets aiosmtpd answer 535; anything else leaves the client hanging.
     if ok:
         return AuthResult(success=True, auth_data=mechanism)
     return AuthResult(success=False, handled=False)

@@ -1,7 +1,7 @@
 //! Herald's adapter for webhook receivers that speak Standard Webhooks 1.0.0.
 //!
 //! Source: the Standard Webhooks specification, `spec/standard-webhooks.md` in
-//! <https://github.com/standard-webhooks/standard-webhooks> (version 1.0.0); VENDORS.md §2.
+//! <https://github.com/standard-webhooks/standard-webhooks> (version 1.0.0).
 //!
 //! # The request
 //! A notification's `to` is the receiver's URL and its `payload` (a JSON object) is the body,
@@ -29,7 +29,7 @@
 //!
 //! # Classification
 //! The spec counts only 2xx as success and asks senders to treat 3xx as failure, disable the
-//! endpoint on 410, and throttle on 429, 502 and 504. Herald's rule on top (DESIGN.md): what may
+//! endpoint on 410, and throttle on 429, 502 and 504. Herald's rule on top: what may
 //! have been processed is `Ambiguous`.
 //!
 //! | answer | result |
