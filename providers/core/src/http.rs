@@ -110,10 +110,17 @@ pub struct StatusRules {
 pub fn classify_transport_error(err: &reqwest::Error) -> SendResult {
     let detail = error_chain(err);
     if err.is_connect() {
+        // A name that does not resolve never reached a vendor: say so, apart from a vendor
+        // that refused the connection. hyper's connector names it in its error ("dns error").
+        let stage = if detail.contains("dns error") {
+            "dns"
+        } else {
+            "connect"
+        };
         SendResult::Rejected {
             permanent: false,
             retry_after: None,
-            evidence: Evidence::new("connect", detail),
+            evidence: Evidence::new(stage, detail),
         }
     } else if err.is_timeout() {
         SendResult::Ambiguous {

@@ -260,8 +260,9 @@ impl SendResult {
                 // herald held it back: the route's own pace or a vendor's Retry-After.
                 ("paced", _) => "paced",
                 ("connect", _) => "connection_refused",
-                // Refused before anything left: the message or its destination.
-                ("request" | "compose" | "destination", _) => "not_sent_locally",
+                // Refused before anything left: the message, its destination, or a name that
+                // does not resolve.
+                ("request" | "compose" | "destination" | "dns", _) => "not_sent_locally",
                 (_, Some(429)) => "rate_limited",
                 (_, Some(500..)) => "vendor_unavailable",
                 _ if *permanent => "permanent",

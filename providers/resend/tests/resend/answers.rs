@@ -276,6 +276,19 @@ async fn an_unreachable_vendor_is_a_transient_rejection_before_anything_was_sent
     assert_eq!(evidence.stage, "connect");
 }
 
+#[tokio::test]
+async fn a_vendor_name_that_does_not_resolve_is_a_dns_rejection_not_a_refused_connection() {
+    // `.invalid` never resolves (RFC 6761), so no resolver is asked beyond this machine's.
+    let adapter = adapter("http://herald-test.invalid", "re_unused", CLIENT_TIMEOUT);
+
+    let result = adapter.send(&message(), &key()).await;
+
+    assert_eq!(result.reason(), "not_sent_locally");
+    let (permanent, _, evidence) = rejection(result);
+    assert!(!permanent, "a name may resolve later");
+    assert_eq!(evidence.stage, "dns", "{}", evidence.detail);
+}
+
 #[test]
 fn a_base_url_that_is_not_http_is_refused_when_the_adapter_is_built() {
     install_crypto_provider();
