@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{Config, ConfigProblems, SinkConfig};
+use crate::config::{Config, ConfigProblems, SecretSource, SinkConfig};
 
 /// How long `--connect` waits for each host.
 const REACH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -18,6 +18,10 @@ pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems>
     // Parts whose secrets are missing are not built: their one problem is already named.
     let mut unresolved = Vec::new();
     for (key, source) in config.secrets() {
+        // A literal cannot be missing, and resolving it here would repeat its warning.
+        if matches!(source, SecretSource::Literal(_)) {
+            continue;
+        }
         if let Err(err) = source.resolve(&key) {
             problems.push(format!("{err:#} ({})", config.origins.of(&key)));
             unresolved.push(key);
@@ -99,11 +103,10 @@ async fn reach(endpoint: &str) -> std::io::Result<()> {
 
 /// [`reach`] for a `nats://host[:port]` URL (or a bare `host:port`).
 async fn reach_url(url: &str, default_port: u16) -> std::io::Result<()> {
-    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a URL");
     let endpoint = match url::Url::parse(url) {
         Ok(parsed) if parsed.host_str().is_some() => format!(
             "{}:{}",
-            parsed.host_str().ok_or_else(invalid)?,
+            parsed.host_str().unwrap_or_default(),
             parsed.port().unwrap_or(default_port)
         ),
         _ => url.to_owned(),

@@ -994,10 +994,8 @@ impl ProviderConfig {
             ))
         };
         match self {
-            ProviderConfig::Sandbox { base_url, .. } => {
-                base_url.as_ref().and_then(|_| url(base_url, ""))
-            }
-            ProviderConfig::Webhook { .. } => None,
+            ProviderConfig::Sandbox { base_url: None, .. } | ProviderConfig::Webhook { .. } => None,
+            ProviderConfig::Sandbox { base_url, .. } => url(base_url, ""),
             ProviderConfig::Resend { base_url, .. } => {
                 url(base_url, herald_resend::DEFAULT_BASE_URL)
             }
