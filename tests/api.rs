@@ -22,6 +22,8 @@ on_both_backends!(
     auth_tokens_scopes_and_tenants_are_enforced,
     a_notification_reads_back_with_its_state_and_attempts,
     lists_are_newest_first_filtered_and_paginated,
+    lists_filter_by_channel_route_time_and_metadata_within_the_tenant,
+    a_bad_list_filter_is_refused_naming_its_parameter,
     only_a_queued_notification_can_be_cancelled,
     a_batch_answers_each_item_in_order_in_one_transaction,
     a_batch_that_fails_at_the_database_part_way_commits_nothing,
@@ -69,6 +71,27 @@ async fn the_openapi_document_types_every_answer_and_header() {
     let request = &spec["components"]["schemas"]["NotificationRequest"]["properties"];
     assert_eq!(request["channel"]["$ref"], "#/components/schemas/Channel");
     assert_eq!(request["delivery"]["$ref"], "#/components/schemas/Delivery");
+    let list_parameters = spec["paths"]["/v1/notifications"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let parameter = |name: &str| {
+        list_parameters
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("the list documents {name}"))
+    };
+    assert_eq!(
+        parameter("channel")["schema"]["$ref"],
+        "#/components/schemas/Channel"
+    );
+    for name in ["route", "created_after", "created_before"] {
+        assert_eq!(parameter(name)["in"], "query");
+    }
+    assert_eq!(parameter("created_after")["schema"]["format"], "date-time");
+    let list_description = spec["paths"]["/v1/notifications"]["get"]["description"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(list_description.contains("metadata.<key>=<value>"));
     let attempt = &spec["components"]["schemas"]["Attempt"]["properties"];
     assert_eq!(attempt["evidence"]["$ref"], "#/components/schemas/Evidence");
 
@@ -609,6 +632,163 @@ async fn lists_are_newest_first_filtered_and_paginated(backend: Backend) {
         )
         .await;
         assert_eq!(answer["field"], bad.split('=').next().unwrap());
+    }
+}
+
+/// The ids a list answers, newest first, on one page.
+async fn listed_ids(app: &support::TestApp, token: &str, query: &str) -> Vec<String> {
+    let response = app.get(token, &format!("/v1/notifications?{query}")).await;
+    assert_eq!(response.status(), StatusCode::OK, "{query}");
+    let page: Value = response.json().await.unwrap();
+    page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn encoded(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+async fn lists_filter_by_channel_route_time_and_metadata_within_the_tenant(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let sms = |export: &str| {
+        json!({"channel": "sms", "to": "+14155550100", "text": "t",
+               "metadata": {"export": export, "team.name": "billing"}})
+    };
+    let mut ids = Vec::new();
+    for (key, body) in [
+        ("filter-0", email("ada@example.com")),
+        ("filter-1", sms("export-intent-7")),
+        ("filter-2", sms("export-intent-8")),
+    ] {
+        let created: Value = app.enqueue(ACME, key, &body).await.json().await.unwrap();
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    // Another tenant's notifications match every filter below.
+    app.enqueue(GLOBEX, "filter-0", &email("ada@example.com"))
+        .await;
+    app.enqueue(GLOBEX, "filter-1", &sms("export-intent-7"))
+        .await;
+    // The stored time, as the list compares it (the store keeps microseconds).
+    let shown: Value = app
+        .get(ACME, &format!("/v1/notifications/{}", ids[1]))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let second = encoded(shown["created_at"].as_str().unwrap());
+
+    let after = format!("created_after={second}");
+    let before = format!("created_before={second}");
+    let combined = format!("channel=sms&route=sandbox&{after}&metadata.team.name=billing&limit=1");
+    let everything = &[0, 1, 2];
+    let cases: [(&str, &[usize]); 12] = [
+        ("channel=sms", &[1, 2]),
+        ("channel=email", &[0]),
+        ("channel=push", &[]),
+        ("route=sandbox", everything),
+        ("route=smtp-main", &[]),
+        (&after, &[1, 2]),
+        (&before, &[0]),
+        ("created_after=2000-01-01T00:00:00%2B02:00", everything),
+        ("metadata.export=export-intent-7", &[0, 1]),
+        (
+            "metadata.export=export-intent-7&metadata.team.name=billing",
+            &[1],
+        ),
+        ("metadata.export=export-intent", &[]),
+        (&combined, &[2]),
+    ];
+    for (query, expected) in cases {
+        // Newest first.
+        let expected: Vec<String> = expected.iter().rev().map(|&i| ids[i].clone()).collect();
+        assert_eq!(listed_ids(&app, ACME, query).await, expected, "{query}");
+    }
+    let theirs = listed_ids(&app, GLOBEX, "channel=sms&metadata.export=export-intent-7").await;
+    assert_eq!(theirs.len(), 1);
+    assert!(!ids.contains(&theirs[0]), "a tenant sees only its own rows");
+
+    // The cursor pages within the filters.
+    let first: Value = app
+        .get(ACME, "/v1/notifications?channel=sms&limit=1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["data"][0]["id"], ids[2].as_str());
+    let cursor = first["next_cursor"].as_str().unwrap();
+    assert_eq!(
+        listed_ids(&app, ACME, &format!("channel=sms&limit=1&cursor={cursor}")).await,
+        [ids[1].clone()]
+    );
+}
+
+async fn a_bad_list_filter_is_refused_naming_its_parameter(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let long_key = format!("metadata.{}", "k".repeat(41));
+    let long_key_query = format!("{long_key}=x");
+    for (query, field, detail) in [
+        (
+            "channel=fax",
+            "channel",
+            "must be email, sms, push or webhook",
+        ),
+        (
+            "channel=SMS",
+            "channel",
+            "must be email, sms, push or webhook",
+        ),
+        (
+            "created_after=yesterday",
+            "created_after",
+            "must be an RFC 3339 time, e.g. 2026-11-30T12:00:00Z",
+        ),
+        (
+            "created_before=2026-11-30",
+            "created_before",
+            "must be an RFC 3339 time, e.g. 2026-11-30T12:00:00Z",
+        ),
+        (
+            "metadata.=x",
+            "metadata.",
+            "keys must be 1 to 40 characters",
+        ),
+        (
+            long_key_query.as_str(),
+            long_key.as_str(),
+            "keys must be 1 to 40 characters",
+        ),
+        (
+            "route=a%00b",
+            "route",
+            "must not contain the NUL character (U+0000)",
+        ),
+        (
+            "metadata.export=a%00b",
+            "metadata.export",
+            "must not contain the NUL character (U+0000)",
+        ),
+        (
+            "channel=sms&channel=email",
+            "channel",
+            "must be given at most once",
+        ),
+        ("metadata=x", "metadata", "unknown query parameter"),
+    ] {
+        let answer = problem(
+            app.get(ACME, &format!("/v1/notifications?{query}")).await,
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+        assert_eq!(answer["field"], field, "{query}");
+        assert_eq!(answer["detail"], detail, "{query}");
     }
 }
 

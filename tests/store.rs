@@ -35,6 +35,11 @@ on_both_backends!(
     a_retry_is_queued_without_an_event_and_a_finish_writes_one,
     only_a_queued_notification_can_be_cancelled,
     lists_are_newest_first_filtered_and_paged_by_cursor,
+    a_list_filters_by_channel,
+    a_list_filters_by_route,
+    a_list_filters_by_creation_time_from_after_up_to_before,
+    a_list_filters_by_every_metadata_pair_as_exact_text,
+    list_filters_combine_and_page_by_cursor_within_one_tenant,
     look_alikes_are_the_same_request_on_the_same_route_only,
     a_tenant_never_reads_another_tenants_notification,
     review_lists_each_reason_oldest_first_and_filters,
@@ -662,12 +667,6 @@ async fn lists_are_newest_first_filtered_and_paged_by_cursor(backend: Backend) {
         limit,
         ..ListFilter::default()
     };
-    let ids_of = |listed: Vec<herald::store::NotificationDetail>| {
-        listed
-            .into_iter()
-            .map(|d| d.notification.id)
-            .collect::<Vec<_>>()
-    };
     let first = store.list("acme", &page(None, 2)).await.unwrap();
     assert_eq!(ids_of(first), [ids[4], ids[3]]);
     let rest = store.list("acme", &page(Some(ids[3]), 10)).await.unwrap();
@@ -703,6 +702,220 @@ async fn lists_are_newest_first_filtered_and_paged_by_cursor(backend: Backend) {
             .unwrap()
             .is_empty()
     );
+}
+
+fn ids_of(listed: Vec<herald::store::NotificationDetail>) -> Vec<NotificationId> {
+    listed.into_iter().map(|d| d.notification.id).collect()
+}
+
+/// The ids `filter` lists for `tenant`, newest first, up to 50.
+async fn listed(store: &dyn Store, tenant: &str, filter: ListFilter) -> Vec<NotificationId> {
+    let filter = ListFilter {
+        limit: 50,
+        ..filter
+    };
+    ids_of(store.list(tenant, &filter).await.unwrap())
+}
+
+fn with_metadata(mut n: Notification, pairs: &[(&str, &str)]) -> Notification {
+    n.metadata = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    n
+}
+
+fn pairs(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+async fn a_list_filters_by_channel(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let store = &*rig.store;
+    let t = now();
+    let sms = accepted(store, notification("acme", "a", "+1", "sms", t)).await;
+    let mut email = notification("acme", "a", "ada@example.com", "email", t);
+    email.channel = Channel::Email;
+    let email = accepted(store, email).await;
+    let by = |channel| ListFilter {
+        channel: Some(channel),
+        ..ListFilter::default()
+    };
+    assert_eq!(listed(store, "acme", by(Channel::Sms)).await, [sms.id]);
+    assert_eq!(listed(store, "acme", by(Channel::Email)).await, [email.id]);
+    assert!(listed(store, "acme", by(Channel::Push)).await.is_empty());
+}
+
+async fn a_list_filters_by_route(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let store = &*rig.store;
+    let t = now();
+    let on_a = accepted(store, notification("acme", "a", "+1", "x", t)).await;
+    let on_b = accepted(store, notification("acme", "b", "+1", "x", t)).await;
+    let by = |route: &str| ListFilter {
+        route: Some(route.to_owned()),
+        ..ListFilter::default()
+    };
+    assert_eq!(listed(store, "acme", by("a")).await, [on_a.id]);
+    assert_eq!(listed(store, "acme", by("b")).await, [on_b.id]);
+    assert!(
+        listed(store, "acme", by("A")).await.is_empty(),
+        "exact name"
+    );
+}
+
+async fn a_list_filters_by_creation_time_from_after_up_to_before(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let store = &*rig.store;
+    let t = now();
+    let hour = Duration::from_secs(3600);
+    let old = accepted(store, notification("acme", "a", "+1", "old", t - 2 * hour)).await;
+    let mid = accepted(store, notification("acme", "a", "+1", "mid", t - hour)).await;
+    let new = accepted(store, notification("acme", "a", "+1", "new", t)).await;
+    let window = |after, before| ListFilter {
+        created_after: after,
+        created_before: before,
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        listed(store, "acme", window(Some(t - hour), None)).await,
+        [new.id, mid.id],
+        "created_after includes its own instant"
+    );
+    assert_eq!(
+        listed(store, "acme", window(None, Some(t - hour))).await,
+        [old.id],
+        "created_before excludes its own instant"
+    );
+    assert_eq!(
+        listed(store, "acme", window(Some(t - hour), Some(t))).await,
+        [mid.id]
+    );
+    assert!(
+        listed(store, "acme", window(Some(t), Some(t - hour)))
+            .await
+            .is_empty()
+    );
+}
+
+async fn a_list_filters_by_every_metadata_pair_as_exact_text(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let store = &*rig.store;
+    let t = now();
+    let n = |pairs: &[(&str, &str)]| with_metadata(notification("acme", "a", "+1", "x", t), pairs);
+    let both = accepted(store, n(&[("export", "e-7"), ("team", "billing")])).await;
+    let one = accepted(store, n(&[("export", "e-7")])).await;
+    let other = accepted(store, n(&[("export", "e-70")])).await;
+    // Keys may hold what a JSON path would read as syntax.
+    let odd = accepted(store, n(&[("a.b", "1"), ("say \"hi\"", "$.x")])).await;
+    accepted(store, n(&[])).await;
+    let by = |wanted: &[(&str, &str)]| ListFilter {
+        metadata: pairs(wanted),
+        ..ListFilter::default()
+    };
+    assert_eq!(
+        listed(store, "acme", by(&[("export", "e-7")])).await,
+        [one.id, both.id]
+    );
+    assert_eq!(
+        listed(store, "acme", by(&[("export", "e-7"), ("team", "billing")])).await,
+        [both.id],
+        "every pair must match"
+    );
+    assert_eq!(
+        listed(store, "acme", by(&[("export", "e-70")])).await,
+        [other.id]
+    );
+    assert!(
+        listed(store, "acme", by(&[("export", "E-7")]))
+            .await
+            .is_empty()
+    );
+    assert!(
+        listed(store, "acme", by(&[("export", "e")]))
+            .await
+            .is_empty()
+    );
+    assert!(listed(store, "acme", by(&[("team", "")])).await.is_empty());
+    assert_eq!(
+        listed(store, "acme", by(&[("a.b", "1"), ("say \"hi\"", "$.x")])).await,
+        [odd.id]
+    );
+    assert!(
+        listed(store, "acme", by(&[("a", "1")])).await.is_empty(),
+        "a dot in a key is part of the key, not a path"
+    );
+    assert!(
+        listed(store, "globex", by(&[("export", "e-7")]))
+            .await
+            .is_empty()
+    );
+}
+
+async fn list_filters_combine_and_page_by_cursor_within_one_tenant(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let store = &*rig.store;
+    let t = now();
+    let minute = Duration::from_secs(60);
+    let mut wanted = Vec::new();
+    for i in 0..5 {
+        let at = t - minute * (10 - i);
+        let n = |tenant: &str, route: &str, channel, pairs: &[(&str, &str)]| {
+            let mut n = with_metadata(notification(tenant, route, "+1", "x", at), pairs);
+            n.channel = channel;
+            n
+        };
+        let tag = [("export", "e-7")];
+        wanted.push(accepted(store, n("acme", "a", Channel::Sms, &tag)).await.id);
+        // Each differs from the wanted ones in one filter only.
+        accepted(store, n("acme", "b", Channel::Sms, &tag)).await;
+        accepted(store, n("acme", "a", Channel::Email, &tag)).await;
+        accepted(store, n("acme", "a", Channel::Sms, &[("export", "e-8")])).await;
+        accepted(store, n("globex", "a", Channel::Sms, &tag)).await;
+    }
+    accepted(
+        store,
+        with_metadata(
+            notification("acme", "a", "+1", "too old", t - minute * 20),
+            &[("export", "e-7")],
+        ),
+    )
+    .await;
+    let page = |before| ListFilter {
+        channel: Some(Channel::Sms),
+        route: Some("a".to_owned()),
+        created_after: Some(t - minute * 10),
+        created_before: Some(t),
+        metadata: pairs(&[("export", "e-7")]),
+        before,
+        limit: 2,
+        ..ListFilter::default()
+    };
+    let mut seen: Vec<NotificationId> = Vec::new();
+    let mut before = None;
+    loop {
+        let ids = ids_of(store.list("acme", &page(before)).await.unwrap());
+        seen.extend(&ids);
+        match ids.last() {
+            Some(last) if ids.len() == 2 => before = Some(*last),
+            _ => break,
+        }
+    }
+    wanted.reverse();
+    assert_eq!(seen, wanted, "newest first, each once, nothing else");
 }
 
 async fn look_alikes_are_the_same_request_on_the_same_route_only(backend: Backend) {

@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::HashSet;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
@@ -25,8 +25,8 @@ use super::idempotency::{self, Answer};
 use super::problem::Problem;
 use super::{AppState, json_object, json_object_of_items, typed, without_nul};
 use crate::domain::{
-    Attempt, Certainty, IdempotencyKey, Notification, NotificationId, NotificationRequest,
-    Resolution, State as NotificationState,
+    Attempt, Certainty, Channel, IdempotencyKey, Notification, NotificationId, NotificationRequest,
+    Resolution, State as NotificationState, check_metadata_key,
 };
 use crate::store::{ListFilter, NewAccept, NotificationDetail};
 
@@ -393,12 +393,22 @@ pub struct ListBody {
 }
 
 /// Notifications, newest first, cursor-paginated, each as `GET /v1/notifications/{id}` shows
-/// it.
+/// it. Every filter given must hold.
+///
+/// Metadata filters: any number of `metadata.<key>=<value>` parameters (for example
+/// `metadata.export=export-intent-7`); each keeps only notifications whose metadata has that key
+/// with exactly that value. Keys follow the rule of enqueue: 1 to 40 characters.
 #[utoipa::path(get, path = "/v1/notifications", operation_id = "list_notifications",
     tag = "notifications", security(("bearer" = [])),
     params(
         ("state" = Option<NotificationState>, Query, description = "Only this state"),
         ("certainty" = Option<Certainty>, Query, description = "Only this certainty"),
+        ("channel" = Option<String>, Query, description = "Only this channel"),
+        ("route" = Option<String>, Query, description = "Only this route"),
+        ("created_after" = Option<String>, Query, format = DateTime,
+            description = "Only those created at or after this time (RFC 3339, e.g. `2026-11-30T12:00:00Z`)"),
+        ("created_before" = Option<String>, Query, format = DateTime,
+            description = "Only those created before this time (RFC 3339, e.g. `2026-11-30T12:00:00Z`)"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 200, description = "Page size, default 50"),
         ("cursor" = Option<String>, Query, format = Uuid, description = "`next_cursor` of the previous page"),
     ),
@@ -409,7 +419,7 @@ pub struct ListBody {
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
-    Query(params): Query<HashMap<String, String>>,
+    Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<ListBody>, Problem> {
     principal.require(Scope::Read)?;
     let bad = |name: &str, detail: &str| {
@@ -421,11 +431,28 @@ pub async fn list(
         )
         .with_field(name)
     };
+    // PostgreSQL cannot compare text holding U+0000 and SQLite can: refused on both alike.
+    let text = |name: &str, value: &str| {
+        if name.contains('\0') || value.contains('\0') {
+            Err(bad(name, "must not contain the NUL character (U+0000)"))
+        } else {
+            Ok(value.to_owned())
+        }
+    };
+    let time = |name: &str, value: &str| {
+        super::rfc3339_parameter(name, value).map_err(|e| bad(&e.field, &e.message))
+    };
     let mut filter = ListFilter {
         limit: DEFAULT_PAGE,
         ..ListFilter::default()
     };
+    let mut given = HashSet::new();
     for (name, value) in &params {
+        // Filters must all hold, so a second value for one of them could only match nothing or
+        // silently replace the first.
+        if !given.insert(name.as_str()) {
+            return Err(bad(name, "must be given at most once"));
+        }
         match name.as_str() {
             "state" => {
                 filter.state = Some(
@@ -436,6 +463,15 @@ pub async fn list(
                 filter.certainty =
                     Some(Certainty::parse(value).ok_or_else(|| bad(name, "unknown certainty"))?)
             }
+            "channel" => {
+                filter.channel = Some(
+                    Channel::parse(value)
+                        .ok_or_else(|| bad(name, "must be email, sms, push or webhook"))?,
+                )
+            }
+            "route" => filter.route = Some(text(name, value)?),
+            "created_after" => filter.created_after = Some(time(name, value)?),
+            "created_before" => filter.created_before = Some(time(name, value)?),
             "limit" => {
                 filter.limit = value
                     .parse()
@@ -449,7 +485,13 @@ pub async fn list(
                         .ok_or_else(|| bad(name, "not a cursor from this API"))?,
                 )
             }
-            _ => return Err(bad(name, "unknown query parameter")),
+            _ => match name.strip_prefix("metadata.") {
+                Some(key) => {
+                    check_metadata_key(key).map_err(|detail| bad(name, &detail))?;
+                    filter.metadata.insert(key.to_owned(), text(name, value)?);
+                }
+                None => return Err(bad(name, "unknown query parameter")),
+            },
         }
     }
     let limit = filter.limit as usize;

@@ -105,7 +105,9 @@ struct CommonAnswers;
 
 impl utoipa::Modify for CommonAnswers {
     /// Declares the bearer scheme, the evidence and channel schemas, and what operations
-    /// share, so that each handler lists only what is its own: on every operation that needs a
+    /// share, so that each handler lists only what is its own: a `channel` parameter is of the
+    /// one `Channel` type (the type lives in the provider crate, so a handler cannot name its
+    /// schema); on every operation that needs a
     /// token (each reads or writes the database) 401 (no valid token), 403 (missing scope), 500
     /// (a fault that herald logs) and 503 (database unavailable); `WWW-Authenticate` on every
     /// 401, `Retry-After` on every 503, and `X-Request-Id` on every answer.
@@ -156,6 +158,12 @@ impl utoipa::Modify for CommonAnswers {
                 &mut item.patch,
             ];
             for operation in operations.into_iter().flatten() {
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    if parameter.name == "channel" {
+                        parameter.schema =
+                            Some(Ref::from_schema_name(crate::domain::CHANNEL_SCHEMA).into());
+                    }
+                }
                 let responses = &mut operation.responses.responses;
                 if operation.security.is_some() {
                     for (status, description) in [

@@ -14,7 +14,6 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Principal, Scope};
@@ -94,14 +93,7 @@ impl Filter {
         let time = |field: &str, value: &Option<String>| {
             value
                 .as_deref()
-                .map(|v| {
-                    OffsetDateTime::parse(v, &Rfc3339).map_err(|_| {
-                        FieldError::new(
-                            field,
-                            "must be an RFC 3339 time, e.g. 2026-11-30T12:00:00Z",
-                        )
-                    })
-                })
+                .map(|v| super::rfc3339_parameter(field, v))
                 .transpose()
         };
         let reasons = match &self.reason {

@@ -13,7 +13,7 @@ pub use cloudevent::CloudEvent;
 pub use herald_provider::Channel;
 pub use notification::{
     Attempt, CHANNEL_SCHEMA, Content, Notification, NotificationRequest, Resolution, Sibling,
-    channel_component,
+    channel_component, check_metadata_key,
 };
 pub use routing::{RouteInfo, Routing, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};

@@ -397,6 +397,17 @@ fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
     }
 }
 
+/// A metadata key as enqueue accepts it; the list filter holds its keys to the same rule, so
+/// that a filter on a key no notification can carry is refused rather than matching nothing.
+pub fn check_metadata_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.chars().count() > MAX_METADATA_KEY_CHARS {
+        return Err(format!(
+            "keys must be 1 to {MAX_METADATA_KEY_CHARS} characters"
+        ));
+    }
+    Ok(())
+}
+
 fn parse_metadata(metadata: Map<String, Value>) -> Result<Map<String, Value>, FieldError> {
     if metadata.len() > MAX_METADATA_KEYS {
         return Err(FieldError::new(
@@ -406,12 +417,7 @@ fn parse_metadata(metadata: Map<String, Value>) -> Result<Map<String, Value>, Fi
     }
     for (key, value) in &metadata {
         let field = format!("metadata.{key}");
-        if key.is_empty() || key.chars().count() > MAX_METADATA_KEY_CHARS {
-            return Err(FieldError::new(
-                field,
-                format!("keys must be 1 to {MAX_METADATA_KEY_CHARS} characters"),
-            ));
-        }
+        check_metadata_key(key).map_err(|message| FieldError::new(&field, message))?;
         match value {
             Value::String(s) if s.chars().count() <= MAX_METADATA_VALUE_CHARS => {}
             Value::String(_) => {

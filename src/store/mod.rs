@@ -10,6 +10,7 @@ mod sql;
 mod sqlite;
 mod timestamp;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +20,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::{
-    Attempt, Certainty, Decision, IdempotencyKey, Notification, NotificationId, Resolution,
-    Sibling, State,
+    Attempt, Certainty, Channel, Decision, IdempotencyKey, Notification, NotificationId,
+    Resolution, Sibling, State,
 };
 use crate::review::{Change, Outcome, Reason, Then};
 use herald_provider::Request;
@@ -205,11 +206,20 @@ pub struct NewResolution {
     pub before: (State, Option<Certainty>),
 }
 
-/// `GET /v1/notifications` filters; results are newest first, strictly older than `before`.
+/// `GET /v1/notifications` filters, all of which must hold; results are newest first, strictly
+/// older than `before`.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub state: Option<State>,
     pub certainty: Option<Certainty>,
+    pub channel: Option<Channel>,
+    pub route: Option<String>,
+    /// Created from `created_after` (inclusive) to `created_before` (exclusive): adjacent
+    /// windows neither overlap nor leave a gap.
+    pub created_after: Option<OffsetDateTime>,
+    pub created_before: Option<OffsetDateTime>,
+    /// Every pair must be in the notification's metadata, the value equal as a string.
+    pub metadata: BTreeMap<String, String>,
     pub before: Option<NotificationId>,
     pub limit: u32,
 }

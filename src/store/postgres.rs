@@ -12,8 +12,8 @@ use sqlx::{PgPool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::sql::{
-    Arg, Conn, Dialect, RelayStatements, attempt_columns, claimed_columns, relay_statements,
-    resolution_columns,
+    Arg, Conn, Dialect, RelayStatements, attempt_columns, claimed_columns, list_statement,
+    relay_statements, resolution_columns,
 };
 use super::{StoreError, StoreResult};
 
@@ -176,6 +176,10 @@ impl Dialect for Postgres {
         resolution_columns!(),
         " FROM resolutions WHERE notification_id = ANY($1) ORDER BY notification_id, seq"
     );
+
+    // Containment is equality here: enqueue stores only string values, and the wanted pairs
+    // are strings.
+    const LIST: &'static str = list_statement!("metadata @> $8");
 
     // SKIP LOCKED: events another relay is claiming right now are simply not due for us.
     const RELAY: RelayStatements = relay_statements!(

@@ -2,7 +2,8 @@
 //! narrow seams that each backend fills in: [`Conn`], which runs one statement with its
 //! arguments ([`Arg`]) on a connection, and [`Dialect`], which holds what truly differs — how a
 //! write transaction begins, the claim's statements (`FOR UPDATE SKIP LOCKED` and arrays on
-//! PostgreSQL, one writer and `json_each` on SQLite), waking other processes, and listening.
+//! PostgreSQL, one writer and `json_each` on SQLite), the list's test of metadata, waking other
+//! processes, and listening.
 //! Every statement here is the same text in both dialects.
 
 use std::sync::Arc;
@@ -242,6 +243,9 @@ pub(super) trait Dialect: Send + Sync + 'static {
     const ATTEMPTS_OF_MANY: &'static str;
     /// `$1` ids → every resolution of those notifications, as [`ResolutionWithOwner`].
     const RESOLUTIONS_OF_MANY: &'static str;
+    /// `GET /v1/notifications`: written once in [`list_statement!`], with the dialect's test of
+    /// metadata put in.
+    const LIST: &'static str;
     /// The relay's statements: written once in [`relay_statements!`], with the dialect's list
     /// syntax and row locks put in.
     const RELAY: RelayStatements;
@@ -260,6 +264,39 @@ pub(super) trait Dialect: Send + Sync + 'static {
 
 /// How often an enqueue that collided with a concurrent one runs again.
 const ACCEPT_TRIES: usize = 3;
+
+/// The list of `GET /v1/notifications`, newest first: `$1` tenant, `$2` state, `$3` certainty,
+/// `$4` channel, `$5` route, `$6` created at or after, `$7` created before (each ignored when
+/// null), `$8` a JSON object of metadata pairs (empty: any), `$9` strictly older than this id,
+/// `$10` limit. `$metadata_holds` is the dialect's test that the row's `metadata` holds every
+/// pair of `$8`.
+///
+/// `notifications_by_tenant` (tenant, id DESC) serves the order and the cursor; the other
+/// filters are tested on the rows it walks, and the walk stops at the limit. That is cheap while
+/// matches are common among a tenant's newest rows (channels and routes are few); a rare match
+/// walks the tenant's history, which an index per filter would avoid at a cost to every
+/// enqueue.
+macro_rules! list_statement {
+    ($metadata_holds:literal) => {
+        concat!(
+            "SELECT ",
+            $crate::store::sql::claimed_columns!(),
+            " FROM notifications
+             WHERE tenant = $1
+               AND ($2 IS NULL OR state = $2)
+               AND ($3 IS NULL OR certainty = $3)
+               AND ($4 IS NULL OR channel = $4)
+               AND ($5 IS NULL OR route = $5)
+               AND ($6 IS NULL OR created_at >= $6)
+               AND ($7 IS NULL OR created_at < $7)
+               AND ",
+            $metadata_holds,
+            " AND ($9 IS NULL OR id < $9)
+             ORDER BY id DESC LIMIT $10"
+        )
+    };
+}
+pub(super) use list_statement;
 
 /// The relay's statements that differ by dialect; see [`relay_statements!`].
 pub(super) struct RelayStatements {
@@ -834,22 +871,18 @@ impl<D: Dialect> Store for SqlStore<D> {
             .read()
             .await?
             .fetch_all(
-                concat!(
-                    "SELECT ",
-                    claimed_columns!(),
-                    " FROM notifications
-                     WHERE tenant = $1
-                       AND ($2 IS NULL OR state = $2)
-                       AND ($3 IS NULL OR certainty = $3)
-                       AND ($4 IS NULL OR id < $4)
-                     ORDER BY id DESC LIMIT $5"
-                ),
-                args![
-                    tenant,
-                    filter.state.map(|s| s.as_str()),
-                    filter.certainty.map(|c| c.as_str()),
-                    filter.before.map(|id| id.as_uuid()),
-                    i64::from(filter.limit),
+                D::LIST,
+                vec![
+                    Arg::from(tenant),
+                    Arg::from(filter.state.map(|s| s.as_str())),
+                    Arg::from(filter.certainty.map(|c| c.as_str())),
+                    Arg::from(filter.channel.map(|c| c.as_str())),
+                    Arg::from(&filter.route),
+                    Arg::from(filter.created_after),
+                    Arg::from(filter.created_before),
+                    Arg::json(&filter.metadata),
+                    Arg::from(filter.before.map(|id| id.as_uuid())),
+                    Arg::from(i64::from(filter.limit)),
                 ],
             )
             .await?;

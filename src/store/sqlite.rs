@@ -23,7 +23,7 @@ use sqlx::{Connection, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::sql::{
-    Dialect, RelayStatements, attempt_columns, claimed_columns, relay_statements,
+    Dialect, RelayStatements, attempt_columns, claimed_columns, list_statement, relay_statements,
     resolution_columns,
 };
 use super::{StoreError, StoreResult};
@@ -294,6 +294,14 @@ impl Dialect for Sqlite {
         " FROM resolutions WHERE notification_id IN ",
         ids_in!(1),
         " ORDER BY notification_id, seq"
+    );
+
+    // Each wanted pair is looked up among the row's own pairs, not through a JSON path: a key
+    // may hold any character, `.` and `"` included, which a path would read as syntax.
+    const LIST: &'static str = list_statement!(
+        "NOT EXISTS (SELECT 1 FROM json_each($8) wanted WHERE NOT EXISTS (
+             SELECT 1 FROM json_each(metadata) has
+             WHERE has.key = wanted.key AND has.type = 'text' AND has.value = wanted.value))"
     );
 
     // The one writer makes each claim the only one: no row locks.
