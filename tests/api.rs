@@ -37,15 +37,7 @@ async fn the_openapi_document_types_every_answer_and_header() {
     let Some(app) = spawn_app(Backend::Sqlite).await else {
         return;
     };
-    let spec: Value = app
-        .http
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let spec: Value = app.public_json("/openapi.json").await;
     assert_eq!(spec["servers"][0]["url"], "/");
 
     let enqueue = &spec["paths"]["/v1/notifications"]["post"]["responses"];
@@ -1028,15 +1020,7 @@ async fn operations_endpoints_answer(backend: Backend) {
             .status(),
         StatusCode::OK
     );
-    let ready: Value = app
-        .http
-        .get(app.url("/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready: Value = app.public_json("/readyz").await;
     assert_eq!(ready["status"], "ready");
 
     let first = app.enqueue(ACME, "m-1", &email("ada@example.com")).await;
@@ -1074,15 +1058,7 @@ async fn operations_endpoints_answer(backend: Backend) {
         "{metrics}"
     );
 
-    let spec: Value = app
-        .http
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let spec: Value = app.public_json("/openapi.json").await;
     assert!(spec["openapi"].as_str().unwrap().starts_with("3."));
     for path in [
         "/v1/notifications",

@@ -73,15 +73,7 @@ async fn a_generated_python_client_runs_the_readme_flow() {
         return;
     };
     let dir = TempDir::new("herald-openapi-client");
-    let spec: Value = app
-        .http
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let spec: Value = app.public_json("/openapi.json").await;
     std::fs::write(dir.path().join("openapi.json"), spec.to_string()).unwrap();
     std::fs::write(dir.path().join("generator.yml"), GENERATOR_CONFIG).unwrap();
     generate(dir.path());

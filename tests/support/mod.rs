@@ -442,6 +442,18 @@ impl TestApp {
             .expect("GET")
     }
 
+    /// The JSON body of an unauthenticated GET (`/openapi.json`, `/readyz`), which must be one.
+    pub async fn public_json(&self, path: &str) -> Value {
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("GET")
+            .json()
+            .await
+            .expect("a JSON body")
+    }
+
     pub async fn post_json(&self, token: &str, path: &str, body: &Value) -> Response {
         self.http
             .post(self.url(path))
