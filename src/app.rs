@@ -55,6 +55,7 @@ impl App {
         templates
             .check()
             .map_err(|e| anyhow::anyhow!("config: {e}"))?;
+        let (routes, sandboxes) = dispatch::build_routes(&config).await?;
         let routing = Routing::new(
             config
                 .routes
@@ -64,6 +65,8 @@ impl App {
                         channels: route.provider.channels(),
                         delivery: route.delivery,
                         tenants: route.tenants.clone(),
+                        allowed_from: route.allowed_from.clone(),
+                        tags: routes.get(name).is_some_and(|r| r.capabilities().tags),
                     };
                     (name.clone(), info)
                 })
@@ -75,7 +78,6 @@ impl App {
                 .collect(),
         );
         let wake = Arc::new(tokio::sync::Notify::new());
-        let (routes, sandboxes) = dispatch::build_routes(&config).await?;
         let routes = Arc::new(routes);
         let dispatcher = config.dispatch.enabled.then(|| {
             Dispatcher::new(

@@ -14,7 +14,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use crate::api::auth::Scope;
-use crate::domain::{Channel, Delivery, Template};
+use crate::domain::{Channel, Delivery, EmailAddress, Template};
 
 /// The whole configuration. Each section is read on its own (see [`Config::load`]), so that one
 /// bad section does not hide the problems of the next.
@@ -438,6 +438,9 @@ pub struct RouteConfig {
     pub rate_limit_per_second: Option<f64>,
     /// How many calls may go at once before the rate applies.
     pub burst: u32,
+    /// The senders an email may name in its own `from`: addresses, or `@domain` for any
+    /// address at that domain. Empty: every email goes from the provider's `from`.
+    pub allowed_from: Vec<String>,
     pub provider: ProviderConfig,
 }
 
@@ -585,11 +588,14 @@ struct RouteCommon {
     burst: Option<u32>,
     #[serde(default)]
     tenants: Option<Vec<String>>,
+    #[serde(default)]
+    allowed_from: Vec<String>,
 }
 
 impl RouteConfig {
-    const COMMON_KEYS: [&'static str; 8] = [
+    const COMMON_KEYS: [&'static str; 9] = [
         "tenants",
+        "allowed_from",
         "delivery",
         "concurrency",
         "timeout_seconds",
@@ -616,6 +622,25 @@ impl RouteConfig {
         let common: Option<RouteCommon> = loader.parse(&key, common.into());
         let provider: Option<ProviderConfig> = loader.parse_tagged(&key, "provider", table);
         let (common, provider) = (common?, provider?);
+        for entry in &common.allowed_from {
+            let address = entry
+                .strip_prefix('@')
+                .map_or(entry.clone(), |d| format!("x@{d}"));
+            if EmailAddress::parse("allowed_from", &address).is_err() {
+                loader.push(
+                    &format!("{key}.allowed_from"),
+                    format!("`{entry}` is neither an email address nor an @domain"),
+                );
+                return None;
+            }
+        }
+        if !common.allowed_from.is_empty() && !provider.channels().contains(&Channel::Email) {
+            loader.push(
+                &format!("{key}.allowed_from"),
+                "is only used on a route that sends email",
+            );
+            return None;
+        }
         Some(RouteConfig {
             delivery: common.delivery.unwrap_or(Delivery::DEFAULT),
             concurrency: common.concurrency.unwrap_or(16).max(1),
@@ -625,6 +650,7 @@ impl RouteConfig {
             rate_limit_per_second: common.rate_limit_per_second.filter(|r| *r > 0.0),
             burst: common.burst.unwrap_or(1),
             tenants: common.tenants,
+            allowed_from: common.allowed_from,
             provider,
         })
     }
@@ -1222,6 +1248,33 @@ mod tests {
             err.0[0].starts_with("server.listn") && err.0[0].ends_with("herald.toml)"),
             "a problem in the file names the file: {problems}"
         );
+    }
+
+    #[test]
+    fn allowed_from_takes_addresses_and_domains_on_email_routes_only() {
+        let config = load(
+            "[routes.mail]\nprovider = \"sandbox\"\nallowed_from = [\"a@acme.example\", \"@news.acme.example\"]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.routes["mail"].allowed_from.len(), 2);
+        let err = load(
+            "[routes.mail]\nprovider = \"sandbox\"\nallowed_from = [\"acme.example\"]\n\
+             [routes.texts]\nprovider = \"twilio\"\naccount_sid = \"AC1\"\nauth_token = \"t\"\n\
+             from = \"+14155550100\"\nallowed_from = [\"@acme.example\"]\n",
+            &[],
+        )
+        .unwrap_err();
+        let problems = err.0.join("\n");
+        for expected in [
+            "routes.mail.allowed_from: `acme.example` is neither an email address nor an @domain",
+            "routes.texts.allowed_from: is only used on a route that sends email",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected:?} not in:\n{problems}"
+            );
+        }
     }
 
     #[test]

@@ -411,6 +411,37 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             StatusCode::UNPROCESSABLE_ENTITY,
             "metadata.n",
         ),
+        // The default route lists no `allowed_from`: a message may not pick its own sender.
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "from": "ceo@acme.example"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "from",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "cc": ["grace@example.com", "eve@x.io\r\nBcc: all@x.io"]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "cc[1]",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "headers": {"X-Kind": "a\nBcc: eve@example.com"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "headers.X-Kind",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "headers": {"Message-ID": "<x@y>"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "headers.Message-ID",
+        ),
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "t", "reply_to": "a@b.io"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "reply_to",
+        ),
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "bcc": "audit@acme.example"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bcc",
+        ),
     ];
     for (i, (body, status, field)) in cases.into_iter().enumerate() {
         let answer = problem(app.enqueue(ACME, &format!("bad-{i}"), &body).await, status).await;

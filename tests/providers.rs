@@ -16,6 +16,7 @@ on_both_backends!(
     twilio_settles_every_fault_by_looking_the_message_up,
     smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
+    an_emails_own_sender_copies_tags_and_headers_reach_resend_as_documented,
     onesignal_settles_every_fault_by_replaying_its_key,
     webhooks_are_signed_classified_and_kept_off_private_networks,
 );
@@ -176,6 +177,70 @@ async fn resend_settles_every_fault_by_replaying_its_key(backend: Backend) {
         (Some("ambiguous"), Some("accepted"))
     );
     assert_eq!(vendor.ledger().deliveries_of(n["id"].as_str().unwrap()), 1);
+}
+
+async fn an_emails_own_sender_copies_tags_and_headers_reach_resend_as_documented(backend: Backend) {
+    use herald_resend::fake;
+    let vendor = fake::spawn(fake::FakeConfig::default()).await.unwrap();
+    let route = format!(
+        "provider = \"resend\"\nbase_url = \"{}\"\napi_key = \"{}\"\nfrom = \"Acme <noreply@acme.example>\"\nallowed_from = [\"@billing.acme.example\"]\n",
+        vendor.base_url(),
+        fake::FakeConfig::default().api_key
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let mut body = email();
+    body["from"] = json!("Acme Billing <invoices@billing.acme.example>");
+    body["reply_to"] = json!("help@acme.example");
+    body["cc"] = json!(["grace@example.com"]);
+    body["bcc"] = json!(["audit@acme.example"]);
+    body["tags"] = json!({"kind": "invoice"});
+    body["headers"] = json!({"List-Unsubscribe": "<mailto:u@acme.example>"});
+
+    let n = rig.deliver("own-sender", body).await;
+
+    expect(&n, "delivered", "known", &["accepted"], "own sender");
+    for (field, value) in [
+        (
+            "from",
+            json!("Acme Billing <invoices@billing.acme.example>"),
+        ),
+        ("cc", json!(["grace@example.com"])),
+        ("tags", json!({"kind": "invoice"})),
+    ] {
+        assert_eq!(n[field], value, "{field} as shown: {n:#}");
+    }
+    let sent = vendor.last_request().expect("Resend got the send").body;
+    assert_eq!(sent["from"], "Acme Billing <invoices@billing.acme.example>");
+    assert_eq!(sent["reply_to"], "help@acme.example");
+    assert_eq!(sent["cc"], json!(["grace@example.com"]));
+    assert_eq!(sent["bcc"], json!(["audit@acme.example"]));
+    assert_eq!(
+        sent["headers"],
+        json!({"List-Unsubscribe": "<mailto:u@acme.example>"})
+    );
+    let tags = sent["tags"].as_array().unwrap();
+    assert!(
+        tags.contains(&json!({"name": "kind", "value": "invoice"}))
+            && tags.iter().any(|t| t["name"] == "herald_notification_id"),
+        "{tags:?}"
+    );
+
+    // A sender outside the route's `allowed_from` is refused before anything is stored.
+    let mut stranger = email();
+    stranger["route"] = json!("vendor");
+    stranger["from"] = json!("ceo@acme.example");
+    let refused = rig.app.enqueue(ACME, "stranger", &stranger).await;
+    assert_eq!(refused.status(), 422);
+    let problem: Value = refused.json().await.unwrap();
+    assert_eq!(problem["field"], "from", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("@billing.acme.example")),
+        "{problem}"
+    );
 }
 
 async fn onesignal_settles_every_fault_by_replaying_its_key(backend: Backend) {

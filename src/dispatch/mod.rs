@@ -250,6 +250,7 @@ pub(crate) fn message_of(n: &Notification) -> Message {
         text: n.content.text.clone(),
         html: n.content.html.clone(),
         payload: n.content.payload.clone(),
+        email: n.content.email.clone(),
     }
 }
 

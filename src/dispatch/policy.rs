@@ -669,6 +669,7 @@ mod tests {
             idempotency_window: window.then_some(Duration::from_secs(86_400)),
             query_visibility_lag: query.then_some(Duration::from_secs(5)),
             max_payload_bytes: None,
+            tags: false,
         }
     }
 

@@ -3,6 +3,7 @@
 //! these types first, so the rest of herald cannot hold an invalid value.
 
 pub mod cloudevent;
+mod email;
 mod notification;
 mod routing;
 mod states;

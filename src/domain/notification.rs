@@ -1,11 +1,13 @@
 //! A notification: what an upstream asked for (the request), what herald stores and shows (the
 //! notification with its attempts), and the rules that turn the first into the second.
 
+use herald_provider::EmailOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
+use super::email::EmailFields;
 use super::routing::{Routing, Templates};
 
 /// `send_at` as RFC 3339, refused with the form it must take: the `time` crate's own message
@@ -35,7 +37,7 @@ use super::{
 // `Self::parse` checks every field.
 /// A notification to enqueue, as the client sends it. Every field is checked before anything
 /// is stored; unknown fields are refused, so that a typo never silently drops content.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NotificationRequest {
     /// `email`, `sms`, `push` or `webhook`.
@@ -66,6 +68,24 @@ pub struct NotificationRequest {
     /// Up to 50 string pairs, echoed in events.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
+    /// Email: the sender, `address` or `Name <address>`, in place of the route's own; only
+    /// addresses and @domains the route's `allowed_from` lists.
+    #[schema(example = "Acme Billing <billing@acme.example>")]
+    pub from: Option<String>,
+    /// Email: `address` or `Name <address>`.
+    pub reply_to: Option<String>,
+    /// Email: copies; `to`, `cc` and `bcc` together at most 50.
+    pub cc: Option<Vec<String>>,
+    /// Email: blind copies (in the envelope, never in a header).
+    pub bcc: Option<Vec<String>>,
+    /// Email: up to 20 tags, name → value, each of ASCII letters, digits, `_` and `-`; only on
+    /// routes whose vendor keeps tags.
+    #[schema(value_type = Option<HashMap<String, String>>)]
+    pub tags: Option<Map<String, Value>>,
+    /// Email: up to 20 custom headers, name → value; no line breaks, and not the headers herald
+    /// writes itself (From, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, Content-*, …).
+    #[schema(value_type = Option<HashMap<String, String>>)]
+    pub headers: Option<Map<String, Value>>,
 }
 
 // `channel` and `delivery` are plain strings here, so that a wrong value gets herald's own error
@@ -109,6 +129,9 @@ pub struct Content {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub data: Option<Map<String, Value>>,
+    /// An email's sender, copies, tags and headers as accepted; empty on other channels.
+    #[serde(flatten)]
+    pub email: EmailOptions,
 }
 
 /// A stored notification, as the API shows it.
@@ -253,7 +276,19 @@ impl NotificationRequest {
                 FieldError::new("delivery", "must be at_most_once or at_least_once")
             })?,
         };
-        let content = self.content(channel, templates)?;
+        let email = EmailFields {
+            from: self.from.as_deref(),
+            reply_to: self.reply_to.as_deref(),
+            cc: self.cc.as_deref().unwrap_or_default(),
+            bcc: self.bcc.as_deref().unwrap_or_default(),
+            tags: self.tags.as_ref(),
+            headers: self.headers.as_ref(),
+        }
+        .parse(channel, route, route_info)?;
+        let content = Content {
+            email,
+            ..self.content(channel, templates)?
+        };
         let metadata = parse_metadata(self.metadata.unwrap_or_default())?;
         // Both stores keep microseconds: the answer to this request must match what reads return.
         let now = now
@@ -285,8 +320,7 @@ impl NotificationRequest {
             text: self.text.clone(),
             html: self.html.clone(),
             payload: self.payload.clone(),
-            template: None,
-            data: None,
+            ..Content::default()
         };
         if let Some(name) = &self.template {
             let literal = [
@@ -307,6 +341,7 @@ impl NotificationRequest {
                 payload: None,
                 template: Some(name.clone()),
                 data: Some(data),
+                ..Content::default()
             };
         } else if self.data.is_some() {
             return Err(FieldError::new("data", "is only used with a template"));
@@ -446,11 +481,15 @@ mod tests {
             channels: Channel::ALL.to_vec(),
             delivery: Delivery::AtMostOnce,
             tenants: None,
+            allowed_from: Vec::new(),
+            tags: true,
         };
         let mail = RouteInfo {
             channels: vec![Channel::Email],
             delivery: Delivery::AtLeastOnce,
             tenants: None,
+            allowed_from: vec!["billing@acme.example".into(), "@news.acme.example".into()],
+            tags: false,
         };
         Routing::new(
             BTreeMap::from([("sandbox".into(), all), ("mail".into(), mail)]),
@@ -479,6 +518,46 @@ mod tests {
 
     fn field_of(body: Value) -> String {
         parse(body).unwrap_err().field
+    }
+
+    /// An email on the default route (which allows no sender of its own) with `field` set.
+    fn email_with(field: &str, value: Value) -> Value {
+        let mut body = json!({"channel":"email","to":"a@b.io","subject":"s","text":"t"});
+        body[field] = value;
+        body
+    }
+
+    /// The same on route `mail`, which allows two senders and keeps no tags.
+    fn mail_with(field: &str, value: Value) -> Value {
+        let mut body = email_with(field, value);
+        body["route"] = json!("mail");
+        body
+    }
+
+    #[test]
+    fn an_email_carries_its_own_sender_copies_tags_and_headers() {
+        let mut body = mail_with("from", json!("\"Acme Billing\" <Billing@ACME.example>"));
+        body["reply_to"] = json!("help@acme.example");
+        body["cc"] = json!(["grace@example.com"]);
+        body["bcc"] = json!(["audit@acme.example"]);
+        body["headers"] = json!({"List-Unsubscribe": "<mailto:u@acme.example>"});
+        let n = parse(body).unwrap();
+        let email = &n.content.email;
+        assert_eq!(
+            email.from.as_deref(),
+            Some("Acme Billing <Billing@ACME.example>")
+        );
+        assert_eq!(email.reply_to.as_deref(), Some("help@acme.example"));
+        assert_eq!((email.cc.len(), email.bcc.len()), (1, 1));
+        assert_eq!(email.headers["List-Unsubscribe"], "<mailto:u@acme.example>");
+
+        let news = parse(mail_with("from", json!("digest@news.acme.example"))).unwrap();
+        assert_eq!(
+            news.content.email.from.as_deref(),
+            Some("digest@news.acme.example")
+        );
+        let tagged = parse(email_with("tags", json!({"kind": "invoice"}))).unwrap();
+        assert_eq!(tagged.content.email.tags["kind"], "invoice");
     }
 
     #[test]
@@ -555,6 +634,47 @@ mod tests {
                 json!({"channel":"email","to":"a@b.io","template":"export-ready","text":"t"}),
                 "text",
             ),
+            (
+                json!({"channel":"sms","to":"+14155550100","text":"t","cc":["a@b.io"]}),
+                "cc",
+            ),
+            (email_with("from", json!("billing@acme.example")), "from"),
+            (mail_with("from", json!("ceo@acme.example")), "from"),
+            (
+                mail_with("from", json!("Eve <eve@news.acme.example.evil.io>")),
+                "from",
+            ),
+            (
+                mail_with("from", json!("Acme, Inc. <billing@acme.example>")),
+                "from",
+            ),
+            (email_with("reply_to", json!("not an address")), "reply_to"),
+            (email_with("cc", json!(["a@b.io", "nope"])), "cc[1]"),
+            (email_with("bcc", json!(vec!["x@b.io"; 50])), "bcc"),
+            (mail_with("tags", json!({"kind": "invoice"})), "tags"),
+            (email_with("tags", json!({"kind": "in voice"})), "tags.kind"),
+            (
+                email_with("tags", json!({"herald_id": "x"})),
+                "tags.herald_id",
+            ),
+            (
+                email_with("headers", json!({"Bcc": "eve@x.io"})),
+                "headers.Bcc",
+            ),
+            (
+                email_with("headers", json!({"content-type": "text/x"})),
+                "headers.content-type",
+            ),
+            (
+                email_with("headers", json!({"X-A": "1\r\nBcc: eve@x.io"})),
+                "headers.X-A",
+            ),
+            (email_with("headers", json!({"X A": "1"})), "headers.X A"),
+            (
+                email_with("headers", json!({"X-A": "1", "x-a": "2"})),
+                "headers.x-a",
+            ),
+            (email_with("headers", json!({"X-A": 1})), "headers.X-A"),
         ];
         for (body, field) in cases {
             assert_eq!(field_of(body.clone()), field, "{body}");

@@ -14,6 +14,10 @@ pub struct RouteInfo {
     pub delivery: Delivery,
     /// Only these tenants may use it; `None`: any tenant its tokens allow.
     pub tenants: Option<Vec<String>>,
+    /// The senders an email may name in `from`: addresses, or `@domain` for any at a domain.
+    pub allowed_from: Vec<String>,
+    /// The route's vendor keeps an email's `tags`.
+    pub tags: bool,
 }
 
 /// Which routes the enqueue path may choose: their names, the channels each serves, and the

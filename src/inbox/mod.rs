@@ -198,15 +198,11 @@ impl Inbox {
             channel: mapping.channel.as_str().to_owned(),
             to,
             route: mapping.route.clone(),
-            subject: None,
-            text: None,
-            html: None,
-            payload: None,
             template: Some(mapping.template.clone()),
             data: Some(context.clone()),
             delivery: mapping.delivery.map(|d| d.as_str().to_owned()),
-            send_at: None,
             metadata: (!metadata.is_empty()).then_some(metadata),
+            ..NotificationRequest::default()
         })
     }
 }

@@ -60,6 +60,7 @@ impl WebhookSink {
             text: None,
             html: None,
             payload: Some(payload),
+            email: Default::default(),
         }
     }
 

@@ -101,6 +101,61 @@ pub struct Message {
     /// The JSON body of a webhook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<serde_json::Value>,
+    /// An email's sender, copies, tags and headers beyond the route's own.
+    #[serde(default, skip_serializing_if = "EmailOptions::is_empty")]
+    pub email: EmailOptions,
+}
+
+// The field docs below are also the API document's descriptions (feature `openapi`).
+/// The parts of an email besides its recipient and content, as herald's API accepted them:
+/// every address checked, the sender one the route allows, tags of letters, digits, `_` and
+/// `-`, and headers free of line breaks and of the names an adapter writes itself (sender,
+/// recipients, subject, Message-ID, MIME structure). Empty on every other channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EmailOptions {
+    /// Email: the sender, `address` or `Name <address>`, in place of the route's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Email: the reply address, `address` or `Name <address>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    /// Email: copies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cc: Vec<String>,
+    /// Email: blind copies, in the envelope or the vendor's own field, never in a header.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bcc: Vec<String>,
+    /// Email: tags, name → value; only vendors that keep tags get any (`Capabilities::tags`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Email: custom headers, name → value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl EmailOptions {
+    pub fn is_empty(&self) -> bool {
+        *self == EmailOptions::default()
+    }
+}
+
+/// Splits a mailbox written `Name <address>` into its display name and address; a bare
+/// address has no name. Surrounding quotes of the name are dropped.
+pub fn split_mailbox(mailbox: &str) -> (Option<&str>, &str) {
+    let mailbox = mailbox.trim();
+    match mailbox.strip_suffix('>').and_then(|m| m.rsplit_once('<')) {
+        Some((name, address)) => {
+            let name = name.trim();
+            let name = name
+                .strip_prefix('"')
+                .and_then(|n| n.strip_suffix('"'))
+                .unwrap_or(name)
+                .trim();
+            ((!name.is_empty()).then_some(name), address.trim())
+        }
+        None => (None, mailbox),
+    }
 }
 
 /// What an adapter sends for one notification, fixed when it is first prepared and sent byte
@@ -143,6 +198,9 @@ pub struct Capabilities {
     pub query_visibility_lag: Option<Duration>,
     /// The largest message the vendor takes, in bytes.
     pub max_payload_bytes: Option<usize>,
+    /// The vendor keeps per-message tags (an email's `tags`); herald refuses them at enqueue
+    /// on a route whose vendor would drop them.
+    pub tags: bool,
 }
 
 /// Facts from the vendor's answer (or its absence) that justify a result. Stored on the
@@ -396,5 +454,27 @@ pub trait Adapter: Send + Sync {
             Ok(request) => self.query_prepared(&request, message, key).await,
             Err(evidence) => QueryResult::Unsupported { evidence },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_mailbox;
+
+    #[test]
+    fn a_mailbox_splits_into_name_and_address() {
+        assert_eq!(split_mailbox("ada@example.com"), (None, "ada@example.com"));
+        assert_eq!(
+            split_mailbox("Ada Lovelace <ada@example.com>"),
+            (Some("Ada Lovelace"), "ada@example.com")
+        );
+        assert_eq!(
+            split_mailbox(r#""Acme Inc." <news@acme.example>"#),
+            (Some("Acme Inc."), "news@acme.example")
+        );
+        assert_eq!(
+            split_mailbox("<ada@example.com>"),
+            (None, "ada@example.com")
+        );
     }
 }

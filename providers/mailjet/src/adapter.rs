@@ -152,6 +152,7 @@ impl MailjetAdapter {
                 idempotency_window: None,
                 query_visibility_lag: Some(route.visibility_lag),
                 max_payload_bytes: Some(MAX_PAYLOAD_BYTES),
+                tags: false,
             },
         })
     }
@@ -177,20 +178,33 @@ impl MailjetAdapter {
         if key.as_str().is_empty() {
             return refused("the provider key (CustomID) is empty".to_owned());
         }
+        let email = &message.email;
+        if !email.tags.is_empty() {
+            // herald refuses tags at enqueue on this route (`Capabilities::tags`); a message
+            // that skipped the API must not lose them silently.
+            return refused("Mailjet keeps no per-message tags".to_owned());
+        }
         let body = SendBody {
             messages: [OutMessage {
-                from: Address {
-                    email: &self.from,
-                    name: self.from_name.as_deref(),
+                from: match &email.from {
+                    Some(from) => Address::of_mailbox(from),
+                    None => Address {
+                        email: &self.from,
+                        name: self.from_name.as_deref(),
+                    },
                 },
                 to: [Address {
                     email: &message.to,
                     name: None,
                 }],
+                cc: Address::list(&email.cc),
+                bcc: Address::list(&email.bcc),
+                reply_to: email.reply_to.as_deref().map(Address::of_mailbox),
                 subject: message.subject.as_deref(),
                 text_part: text,
                 html_part: html,
                 custom_id: key.as_str(),
+                headers: &email.headers,
             }],
         };
         Request::json(&body)

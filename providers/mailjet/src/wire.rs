@@ -5,6 +5,9 @@
 //! to a parse failure that hides a real acceptance. The fake writes its answers independently
 //! of these types, from its own reading of the docs.
 
+use std::collections::BTreeMap;
+
+use herald_provider::split_mailbox;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -21,6 +24,12 @@ pub(crate) struct OutMessage<'a> {
     pub from: Address<'a>,
     #[serde(rename = "To")]
     pub to: [Address<'a>; 1],
+    #[serde(rename = "Cc", skip_serializing_if = "Vec::is_empty")]
+    pub cc: Vec<Address<'a>>,
+    #[serde(rename = "Bcc", skip_serializing_if = "Vec::is_empty")]
+    pub bcc: Vec<Address<'a>>,
+    #[serde(rename = "ReplyTo", skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Address<'a>>,
     #[serde(rename = "Subject", skip_serializing_if = "Option::is_none")]
     pub subject: Option<&'a str>,
     #[serde(rename = "TextPart", skip_serializing_if = "Option::is_none")]
@@ -30,6 +39,9 @@ pub(crate) struct OutMessage<'a> {
     /// Herald's provider key: stable per notification, so every attempt carries the same one.
     #[serde(rename = "CustomID")]
     pub custom_id: &'a str,
+    /// Custom headers, name → value.
+    #[serde(rename = "Headers", skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: &'a BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -38,6 +50,18 @@ pub(crate) struct Address<'a> {
     pub email: &'a str,
     #[serde(rename = "Name", skip_serializing_if = "Option::is_none")]
     pub name: Option<&'a str>,
+}
+
+impl<'a> Address<'a> {
+    /// An address herald wrote as `address` or `Name <address>`.
+    pub fn of_mailbox(mailbox: &'a str) -> Self {
+        let (name, email) = split_mailbox(mailbox);
+        Address { email, name }
+    }
+
+    pub fn list(mailboxes: &'a [String]) -> Vec<Self> {
+        mailboxes.iter().map(|m| Address::of_mailbox(m)).collect()
+    }
 }
 
 /// The answer to a send: a per-message result, or (at the top level) a global error.
@@ -198,6 +222,10 @@ mod tests {
                 text_part: Some("text"),
                 html_part: Some("<h3>html</h3>"),
                 custom_id: "PassengerEticket1234",
+                cc: Vec::new(),
+                bcc: Vec::new(),
+                reply_to: None,
+                headers: &BTreeMap::new(),
             }],
         };
         let ours = serde_json::to_value(&body).unwrap();

@@ -131,6 +131,7 @@ impl OneSignalAdapter {
                 // not a byte limit of its own; the platforms' limits (APNs 4 KB) include
                 // OneSignal's own fields, so no number here would be truthful.
                 max_payload_bytes: None,
+                tags: false,
             },
         })
     }

@@ -120,6 +120,7 @@ impl ResendAdapter {
             redactor: Redactor::secret(route.api_key.expose_secret()),
             from: route.from,
             capabilities: Capabilities {
+                tags: true,
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // Resend can fetch an email by its own id, but not by our key or reference
                 // (its docs name no look-up by key); a replay inside the window is the
@@ -179,21 +180,26 @@ impl Adapter for ResendAdapter {
     /// The `POST /emails` body. herald stores it at the first attempt and replays it byte for
     /// byte, which is what Resend compares a repeated key against.
     fn prepare(&self, message: &Message, _key: &ProviderKey) -> Result<Request, Evidence> {
-        let tags = if is_tag_text(&message.notification_id) {
-            vec![Tag {
-                name: NOTIFICATION_TAG,
-                value: &message.notification_id,
-            }]
-        } else {
-            Vec::new()
-        };
+        let email = &message.email;
+        let own = is_tag_text(&message.notification_id).then_some(Tag {
+            name: NOTIFICATION_TAG,
+            value: &message.notification_id,
+        });
+        let tags = own
+            .into_iter()
+            .chain(email.tags.iter().map(|(name, value)| Tag { name, value }))
+            .collect();
         let body = SendEmail {
-            from: &self.from,
+            from: email.from.as_deref().unwrap_or(&self.from),
             to: [&message.to],
+            cc: &email.cc,
+            bcc: &email.bcc,
+            reply_to: email.reply_to.as_deref(),
             subject: message.subject.as_deref(),
             html: message.html.as_deref(),
             text: message.text.as_deref(),
             tags,
+            headers: &email.headers,
         };
         Request::json(&body)
     }

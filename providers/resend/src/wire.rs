@@ -4,6 +4,8 @@
 //! Source: <https://resend.com/docs/api-reference/emails/send-email> and
 //! <https://resend.com/docs/api-reference/errors>.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// The send endpoint, below the base URL.
@@ -25,6 +27,12 @@ pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 pub struct SendEmail<'a> {
     pub from: &'a str,
     pub to: [&'a str; 1],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub cc: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub bcc: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<&'a str>,
     /// Required by Resend; absent only if herald's message has none, and then Resend refuses
     /// the request (422 `missing_required_field`) rather than the adapter guessing one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -35,6 +43,9 @@ pub struct SendEmail<'a> {
     pub text: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag<'a>>,
+    /// Custom headers, name → value.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: &'a BTreeMap<String, String>,
 }
 
 /// A Resend email tag: name and value of ASCII letters, digits, `_` and `-`, at most 256 each.

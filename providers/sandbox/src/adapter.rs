@@ -106,6 +106,7 @@ impl SandboxAdapter {
             query_visibility_lag: (route.profile == Profile::Queryable)
                 .then_some(route.visibility_lag),
             max_payload_bytes: Some(MAX_MESSAGE_BYTES),
+            tags: true,
         };
         Ok(SandboxAdapter {
             http,
@@ -148,15 +149,21 @@ impl Adapter for SandboxAdapter {
     }
 
     fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
+        let email = &message.email;
         let body = SendBody {
             reference: key.as_str(),
             channel: message.channel,
-            from: self.from.as_deref(),
+            from: email.from.as_deref().or(self.from.as_deref()),
             to: &message.to,
             subject: message.subject.as_deref(),
             text: message.text.as_deref(),
             html: message.html.as_deref(),
             payload: message.payload.as_ref(),
+            reply_to: email.reply_to.as_deref(),
+            cc: &email.cc,
+            bcc: &email.bcc,
+            tags: &email.tags,
+            headers: &email.headers,
         };
         Request::json(&body)
     }

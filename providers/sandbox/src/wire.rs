@@ -3,6 +3,7 @@
 //! One definition serves both sides so that a change to the vendor's API cannot leave the
 //! adapter speaking an older dialect; the integration tests still go over real HTTP.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use herald_provider::Channel;
@@ -88,6 +89,16 @@ pub struct SendBody<'a> {
     pub html: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub cc: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub bcc: &'a [String],
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: &'a BTreeMap<String, String>,
 }
 
 /// `POST /messages` as the server reads it. Only what the server checks is kept: the rest of

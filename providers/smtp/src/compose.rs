@@ -7,6 +7,7 @@
 //! cannot change the id.
 
 use herald_provider::{Channel, Message};
+use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart, SinglePart};
 use lettre::{Address, Message as Email};
 
@@ -40,10 +41,43 @@ pub(crate) fn compose(from: &Mailbox, message: &Message) -> Result<Email, String
         .to
         .parse()
         .map_err(|err| format!("the recipient is not an email address: {err}"))?;
+    let options = &message.email;
+    if !options.tags.is_empty() {
+        // herald refuses tags at enqueue on an SMTP route (`Capabilities::tags`); a message
+        // that skipped the API must not lose them silently.
+        return Err("SMTP has no per-message tags: send them as headers".to_owned());
+    }
+    // lettre refuses a line break in a mailbox (tested below).
+    let mailbox = |field: &str, text: &str| {
+        text.parse::<Mailbox>()
+            .map_err(|err| format!("{field} `{text}` is not a mailbox: {err}"))
+    };
+    let from = match &options.from {
+        Some(own) => mailbox("from", own)?,
+        None => from.clone(),
+    };
     let mut builder = Email::builder()
-        .from(from.clone())
+        .from(from)
         .to(Mailbox::new(None, to))
         .message_id(Some(message_id(&message.notification_id)));
+    if let Some(reply_to) = &options.reply_to {
+        builder = builder.reply_to(mailbox("reply_to", reply_to)?);
+    }
+    for cc in &options.cc {
+        builder = builder.cc(mailbox("cc", cc)?);
+    }
+    // lettre leaves Bcc out of the formatted message: those recipients are in the envelope only.
+    for bcc in &options.bcc {
+        builder = builder.bcc(mailbox("bcc", bcc)?);
+    }
+    for (name, value) in &options.headers {
+        if value.contains(['\r', '\n']) {
+            return Err(format!("a line break in header {name}"));
+        }
+        let name = HeaderName::new_from_ascii(name.clone())
+            .map_err(|err| format!("`{name}` is not a header name: {err}"))?;
+        builder = builder.raw_header(HeaderValue::new(name, value.clone()));
+    }
     if let Some(subject) = &message.subject {
         builder = builder.subject(subject);
     }
@@ -80,6 +114,8 @@ fn check_id_left(id: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use herald_provider::EmailOptions;
+
     use super::*;
 
     fn email(subject: &str) -> Message {
@@ -91,6 +127,7 @@ mod tests {
             text: Some("hello".into()),
             html: None,
             payload: None,
+            email: EmailOptions::default(),
         }
     }
 
@@ -106,6 +143,47 @@ mod tests {
             text.contains("Message-ID: <0190f0d4-7e2a-7c3b-9d7e-2b4f1a6c8e90@herald.invalid>\r\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_messages_own_sender_copies_and_headers_are_written_and_bcc_is_envelope_only() {
+        let mut message = email("Hi");
+        message.email = EmailOptions {
+            from: Some("Acme Billing <billing@acme.example>".into()),
+            reply_to: Some("help@acme.example".into()),
+            cc: vec!["grace@example.com".into()],
+            bcc: vec!["audit@acme.example".into()],
+            headers: [("List-Unsubscribe".into(), "<mailto:u@acme.example>".into())].into(),
+            ..EmailOptions::default()
+        };
+        let composed = compose(&from(), &message).unwrap();
+        let text = String::from_utf8(composed.formatted()).unwrap();
+        for line in [
+            "From: \"Acme Billing\" <billing@acme.example>\r\n",
+            "Reply-To: help@acme.example\r\n",
+            "Cc: grace@example.com\r\n",
+            "List-Unsubscribe: <mailto:u@acme.example>\r\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from {text}");
+        }
+        assert!(!text.contains("audit@acme.example"), "{text}");
+        let envelope = composed.envelope();
+        assert_eq!(envelope.from().unwrap().to_string(), "billing@acme.example");
+        let rcpt: Vec<String> = envelope.to().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            rcpt,
+            ["ada@example.com", "grace@example.com", "audit@acme.example"]
+        );
+    }
+
+    #[test]
+    fn tags_and_a_header_value_with_a_line_break_are_refused() {
+        let mut tagged = email("Hi");
+        tagged.email.tags = [("kind".into(), "invoice".into())].into();
+        assert!(compose(&from(), &tagged).is_err());
+        let mut injected = email("Hi");
+        injected.email.headers = [("X-Kind".into(), "a\r\nBcc: eve@example.com".into())].into();
+        assert!(compose(&from(), &injected).is_err());
     }
 
     #[test]

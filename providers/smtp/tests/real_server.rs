@@ -8,11 +8,12 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use herald_provider::{Adapter, ProviderKey};
+use herald_provider::{Adapter, EmailOptions, ProviderKey};
 use herald_smtp::{SmtpAdapter, SmtpRoute, Tls, message_id};
 use secrecy::SecretString;
 use serde::Deserialize;
@@ -53,6 +54,7 @@ class Saver:
             "content_type": msg.get_content_type(),
             "text": body("plain"),
             "html": body("html"),
+            "headers": {name: str(value) for name, value in msg.items()},
             "authenticated": bool(session.authenticated),
             "mechanism": session.auth_data,
             "tls": session.ssl is not None
@@ -108,6 +110,8 @@ struct Saved {
     content_type: String,
     text: Option<String>,
     html: Option<String>,
+    /// Every header, by name.
+    headers: BTreeMap<String, String>,
     authenticated: bool,
     /// The AUTH mechanism that succeeded.
     mechanism: Option<String>,
@@ -288,6 +292,54 @@ async fn a_text_and_html_message_arrives_with_its_headers_and_both_bodies() {
     assert_eq!(normalise(saved.text), message.text);
     assert_eq!(normalise(saved.html), message.html);
     assert!(!saved.authenticated && !saved.tls);
+}
+
+#[tokio::test]
+async fn a_messages_own_sender_copies_and_headers_arrive_and_bcc_is_in_the_envelope_only() {
+    let Some(server) = Server::start(Setup {
+        mode: "plain",
+        ..Setup::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let adapter = SmtpAdapter::new(server.route(Tls::None)).unwrap();
+    let mut message = email("0190f0d4-7e2a-7c3b-9d7e-2b4f1a6c8e91");
+    message.email = EmailOptions {
+        from: Some("Acme Billing <billing@acme.example>".to_owned()),
+        reply_to: Some("help@acme.example".to_owned()),
+        cc: vec!["grace@example.com".to_owned()],
+        bcc: vec!["audit@acme.example".to_owned()],
+        headers: [(
+            "List-Unsubscribe".to_owned(),
+            "<mailto:unsubscribe@acme.example>".to_owned(),
+        )]
+        .into(),
+        ..EmailOptions::default()
+    };
+
+    let result = adapter.send(&message, &key(&message.notification_id)).await;
+
+    assert_accepted(&result);
+    let saved = server.saved();
+    assert_eq!(saved.mail_from, "billing@acme.example");
+    assert_eq!(
+        saved.rcpt_tos,
+        [TO, "grace@example.com", "audit@acme.example"]
+    );
+    assert_eq!(saved.from, "Acme Billing <billing@acme.example>");
+    assert_eq!(saved.headers["Reply-To"], "help@acme.example");
+    assert_eq!(saved.headers["Cc"], "grace@example.com");
+    assert_eq!(
+        saved.headers["List-Unsubscribe"],
+        "<mailto:unsubscribe@acme.example>"
+    );
+    assert!(
+        !saved.headers.contains_key("Bcc") && saved.headers.values().all(|v| !v.contains("audit@")),
+        "a blind copy shows in the headers: {:?}",
+        saved.headers
+    );
 }
 
 #[tokio::test]

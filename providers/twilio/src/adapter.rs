@@ -196,6 +196,7 @@ impl TwilioAdapter {
                 query_visibility_lag: Some(route.visibility_lag),
                 // 1,600 characters are at least 1,600 bytes: never a promise Twilio breaks.
                 max_payload_bytes: Some(MAX_BODY_CHARS),
+                tags: false,
             },
         })
     }

@@ -122,6 +122,7 @@ impl WebhookAdapter {
                 idempotency_window: None,
                 query_visibility_lag: None,
                 max_payload_bytes: route.max_payload_bytes,
+                tags: false,
             },
         })
     }

@@ -315,6 +315,60 @@ fn validate(config: &FakeConfig, message: &Value) -> Vec<MessageError> {
             }
         }
     }
+    let copies = [("Cc", &["Cc[].Email"]), ("Bcc", &["Bcc[].Email"])];
+    for (field, related) in copies {
+        let Some(list) = message.get(field) else {
+            continue;
+        };
+        let emails = list.as_array().map(|list| {
+            list.iter()
+                .map(|r| r.get("Email").and_then(Value::as_str).unwrap_or(""))
+                .collect::<Vec<_>>()
+        });
+        match emails {
+            Some(emails) => {
+                for email in emails.into_iter().filter(|e| !is_email(e)) {
+                    errors.push(MessageError::new(
+                        S::BAD_REQUEST,
+                        "mj-0013",
+                        format!("\"{email}\" is an invalid email address."),
+                        related,
+                    ));
+                }
+            }
+            None => errors.push(MessageError::new(
+                S::BAD_REQUEST,
+                "mj-0004",
+                "Type mismatch. Expected type \"array of emails\".",
+                related,
+            )),
+        }
+    }
+    if let Some(reply_to) = message.get("ReplyTo") {
+        let email = reply_to.get("Email").and_then(Value::as_str).unwrap_or("");
+        // Mailjet refuses a null name rather than ignoring it.
+        let null_name = reply_to.get("Name").is_some_and(Value::is_null);
+        if !is_email(email) || null_name {
+            errors.push(MessageError::new(
+                S::BAD_REQUEST,
+                "send-0018",
+                "Property value cannot be null.",
+                &["ReplyTo"],
+            ));
+        }
+    }
+    if let Some(headers) = message.get("Headers")
+        && !headers
+            .as_object()
+            .is_some_and(|h| h.values().all(Value::is_string))
+    {
+        errors.push(MessageError::new(
+            S::BAD_REQUEST,
+            "mj-0004",
+            "Type mismatch. Expected type \"object of strings\".",
+            &["Headers"],
+        ));
+    }
     if ["TextPart", "HTMLPart", "TemplateID"]
         .iter()
         .all(|part| message.get(*part).is_none_or(|v| v.is_null() || v == ""))

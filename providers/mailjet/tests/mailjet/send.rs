@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use herald_mailjet::fake::FakeConfig;
 use herald_mailjet::{MAX_PAYLOAD_BYTES, MailjetAdapter, MailjetError};
-use herald_provider::{Adapter, Channel, SendResult};
+use herald_provider::{Adapter, Channel, EmailOptions, SendResult};
 use secrecy::SecretString;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{
     API_KEY, FROM, SECRET, TO, email, fake_config, install_crypto_provider, key, route, vendor,
@@ -135,8 +135,10 @@ async fn what_cannot_be_an_email_is_rejected_before_any_request() {
     let mut empty = email();
     empty.text = None;
     empty.html = Some(String::new());
+    let mut tagged = email();
+    tagged.email.tags = [("kind".to_owned(), "invoice".to_owned())].into();
 
-    for message in [sms, empty] {
+    for message in [sms, empty, tagged] {
         match vendor.adapter.send(&message, &key(&message)).await {
             SendResult::Rejected {
                 permanent: true,
@@ -147,6 +149,37 @@ async fn what_cannot_be_an_email_is_rejected_before_any_request() {
         }
     }
     assert!(vendor.fake.received().is_empty());
+}
+
+#[tokio::test]
+async fn an_emails_own_sender_copies_and_headers_are_sent_as_documented() {
+    let vendor = vendor().await;
+    let mut message = email();
+    message.email = EmailOptions {
+        from: Some(format!("Mailjet Billing <{FROM}>")),
+        reply_to: Some("help@mailjet.com".to_owned()),
+        cc: vec!["passenger2@mailjet.com".to_owned()],
+        bcc: vec!["Audit <audit@mailjet.com>".to_owned()],
+        headers: [("X-Flight".to_owned(), "MJ-42".to_owned())].into(),
+        ..EmailOptions::default()
+    };
+
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    assert!(matches!(result, SendResult::Accepted { .. }), "{result:?}");
+    let body: Value = serde_json::from_str(&vendor.fake.received()[0].body).unwrap();
+    let sent = &body["Messages"][0];
+    assert_eq!(
+        sent["From"],
+        json!({"Email": FROM, "Name": "Mailjet Billing"})
+    );
+    assert_eq!(sent["ReplyTo"], json!({"Email": "help@mailjet.com"}));
+    assert_eq!(sent["Cc"], json!([{"Email": "passenger2@mailjet.com"}]));
+    assert_eq!(
+        sent["Bcc"],
+        json!([{"Email": "audit@mailjet.com", "Name": "Audit"}])
+    );
+    assert_eq!(sent["Headers"], json!({"X-Flight": "MJ-42"}));
 }
 
 #[tokio::test]

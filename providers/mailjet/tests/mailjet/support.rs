@@ -69,6 +69,7 @@ pub fn email() -> Message {
         text: Some("Dear passenger 1, welcome to Mailjet!".to_owned()),
         html: Some("<h3>Dear passenger 1, welcome to Mailjet!</h3>".to_owned()),
         payload: None,
+        email: Default::default(),
     }
 }
 

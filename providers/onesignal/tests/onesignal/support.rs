@@ -82,6 +82,7 @@ pub fn message() -> Message {
         text: Some("123456".to_owned()),
         html: None,
         payload: None,
+        email: Default::default(),
     }
 }
 

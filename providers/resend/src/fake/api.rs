@@ -29,7 +29,9 @@ use serde_json::Value;
 use herald_provider::fake::Kill;
 
 use super::{FakeConfig, Fault, Faults, Ledger};
-use crate::wire::{EMAILS_PATH, IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_CHARS, SentEmail};
+use crate::wire::{
+    EMAILS_PATH, IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_CHARS, SentEmail, is_tag_text,
+};
 
 // The documented error bodies, shared with the tests through `fixtures/resend/`.
 const INVALID_IDEMPOTENCY_KEY: &str =
@@ -226,8 +228,35 @@ fn check_fields(payload: &Value) -> Option<Outcome> {
     let optional_text_ok = ["html", "text"]
         .iter()
         .all(|field| payload.get(field).is_none_or(Value::is_string));
-    (!(is_text(&payload["from"]) && payload["subject"].is_string() && to_ok && optional_text_ok))
-        .then_some(Outcome::Refused(StatusCode::BAD_REQUEST, VALIDATION_ERROR))
+    // Each may be one address or a list of them.
+    let addresses_ok = ["cc", "bcc", "reply_to"]
+        .iter()
+        .all(|field| match payload.get(*field) {
+            None => true,
+            Some(Value::Array(list)) => list.iter().all(is_text),
+            Some(other) => is_text(other),
+        });
+    let headers_ok = payload.get("headers").is_none_or(|h| {
+        h.as_object()
+            .is_some_and(|h| h.values().all(Value::is_string))
+    });
+    let tags_ok = payload.get("tags").is_none_or(|tags| {
+        tags.as_array().is_some_and(|tags| {
+            tags.iter().all(|tag| {
+                ["name", "value"]
+                    .iter()
+                    .all(|part| tag[*part].as_str().is_some_and(is_tag_text))
+            })
+        })
+    });
+    let valid = is_text(&payload["from"])
+        && payload["subject"].is_string()
+        && to_ok
+        && optional_text_ok
+        && addresses_ok
+        && headers_ok
+        && tags_ok;
+    (!valid).then_some(Outcome::Refused(StatusCode::BAD_REQUEST, VALIDATION_ERROR))
 }
 
 pub(super) fn router(vendor: Arc<Vendor>) -> Router {

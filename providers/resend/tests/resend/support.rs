@@ -76,6 +76,7 @@ pub fn message() -> Message {
         text: Some("123456".to_owned()),
         html: Some("<p>123456</p>".to_owned()),
         payload: None,
+        email: Default::default(),
     }
 }
 

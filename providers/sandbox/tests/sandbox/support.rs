@@ -80,5 +80,6 @@ pub fn message() -> Message {
         text: Some("123456".to_owned()),
         html: None,
         payload: None,
+        email: Default::default(),
     }
 }

@@ -77,6 +77,7 @@ pub fn sms(text: &str) -> Message {
         text: Some(text.to_owned()),
         html: None,
         payload: None,
+        email: Default::default(),
     }
 }
 

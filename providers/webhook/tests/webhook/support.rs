@@ -86,6 +86,7 @@ pub fn message(to: impl Into<String>) -> Message {
         text: None,
         html: None,
         payload: Some(serde_json::from_str(PAYLOAD).expect("the fixture is JSON")),
+        email: Default::default(),
     }
 }
 
