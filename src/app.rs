@@ -19,7 +19,7 @@ use crate::domain::{RouteInfo, Routing, Templates};
 use crate::inbox::Inbox;
 use crate::inbox::nats::NatsInbox;
 use crate::relay::Relay;
-use crate::store::{self, Store};
+use crate::store::{self, GroupCommit, Store};
 use crate::telemetry;
 
 /// The tenant of the development token.
@@ -106,6 +106,7 @@ impl App {
         };
         let state = AppState {
             store: store.clone(),
+            enqueue: GroupCommit::start(store.clone()),
             tokens: Arc::new(tokens),
             routing,
             routes,

@@ -50,6 +50,32 @@ pub enum Command {
     /// The on-call review queue: list, show, resolve, requery.
     #[command(subcommand)]
     Review(ReviewCommand),
+    /// Measure enqueue and delivery through `herald serve` child processes with the sandbox
+    /// vendor; progress on stderr, a JSON summary on stdout.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// An empty PostgreSQL database (or a SQLite URL); default: a new SQLite file, removed after.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Notifications in the single phase, and again in the batch phase.
+    #[arg(long, default_value_t = 20_000)]
+    pub notifications: usize,
+    /// Connections sending single enqueues at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Notifications per batch request.
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: usize,
+    /// How long the latency phase offers load.
+    #[arg(long, default_value_t = 10)]
+    pub latency_seconds: u64,
+    /// The latency phase's rate, as a share of the sustained one (the slower of single
+    /// enqueue and delivery).
+    #[arg(long, default_value_t = 0.2)]
+    pub latency_share: f64,
 }
 
 /// Where the API is and who is asking: for `send`, `status` and `review`.

@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod app;
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod client;

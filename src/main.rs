@@ -33,6 +33,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Send(args) => return client::send(args).await,
         Command::Status { id, api } => return client::status(&api, &id).await,
         Command::Review(command) => return client::review(command).await,
+        Command::Bench(args) => return herald::bench::run(args).await,
         command => command,
     };
     let config = Config::load(cli.config.as_deref(), std::env::vars())?;
@@ -72,7 +73,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Sandbox(_) | Command::Send(_) | Command::Status { .. } | Command::Review(_) => {
+        Command::Sandbox(_)
+        | Command::Send(_)
+        | Command::Status { .. }
+        | Command::Review(_)
+        | Command::Bench(_) => {
             unreachable!("handled before the config is read")
         }
     }

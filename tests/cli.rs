@@ -362,3 +362,35 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         assert_eq!(problems.matches("does not exist").count(), 1, "{problems}");
     }
 }
+
+/// The benchmark runs end to end (tiny here; `herald bench` alone runs the real size) and its
+/// summary holds every figure, each one measured.
+#[test]
+fn bench_runs_every_phase_and_reports_each_figure() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["bench", "--notifications", "60", "--concurrency", "4"])
+        .args(["--batch-size", "20", "--latency-seconds", "1"])
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for figure in [
+        "/accepted_per_second/single",
+        "/accepted_per_second/batch",
+        "/delivered_per_second",
+        "/latency_accept_to_delivered_ms/p50",
+        "/latency_accept_to_delivered_ms/p99",
+        "/rss_mib/peak",
+        "/database_bytes_per_1000_notifications",
+    ] {
+        let value = summary.pointer(figure).and_then(serde_json::Value::as_f64);
+        assert!(value.is_some_and(|v| v > 0.0), "{figure} in {summary:#}");
+    }
+    assert_eq!(summary["database"], "sqlite");
+    assert!(
+        stderr(&output).contains("drain: 120 in"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -37,6 +37,8 @@ use crate::store::Store;
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    /// Single enqueues, committed in groups.
+    pub enqueue: crate::store::GroupCommit,
     pub tokens: Arc<Tokens>,
     pub routing: Arc<Routing>,
     /// The routes at run time: their capabilities and outcome queries, for review.

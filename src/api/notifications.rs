@@ -155,9 +155,9 @@ pub async fn create(
     let body = json_object(body)?;
     let item = prepare(&state, &principal, key, body, OffsetDateTime::now_utc())?;
     let id = item.notification.id;
-    let outcome = state.store.accept(std::slice::from_ref(&item)).await?;
-    let outcome = outcome.into_iter().next().ok_or_else(Problem::internal)?;
-    match idempotency::answer(outcome, item.response) {
+    let response = item.response.clone();
+    let outcome = state.enqueue.accept(item).await?;
+    match idempotency::answer(outcome, response) {
         Answer::Created(body) => {
             metrics::counter!("herald_notifications_accepted_total").increment(1);
             state.wake.notify_one();

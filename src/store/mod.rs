@@ -5,6 +5,7 @@
 //!
 //! Every state change writes its outbox event in the same transaction as the change itself.
 
+mod group;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -24,6 +25,7 @@ use crate::domain::{
     Resolution, Sibling, State,
 };
 use crate::review::{Change, Outcome, Reason, Then};
+pub use group::GroupCommit;
 use herald_provider::Request;
 pub use timestamp::Timestamp;
 
@@ -286,6 +288,8 @@ pub trait Store: Send + Sync + 'static {
     /// Ok when the database answers, its migrations are the ones this build expects and a write
     /// commits (recorded as the time of the check).
     async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()>;
+    /// How many write transactions the database commits in parallel (SQLite: one writer).
+    fn writers(&self) -> usize;
 
     /// Commits each new notification with its idempotency record and `accepted` event, all in
     /// one transaction; keys already used are answered from their record instead.
@@ -501,6 +505,14 @@ pub async fn reach(url: &str) -> anyhow::Result<()> {
         Backend::Postgres => postgres::Postgres::reach(url).await,
     }
     .with_context(|| opening(url))
+}
+
+/// How many bytes the database named by `url` takes on disk (for `herald bench`).
+pub async fn database_bytes(url: &str) -> anyhow::Result<u64> {
+    match Backend::of(url)? {
+        Backend::Sqlite => sqlite::Sqlite::size_bytes(url),
+        Backend::Postgres => postgres::Postgres::size_bytes(url).await,
+    }
 }
 
 enum Backend {

@@ -48,6 +48,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "readiness",
         include_str!("../../migrations/postgres/0006_readiness.sql"),
     ),
+    (
+        7,
+        "key_owner_index",
+        include_str!("../../migrations/postgres/0007_key_owner_index.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.
@@ -79,6 +84,24 @@ impl Postgres {
     /// are there.
     pub async fn reach(url: &str) -> anyhow::Result<()> {
         use sqlx::Connection;
+        Self::direct(url).await?.close().await?;
+        Ok(())
+    }
+
+    /// The database's size on disk, as PostgreSQL counts it.
+    pub async fn size_bytes(url: &str) -> anyhow::Result<u64> {
+        use sqlx::Connection;
+        let mut connection = Self::direct(url).await?;
+        let (bytes,): (i64,) = sqlx::query_as("SELECT pg_database_size(current_database())")
+            .fetch_one(&mut connection)
+            .await?;
+        connection.close().await?;
+        Ok(u64::try_from(bytes).unwrap_or_default())
+    }
+
+    /// One connection outside any pool, its failure said in words a user can act on.
+    async fn direct(url: &str) -> anyhow::Result<sqlx::PgConnection> {
+        use sqlx::Connection;
         let options: PgConnectOptions = url.parse()?;
         let connection = sqlx::PgConnection::connect_with(&options)
             .await
@@ -97,8 +120,7 @@ impl Postgres {
                 ),
                 None => err.into(),
             })?;
-        connection.close().await?;
-        Ok(())
+        Ok(connection)
     }
 }
 
@@ -141,6 +163,9 @@ impl Dialect for Postgres {
     type Db = sqlx::Postgres;
 
     const LATEST_MIGRATION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+    /// A few transactions in flight let PostgreSQL flush their commits together, while the
+    /// pool keeps connections for reads and dispatch.
+    const WRITERS: usize = 4;
 
     // Fair across tenants: each tenant's due work takes turns (its oldest first), so that one
     // tenant's burst does not wait out another's single notification. SKIP LOCKED: rows another

@@ -230,6 +230,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
 
     /// The newest migration this build applies.
     const LATEST_MIGRATION: i64;
+    /// Write transactions worth running at once (see [`Store::writers`]).
+    const WRITERS: usize;
 
     /// `$1` now, `$2` limit, `$3` routes → `(id, state)` of due notifications, tenants taking
     /// turns (each one's oldest due first), each locked against other claimers until the
@@ -806,6 +808,10 @@ async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<
 
 #[async_trait]
 impl<D: Dialect> Store for SqlStore<D> {
+    fn writers(&self) -> usize {
+        D::WRITERS
+    }
+
     async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()> {
         let (applied,): (Option<i64>,) = self
             .0

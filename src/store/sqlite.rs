@@ -59,6 +59,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "readiness",
         include_str!("../../migrations/sqlite/0006_readiness.sql"),
     ),
+    (
+        7,
+        "key_owner_index",
+        include_str!("../../migrations/sqlite/0007_key_owner_index.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;
@@ -117,6 +122,19 @@ impl Sqlite {
             canonical(options.get_filename())?;
         }
         Ok(())
+    }
+
+    /// The database's file and its write-ahead log, in bytes; 0 before they exist.
+    pub fn size_bytes(url: &str) -> anyhow::Result<u64> {
+        let options = SqliteConnectOptions::from_str(url)?;
+        let file = options.get_filename();
+        let mut wal = file.as_os_str().to_owned();
+        wal.push("-wal");
+        Ok([file.to_path_buf(), PathBuf::from(wal)]
+            .iter()
+            .filter_map(|path| std::fs::metadata(path).ok())
+            .map(|meta| meta.len())
+            .sum())
     }
 
     /// The lock that keeps a second process off this database, taken on the database's
@@ -251,6 +269,8 @@ impl Dialect for Sqlite {
     type Db = sqlx::Sqlite;
 
     const LATEST_MIGRATION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+    /// One writer connection: a second transaction would only wait for it.
+    const WRITERS: usize = 1;
 
     // The write lock, taken by `BEGIN IMMEDIATE`, makes this transaction the only claimer.
     // Fair across tenants: each tenant's due work takes turns (its oldest first).

@@ -1,0 +1,507 @@
+//! `herald bench`: herald measured as it is deployed — a `herald serve` child process with the
+//! built-in sandbox vendor over loopback HTTP, on SQLite or PostgreSQL — and driven over HTTP as
+//! upstreams drive it. Progress goes to stderr, a JSON summary to stdout.
+//!
+//! The phases, each on the same database:
+//! 1. single enqueue: `notifications` requests with fresh keys at `concurrency`, dispatcher off;
+//! 2. batch enqueue: as many again, `batch_size` per request;
+//! 3. drain: a new process with the dispatcher on delivers the whole backlog;
+//! 4. latency: enqueue at a fixed share of the sustained rate (the slower of phases 1 and 3)
+//!    while the dispatcher runs, then read each notification's accept → delivered time (its
+//!    creation to the end of its accepted attempt).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio::process::{Child, Command};
+
+use crate::cli::BenchArgs;
+use crate::store;
+
+/// A token the bench gives its child processes (the dev token: tenant `dev`, all scopes).
+const TOKEN: &str = "herald-bench-token-0123456789abcdef";
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.notifications == 0 || args.concurrency == 0 || args.batch_size == 0 {
+        bail!("--notifications, --concurrency and --batch-size must be at least 1");
+    }
+    let dir = std::env::temp_dir().join(format!("herald-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let result = phases(&args, &dir).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let summary = result?;
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
+    let url = match &args.database_url {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}", dir.join("bench.db").display()),
+    };
+    let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .build()?;
+    let n = args.notifications;
+
+    let mut api = Server::start(&url, false, dir, "api").await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_rss = api.rss_kib("VmRSS");
+    let single = drive(&client, &api, "single enqueue", n, args.concurrency, 1).await?;
+    let batch = drive(
+        &client,
+        &api,
+        "batch enqueue",
+        n,
+        args.concurrency.min(4),
+        args.batch_size,
+    )
+    .await?;
+    let api_peak = api.rss_kib("VmHWM");
+    api.stop().await;
+
+    let mut worker = Server::start(&url, true, dir, "dispatch").await?;
+    let drain = wait_delivered(&client, &worker, "drain", 2 * n, 0).await?;
+    // A share of what herald sustains end to end: the slower of accepting and delivering.
+    let rate = (single.per_second.min(drain) * args.latency_share).max(1.0);
+    let latency = offered_load(&client, &worker, rate, args.latency_seconds).await?;
+    let peak_rss = api_peak.max(worker.rss_kib("VmHWM"));
+    worker.stop().await;
+
+    let stored = 2 * n + latency.count;
+    let bytes = store::database_bytes(&url)
+        .await?
+        .saturating_sub(bytes_before);
+    Ok(json!({
+        "database": store::redact_url(&url).split(':').next().unwrap_or_default(),
+        "notifications": n,
+        "concurrency": args.concurrency,
+        "batch_size": args.batch_size,
+        "accepted_per_second": {
+            "single": single.per_second.round(),
+            "batch": batch.per_second.round(),
+        },
+        "request_ms": {
+            "single": single.request_ms(),
+            "batch": batch.request_ms(),
+        },
+        "delivered_per_second": drain.round(),
+        "latency_accept_to_delivered_ms": {
+            "offered_per_second": rate.round(),
+            "notifications": latency.count,
+            "p50": latency.percentile(0.50),
+            "p90": latency.percentile(0.90),
+            "p99": latency.percentile(0.99),
+        },
+        "rss_mib": {
+            "idle": mib(idle_rss),
+            "peak": mib(peak_rss),
+        },
+        "database_bytes_per_1000_notifications": bytes * 1000 / stored.max(1) as u64,
+    }))
+}
+
+fn mib(kib: u64) -> f64 {
+    (kib as f64 / 1024.0 * 10.0).round() / 10.0
+}
+
+/// A `herald serve` child on a free loopback port; killed if dropped without [`Server::stop`].
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    async fn start(url: &str, dispatch: bool, dir: &Path, name: &str) -> anyhow::Result<Server> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let log = std::fs::File::create(log_path(dir, name))?;
+        let child = Command::new(std::env::current_exe()?)
+            .arg("serve")
+            .env_remove("HERALD_CONFIG")
+            .env("HERALD_DATABASE__URL", url)
+            .env("HERALD_SERVER__LISTEN", format!("127.0.0.1:{port}"))
+            .env("HERALD_DEV_TOKEN", TOKEN)
+            .env("HERALD_DISPATCH__ENABLED", dispatch.to_string())
+            // Events are herald's own work, but not what the peers it is compared with do.
+            .env("HERALD_RELAY__ENABLED", "false")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start `herald serve`")?;
+        let mut server = Server {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let started = Instant::now();
+        while !reqwest::get(format!("{}/readyz", server.base))
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            if let Some(status) = server.child.try_wait()? {
+                bail!(
+                    "`herald serve` exited ({status}) before it was ready; its log: {}",
+                    log_path(dir, name).display()
+                );
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                bail!("`herald serve` was not ready within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(server)
+    }
+
+    /// A memory figure of the child from `/proc` (`VmRSS` now, `VmHWM` its peak), in KiB.
+    fn rss_kib(&self, field: &str) -> u64 {
+        let Some(pid) = self.child.id() else { return 0 };
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    /// SIGTERM, and the child's own orderly exit.
+    async fn stop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = Command::new("kill").arg(pid.to_string()).status().await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await;
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+fn log_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.log"))
+}
+
+/// How many requests took how long, and at what rate the notifications were accepted.
+struct Throughput {
+    per_second: f64,
+    request_ms: Vec<f64>,
+}
+
+impl Throughput {
+    fn request_ms(&self) -> Value {
+        let mut sorted = self.request_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        json!({ "p50": percentile(&sorted, 0.5), "p99": percentile(&sorted, 0.99) })
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    (sorted[i] * 10.0).round() / 10.0
+}
+
+fn email(key: &str) -> Value {
+    json!({
+        "channel": "email",
+        "to": format!("{key}@bench.example"),
+        "subject": "Your export is ready",
+        "text": "Download it within seven days.",
+    })
+}
+
+/// Enqueues `n` notifications, `per_request` to a request (1: the single endpoint), from
+/// `concurrency` connections; every answer must be 202 (single) or 200 with 202 items.
+async fn drive(
+    client: &reqwest::Client,
+    server: &Server,
+    phase: &'static str,
+    n: usize,
+    concurrency: usize,
+    per_request: usize,
+) -> anyhow::Result<Throughput> {
+    let requests = n.div_ceil(per_request);
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let progress = Progress::start(phase, n, done.clone());
+    let started = Instant::now();
+    let run = OffsetDateTime::now_utc().unix_timestamp_nanos();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (client, next, done) = (client.clone(), next.clone(), done.clone());
+        let (single, batch) = (
+            server.url("/v1/notifications"),
+            server.url("/v1/notifications/batch"),
+        );
+        workers.spawn(async move {
+            let mut took = Vec::new();
+            loop {
+                let r = next.fetch_add(1, Ordering::Relaxed);
+                if r >= requests {
+                    return Ok::<_, anyhow::Error>(took);
+                }
+                let first = r * per_request;
+                let count = per_request.min(n - first);
+                let asked = Instant::now();
+                if per_request == 1 {
+                    let key = format!("{phase}-{run}-{first}").replace(' ', "-");
+                    let answer = client
+                        .post(&single)
+                        .bearer_auth(TOKEN)
+                        .header("Idempotency-Key", &key)
+                        .json(&email(&key))
+                        .send()
+                        .await?;
+                    if answer.status() != 202 {
+                        bail!(
+                            "enqueue answered {}: {}",
+                            answer.status(),
+                            answer.text().await?
+                        );
+                    }
+                } else {
+                    let items: Vec<Value> = (first..first + count)
+                        .map(|i| {
+                            let key = format!("{phase}-{run}-{i}").replace(' ', "-");
+                            let mut item = email(&key);
+                            item["idempotency_key"] = json!(key);
+                            item
+                        })
+                        .collect();
+                    let answer = client
+                        .post(&batch)
+                        .bearer_auth(TOKEN)
+                        .json(&json!({ "items": items }))
+                        .send()
+                        .await?;
+                    let status = answer.status();
+                    let body: Value = answer.json().await?;
+                    let accepted = body["results"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().all(|item| item["status"] == 202));
+                    if status != 200 || !accepted {
+                        bail!("batch enqueue answered {status}: {body}");
+                    }
+                }
+                took.push(asked.elapsed().as_secs_f64() * 1000.0);
+                done.fetch_add(count, Ordering::Relaxed);
+            }
+        });
+    }
+    let mut request_ms = Vec::with_capacity(requests);
+    while let Some(worker) = workers.join_next().await {
+        request_ms.extend(worker??);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    progress.finish();
+    Ok(Throughput {
+        per_second: n as f64 / seconds,
+        request_ms,
+    })
+}
+
+/// Waits until the server's dispatcher has delivered `total` notifications beyond `already`,
+/// and answers the rate it delivered them at.
+async fn wait_delivered(
+    client: &reqwest::Client,
+    server: &Server,
+    phase: &'static str,
+    total: usize,
+    already: usize,
+) -> anyhow::Result<f64> {
+    let done = Arc::new(AtomicUsize::new(0));
+    let progress = Progress::start(phase, total, done.clone());
+    let started = Instant::now();
+    let mut last_change = (Instant::now(), 0);
+    loop {
+        let delivered = delivered(client, server).await?.saturating_sub(already);
+        done.store(delivered, Ordering::Relaxed);
+        if delivered >= total {
+            break;
+        }
+        if delivered != last_change.1 {
+            last_change = (Instant::now(), delivered);
+        } else if last_change.0.elapsed() > Duration::from_secs(30) {
+            bail!("no delivery for 30 s: {delivered} of {total} delivered");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    progress.finish();
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
+/// The notifications this process has finished as delivered, from its own metrics.
+async fn delivered(client: &reqwest::Client, server: &Server) -> anyhow::Result<usize> {
+    let text = client
+        .get(server.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .filter(|line| {
+            line.starts_with("herald_notifications_finished_total{")
+                && line.contains("state=\"delivered\"")
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as usize)
+}
+
+/// Accept → delivered times of the notifications enqueued in the latency phase.
+struct Latencies {
+    count: usize,
+    sorted_ms: Vec<f64>,
+}
+
+impl Latencies {
+    fn percentile(&self, q: f64) -> f64 {
+        percentile(&self.sorted_ms, q)
+    }
+}
+
+/// Enqueues at `rate` per second for `seconds` (an open loop: a slow answer does not slow the
+/// next request), waits for every delivery, then reads each notification's timeline.
+async fn offered_load(
+    client: &reqwest::Client,
+    server: &Server,
+    rate: f64,
+    seconds: u64,
+) -> anyhow::Result<Latencies> {
+    let already = delivered(client, server).await?;
+    let since = OffsetDateTime::now_utc();
+    let count = (rate * seconds as f64).round().max(1.0) as usize;
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let done = Arc::new(AtomicUsize::new(0));
+    let progress = Progress::start("offered load", count, done.clone());
+    let started = tokio::time::Instant::now();
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..count {
+        tokio::time::sleep_until(started + interval.mul_f64(i as f64)).await;
+        let (client, url, done) = (
+            client.clone(),
+            server.url("/v1/notifications"),
+            done.clone(),
+        );
+        let key = format!("latency-{}-{i}", since.unix_timestamp_nanos());
+        sends.spawn(async move {
+            let answer = client
+                .post(url)
+                .bearer_auth(TOKEN)
+                .header("Idempotency-Key", &key)
+                .json(&email(&key))
+                .send()
+                .await?;
+            done.fetch_add(1, Ordering::Relaxed);
+            anyhow::ensure!(
+                answer.status() == 202,
+                "enqueue answered {}",
+                answer.status()
+            );
+            Ok(())
+        });
+    }
+    while let Some(sent) = sends.join_next().await {
+        sent??;
+    }
+    progress.finish();
+    wait_delivered(client, server, "deliveries", count, already).await?;
+
+    let mut sorted_ms = Vec::with_capacity(count);
+    let mut cursor: Option<String> = None;
+    let after = since
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("a time formats as RFC 3339");
+    loop {
+        let mut query = vec![
+            ("created_after", after.clone()),
+            ("state", "delivered".to_owned()),
+            ("limit", "200".to_owned()),
+        ];
+        query.extend(cursor.take().map(|c| ("cursor", c)));
+        let page: Value = client
+            .get(server.url("/v1/notifications"))
+            .bearer_auth(TOKEN)
+            .query(&query)
+            .send()
+            .await?
+            .json()
+            .await?;
+        for n in page["data"].as_array().context("a list page has data")? {
+            sorted_ms.push(accept_to_delivered_ms(n).context("a delivered notification")?);
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    sorted_ms.sort_by(f64::total_cmp);
+    Ok(Latencies { count, sorted_ms })
+}
+
+fn accept_to_delivered_ms(n: &Value) -> Option<f64> {
+    let at = |v: &Value| {
+        OffsetDateTime::parse(v.as_str()?, &time::format_description::well_known::Rfc3339).ok()
+    };
+    let created = at(&n["created_at"])?;
+    let accepted = n["attempts"]
+        .as_array()?
+        .iter()
+        .rfind(|a| a["result"] == "accepted")?;
+    let finished = at(&accepted["finished_at"])?;
+    Some((finished - created).as_seconds_f64() * 1000.0)
+}
+
+/// One line a second on stderr while a phase runs.
+struct Progress {
+    ticker: tokio::task::JoinHandle<()>,
+    phase: &'static str,
+    total: usize,
+    started: Instant,
+}
+
+impl Progress {
+    fn start(phase: &'static str, total: usize, done: Arc<AtomicUsize>) -> Progress {
+        let started = Instant::now();
+        let ticker = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let done = done.load(Ordering::Relaxed);
+                let rate = done as f64 / started.elapsed().as_secs_f64();
+                eprintln!("{phase}: {done}/{total} ({rate:.0}/s)");
+            }
+        });
+        Progress {
+            ticker,
+            phase,
+            total,
+            started,
+        }
+    }
+
+    fn finish(self) {
+        self.ticker.abort();
+        let seconds = self.started.elapsed().as_secs_f64();
+        eprintln!(
+            "{}: {} in {seconds:.1} s ({:.0}/s)",
+            self.phase,
+            self.total,
+            self.total as f64 / seconds
+        );
+    }
+}
