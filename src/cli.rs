@@ -66,7 +66,8 @@ pub struct BenchArgs {
     /// Connections sending single enqueues at once.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
-    /// Notifications per batch request.
+    /// Notifications per batch request (batches go over at most 4 connections: more would only
+    /// queue behind the database's writers).
     #[arg(long, default_value_t = 1000)]
     pub batch_size: usize,
     /// How long the latency phase offers load.

@@ -622,23 +622,24 @@ impl RouteConfig {
         let common: Option<RouteCommon> = loader.parse(&key, common.into());
         let provider: Option<ProviderConfig> = loader.parse_tagged(&key, "provider", table);
         let (common, provider) = (common?, provider?);
+        // Every bad entry is named, then the route is dropped: the check reports all at once.
+        let allowed_key = format!("{key}.allowed_from");
+        let before = loader.problems.len();
         for entry in &common.allowed_from {
             let address = entry
                 .strip_prefix('@')
                 .map_or(entry.clone(), |d| format!("x@{d}"));
             if EmailAddress::parse("allowed_from", &address).is_err() {
                 loader.push(
-                    &format!("{key}.allowed_from"),
+                    &allowed_key,
                     format!("`{entry}` is neither an email address nor an @domain"),
                 );
-                return None;
             }
         }
         if !common.allowed_from.is_empty() && !provider.channels().contains(&Channel::Email) {
-            loader.push(
-                &format!("{key}.allowed_from"),
-                "is only used on a route that sends email",
-            );
+            loader.push(&allowed_key, "is only used on a route that sends email");
+        }
+        if loader.problems.len() > before {
             return None;
         }
         Some(RouteConfig {
@@ -1259,7 +1260,7 @@ mod tests {
         .unwrap();
         assert_eq!(config.routes["mail"].allowed_from.len(), 2);
         let err = load(
-            "[routes.mail]\nprovider = \"sandbox\"\nallowed_from = [\"acme.example\"]\n\
+            "[routes.mail]\nprovider = \"sandbox\"\nallowed_from = [\"acme.example\", \"@\"]\n\
              [routes.texts]\nprovider = \"twilio\"\naccount_sid = \"AC1\"\nauth_token = \"t\"\n\
              from = \"+14155550100\"\nallowed_from = [\"@acme.example\"]\n",
             &[],
@@ -1268,6 +1269,7 @@ mod tests {
         let problems = err.0.join("\n");
         for expected in [
             "routes.mail.allowed_from: `acme.example` is neither an email address nor an @domain",
+            "routes.mail.allowed_from: `@` is neither an email address nor an @domain",
             "routes.texts.allowed_from: is only used on a route that sends email",
         ] {
             assert!(

@@ -80,10 +80,9 @@ async fn commit_groups(store: Arc<dyn Store>, received: Arc<Mutex<mpsc::Receiver
             // Anything else may be one request's fault: each commits alone, so that it fails
             // only itself.
             Err(err) if items.len() == 1 => {
-                let _ = answers
-                    .into_iter()
-                    .next()
-                    .map(|answer| answer.send(Err(err)));
+                if let Some(answer) = answers.into_iter().next() {
+                    let _ = answer.send(Err(err));
+                }
             }
             Err(_) => {
                 for (item, answer) in items.into_iter().zip(answers) {
