@@ -33,6 +33,7 @@ pub struct App {
     dispatcher: Option<Dispatcher>,
     /// Publishes the outbox (`[relay] enabled`, the default).
     relay: Option<Relay>,
+    retention: crate::retention::Settings,
     /// Consumes upstream events from NATS (`[inbox.nats]`).
     nats_inbox: Option<NatsInbox>,
     /// Built-in sandbox vendors of routes without a `base_url`; they live as long as the app.
@@ -134,6 +135,7 @@ impl App {
             store,
             dispatcher,
             relay,
+            retention: crate::retention::Settings::from(&config.retention),
             nats_inbox,
             _sandboxes: sandboxes,
             generated_dev_token,
@@ -167,6 +169,11 @@ impl App {
             .dispatcher
             .map(|d| tokio::spawn(d.run(shutdown.clone())));
         let relay = self.relay.map(|r| tokio::spawn(r.run(shutdown.clone())));
+        let retention = tokio::spawn(crate::retention::run(
+            self.store.clone(),
+            self.retention,
+            shutdown.clone(),
+        ));
         let nats_inbox = self
             .nats_inbox
             .map(|n| tokio::spawn(n.run(shutdown.clone())));
@@ -179,6 +186,7 @@ impl App {
         if let Some(relay) = relay {
             relay.await.context("the relay panicked")?;
         }
+        retention.await.context("retention panicked")?;
         if let Some(nats_inbox) = nats_inbox {
             nats_inbox.await.context("the NATS inbox panicked")?;
         }

@@ -30,6 +30,7 @@ pub struct Config {
     pub dispatch: DispatchConfig,
     pub templates: BTreeMap<String, Template>,
     pub relay: RelayConfig,
+    pub retention: RetentionConfig,
     /// Where the relay publishes outbox events, by sink name; with none, the log sink.
     pub sinks: BTreeMap<String, SinkConfig>,
     pub inbox: InboxConfig,
@@ -229,6 +230,36 @@ impl Default for RelayConfig {
         }
     }
 }
+
+/// How long herald keeps what it no longer needs. Deletes go a small batch per transaction, so
+/// a large clean-up never holds long locks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// How long an `Idempotency-Key` (and an upstream event's id) is remembered; a request
+    /// that repeats it later creates a new notification.
+    pub idempotency_seconds: u64,
+    /// How long a finished notification (`delivered`, `failed`, `cancelled`) is kept, with its
+    /// attempts and audit, after it finished; 0 keeps it for ever. Notifications in review are
+    /// never deleted.
+    pub finished_seconds: u64,
+    /// Rows deleted per transaction.
+    pub batch_size: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            idempotency_seconds: 7 * 86_400,
+            finished_seconds: 0,
+            batch_size: 500,
+        }
+    }
+}
+
+/// The shortest window a key is remembered: an upstream retrying through an outage of a few
+/// minutes must still find its key.
+const MIN_IDEMPOTENCY_SECONDS: u64 = 3600;
 
 /// One sink of the relay, by `kind = "…"` (read with [`Loader::parse_tagged`]).
 #[derive(Debug, Deserialize)]
@@ -749,6 +780,7 @@ impl Config {
             dispatch,
             templates: loader.section(&mut table, "templates"),
             relay: loader.section(&mut table, "relay"),
+            retention: loader.section(&mut table, "retention"),
             sinks: BTreeMap::new(),
             inbox: loader.section(&mut table, "inbox"),
             events: BTreeMap::new(),
@@ -803,7 +835,7 @@ impl Config {
             loader.push(
                 unknown,
                 "unknown section (expected server, database, tokens, routes, channels, \
-                 dispatch, templates, relay, sinks, inbox or events)",
+                 dispatch, templates, relay, retention, sinks, inbox or events)",
             );
         }
         if config.routes.is_empty() && !loader.problems.iter().any(|p| p.starts_with("routes.")) {
@@ -920,6 +952,25 @@ impl Config {
         }
         if self.relay.batch_size == 0 || self.relay.prune_batch == 0 {
             loader.push("relay", "batch_size and prune_batch must be at least 1");
+        }
+        let retention = &self.retention;
+        if retention.idempotency_seconds < MIN_IDEMPOTENCY_SECONDS {
+            loader.push(
+                "retention.idempotency_seconds",
+                format!("must be at least {MIN_IDEMPOTENCY_SECONDS}"),
+            );
+        }
+        if retention.finished_seconds != 0
+            && retention.finished_seconds < retention.idempotency_seconds
+        {
+            loader.push(
+                "retention.finished_seconds",
+                "must be 0 (keep for ever) or at least retention.idempotency_seconds, so that \
+                 a key is answered for its whole window",
+            );
+        }
+        if retention.batch_size == 0 {
+            loader.push("retention.batch_size", "must be at least 1");
         }
         for (name, sink) in &self.sinks {
             if let SinkConfig::Nats { subject_prefix, .. } = sink
@@ -1137,6 +1188,40 @@ mod tests {
         assert_eq!(config.sinks.len(), 3, "one sink of each kind");
         assert_eq!(config.events["ExportCompleted"].len(), 1);
         assert_eq!(config.inbox_tenant().unwrap(), "acme");
+    }
+
+    #[test]
+    fn retention_keeps_keys_an_hour_at_least_and_finished_notifications_no_shorter() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(config.retention.idempotency_seconds, 7 * 86_400);
+        assert_eq!(
+            config.retention.finished_seconds, 0,
+            "kept for ever by default"
+        );
+        let config = load(
+            "[retention]\nidempotency_seconds = 86400\nfinished_seconds = 2592000\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.retention.finished_seconds, 2_592_000);
+
+        let err = load(
+            "[retention]\nidempotency_seconds = 60\nfinished_seconds = 30\nbatch_size = 0\n",
+            &[],
+        )
+        .unwrap_err();
+        let problems = err.0.join("\n");
+        for expected in [
+            "retention.idempotency_seconds: must be at least 3600",
+            "retention.finished_seconds: must be 0 (keep for ever) or at least \
+             retention.idempotency_seconds",
+            "retention.batch_size: must be at least 1",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected:?} not in:\n{problems}"
+            );
+        }
     }
 
     #[test]

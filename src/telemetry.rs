@@ -53,7 +53,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 18] = [
+pub const FAMILIES: [(&str, Kind, &str); 19] = [
     (
         "herald_notifications_accepted_total",
         Kind::Counter,
@@ -133,6 +133,11 @@ pub const FAMILIES: [(&str, Kind, &str); 18] = [
         "herald_outbox_failures_total",
         Kind::Counter,
         "Failed publishes to a sink (each is retried).",
+    ),
+    (
+        "herald_retention_deleted_total",
+        Kind::Counter,
+        "Rows deleted past their retention, by kind (idempotency_records: keys and upstream event ids; notifications: finished notifications with their attempts and events).",
     ),
     (
         "herald_inbox_duplicates_total",

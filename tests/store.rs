@@ -53,6 +53,8 @@ on_both_backends!(
     events_published_to_every_sink_are_pruned_after_the_retention,
     an_upstream_event_creates_its_notifications_once,
     an_upstream_event_received_at_once_twice_creates_once,
+    keys_and_upstream_event_ids_are_forgotten_after_their_window_a_batch_at_a_time,
+    finished_notifications_go_with_their_rows_once_published_and_past_retention,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -1585,4 +1587,175 @@ async fn an_upstream_event_received_at_once_twice_creates_once(backend: Backend)
         .count();
     assert_eq!(created, 1, "{outcomes:?}");
     assert_eq!(rig.db.count("notifications").await, 1);
+}
+
+async fn keys_and_upstream_event_ids_are_forgotten_after_their_window_a_batch_at_a_time(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let first = notification("acme", "a", "+1", "one", t);
+    store
+        .accept(&[accept_of("k-1", first.clone(), 1)])
+        .await
+        .unwrap();
+    for i in 2..=3 {
+        let n = notification("acme", "a", "+1", &format!("n{i}"), t);
+        store
+            .accept(&[accept_of(&format!("k-{i}"), n, 1)])
+            .await
+            .unwrap();
+    }
+    let made = vec![notification("acme", "a", "+2", "from an event", t)];
+    store
+        .receive_event(&inbox_event("academy.exports", "evt-1", made))
+        .await
+        .unwrap();
+
+    let window_start = t - Duration::from_secs(3600);
+    assert_eq!(
+        store.forget_keys(window_start, 10).await.unwrap(),
+        0,
+        "everything is inside its window"
+    );
+    let later = t + Duration::from_secs(3600);
+    assert_eq!(
+        store.forget_keys(later, 2).await.unwrap(),
+        3,
+        "two keys (the batch) and the one event id"
+    );
+    assert_eq!(store.forget_keys(later, 2).await.unwrap(), 1);
+    assert_eq!(store.forget_keys(later, 2).await.unwrap(), 0);
+    assert_eq!(rig.db.count("idempotency_keys").await, 0);
+    assert_eq!(rig.db.count("inbox").await, 0);
+
+    // The notifications stay; a key or an event id seen again is new.
+    assert_eq!(rig.db.count("notifications").await, 4);
+    let again = notification("acme", "a", "+1", "one", t);
+    assert_eq!(
+        store.accept(&[accept_of("k-1", again, 1)]).await.unwrap(),
+        [AcceptOutcome::Created]
+    );
+    let made = vec![notification("acme", "a", "+2", "from an event", t)];
+    assert_eq!(
+        store
+            .receive_event(&inbox_event("academy.exports", "evt-1", made))
+            .await
+            .unwrap(),
+        InboxOutcome::Created
+    );
+    assert_eq!(
+        store
+            .notification("acme", first.id)
+            .await
+            .unwrap()
+            .notification
+            .state,
+        State::Queued
+    );
+}
+
+/// Publishes every event to every sink, as a relay that has caught up would.
+async fn publish_everything(store: &dyn Store, at: OffsetDateTime) {
+    for sink in sinks() {
+        loop {
+            let claimed = claim_events(store, &sink, at).await;
+            if claimed.is_empty() {
+                break;
+            }
+            let ids: Vec<uuid::Uuid> = claimed.iter().map(|c| c.event.id).collect();
+            store
+                .mark_published(&sink, &ids, &sinks(), at)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+async fn finished_notifications_go_with_their_rows_once_published_and_past_retention(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    // Each on its own route, so that each claim takes only its own.
+    let delivered = ended(
+        store,
+        notification("acme", "d", "+1", "delivered", t),
+        AttemptResult::Accepted,
+        None,
+        finish(State::Delivered, Certainty::Known),
+    )
+    .await;
+    let failed = ended(
+        store,
+        notification("acme", "f", "+1", "failed", t),
+        AttemptResult::Rejected,
+        Some(true),
+        finish(State::Failed, Certainty::Known),
+    )
+    .await;
+    let in_review = unknown(store, t).await;
+    let queued = accepted(store, notification("acme", "q", "+1", "queued", t)).await;
+    let retention = herald::retention::Settings {
+        idempotency: Duration::from_secs(7 * 86_400),
+        finished: Some(Duration::from_secs(7 * 86_400)),
+        batch_size: 1,
+    };
+    let past_it = t + Duration::from_secs(8 * 86_400);
+
+    let swept = herald::retention::sweep(store, &retention, past_it)
+        .await
+        .unwrap();
+    assert_eq!(
+        swept.notifications, 0,
+        "events the sinks have not published keep their notification"
+    );
+
+    publish_everything(store, t).await;
+    let swept = herald::retention::sweep(store, &retention, t)
+        .await
+        .unwrap();
+    assert_eq!(
+        swept,
+        herald::retention::Swept::default(),
+        "not yet past it"
+    );
+
+    let swept = herald::retention::sweep(store, &retention, past_it)
+        .await
+        .unwrap();
+    assert_eq!(
+        swept.notifications, 2,
+        "a batch of one at a time, to the end"
+    );
+    for gone in [delivered.id, failed.id] {
+        assert!(matches!(
+            store.notification("acme", gone).await,
+            Err(StoreError::NotFound)
+        ));
+    }
+    for kept in [in_review.id, queued.id] {
+        store.notification("acme", kept).await.unwrap();
+    }
+    assert_eq!(rig.db.count("notifications").await, 2);
+    assert_eq!(rig.db.count("attempts").await, 1, "the attempt in review");
+    let kept_events = rig.db.event_types(in_review.id.as_uuid()).await.len()
+        + rig.db.event_types(queued.id.as_uuid()).await.len();
+    assert_eq!(rig.db.count("outbox").await, kept_events as i64);
+    assert_eq!(
+        rig.db.count("outbox_published").await,
+        2 * kept_events as i64,
+        "the deleted events' publication history went with them"
+    );
+    assert_eq!(
+        rig.db.count("idempotency_keys").await,
+        0,
+        "all past their window"
+    );
 }

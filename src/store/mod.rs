@@ -439,6 +439,17 @@ pub trait Store: Send + Sync + 'static {
     /// returns how many went.
     async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
 
+    /// Deletes up to `limit` idempotency records of notifications created before `before`, and
+    /// as many upstream events' inbox records received before it: a key or an event id seen
+    /// again after that is new. Returns how many records went.
+    async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+
+    /// Deletes up to `limit` notifications that finished (`delivered`, `failed`, `cancelled`)
+    /// before `before` and whose events every sink has published, with their attempts, review
+    /// audit, idempotency records and events; returns how many went. A notification in review
+    /// (`unknown`) or still to be sent is never deleted.
+    async fn forget_finished(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+
     /// Records an upstream event (`tenant`, `source`, `id`) and commits the notifications it
     /// maps to, each with its `accepted` event, in one transaction; an event recorded before
     /// creates nothing and answers the notification ids it created then.

@@ -12,8 +12,8 @@ use sqlx::{PgPool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::sql::{
-    Arg, Conn, Dialect, RelayStatements, attempt_columns, claimed_columns, list_statement,
-    relay_statements, resolution_columns,
+    Arg, Conn, Dialect, RelayStatements, RetentionStatements, attempt_columns, claimed_columns,
+    list_statement, relay_statements, resolution_columns, retention_statements,
 };
 use super::{StoreError, StoreResult};
 
@@ -52,6 +52,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         7,
         "key_owner_index",
         include_str!("../../migrations/postgres/0007_key_owner_index.sql"),
+    ),
+    (
+        8,
+        "retention",
+        include_str!("../../migrations/postgres/0008_retention.sql"),
     ),
 ];
 
@@ -214,6 +219,7 @@ impl Dialect for Postgres {
         count_in,
         "FOR UPDATE OF o SKIP LOCKED"
     );
+    const RETENTION: RetentionStatements = retention_statements!(in_list);
 
     async fn begin(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {
         Ok(self.pool.begin().await?)

@@ -34,6 +34,13 @@ use crate::domain::{
 use crate::review::Reason;
 use herald_provider::Request;
 
+/// The smallest UUIDv7 of `t`'s millisecond: a notification id (a UUIDv7) below it was made
+/// before `t`, so the primary key and the key index find old rows without an index on time.
+fn first_id_at(t: OffsetDateTime) -> Uuid {
+    let millis = u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+    uuid::Builder::from_unix_timestamp_millis(millis, &[0; 10]).into_uuid()
+}
+
 /// A value bound to a statement: the few kinds herald stores, the same in both dialects.
 pub(super) enum Arg {
     Uuid(Option<Uuid>),
@@ -251,6 +258,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// The relay's statements: written once in [`relay_statements!`], with the dialect's list
     /// syntax and row locks put in.
     const RELAY: RelayStatements;
+    /// Retention's deletes: written once in [`retention_statements!`].
+    const RETENTION: RetentionStatements;
 
     /// Begins a write transaction.
     async fn begin(&self) -> StoreResult<Transaction<'static, Self::Db>>;
@@ -398,6 +407,41 @@ macro_rules! relay_statements {
     };
 }
 pub(super) use relay_statements;
+
+/// Retention's deletes of finished notifications by id, children first; see
+/// [`retention_statements!`].
+pub(super) struct RetentionStatements {
+    /// Each `$1` ids: the rows that belong to those notifications, in an order the foreign
+    /// keys allow (an event's publication history goes with it, by cascade).
+    pub children: [&'static str; 4],
+    /// `$1` ids: the notifications themselves.
+    pub notifications: &'static str,
+}
+
+/// Retention's statements, written once, with the dialect's `$in_ids!("column", n)` put in.
+macro_rules! retention_statements {
+    ($in_ids:ident) => {
+        $crate::store::sql::RetentionStatements {
+            children: [
+                concat!(
+                    "DELETE FROM attempts WHERE ",
+                    $in_ids!("notification_id", 1)
+                ),
+                concat!(
+                    "DELETE FROM resolutions WHERE ",
+                    $in_ids!("notification_id", 1)
+                ),
+                concat!(
+                    "DELETE FROM idempotency_keys WHERE ",
+                    $in_ids!("notification_id", 1)
+                ),
+                concat!("DELETE FROM outbox WHERE ", $in_ids!("notification_id", 1)),
+            ],
+            notifications: concat!("DELETE FROM notifications WHERE ", $in_ids!("id", 1)),
+        }
+    };
+}
+pub(super) use retention_statements;
 
 /// The store, above a dialect.
 pub(super) struct SqlStore<D>(pub(super) D);
@@ -1461,6 +1505,54 @@ impl<D: Dialect> Store for SqlStore<D> {
                 args![published_before, i64::from(limit)],
             )
             .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+        let mut tx = self.0.begin().await?;
+        let keys = tx
+            .execute(
+                "DELETE FROM idempotency_keys WHERE (tenant, key) IN (
+                     SELECT tenant, key FROM idempotency_keys
+                     WHERE notification_id < $1 LIMIT $2)",
+                args![first_id_at(before), i64::from(limit)],
+            )
+            .await?;
+        let events = tx
+            .execute(
+                "DELETE FROM inbox WHERE (tenant, source, event_id) IN (
+                     SELECT tenant, source, event_id FROM inbox WHERE received_at < $1 LIMIT $2)",
+                args![before, i64::from(limit)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(keys + events)
+    }
+
+    async fn forget_finished(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+        let mut tx = self.0.begin().await?;
+        // Oldest first by id: what was created after `before` cannot have finished before it,
+        // so the walk stops there.
+        let ids: Vec<(Uuid,)> = tx
+            .fetch_all(
+                "SELECT id FROM notifications n
+                 WHERE id < $1 AND state IN ('delivered', 'failed', 'cancelled')
+                   AND finished_at < $2
+                   AND NOT EXISTS (SELECT 1 FROM outbox o
+                                   WHERE o.notification_id = n.id AND o.published_at IS NULL)
+                 ORDER BY id LIMIT $3",
+                args![first_id_at(before), before, i64::from(limit)],
+            )
+            .await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids = || Arg::Uuids(ids.iter().map(|(id,)| *id).collect());
+        for statement in D::RETENTION.children {
+            tx.execute(statement, vec![ids()]).await?;
+        }
+        let deleted = tx.execute(D::RETENTION.notifications, vec![ids()]).await?;
         tx.commit().await?;
         Ok(deleted)
     }

@@ -23,8 +23,8 @@ use sqlx::{Connection, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::sql::{
-    Dialect, RelayStatements, attempt_columns, claimed_columns, list_statement, relay_statements,
-    resolution_columns,
+    Dialect, RelayStatements, RetentionStatements, attempt_columns, claimed_columns,
+    list_statement, relay_statements, resolution_columns, retention_statements,
 };
 use super::{StoreError, StoreResult};
 
@@ -63,6 +63,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         7,
         "key_owner_index",
         include_str!("../../migrations/sqlite/0007_key_owner_index.sql"),
+    ),
+    (
+        8,
+        "retention",
+        include_str!("../../migrations/sqlite/0008_retention.sql"),
     ),
 ];
 
@@ -326,6 +331,7 @@ impl Dialect for Sqlite {
 
     // The one writer makes each claim the only one: no row locks.
     const RELAY: RelayStatements = relay_statements!(in_ids, has, append, count_in, "");
+    const RETENTION: RetentionStatements = retention_statements!(in_ids);
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first
     /// and writes later could find the lock taken by another process and fail mid-way.

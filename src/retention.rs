@@ -1,0 +1,103 @@
+//! Retention: what herald no longer needs is deleted a batch per transaction, so that a large
+//! clean-up never holds long locks and the tables that every enqueue and claim read stay the
+//! size of the recent past. Idempotency keys and upstream events' ids are forgotten after
+//! `retention.idempotency_seconds`; finished notifications are deleted after
+//! `retention.finished_seconds` when it is set. Published outbox events have their own
+//! retention in the relay.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RetentionConfig;
+use crate::store::{Store, StoreResult};
+
+/// How often retention looks again once it has caught up.
+const INTERVAL: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub idempotency: Duration,
+    /// `None`: finished notifications are kept.
+    pub finished: Option<Duration>,
+    pub batch_size: u32,
+}
+
+impl From<&RetentionConfig> for Settings {
+    fn from(config: &RetentionConfig) -> Self {
+        Settings {
+            idempotency: Duration::from_secs(config.idempotency_seconds),
+            finished: (config.finished_seconds > 0)
+                .then(|| Duration::from_secs(config.finished_seconds)),
+            batch_size: config.batch_size,
+        }
+    }
+}
+
+/// What one sweep deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Idempotency keys and upstream events' inbox records.
+    pub keys: u64,
+    pub notifications: u64,
+}
+
+/// Deletes everything past its retention at `now`, a batch per transaction, until a batch
+/// comes back short.
+pub async fn sweep(
+    store: &dyn Store,
+    settings: &Settings,
+    now: OffsetDateTime,
+) -> StoreResult<Swept> {
+    let mut swept = Swept::default();
+    let full = u64::from(settings.batch_size);
+    loop {
+        let keys = store
+            .forget_keys(now - settings.idempotency, settings.batch_size)
+            .await?;
+        let notifications = match settings.finished {
+            Some(finished) => {
+                store
+                    .forget_finished(now - finished, settings.batch_size)
+                    .await?
+            }
+            None => 0,
+        };
+        metrics::counter!("herald_retention_deleted_total", "kind" => "idempotency_records")
+            .increment(keys);
+        metrics::counter!("herald_retention_deleted_total", "kind" => "notifications")
+            .increment(notifications);
+        swept.keys += keys;
+        swept.notifications += notifications;
+        // Short on both counts: nothing more waits. (The keys' count spans two tables, so it
+        // may ask for one round more than needed.)
+        if keys < full && notifications < full {
+            return Ok(swept);
+        }
+        // Let other writers in between batches.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Sweeps every [`INTERVAL`] until `shutdown`.
+pub async fn run(store: Arc<dyn Store>, settings: Settings, shutdown: CancellationToken) {
+    loop {
+        match sweep(&*store, &settings, OffsetDateTime::now_utc()).await {
+            Ok(swept) if swept != Swept::default() => {
+                tracing::debug!(
+                    keys = swept.keys,
+                    notifications = swept.notifications,
+                    "deleted what is past its retention"
+                );
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(%err, "retention cannot delete what is past it"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(INTERVAL) => {}
+        }
+    }
+}
