@@ -31,6 +31,7 @@ on_both_backends!(
     a_lease_that_ends_turns_the_attempt_ambiguous_for_reconciliation,
     a_lost_claim_changes_nothing_but_its_own_attempts_evidence,
     a_decision_settles_unsettled_attempts_and_attributes_the_message_once,
+    records_sharing_a_transaction_are_each_fenced_by_their_own_claim_and_fail_together,
     findings_annotate_without_settling,
     a_retry_is_queued_without_an_event_and_a_finish_writes_one,
     only_a_queued_notification_can_be_cancelled,
@@ -527,6 +528,93 @@ async fn a_decision_settles_unsettled_attempts_and_attributes_the_message_once(b
     assert_eq!(detail.notification.state, State::Sending);
     assert_eq!(detail.attempts[0].settled_by, None);
     applied(store, of(two.id), &settle("SM2"), after).await;
+}
+
+async fn records_sharing_a_transaction_are_each_fenced_by_their_own_claim_and_fail_together(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let after = t + LEASE + Duration::from_secs(1);
+    let store = &*rig.store;
+    let (one, three) = (
+        accepted(store, notification("acme", "a", "+1", "one", t)).await,
+        accepted(store, notification("acme", "a", "+3", "three", t)).await,
+    );
+    let two = accepted(store, notification("acme", "b", "+2", "two", t)).await;
+    let claims = claim(store, t, 10, &["a"]).await;
+    let of = |id| {
+        claims
+            .iter()
+            .find(|c: &&Claim| c.notification.id == id)
+            .unwrap()
+            .clone()
+    };
+    let stale = claim(store, t, 10, &["b"]).await.remove(0);
+    claim(store, after, 10, &["b"]).await;
+    let delivered = Decision {
+        attempt: Some(outcome(1, AttemptResult::Accepted, None)),
+        ..decision(finish(State::Delivered, Certainty::Known))
+    };
+    let recorded = store
+        .record_all(
+            &[
+                (of(one.id), delivered.clone()),
+                (stale, delivered.clone()),
+                (of(three.id), delivered.clone()),
+            ],
+            t,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            recorded.as_slice(),
+            [Recorded::Applied(_), Recorded::Fenced, Recorded::Applied(_)]
+        ),
+        "{recorded:?}"
+    );
+    for (id, state) in [
+        (one.id, State::Delivered),
+        (two.id, State::Sending),
+        (three.id, State::Delivered),
+    ] {
+        let detail = store.notification("acme", id).await.unwrap();
+        assert_eq!(detail.notification.state, state);
+    }
+
+    // Two twins settled by the same vendor message: the second's conflict undoes the first.
+    let (left, right) = (
+        accepted(store, notification("acme", "t", "+1", "twin", t)).await,
+        accepted(store, notification("acme", "t", "+1", "twin", t)).await,
+    );
+    claim(store, t, 10, &["t"]).await;
+    let twins = claim(store, after, 10, &["t"]).await;
+    let settle = Decision {
+        settle: Some(Settlement {
+            by: SettledBy::OutcomeQuery,
+            accepted: true,
+            evidence: json!({"found": "SM7"}),
+            provider_ref: Some("SM7".to_owned()),
+        }),
+        ..decision(finish(State::Delivered, Certainty::Known))
+    };
+    let both: Vec<(Claim, Decision)> = twins.into_iter().map(|c| (c, settle.clone())).collect();
+    assert!(matches!(
+        store.record_all(&both, after).await,
+        Err(StoreError::Conflict(_))
+    ));
+    for id in [left.id, right.id] {
+        let detail = store.notification("acme", id).await.unwrap();
+        assert_eq!(
+            detail.notification.state,
+            State::Sending,
+            "nothing of the group stays"
+        );
+        assert_eq!(detail.attempts[0].settled_by, None);
+    }
 }
 
 async fn findings_annotate_without_settling(backend: Backend) {

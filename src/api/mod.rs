@@ -38,7 +38,7 @@ use crate::store::Store;
 pub struct AppState {
     pub store: Arc<dyn Store>,
     /// Single enqueues, committed in groups.
-    pub enqueue: crate::store::GroupCommit,
+    pub enqueue: crate::store::GroupCommit<crate::store::Accepts>,
     pub tokens: Arc<Tokens>,
     pub routing: Arc<Routing>,
     /// The routes at run time: their capabilities and outcome queries, for review.

@@ -156,7 +156,7 @@ pub async fn create(
     let item = prepare(&state, &principal, key, body, OffsetDateTime::now_utc())?;
     let id = item.notification.id;
     let response = item.response.clone();
-    let outcome = state.enqueue.accept(item).await?;
+    let outcome = state.enqueue.submit(item).await?;
     match idempotency::answer(outcome, response) {
         Answer::Created(body) => {
             metrics::counter!("herald_notifications_accepted_total").increment(1);

@@ -24,7 +24,7 @@ pub use routes::{Route, Routes, build_routes, check_route};
 
 use crate::config::DispatchConfig;
 use crate::domain::{Decision, Next, Notification, Sibling};
-use crate::store::{Claim, ClaimMode, Recorded, Store, StoreError};
+use crate::store::{Claim, ClaimMode, GroupCommit, Recorded, Records, Store, StoreError};
 use policy::{Asked, Attribution, Plan, Situation, Step};
 
 /// How the dispatcher paces itself; from `[dispatch]` in herald.toml. (The retry schedule is
@@ -56,6 +56,8 @@ pub struct Dispatcher {
     /// process does, and by this dispatcher when it schedules a retry: the claim loop then looks
     /// for due work at once instead of waiting for its next poll.
     wake: Arc<Notify>,
+    /// Records that finish together share a transaction.
+    records: GroupCommit<Records>,
 }
 
 /// How often the queue gauges are refreshed.
@@ -73,6 +75,7 @@ impl Dispatcher {
         wake: Arc<Notify>,
     ) -> Self {
         Dispatcher {
+            records: GroupCommit::start(store.clone()),
             store,
             routes,
             settings,
@@ -192,6 +195,7 @@ impl Dispatcher {
     fn worker(&self) -> Worker {
         Worker {
             store: self.store.clone(),
+            records: self.records.clone(),
             routes: self.routes.clone(),
             settings: self.settings.clone(),
             wake: self.wake.clone(),
@@ -235,6 +239,7 @@ impl Dispatcher {
 #[derive(Clone)]
 struct Worker {
     store: Arc<dyn Store>,
+    records: GroupCommit<Records>,
     routes: Arc<Routes>,
     settings: Settings,
     wake: Arc<Notify>,
@@ -403,11 +408,7 @@ impl Worker {
     /// lease ends and recovery treats the attempt as ambiguous: safe, never lost.
     async fn commit(&self, claim: &Claim, mut decision: Decision) {
         for attempt in 1..=RECORD_TRIES {
-            match self
-                .store
-                .record(claim, &decision, OffsetDateTime::now_utc())
-                .await
-            {
+            match self.records.submit((claim.clone(), decision.clone())).await {
                 Ok(Recorded::Applied(n)) => {
                     if let Some(settlement) = &decision.settle {
                         crate::telemetry::settled(&n.route, settlement.by, settlement.accepted);

@@ -1,39 +1,104 @@
-//! Group commit for single enqueues: requests that arrive while a commit is under way share the
-//! next transaction, so that one commit — one fsync on SQLite, one WAL flush on PostgreSQL —
-//! accepts them all. Nobody waits for a group to fill: a committer takes whatever is queued when
-//! it is free, so a lone request still commits at once. Each request is answered only after the
-//! commit that holds it, with its own outcome, exactly as if it had committed alone.
+//! Group commit: writes that arrive while a commit is under way share the next transaction, so
+//! that one commit — one fsync on SQLite, one WAL flush on PostgreSQL — holds them all. Nobody
+//! waits for a group to fill: a committer takes whatever is queued when it is free, so a lone
+//! write still commits at once. Each caller is answered only after the commit that holds its
+//! write, with its own outcome, exactly as if it had committed alone.
+//!
+//! Two kinds of write go through it: single enqueues ([`Accepts`]) and the dispatcher's records
+//! of what a send did ([`Records`]).
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use time::OffsetDateTime;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{AcceptOutcome, NewAccept, Store, StoreError, StoreResult};
+use super::{AcceptOutcome, Claim, NewAccept, Recorded, Store, StoreError, StoreResult};
+use crate::domain::Decision;
 
-/// The most single enqueues one transaction takes.
+/// The most writes one transaction takes.
 const MAX_GROUP: usize = 256;
 
-type Waiting = (NewAccept, oneshot::Sender<StoreResult<AcceptOutcome>>);
+/// One kind of write that can share a transaction with others of its kind.
+#[async_trait]
+pub trait Batch: Send + Sync + 'static {
+    type Item: Send + 'static;
+    type Outcome: Send + 'static;
 
-/// The queue in front of the store's `accept`; cheap to clone.
-#[derive(Clone)]
-pub struct GroupCommit {
-    queue: mpsc::Sender<Waiting>,
+    /// The order of a group's items in its transaction: two groups on PostgreSQL that touch the
+    /// same rows then lock them in one order, and wait for each other rather than deadlock.
+    fn order(a: &Self::Item, b: &Self::Item) -> Ordering;
+
+    /// Commits `items` in one transaction, answering each in order.
+    async fn commit(store: &dyn Store, items: &[Self::Item]) -> StoreResult<Vec<Self::Outcome>>;
 }
 
-impl GroupCommit {
+/// Single enqueues: [`Store::accept`].
+pub struct Accepts;
+
+#[async_trait]
+impl Batch for Accepts {
+    type Item = NewAccept;
+    type Outcome = AcceptOutcome;
+
+    fn order(a: &NewAccept, b: &NewAccept) -> Ordering {
+        (&a.notification.tenant, a.key.as_str()).cmp(&(&b.notification.tenant, b.key.as_str()))
+    }
+
+    async fn commit(store: &dyn Store, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
+        store.accept(items).await
+    }
+}
+
+/// The dispatcher's records: [`Store::record_all`], at the time of the commit.
+pub struct Records;
+
+#[async_trait]
+impl Batch for Records {
+    type Item = (Claim, Decision);
+    type Outcome = Recorded;
+
+    fn order(a: &Self::Item, b: &Self::Item) -> Ordering {
+        a.0.notification.id.cmp(&b.0.notification.id)
+    }
+
+    async fn commit(store: &dyn Store, items: &[Self::Item]) -> StoreResult<Vec<Recorded>> {
+        store.record_all(items, OffsetDateTime::now_utc()).await
+    }
+}
+
+type Waiting<B> = (
+    <B as Batch>::Item,
+    oneshot::Sender<StoreResult<<B as Batch>::Outcome>>,
+);
+
+/// The queue in front of one kind of write; cheap to clone.
+pub struct GroupCommit<B: Batch> {
+    queue: mpsc::Sender<Waiting<B>>,
+}
+
+impl<B: Batch> Clone for GroupCommit<B> {
+    fn clone(&self) -> Self {
+        GroupCommit {
+            queue: self.queue.clone(),
+        }
+    }
+}
+
+impl<B: Batch> GroupCommit<B> {
     /// Starts as many committers as the store commits in parallel ([`Store::writers`]).
     pub fn start(store: Arc<dyn Store>) -> Self {
         let (queue, received) = mpsc::channel(4 * MAX_GROUP);
         let received = Arc::new(Mutex::new(received));
         for _ in 0..store.writers().max(1) {
-            tokio::spawn(commit_groups(store.clone(), received.clone()));
+            tokio::spawn(commit_groups::<B>(store.clone(), received.clone()));
         }
         GroupCommit { queue }
     }
 
-    /// Accepts one notification in the next group's transaction.
-    pub async fn accept(&self, item: NewAccept) -> StoreResult<AcceptOutcome> {
+    /// Commits `item` in the next group's transaction.
+    pub async fn submit(&self, item: B::Item) -> StoreResult<B::Outcome> {
         let (answer, outcome) = oneshot::channel();
         let gone = || StoreError::Internal(anyhow::anyhow!("the group committer has stopped"));
         self.queue.send((item, answer)).await.map_err(|_| gone())?;
@@ -41,9 +106,12 @@ impl GroupCommit {
     }
 }
 
-/// One committer: takes the first waiting request and every other one queued behind it, commits
+/// One committer: takes the first waiting write and every other one queued behind it, commits
 /// them together, answers each, and starts over. Stops when every sender is gone.
-async fn commit_groups(store: Arc<dyn Store>, received: Arc<Mutex<mpsc::Receiver<Waiting>>>) {
+async fn commit_groups<B: Batch>(
+    store: Arc<dyn Store>,
+    received: Arc<Mutex<mpsc::Receiver<Waiting<B>>>>,
+) {
     loop {
         let mut group = Vec::new();
         {
@@ -59,25 +127,21 @@ async fn commit_groups(store: Arc<dyn Store>, received: Arc<Mutex<mpsc::Receiver
                 }
             }
         }
-        // Keys in one order in every transaction: two groups that share keys on PostgreSQL
-        // wait for each other rather than deadlock.
-        group.sort_by(|(a, _), (b, _)| {
-            (&a.notification.tenant, a.key.as_str()).cmp(&(&b.notification.tenant, b.key.as_str()))
-        });
-        let (items, answers): (Vec<NewAccept>, Vec<_>) = group.into_iter().unzip();
-        match store.accept(&items).await {
+        group.sort_by(|(a, _), (b, _)| B::order(a, b));
+        let (items, answers): (Vec<B::Item>, Vec<_>) = group.into_iter().unzip();
+        match B::commit(&*store, &items).await {
             Ok(outcomes) => {
                 for (answer, outcome) in answers.into_iter().zip(outcomes) {
                     let _ = answer.send(Ok(outcome));
                 }
             }
-            // The database refuses work: every request in the group hears why.
+            // The database refuses work: every caller in the group hears why.
             Err(StoreError::Unavailable(outage, why)) => {
                 for answer in answers {
                     let _ = answer.send(Err(StoreError::Unavailable(outage, why.clone())));
                 }
             }
-            // Anything else may be one request's fault: each commits alone, so that it fails
+            // Anything else may be one write's fault: each commits alone, so that it fails
             // only itself.
             Err(err) if items.len() == 1 => {
                 if let Some(answer) = answers.into_iter().next() {
@@ -86,14 +150,63 @@ async fn commit_groups(store: Arc<dyn Store>, received: Arc<Mutex<mpsc::Receiver
             }
             Err(_) => {
                 for (item, answer) in items.into_iter().zip(answers) {
-                    let outcome = store.accept(std::slice::from_ref(&item)).await;
+                    let outcome = B::commit(&*store, std::slice::from_ref(&item)).await;
                     let _ = answer.send(outcome.and_then(|mut o| {
                         o.pop().ok_or_else(|| {
-                            StoreError::Internal(anyhow::anyhow!("accept answered nothing"))
+                            StoreError::Internal(anyhow::anyhow!("a commit answered nothing"))
                         })
                     }));
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Doubles numbers; a group holding a negative one fails as a whole. Keeps every group it
+    /// was asked to commit.
+    struct Doubling;
+
+    static GROUPS: std::sync::Mutex<Vec<Vec<i32>>> = std::sync::Mutex::new(Vec::new());
+
+    #[async_trait]
+    impl Batch for Doubling {
+        type Item = i32;
+        type Outcome = i32;
+
+        fn order(a: &i32, b: &i32) -> Ordering {
+            a.cmp(b)
+        }
+
+        async fn commit(_: &dyn Store, items: &[i32]) -> StoreResult<Vec<i32>> {
+            GROUPS.lock().unwrap().push(items.to_vec());
+            if items.iter().any(|i| *i < 0) {
+                return Err(StoreError::Conflict("negative".into()));
+            }
+            Ok(items.iter().map(|i| i * 2).collect())
+        }
+    }
+
+    // One thread: every submit below is queued before the committer first runs.
+    #[tokio::test(flavor = "current_thread")]
+    async fn writes_queued_together_commit_together_and_a_bad_one_fails_only_itself() {
+        let dir = std::env::temp_dir().join(format!("herald-group-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("group.db").display());
+        let store = crate::store::connect(&url, 1).await.unwrap();
+        let group = GroupCommit::<Doubling>::start(store);
+        let (a, b, c) = tokio::join!(group.submit(3), group.submit(-1), group.submit(1));
+        assert_eq!(a.unwrap(), 6);
+        assert!(matches!(b, Err(StoreError::Conflict(_))));
+        assert_eq!(c.unwrap(), 2);
+        assert_eq!(
+            *GROUPS.lock().unwrap(),
+            [vec![-1, 1, 3], vec![-1], vec![1], vec![3]],
+            "one ordered group, then each write alone"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

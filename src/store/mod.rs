@@ -25,7 +25,7 @@ use crate::domain::{
     Resolution, Sibling, State,
 };
 use crate::review::{Change, Outcome, Reason, Then};
-pub use group::GroupCommit;
+pub use group::{Accepts, GroupCommit, Records};
 use herald_provider::Request;
 pub use timestamp::Timestamp;
 
@@ -355,7 +355,22 @@ pub trait Store: Send + Sync + 'static {
         claim: &Claim,
         decision: &Decision,
         now: OffsetDateTime,
-    ) -> StoreResult<Recorded>;
+    ) -> StoreResult<Recorded> {
+        let mut recorded = self
+            .record_all(&[(claim.clone(), decision.clone())], now)
+            .await?;
+        recorded
+            .pop()
+            .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("record answered nothing")))
+    }
+
+    /// [`Store::record`] of several claims in one transaction (group commit), each fenced by
+    /// its own claim, answered in order. Any error undoes them all.
+    async fn record_all(
+        &self,
+        items: &[(Claim, Decision)],
+        now: OffsetDateTime,
+    ) -> StoreResult<Vec<Recorded>>;
 
     /// A requery's decision for a notification in review (`unknown`), fenced by the
     /// generation the claim was read with, which it moves on: `Fenced` if anything changed

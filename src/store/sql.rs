@@ -638,9 +638,23 @@ impl<D: Dialect> SqlStore<D> {
         decision: &Decision,
         now: OffsetDateTime,
     ) -> StoreResult<Recorded> {
+        let mut tx = self.0.begin().await?;
+        let recorded = Self::record_in(&mut tx, update, in_review, claim, decision, now).await?;
+        tx.commit().await?;
+        Ok(recorded)
+    }
+
+    /// One decision, within `tx`; the caller commits.
+    async fn record_in(
+        tx: &mut Transaction<'static, D::Db>,
+        update: &'static str,
+        in_review: bool,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<Recorded> {
         let id = claim.notification.id;
         let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
-        let mut tx = self.0.begin().await?;
         let row: Option<NotificationRow> = tx
             .fetch_optional(
                 update,
@@ -663,7 +677,6 @@ impl<D: Dialect> SqlStore<D> {
                 )
                 .await?;
             }
-            tx.commit().await?;
             return Ok(Recorded::Fenced);
         };
         let notification: Notification = row.try_into()?;
@@ -709,15 +722,14 @@ impl<D: Dialect> SqlStore<D> {
         let changed = !(in_review && notification.state == State::Unknown);
         if let Some(event_type) = event_for(notification.state).filter(|_| changed) {
             insert_event(
-                &mut *tx,
+                &mut **tx,
                 &OutboxEvent::for_notification(&notification, event_type, now),
             )
             .await?;
         }
         if notification.state == State::Queued {
-            D::wake_others(&mut tx).await?;
+            D::wake_others(tx).await?;
         }
-        tx.commit().await?;
         Ok(Recorded::Applied(Box::new(notification)))
     }
 
@@ -1155,14 +1167,19 @@ impl<D: Dialect> Store for SqlStore<D> {
         Ok(Some(row.try_into()?))
     }
 
-    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
-    async fn record(
+    #[tracing::instrument(skip_all, fields(records = items.len()))]
+    async fn record_all(
         &self,
-        claim: &Claim,
-        decision: &Decision,
+        items: &[(Claim, Decision)],
         now: OffsetDateTime,
-    ) -> StoreResult<Recorded> {
-        self.record_with(RECORD, false, claim, decision, now).await
+    ) -> StoreResult<Vec<Recorded>> {
+        let mut tx = self.0.begin().await?;
+        let mut recorded = Vec::with_capacity(items.len());
+        for (claim, decision) in items {
+            recorded.push(Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?);
+        }
+        tx.commit().await?;
+        Ok(recorded)
     }
 
     #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
