@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::sql::{
     Arg, Conn, Dialect, RelayStatements, RetentionStatements, attempt_columns, claimed_columns,
-    list_statement, relay_statements, resolution_columns, retention_statements,
+    due_tenants, list_statement, relay_statements, resolution_columns, retention_statements,
 };
 use super::{StoreError, StoreResult};
 
@@ -175,16 +175,22 @@ impl Dialect for Postgres {
     // Fair across tenants: each tenant's due work takes turns (its oldest first), so that one
     // tenant's burst does not wait out another's single notification. SKIP LOCKED: rows another
     // process is claiming right now are simply not due for us.
-    const CLAIM_DUE: &'static str = "SELECT id, state FROM notifications
+    const CLAIM_DUE: &'static str = concat!(
+        due_tenants!(),
+        "SELECT id, state FROM notifications
          WHERE id IN (
              SELECT id FROM (
-                 SELECT id, due_at,
-                        row_number() OVER (PARTITION BY tenant ORDER BY due_at) AS turn
-                 FROM notifications
-                 WHERE state IN ('queued', 'sending') AND due_at <= $1 AND route = ANY($3)
+                 SELECT d.id, d.due_at,
+                        row_number() OVER (PARTITION BY t.tenant ORDER BY d.due_at) AS turn
+                 FROM tenants t, LATERAL (
+                     SELECT id, due_at FROM notifications
+                     WHERE tenant = t.tenant AND state IN ('queued', 'sending')
+                       AND due_at <= $1 AND route = ANY($3)
+                     ORDER BY due_at LIMIT $2) d
              ) due
              ORDER BY turn, due_at LIMIT $2)
-         FOR UPDATE SKIP LOCKED";
+         FOR UPDATE SKIP LOCKED"
+    );
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,

