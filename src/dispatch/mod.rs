@@ -108,6 +108,12 @@ impl Dispatcher {
             let now = OffsetDateTime::now_utc();
             let ready = self.routes.ready();
             let held_back = ready.len() < self.routes.count();
+            // Every route saturated: a claim could take nothing, yet would still walk the due
+            // rows of every tenant looking for a route it may take.
+            if ready.is_empty() {
+                self.idle(&shutdown, held_back, &mut tasks).await;
+                continue;
+            }
             let claims = match self
                 .store
                 .claim(now, self.settings.lease, free as u32, &ready, &|n| {

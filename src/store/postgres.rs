@@ -202,6 +202,15 @@ impl Dialect for Postgres {
     const CLAIM_EXPIRE: &'static str = "UPDATE attempts
          SET result = 'ambiguous', finished_at = $2, evidence = json_patch(evidence, $3)
          WHERE notification_id = ANY($1) AND result = 'in_flight'";
+    const CLAIM_FIX_REQUESTS: &'static str =
+        "UPDATE notifications n SET provider_request = r.request
+         FROM jsonb_to_recordset($1) AS r(id uuid, request jsonb) WHERE n.id = r.id";
+    const CLAIM_START_ATTEMPTS: &'static str = "INSERT INTO attempts
+             (notification_id, n, generation, route, provider_idempotency_key, started_at,
+              result, evidence)
+         SELECT a.id, a.n, a.generation, a.route, a.key, $2, 'in_flight', '{}'
+         FROM jsonb_to_recordset($1)
+             AS a(id uuid, n integer, generation bigint, route text, key text)";
     const ATTEMPTS_OF_MANY: &'static str = concat!(
         "SELECT notification_id, ",
         attempt_columns!(),

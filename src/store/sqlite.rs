@@ -311,6 +311,16 @@ impl Dialect for Sqlite {
          WHERE result = 'in_flight' AND notification_id IN ",
         ids_in!(1)
     );
+    const CLAIM_FIX_REQUESTS: &'static str = "UPDATE notifications SET provider_request = r.request
+         FROM (SELECT unhex(replace(value ->> 'id', '-', '')) AS id, value -> 'request' AS request
+               FROM json_each($1)) r
+         WHERE notifications.id = r.id";
+    const CLAIM_START_ATTEMPTS: &'static str = "INSERT INTO attempts
+             (notification_id, n, generation, route, provider_idempotency_key, started_at,
+              result, evidence)
+         SELECT unhex(replace(value ->> 'id', '-', '')), value ->> 'n', value ->> 'generation',
+                value ->> 'route', value ->> 'key', $2, 'in_flight', '{}'
+         FROM json_each($1)";
     const ATTEMPTS_OF_MANY: &'static str = concat!(
         "SELECT notification_id, ",
         attempt_columns!(),
