@@ -535,10 +535,16 @@ const SETTLE: &str = "UPDATE attempts
          provider_ref = CASE WHEN n = $6 THEN coalesce($5, provider_ref) ELSE provider_ref END
      WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2";
 /// A worker's record: only while its claim holds.
+///
+/// The fences here, in `start_attempt` and in `cancel` test `state || ''`, not `state`: the same test, but
+/// one PostgreSQL cannot answer from a partial index on state. Given `state = 'sending'` it chose
+/// `notifications_due` (whose statistics, taken when nothing was queued, call it empty) and
+/// scanned the whole backlog for the id on every record: with 1,000,000 finished notifications
+/// stored, the drain fell from 637/s to 236/s. The id's primary key is the plan wanted.
 const RECORD: &str = concat!(
     "UPDATE notifications
      SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7
-     WHERE id = $1 AND generation = $2 AND state = 'sending'
+     WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
      RETURNING ",
     notification_columns!()
 );
@@ -550,7 +556,7 @@ const RECORD_IN_REVIEW: &str = concat!(
          generation = generation + 1,
          budget_from = CASE WHEN $3 = 'queued' THEN attempt_count ELSE budget_from END,
          budget_since = CASE WHEN $3 = 'queued' THEN $7 ELSE budget_since END
-     WHERE id = $1 AND generation = $2 AND state = 'unknown'
+     WHERE id = $1 AND generation = $2 AND state || '' = 'unknown'
      RETURNING ",
     notification_columns!()
 );
@@ -986,7 +992,7 @@ impl<D: Dialect> Store for SqlStore<D> {
                 concat!(
                     "UPDATE notifications
                      SET state = 'cancelled', certainty = 'known', updated_at = $3, finished_at = $3
-                     WHERE tenant = $1 AND id = $2 AND state = 'queued'
+                     WHERE tenant = $1 AND id = $2 AND state || '' = 'queued'
                      RETURNING ",
                     notification_columns!()
                 ),
@@ -1168,7 +1174,7 @@ impl<D: Dialect> Store for SqlStore<D> {
             .fetch_optional(
                 "UPDATE notifications
                  SET attempt_count = attempt_count + 1, due_at = $3, updated_at = $4
-                 WHERE id = $1 AND generation = $2 AND state = 'sending'
+                 WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
                  RETURNING attempt_count",
                 args![n.id, claim.generation, now + lease, now],
             )
