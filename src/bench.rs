@@ -1,6 +1,7 @@
-//! `herald bench`: herald measured as it is deployed — a `herald serve` child process with the
-//! built-in sandbox vendor over loopback HTTP, on SQLite or PostgreSQL — and driven over HTTP as
-//! upstreams drive it. Progress goes to stderr, a JSON summary to stdout.
+//! `herald bench`: herald measured as it is deployed — a `herald serve` child process sending to
+//! the sandbox vendor (a `herald sandbox` process of its own) over loopback HTTP, on SQLite or
+//! PostgreSQL — and driven over HTTP as upstreams drive it. Progress goes to stderr, a JSON
+//! summary to stdout; herald's memory is reported apart from the vendor's.
 //!
 //! The phases, each on the same database:
 //! 1. single enqueue: `notifications` requests with fresh keys at `concurrency`, dispatcher off;
@@ -51,7 +52,10 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
         .build()?;
     let n = args.notifications;
 
-    let mut api = Server::start(&url, false, dir, "api").await?;
+    // The vendor runs in a process of its own: its ledger keeps every message it took, which
+    // is the vendor's memory, not herald's.
+    let mut vendor = Server::vendor(dir).await?;
+    let mut api = Server::herald(&url, false, &vendor.base, dir).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_rss = api.rss_kib("VmRSS");
     let single = drive(&client, &api, "single enqueue", n, args.concurrency, 1).await?;
@@ -67,13 +71,15 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     let api_peak = api.rss_kib("VmHWM");
     api.stop().await;
 
-    let mut worker = Server::start(&url, true, dir, "dispatch").await?;
+    let mut worker = Server::herald(&url, true, &vendor.base, dir).await?;
     let drain = wait_delivered(&client, &worker, "drain", 2 * n, 0).await?;
     // A share of what herald sustains end to end: the slower of accepting and delivering.
     let rate = (single.per_second.min(drain) * args.latency_share).max(1.0);
     let latency = offered_load(&client, &worker, rate, args.latency_seconds).await?;
     let peak_rss = api_peak.max(worker.rss_kib("VmHWM"));
     worker.stop().await;
+    let vendor_peak = vendor.rss_kib("VmHWM");
+    vendor.stop().await;
 
     let stored = 2 * n + latency.count;
     let bytes = store::database_bytes(&url)
@@ -103,6 +109,7 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
         "rss_mib": {
             "idle": mib(idle_rss),
             "peak": mib(peak_rss),
+            "vendor_peak": mib(vendor_peak),
         },
         "database_bytes_per_1000_notifications": bytes * 1000 / stored.max(1) as u64,
     }))
@@ -112,49 +119,78 @@ fn mib(kib: u64) -> f64 {
     (kib as f64 / 1024.0 * 10.0).round() / 10.0
 }
 
-/// A `herald serve` child on a free loopback port; killed if dropped without [`Server::stop`].
+/// A child process on a free loopback port; killed if dropped without [`Server::stop`].
 struct Server {
     child: Child,
     base: String,
 }
 
 impl Server {
-    async fn start(url: &str, dispatch: bool, dir: &Path, name: &str) -> anyhow::Result<Server> {
+    /// `herald serve` with its one route on the sandbox vendor at `vendor`.
+    async fn herald(url: &str, dispatch: bool, vendor: &str, dir: &Path) -> anyhow::Result<Server> {
+        let name = if dispatch { "dispatch" } else { "api" };
+        Self::start(dir, name, "/readyz", |command, listen| {
+            command
+                .arg("serve")
+                .env_remove("HERALD_CONFIG")
+                .env("HERALD_DATABASE__URL", url)
+                .env("HERALD_SERVER__LISTEN", listen)
+                .env("HERALD_DEV_TOKEN", TOKEN)
+                .env("HERALD_DISPATCH__ENABLED", dispatch.to_string())
+                .env("HERALD_ROUTES__SANDBOX__PROVIDER", "sandbox")
+                .env("HERALD_ROUTES__SANDBOX__BASE_URL", vendor)
+                .env("HERALD_CHANNELS__EMAIL", "sandbox")
+                // Events are herald's own work, but not what the peers it is compared with do.
+                .env("HERALD_RELAY__ENABLED", "false");
+        })
+        .await
+    }
+
+    /// `herald sandbox`, the stand-in vendor.
+    async fn vendor(dir: &Path) -> anyhow::Result<Server> {
+        Self::start(dir, "vendor", "/profile", |command, listen| {
+            command.args(["sandbox", "--listen", listen]);
+        })
+        .await
+    }
+
+    /// A child of this binary, set up by `configure` to listen on the address it is given,
+    /// once `ready` answers 2xx.
+    async fn start(
+        dir: &Path,
+        name: &str,
+        ready: &str,
+        configure: impl FnOnce(&mut Command, &str),
+    ) -> anyhow::Result<Server> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
         let log = std::fs::File::create(log_path(dir, name))?;
-        let child = Command::new(std::env::current_exe()?)
-            .arg("serve")
-            .env_remove("HERALD_CONFIG")
-            .env("HERALD_DATABASE__URL", url)
-            .env("HERALD_SERVER__LISTEN", format!("127.0.0.1:{port}"))
-            .env("HERALD_DEV_TOKEN", TOKEN)
-            .env("HERALD_DISPATCH__ENABLED", dispatch.to_string())
-            // Events are herald's own work, but not what the peers it is compared with do.
-            .env("HERALD_RELAY__ENABLED", "false")
+        let mut command = Command::new(std::env::current_exe()?);
+        configure(&mut command, &format!("127.0.0.1:{port}"));
+        let child = command
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
-            .context("cannot start `herald serve`")?;
+            .with_context(|| format!("cannot start the {name} process"))?;
         let mut server = Server {
             child,
             base: format!("http://127.0.0.1:{port}"),
         };
         let started = Instant::now();
-        while !reqwest::get(format!("{}/readyz", server.base))
+        while !reqwest::get(server.url(ready))
             .await
             .is_ok_and(|r| r.status().is_success())
         {
             if let Some(status) = server.child.try_wait()? {
                 bail!(
-                    "`herald serve` exited ({status}) before it was ready; its log: {}",
+                    "the {name} process exited ({status}) before it was ready; its log: {}",
                     log_path(dir, name).display()
                 );
             }
             if started.elapsed() > Duration::from_secs(60) {
-                bail!("`herald serve` was not ready within 60 s");
+                bail!("the {name} process was not ready within 60 s");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -382,6 +382,7 @@ fn bench_runs_every_phase_and_reports_each_figure() {
         "/latency_accept_to_delivered_ms/p50",
         "/latency_accept_to_delivered_ms/p99",
         "/rss_mib/peak",
+        "/rss_mib/vendor_peak",
         "/database_bytes_per_1000_notifications",
     ] {
         let value = summary.pointer(figure).and_then(serde_json::Value::as_f64);
