@@ -1379,6 +1379,9 @@ impl<D: Dialect> Store for SqlStore<D> {
                 args![now],
             )
             .await?;
+        // The filter is the predicates of notifications_review and notifications_failed, so
+        // that each partial index answers its part; as `state IN ('unknown', 'failed') OR …`
+        // PostgreSQL read the whole table instead (354 ms with 1,000,000 stored, every 5 s).
         let by_reason: Vec<(String, String, i64)> = conn
             .fetch_all(
                 concat!(
@@ -1390,8 +1393,9 @@ impl<D: Dialect> Store for SqlStore<D> {
                     " THEN 'rejected'
                          ELSE 'exhausted' END AS reason, count(*)
                      FROM notifications
-                     WHERE state IN ('unknown', 'failed')
-                        OR (certainty = 'duplicate_possible' AND NOT acknowledged)
+                     WHERE (state = 'unknown'
+                            OR (certainty = 'duplicate_possible' AND NOT acknowledged))
+                        OR state = 'failed'
                      GROUP BY 1, 2"
                 ),
                 args![],
