@@ -239,9 +239,9 @@ pub struct RetentionConfig {
     /// How long an `Idempotency-Key` (and an upstream event's id) is remembered; a request
     /// that repeats it later creates a new notification.
     pub idempotency_seconds: u64,
-    /// How long a finished notification (`delivered`, `failed`, `cancelled`) is kept, with its
-    /// attempts and audit, after it finished; 0 keeps it for ever. Notifications in review are
-    /// never deleted.
+    /// How long a finished notification (`delivered`, `cancelled`) is kept, with its attempts
+    /// and audit, after it finished; 0 keeps it for ever. Notifications in review (`unknown`,
+    /// `failed`, an unacknowledged `duplicate_possible`) are never deleted.
     pub finished_seconds: u64,
     /// Rows deleted per transaction.
     pub batch_size: u32,
@@ -260,6 +260,8 @@ impl Default for RetentionConfig {
 /// The shortest window a key is remembered: an upstream retrying through an outage of a few
 /// minutes must still find its key.
 const MIN_IDEMPOTENCY_SECONDS: u64 = 3600;
+/// The longest retention: ten years, far inside the dates the clock can subtract to.
+const MAX_RETENTION_SECONDS: u64 = 3650 * 86_400;
 
 /// One sink of the relay, by `kind = "…"` (read with [`Loader::parse_tagged`]).
 #[derive(Debug, Deserialize)]
@@ -969,6 +971,17 @@ impl Config {
                  a key is answered for its whole window",
             );
         }
+        for (key, seconds) in [
+            ("idempotency_seconds", retention.idempotency_seconds),
+            ("finished_seconds", retention.finished_seconds),
+        ] {
+            if seconds > MAX_RETENTION_SECONDS {
+                loader.push(
+                    &format!("retention.{key}"),
+                    format!("must be at most {MAX_RETENTION_SECONDS} (3650 days)"),
+                );
+            }
+        }
         if retention.batch_size == 0 {
             loader.push("retention.batch_size", "must be at least 1");
         }
@@ -1222,6 +1235,13 @@ mod tests {
                 "{expected:?} not in:\n{problems}"
             );
         }
+        let err = load("[retention]\nfinished_seconds = 9223372036854775807\n", &[]).unwrap_err();
+        assert_eq!(err.0.len(), 1, "{err}");
+        assert!(
+            err.0[0]
+                .starts_with("retention.finished_seconds: must be at most 315360000 (3650 days)"),
+            "{err}"
+        );
     }
 
     #[test]

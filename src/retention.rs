@@ -45,11 +45,12 @@ pub struct Swept {
 }
 
 /// Deletes everything past its retention at `now`, a batch per transaction, until a batch
-/// comes back short.
+/// comes back short or `shutdown` fires.
 pub async fn sweep(
     store: &dyn Store,
     settings: &Settings,
     now: OffsetDateTime,
+    shutdown: &CancellationToken,
 ) -> StoreResult<Swept> {
     let mut swept = Swept::default();
     let full = u64::from(settings.batch_size);
@@ -73,7 +74,7 @@ pub async fn sweep(
         swept.notifications += notifications;
         // Short on both counts: nothing more waits. (The keys' count spans two tables, so it
         // may ask for one round more than needed.)
-        if keys < full && notifications < full {
+        if (keys < full && notifications < full) || shutdown.is_cancelled() {
             return Ok(swept);
         }
         // Let other writers in between batches.
@@ -84,7 +85,7 @@ pub async fn sweep(
 /// Sweeps every [`INTERVAL`] until `shutdown`.
 pub async fn run(store: Arc<dyn Store>, settings: Settings, shutdown: CancellationToken) {
     loop {
-        match sweep(&*store, &settings, OffsetDateTime::now_utc()).await {
+        match sweep(&*store, &settings, OffsetDateTime::now_utc(), &shutdown).await {
             Ok(swept) if swept != Swept::default() => {
                 tracing::debug!(
                     keys = swept.keys,

@@ -1790,14 +1790,19 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
     .await;
     let in_review = unknown(store, t).await;
     let queued = accepted(store, notification("acme", "q", "+1", "queued", t)).await;
+    let cancelled = accepted(store, notification("acme", "c", "+1", "cancelled", t)).await;
+    store.cancel("acme", cancelled.id, t).await.unwrap();
+    // Keys outlive the notifications here (a config refuses that), so that each deletion must
+    // take its notification's key with it.
     let retention = herald::retention::Settings {
-        idempotency: Duration::from_secs(7 * 86_400),
+        idempotency: Duration::from_secs(30 * 86_400),
         finished: Some(Duration::from_secs(7 * 86_400)),
         batch_size: 1,
     };
     let past_it = t + Duration::from_secs(8 * 86_400);
+    let awake = tokio_util::sync::CancellationToken::new();
 
-    let swept = herald::retention::sweep(store, &retention, past_it)
+    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
         .await
         .unwrap();
     assert_eq!(
@@ -1806,7 +1811,7 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
     );
 
     publish_everything(store, t).await;
-    let swept = herald::retention::sweep(store, &retention, t)
+    let swept = herald::retention::sweep(store, &retention, t, &awake)
         .await
         .unwrap();
     assert_eq!(
@@ -1815,26 +1820,34 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
         "not yet past it"
     );
 
-    let swept = herald::retention::sweep(store, &retention, past_it)
+    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
         .await
         .unwrap();
     assert_eq!(
         swept.notifications, 2,
-        "a batch of one at a time, to the end"
+        "the delivered and the cancelled one, a batch of one at a time"
     );
-    for gone in [delivered.id, failed.id] {
+    for gone in [delivered.id, cancelled.id] {
         assert!(matches!(
             store.notification("acme", gone).await,
             Err(StoreError::NotFound)
         ));
     }
-    for kept in [in_review.id, queued.id] {
-        store.notification("acme", kept).await.unwrap();
+    // A failed notification waits in review for a person, as an unknown one does.
+    let kept = [failed.id, in_review.id, queued.id];
+    for id in kept {
+        store.notification("acme", id).await.unwrap();
     }
-    assert_eq!(rig.db.count("notifications").await, 2);
-    assert_eq!(rig.db.count("attempts").await, 1, "the attempt in review");
-    let kept_events = rig.db.event_types(in_review.id.as_uuid()).await.len()
-        + rig.db.event_types(queued.id.as_uuid()).await.len();
+    assert_eq!(rig.db.count("notifications").await, 3);
+    assert_eq!(
+        rig.db.count("attempts").await,
+        2,
+        "the failed and the unknown one's"
+    );
+    let mut kept_events = 0;
+    for id in kept {
+        kept_events += rig.db.event_types(id.as_uuid()).await.len();
+    }
     assert_eq!(rig.db.count("outbox").await, kept_events as i64);
     assert_eq!(
         rig.db.count("outbox_published").await,
@@ -1843,7 +1856,7 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
     );
     assert_eq!(
         rig.db.count("idempotency_keys").await,
-        0,
-        "all past their window"
+        3,
+        "the kept notifications' keys, inside their window"
     );
 }

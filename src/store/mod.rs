@@ -459,10 +459,11 @@ pub trait Store: Send + Sync + 'static {
     /// again after that is new. Returns how many records went.
     async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
 
-    /// Deletes up to `limit` notifications that finished (`delivered`, `failed`, `cancelled`)
-    /// before `before` and whose events every sink has published, with their attempts, review
-    /// audit, idempotency records and events; returns how many went. A notification in review
-    /// (`unknown`) or still to be sent is never deleted.
+    /// Deletes up to `limit` notifications that finished (`delivered`, `cancelled`) before
+    /// `before` and whose events every sink has published, with their attempts, review audit,
+    /// idempotency records and events; returns how many went. A notification in review
+    /// (`unknown`, `failed`, an unacknowledged `duplicate_possible`) or still to be sent is
+    /// never deleted.
     async fn forget_finished(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
 
     /// Records an upstream event (`tenant`, `source`, `id`) and commits the notifications it

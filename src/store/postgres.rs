@@ -234,7 +234,7 @@ impl Dialect for Postgres {
         count_in,
         "FOR UPDATE OF o SKIP LOCKED"
     );
-    const RETENTION: RetentionStatements = retention_statements!(in_list);
+    const RETENTION: RetentionStatements = retention_statements!(in_list, "FOR UPDATE SKIP LOCKED");
 
     async fn begin(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {
         Ok(self.pool.begin().await?)

@@ -34,6 +34,25 @@ use crate::domain::{
 use crate::review::Reason;
 use herald_provider::Request;
 
+/// A request a claim fixes, as `CLAIM_FIX_REQUESTS` reads it. Serialized as it is, never through
+/// a `Value` (which orders keys its own way): SQLite stores the text, and look-alikes compare it
+/// with the request serialized directly.
+#[derive(Serialize)]
+struct FixedRequest {
+    id: Uuid,
+    request: Request,
+}
+
+/// An attempt a claim starts, as `CLAIM_START_ATTEMPTS` reads it.
+#[derive(Serialize)]
+struct StartedAttempt {
+    id: Uuid,
+    n: i32,
+    generation: i64,
+    route: String,
+    key: String,
+}
+
 /// The smallest UUIDv7 of `t`'s millisecond: a notification id (a UUIDv7) below it was made
 /// before `t`, so the primary key and the key index find old rows without an index on time.
 fn first_id_at(t: OffsetDateTime) -> Uuid {
@@ -434,6 +453,11 @@ pub(super) use relay_statements;
 /// Retention's deletes of finished notifications by id, children first; see
 /// [`retention_statements!`].
 pub(super) struct RetentionStatements {
+    /// `$1` the first id at `$2`, `$2` finished before, `$3` limit → ids of notifications
+    /// retention may delete: finished and out of review (a failed one stays for a person to
+    /// settle), every event published; locked against a resend or an acknowledgement that
+    /// would change that meanwhile.
+    pub finished: &'static str,
     /// Each `$1` ids: the rows that belong to those notifications, in an order the foreign
     /// keys allow (an event's publication history goes with it, by cascade).
     pub children: [&'static str; 4],
@@ -441,10 +465,24 @@ pub(super) struct RetentionStatements {
     pub notifications: &'static str,
 }
 
-/// Retention's statements, written once, with the dialect's `$in_ids!("column", n)` put in.
+/// Retention's statements, written once, with the dialect's `$in_ids!("column", n)` and row
+/// lock put in.
 macro_rules! retention_statements {
-    ($in_ids:ident) => {
+    ($in_ids:ident, $lock:literal) => {
         $crate::store::sql::RetentionStatements {
+            // Oldest first by id: what was created after `$2` cannot have finished before it,
+            // so the walk stops there.
+            finished: concat!(
+                "SELECT id FROM notifications n
+                 WHERE id < $1 AND finished_at < $2
+                   AND (state = 'cancelled'
+                        OR (state = 'delivered'
+                            AND (certainty <> 'duplicate_possible' OR acknowledged)))
+                   AND NOT EXISTS (SELECT 1 FROM outbox o
+                                   WHERE o.notification_id = n.id AND o.published_at IS NULL)
+                 ORDER BY id LIMIT $3 ",
+                $lock
+            ),
             children: [
                 concat!(
                     "DELETE FROM attempts WHERE ",
@@ -1076,17 +1114,20 @@ impl<D: Dialect> Store for SqlStore<D> {
                 // Fixed now, in the transaction that commits the intent: before any call.
                 request = prepare(&notification);
                 if let Some(prepared) = &request {
-                    fixed.push(serde_json::json!({"id": notification.id, "request": prepared}));
+                    fixed.push(FixedRequest {
+                        id: notification.id.as_uuid(),
+                        request: prepared.clone(),
+                    });
                 }
             }
             let mode = if first {
-                started.push(serde_json::json!({
-                    "id": notification.id,
-                    "n": row.attempt_count,
-                    "generation": row.generation,
-                    "route": notification.route,
-                    "key": notification.provider_key(),
-                }));
+                started.push(StartedAttempt {
+                    id: notification.id.as_uuid(),
+                    n: row.attempt_count,
+                    generation: row.generation,
+                    route: notification.route.clone(),
+                    key: notification.provider_key(),
+                });
                 ClaimMode::Send {
                     n: row.attempt_count,
                 }
@@ -1585,16 +1626,9 @@ impl<D: Dialect> Store for SqlStore<D> {
 
     async fn forget_finished(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
         let mut tx = self.0.begin().await?;
-        // Oldest first by id: what was created after `before` cannot have finished before it,
-        // so the walk stops there.
         let ids: Vec<(Uuid,)> = tx
             .fetch_all(
-                "SELECT id FROM notifications n
-                 WHERE id < $1 AND state IN ('delivered', 'failed', 'cancelled')
-                   AND finished_at < $2
-                   AND NOT EXISTS (SELECT 1 FROM outbox o
-                                   WHERE o.notification_id = n.id AND o.published_at IS NULL)
-                 ORDER BY id LIMIT $3",
+                D::RETENTION.finished,
                 args![first_id_at(before), before, i64::from(limit)],
             )
             .await?;

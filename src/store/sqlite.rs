@@ -346,7 +346,7 @@ impl Dialect for Sqlite {
 
     // The one writer makes each claim the only one: no row locks.
     const RELAY: RelayStatements = relay_statements!(in_ids, has, append, count_in, "");
-    const RETENTION: RetentionStatements = retention_statements!(in_ids);
+    const RETENTION: RetentionStatements = retention_statements!(in_ids, "");
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first
     /// and writes later could find the lock taken by another process and fail mid-way.
