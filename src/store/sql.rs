@@ -695,23 +695,9 @@ impl<D: Dialect> SqlStore<D> {
         Ok(details)
     }
 
-    /// The worker's record, or a requery's in review: what differs is `update`, the statement
-    /// that moves the notification (fenced by generation either way).
-    async fn record_with(
-        &self,
-        update: &'static str,
-        in_review: bool,
-        claim: &Claim,
-        decision: &Decision,
-        now: OffsetDateTime,
-    ) -> StoreResult<Recorded> {
-        let mut tx = self.0.begin().await?;
-        let recorded = Self::record_in(&mut tx, update, in_review, claim, decision, now).await?;
-        tx.commit().await?;
-        Ok(recorded)
-    }
-
-    /// One decision, within `tx`; the caller commits.
+    /// One decision, within `tx`; the caller commits. The worker's record and a requery's in
+    /// review differ only in `update`, the statement that moves the notification (fenced by
+    /// generation either way).
     async fn record_in(
         tx: &mut Transaction<'static, D::Db>,
         update: &'static str,
@@ -1262,8 +1248,11 @@ impl<D: Dialect> Store for SqlStore<D> {
         decision: &Decision,
         now: OffsetDateTime,
     ) -> StoreResult<Recorded> {
-        self.record_with(RECORD_IN_REVIEW, true, claim, decision, now)
-            .await
+        let mut tx = self.0.begin().await?;
+        let recorded =
+            Self::record_in(&mut tx, RECORD_IN_REVIEW, true, claim, decision, now).await?;
+        tx.commit().await?;
+        Ok(recorded)
     }
 
     async fn review(
