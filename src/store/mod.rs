@@ -511,12 +511,12 @@ pub enum InboxOutcome {
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
     use anyhow::Context;
     Ok(match Backend::of(url)? {
-        Backend::Sqlite => Arc::new(sql::SqlStore(
+        Backend::Sqlite => Arc::new(sql::SqlStore::new(
             sqlite::Sqlite::connect(url)
                 .await
                 .with_context(|| opening(url))?,
         )),
-        Backend::Postgres => Arc::new(sql::SqlStore(
+        Backend::Postgres => Arc::new(sql::SqlStore::new(
             postgres::Postgres::connect(url, max_connections)
                 .await
                 .with_context(|| opening(url))?,

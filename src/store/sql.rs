@@ -505,7 +505,44 @@ macro_rules! retention_statements {
 pub(super) use retention_statements;
 
 /// The store, above a dialect.
-pub(super) struct SqlStore<D>(pub(super) D);
+pub(super) struct SqlStore<D>(pub(super) D, LastOutage);
+
+impl<D> SqlStore<D> {
+    pub(super) fn new(dialect: D) -> Self {
+        Self(dialect, LastOutage::default())
+    }
+}
+
+/// How long a write refused for an outage keeps `/readyz` unready when no write has succeeded
+/// since: readiness's own probe is a one-row write, which can succeed where an enqueue cannot
+/// (SQLite reuses the WAL space a failed transaction took), so the probe alone would call a full
+/// disk ready between two refusals.
+const OUTAGE_REMEMBERED: Duration = Duration::from_secs(10);
+
+/// The outage that last refused an accept, until an accept succeeds or it grows old.
+#[derive(Default)]
+pub(super) struct LastOutage(std::sync::Mutex<Option<(Outage, String, std::time::Instant)>>);
+
+impl LastOutage {
+    fn note<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
+        let mut last = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &result {
+            Ok(_) => *last = None,
+            Err(StoreError::Unavailable(outage, cause)) => {
+                *last = Some((*outage, cause.clone(), std::time::Instant::now()));
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    fn recent(&self) -> Option<StoreError> {
+        let last = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.as_ref()
+            .filter(|(_, _, at)| at.elapsed() < OUTAGE_REMEMBERED)
+            .map(|(outage, cause, _)| StoreError::Unavailable(*outage, cause.clone()))
+    }
+}
 
 macro_rules! notification_columns {
     () => {
@@ -940,6 +977,9 @@ impl<D: Dialect> Store for SqlStore<D> {
                 ),
             ));
         }
+        if let Some(refused) = self.1.recent() {
+            return Err(refused);
+        }
         // Reads can go on while writes fail (a full disk, a read-only file system, a standby):
         // ready means a write commits.
         let mut tx = self.0.begin().await?;
@@ -961,7 +1001,7 @@ impl<D: Dialect> Store for SqlStore<D> {
                 Err(err) if tries < ACCEPT_TRIES && D::retryable(&err) => {
                     tracing::debug!(%err, "accept collided with a concurrent batch; retrying");
                 }
-                result => return result,
+                result => return self.1.note(result),
             }
         }
     }
