@@ -56,6 +56,8 @@ impl App {
         templates
             .check()
             .map_err(|e| anyhow::anyhow!("config: {e}"))?;
+        // Installed before anything records: each route's circuit publishes its state at once.
+        let metrics = telemetry::metrics_handle();
         let (routes, sandboxes) = dispatch::build_routes(&config).await?;
         let routing = Routing::new(
             config
@@ -114,7 +116,7 @@ impl App {
             templates,
             inbox,
             wake,
-            metrics: telemetry::metrics_handle(),
+            metrics,
             sessions: Arc::default(),
         };
         telemetry::preregister(&config);

@@ -397,10 +397,11 @@ fn timeline(n: &Value, why: Option<&str>) -> String {
     for a in &attempts {
         let _ = writeln!(
             out,
-            "  #{} {} → {}  {}{}  key {}{}",
+            "  #{} {} → {}  on {}  {}{}  key {}{}",
             a["n"],
             text(&a["started_at"]),
             text(&a["finished_at"]),
+            text(&a["route"]),
             text(&a["result"]),
             match a["permanent"].as_bool() {
                 Some(true) => " (permanent)",
@@ -435,6 +436,10 @@ fn timeline(n: &Value, why: Option<&str>) -> String {
         }
         if let Some(look_up) = evidence["look_up"].as_object() {
             let _ = writeln!(out, "      look-up: {}", Value::Object(look_up.clone()));
+        }
+        if let Some(to) = evidence["failover"]["to"].as_str() {
+            let because = text(&evidence["failover"]["because"]);
+            let _ = writeln!(out, "      then failed over to `{to}`: {because}");
         }
     }
     let resolutions = n["review"]["resolutions"]
@@ -478,12 +483,17 @@ mod tests {
             "state": "delivered", "certainty": "known", "delivery": "at_most_once",
             "created_at": "2026-11-30T12:00:00Z", "updated_at": "2026-11-30T12:05:00Z",
             "attempts": [{"n": 1, "started_at": "2026-11-30T12:00:01Z", "finished_at": null,
-                          "result": "ambiguous", "provider_idempotency_key": "k",
+                          "route": "mail", "result": "ambiguous", "provider_idempotency_key": "k",
                           "settled_by": "review",
                           "evidence": {"stage": "lease_expired", "detail": "crashed",
                                        "settlement": {"outcome": "accepted", "evidence": {"note": "seen"}}}},
                          {"n": 2, "started_at": "2026-11-30T12:00:02Z", "finished_at": null,
-                          "result": "rejected", "provider_idempotency_key": "k",
+                          "route": "mail", "result": "rejected", "provider_idempotency_key": "k",
+                          "evidence": {"stage": "response", "status": 503,
+                                       "detail": {"message": "unavailable"},
+                                       "failover": {"to": "backup", "because": "attempt 2 on `mail`: vendor_unavailable"}}},
+                         {"n": 3, "started_at": "2026-11-30T12:00:03Z", "finished_at": null,
+                          "route": "backup", "result": "rejected", "provider_idempotency_key": "k-f1",
                           "evidence": {"stage": "response", "status": 422,
                                        "detail": {"message": "bad number"}}}],
             "review": {"open": false, "resolutions": [{"at": "2026-11-30T12:05:00Z",
@@ -493,9 +503,15 @@ mod tests {
         let text = timeline(&n, None);
         assert!(text.contains("delivered/known (at_most_once)"), "{text}");
         assert!(
-            text.contains("#1 2026-11-30T12:00:01Z → -  ambiguous"),
+            text.contains("#1 2026-11-30T12:00:01Z → -  on mail  ambiguous"),
             "{text}"
         );
+        assert!(
+            text.contains("then failed over to `backup`: attempt 2 on `mail`: vendor_unavailable"),
+            "{text}"
+        );
+        assert!(text.contains("on backup  rejected"), "{text}");
+        assert!(text.contains("key k-f1"), "{text}");
         assert!(text.contains("lease_expired: crashed"), "{text}");
         assert!(
             text.contains(r#"response 422: {"message":"bad number"}"#),

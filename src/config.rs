@@ -474,6 +474,12 @@ pub struct RouteConfig {
     /// The senders an email may name in its own `from`: addresses, or `@domain` for any
     /// address at that domain. Empty: every email goes from the provider's `from`.
     pub allowed_from: Vec<String>,
+    /// The route its notifications move to when this one is known not to have taken them.
+    pub fallback: Option<String>,
+    /// Known-not-sent failures in a row that open the route's circuit breaker.
+    pub circuit_failures: u32,
+    /// How long an open circuit rests before one send probes it.
+    pub circuit_open: Duration,
     pub provider: ProviderConfig,
 }
 
@@ -623,10 +629,19 @@ struct RouteCommon {
     tenants: Option<Vec<String>>,
     #[serde(default)]
     allowed_from: Vec<String>,
+    #[serde(default)]
+    fallback: Option<String>,
+    #[serde(default)]
+    circuit_failures: Option<u32>,
+    #[serde(default)]
+    circuit_open_seconds: Option<u64>,
 }
 
 impl RouteConfig {
-    const COMMON_KEYS: [&'static str; 9] = [
+    const COMMON_KEYS: [&'static str; 12] = [
+        "fallback",
+        "circuit_failures",
+        "circuit_open_seconds",
         "tenants",
         "allowed_from",
         "delivery",
@@ -685,6 +700,9 @@ impl RouteConfig {
             burst: common.burst.unwrap_or(1),
             tenants: common.tenants,
             allowed_from: common.allowed_from,
+            fallback: common.fallback,
+            circuit_failures: common.circuit_failures.unwrap_or(5).max(1),
+            circuit_open: Duration::from_secs(common.circuit_open_seconds.unwrap_or(30).max(1)),
             provider,
         })
     }
@@ -860,6 +878,63 @@ impl Config {
         Ok(config)
     }
 
+    /// Each fallback is a configured route that carries every channel of the route it serves,
+    /// lets in every tenant that route lets in, and never leads back to where it started.
+    fn check_fallbacks(&self, loader: &mut Loader) {
+        for (name, route) in &self.routes {
+            let Some(fallback) = &route.fallback else {
+                continue;
+            };
+            let key = format!("routes.{name}.fallback");
+            let Some(target) = self.routes.get(fallback) else {
+                loader.push(&key, format!("names unknown route `{fallback}`"));
+                continue;
+            };
+            let missing: Vec<&str> = route
+                .provider
+                .channels()
+                .into_iter()
+                .filter(|c| !target.provider.channels().contains(c))
+                .map(|c| c.as_str())
+                .collect();
+            if !missing.is_empty() {
+                loader.push(
+                    &key,
+                    format!(
+                        "route `{fallback}` does not carry {} as `{name}` does",
+                        missing.join(", ")
+                    ),
+                );
+            }
+            if let Some(allowed) = &target.tenants {
+                let shut_out = match &route.tenants {
+                    None => true,
+                    Some(tenants) => tenants.iter().any(|t| !allowed.contains(t)),
+                };
+                if shut_out {
+                    loader.push(
+                        &key,
+                        format!(
+                            "route `{fallback}` names its tenants; it must allow every tenant \
+                             `{name}` allows"
+                        ),
+                    );
+                }
+            }
+            let mut seen = vec![name.as_str()];
+            let mut next = Some(fallback);
+            while let Some(hop) = next {
+                if seen.contains(&hop.as_str()) {
+                    seen.push(hop);
+                    loader.push(&key, format!("the chain loops: {}", seen.join(" → ")));
+                    break;
+                }
+                seen.push(hop);
+                next = self.routes.get(hop).and_then(|r| r.fallback.as_ref());
+            }
+        }
+    }
+
     /// Which tenants may use which routes: tokens name their routes where tenants share one
     /// herald, and a route that may reach private networks names its tenants.
     fn check_route_grants(&self, loader: &mut Loader) {
@@ -926,6 +1001,7 @@ impl Config {
                 Some(_) => {}
             }
         }
+        self.check_fallbacks(loader);
         let lease = Duration::from_secs(self.dispatch.lease_seconds);
         for (name, route) in &self.routes {
             if route.timeout + LEASE_MARGIN > lease {
@@ -1376,6 +1452,48 @@ mod tests {
             "routes.mail.allowed_from: `acme.example` is neither an email address nor an @domain",
             "routes.mail.allowed_from: `@` is neither an email address nor an @domain",
             "routes.texts.allowed_from: is only used on a route that sends email",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected:?} not in:\n{problems}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fallback_is_a_route_that_carries_the_same_channels_without_a_loop() {
+        let config = load(
+            "[routes.a]\nprovider = \"sandbox\"\nfallback = \"b\"\ncircuit_failures = 2\n\
+             circuit_open_seconds = 9\n[routes.b]\nprovider = \"sandbox\"\n",
+            &[],
+        )
+        .unwrap();
+        let a = &config.routes["a"];
+        assert_eq!(a.fallback.as_deref(), Some("b"));
+        assert_eq!(
+            (a.circuit_failures, a.circuit_open),
+            (2, Duration::from_secs(9))
+        );
+        assert_eq!(config.routes["b"].circuit_failures, 5, "the default");
+        let err = load(
+            "[routes.a]\nprovider = \"sandbox\"\nfallback = \"b\"\n\
+             [routes.b]\nprovider = \"sandbox\"\nfallback = \"a\"\n\
+             [routes.c]\nprovider = \"sandbox\"\nfallback = \"nowhere\"\n\
+             [routes.d]\nprovider = \"sandbox\"\nfallback = \"texts\"\n\
+             [routes.e]\nprovider = \"sandbox\"\nfallback = \"f\"\n\
+             [routes.f]\nprovider = \"sandbox\"\ntenants = [\"acme\"]\n\
+             [routes.texts]\nprovider = \"twilio\"\naccount_sid = \"AC1\"\nauth_token = \"t\"\n\
+             from = \"+14155550100\"\n",
+            &[],
+        )
+        .unwrap_err();
+        let problems = err.0.join("\n");
+        for expected in [
+            "routes.a.fallback: the chain loops: a → b → a",
+            "routes.b.fallback: the chain loops: b → a → b",
+            "routes.c.fallback: names unknown route `nowhere`",
+            "routes.d.fallback: route `texts` does not carry email, push, webhook as `d` does",
+            "routes.e.fallback: route `f` names its tenants; it must allow every tenant `e` allows",
         ] {
             assert!(
                 problems.contains(expected),

@@ -53,7 +53,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 19] = [
+pub const FAMILIES: [(&str, Kind, &str); 20] = [
     (
         "herald_notifications_accepted_total",
         Kind::Counter,
@@ -113,6 +113,11 @@ pub const FAMILIES: [(&str, Kind, &str); 19] = [
         "herald_dead_letters",
         Kind::Gauge,
         "Failed notifications not yet resolved, by route and cause (exhausted, rejected).",
+    ),
+    (
+        "herald_route_circuit",
+        Kind::Gauge,
+        "Each route's circuit breaker in this process: 1 on its current state (closed, open, half_open), 0 on the others.",
     ),
     (
         "herald_outbox_backlog",

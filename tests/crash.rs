@@ -20,7 +20,9 @@
 //! Each run prints one line with these counts, on success too.
 //!
 //! PostgreSQL runs two processes on one database; SQLite one. The vendor is the sandbox in each
-//! profile (the queryable one with look-up faults), and on PostgreSQL also the Resend fake
+//! profile (the queryable one with look-up faults); a failover chain, an idempotent sandbox
+//! whose fallback is a plain one, both with faults, and a circuit breaker that opens after three
+//! failures in a row (the ledger of a notification is then both vendors'); and on PostgreSQL also the Resend fake
 //! (settled by replaying the idempotency key), the Twilio fake (settled by its outcome query,
 //! with look-up faults), and the Twilio fake with notifications in same-text groups to one
 //! number, whose look-ups find each other's messages (look-alikes): the ledger cannot say which
@@ -68,6 +70,8 @@ crash_tests! {
     sqlite_idempotent_vendor: Sqlite, Vendor::Sandbox(Profile::Idempotent);
     sqlite_queryable_vendor: Sqlite, Vendor::Sandbox(Profile::Queryable);
     sqlite_plain_vendor: Sqlite, Vendor::Sandbox(Profile::Plain);
+    postgres_failover_chain: Postgres, Vendor::Chain;
+    sqlite_failover_chain: Sqlite, Vendor::Chain;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,12 +81,18 @@ enum Vendor {
     Twilio,
     /// The Twilio fake, with notifications in same-text groups to one number.
     TwilioLookAlikes,
+    /// An idempotent sandbox whose route falls back to a plain one.
+    Chain,
 }
 
 /// A running vendor, with the fault injectors of the fakes (whose faults are set one request
 /// at a time).
 enum Running {
     Sandbox(SandboxHandle, Profile),
+    Chain {
+        primary: SandboxHandle,
+        backup: SandboxHandle,
+    },
     Resend {
         vendor: Arc<herald_resend::fake::FakeHandle>,
         _faults: AbortOnDrop,
@@ -161,6 +171,7 @@ impl Vendor {
             Vendor::Resend => "resend",
             Vendor::Twilio => "twilio",
             Vendor::TwilioLookAlikes => "twilio-look-alikes",
+            Vendor::Chain => "failover-chain",
         }
     }
 
@@ -171,7 +182,9 @@ impl Vendor {
             Vendor::Sandbox(Profile::Queryable) | Vendor::Twilio | Vendor::TwilioLookAlikes => {
                 Some(BY_QUERY)
             }
-            Vendor::Sandbox(Profile::Idempotent) | Vendor::Resend => Some(BY_REPLAY),
+            Vendor::Sandbox(Profile::Idempotent) | Vendor::Resend | Vendor::Chain => {
+                Some(BY_REPLAY)
+            }
         }
     }
 
@@ -188,13 +201,13 @@ impl Vendor {
     }
 
     /// Where an ambiguity may stay unsettled (I4): with neither an outcome query nor an
-    /// idempotency key (the plain sandbox); and where the look-up finds look-alikes whose
-    /// counts cannot say whose they are (`unknown` under `at_most_once`, a resend and
-    /// `duplicate_possible` under `at_least_once`).
+    /// idempotency key (the plain sandbox, and the chain's plain fallback); and where the
+    /// look-up finds look-alikes whose counts cannot say whose they are (`unknown` under
+    /// `at_most_once`, a resend and `duplicate_possible` under `at_least_once`).
     fn may_leave_unsettled(self) -> bool {
         matches!(
             self,
-            Vendor::Sandbox(Profile::Plain) | Vendor::TwilioLookAlikes
+            Vendor::Sandbox(Profile::Plain) | Vendor::TwilioLookAlikes | Vendor::Chain
         )
     }
 
@@ -203,8 +216,8 @@ impl Vendor {
         match self {
             Vendor::Resend => "email",
             Vendor::Twilio | Vendor::TwilioLookAlikes => "sms",
-            Vendor::Sandbox(_) if i.is_multiple_of(2) => "email",
-            Vendor::Sandbox(_) => "sms",
+            Vendor::Sandbox(_) | Vendor::Chain if i.is_multiple_of(2) => "email",
+            Vendor::Sandbox(_) | Vendor::Chain => "sms",
         }
     }
 
@@ -254,19 +267,12 @@ impl Vendor {
                 } else {
                     FAULTS.to_owned()
                 };
-                Running::Sandbox(
-                    herald_sandbox::spawn(SandboxConfig {
-                        profile,
-                        visibility_lag: Duration::from_millis(300),
-                        faults: herald_sandbox::parse_faults(&faults).expect("fault syntax"),
-                        delay: Duration::from_millis(1500),
-                        ..SandboxConfig::default()
-                    })
-                    .await
-                    .expect("sandbox starts"),
-                    profile,
-                )
+                Running::Sandbox(sandbox(profile, &faults).await, profile)
             }
+            Vendor::Chain => Running::Chain {
+                primary: sandbox(Profile::Idempotent, FAULTS).await,
+                backup: sandbox(Profile::Plain, FAULTS).await,
+            },
             Vendor::Resend => {
                 use herald_resend::fake::{self, Fault, Faults};
                 let config = fake::FakeConfig {
@@ -319,6 +325,18 @@ impl Vendor {
             }
         }
     }
+}
+
+async fn sandbox(profile: Profile, faults: &str) -> SandboxHandle {
+    herald_sandbox::spawn(SandboxConfig {
+        profile,
+        visibility_lag: Duration::from_millis(300),
+        faults: herald_sandbox::parse_faults(faults).expect("fault syntax"),
+        delay: Duration::from_millis(1500),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("sandbox starts")
 }
 
 /// One notification as the test enqueues it.
@@ -375,10 +393,10 @@ impl Running {
     /// The `[routes.vendor]` keys for this vendor.
     fn route(&self) -> String {
         match self {
-            Running::Sandbox(vendor, profile) => format!(
-                "provider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"{}\"\nvisibility_lag_ms = 300\n",
-                vendor.base_url(),
-                profile.as_str()
+            Running::Sandbox(vendor, profile) => sandbox_route(vendor, *profile),
+            Running::Chain { primary, .. } => format!(
+                "{}fallback = \"backup\"\ncircuit_failures = 3\ncircuit_open_seconds = 1\n",
+                sandbox_route(primary, Profile::Idempotent)
             ),
             Running::Resend { vendor, .. } => format!(
                 "provider = \"resend\"\nbase_url = \"{}\"\napi_key = \"{}\"\nfrom = \"noreply@acme.example\"\n",
@@ -392,8 +410,36 @@ impl Running {
         }
     }
 
+    /// The routes beside `vendor`: the chain's fallback.
+    fn other_routes(&self) -> String {
+        match self {
+            Running::Chain { backup, .. } => format!(
+                "[routes.backup]\ntimeout_seconds = 1\nmax_attempts = 25\n{}",
+                sandbox_route(backup, Profile::Plain)
+            ),
+            _ => String::new(),
+        }
+    }
+
     async fn ledger(&self) -> Ledger {
         match self {
+            Running::Chain { primary, backup } => {
+                let (primary, backup) = (
+                    primary.client().unwrap().ledger().await.expect("ledger"),
+                    backup.client().unwrap().ledger().await.expect("ledger"),
+                );
+                // The fallback knows a notification by its key there, `{id}-f1`.
+                let mut deliveries: HashMap<String, u64> = primary.deliveries.into_iter().collect();
+                for (key, count) in backup.deliveries {
+                    let id = key.strip_suffix("-f1").map_or(key.clone(), str::to_owned);
+                    *deliveries.entry(id).or_default() += count;
+                }
+                Ledger {
+                    total: deliveries.values().sum(),
+                    deliveries,
+                    messages: HashMap::new(),
+                }
+            }
             Running::Sandbox(vendor, _) => {
                 let ledger = vendor.client().unwrap().ledger().await.expect("ledger");
                 Ledger {
@@ -429,6 +475,14 @@ impl Running {
     }
 }
 
+fn sandbox_route(vendor: &SandboxHandle, profile: Profile) -> String {
+    format!(
+        "provider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"{}\"\nvisibility_lag_ms = 300\n",
+        vendor.base_url(),
+        profile.as_str()
+    )
+}
+
 /// `HERALD_CRASH_SCALE` (default 1) multiplies the notifications and kills of each run.
 fn scale() -> f64 {
     std::env::var("HERALD_CRASH_SCALE")
@@ -457,10 +511,12 @@ retry_max_seconds = 2
 timeout_seconds = 1
 max_attempts = 25
 {}
+{}
 [channels]
 {}
 "#,
         running.route(),
+        running.other_routes(),
         ["email", "sms"]
             .iter()
             .filter(|c| (0..2).any(|i| vendor.channel(i) == **c))
@@ -639,6 +695,11 @@ max_attempts = 25
                 " | look-alike settlements {}, inconclusive look-ups {}",
                 tally.look_alike_settlements, tally.inconclusive
             )
+        } else if vendor == Vendor::Chain {
+            format!(
+                " | failed over {}, attempts kept off by an open circuit {}",
+                tally.failed_over, tally.circuit_open
+            )
         } else {
             String::new()
         },
@@ -674,6 +735,12 @@ max_attempts = 25
         assert!(
             failed_lookups > 0,
             "look-up faults were armed, and no look-up failed"
+        );
+    }
+    if vendor == Vendor::Chain {
+        assert!(
+            tally.failed_over > 0,
+            "no notification moved to the fallback"
         );
     }
     if grouped {
@@ -835,6 +902,10 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
             }
             let unavoidable = match vendor {
                 Vendor::Sandbox(Profile::Plain) => true,
+                // Only the plain fallback leaves an ambiguity unsettled.
+                Vendor::Chain => attempts
+                    .iter()
+                    .any(|a| unsettled_ambiguous(a) && a["route"] == "backup"),
                 Vendor::TwilioLookAlikes => attempts
                     .iter()
                     .any(|a| unsettled_ambiguous(a) && inconclusive(a)),
@@ -853,6 +924,15 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
             }
         }
         _ => wrong.push("I1: not in a final state".into()),
+    }
+    // The chain's idempotent primary settles every ambiguity of its own by replay before
+    // anything moves on to the fallback.
+    if vendor == Vendor::Chain
+        && attempts
+            .iter()
+            .any(|a| unsettled_ambiguous(a) && a["route"] == "vendor")
+    {
+        wrong.push("I4: an ambiguity on the idempotent primary left unsettled".into());
     }
     if delivered.is_some_and(|d| d > 1) && s.certainty() == "known" {
         wrong.push("I2: delivered more than once, recorded known".into());
@@ -1010,6 +1090,9 @@ struct Tally {
     look_alike_settlements: usize,
     /// Attempts left with the findings of an inconclusive look-up.
     inconclusive: usize,
+    /// Notifications that moved to a fallback, and attempts an open circuit kept from a vendor.
+    failed_over: usize,
+    circuit_open: usize,
 }
 
 impl Tally {
@@ -1030,7 +1113,9 @@ impl Tally {
             *t.states
                 .entry((s.state().to_owned(), s.certainty().to_owned()))
                 .or_default() += 1;
+            t.failed_over += usize::from(s.n["failovers"].as_i64().unwrap_or(0) > 0);
             for a in s.attempts() {
+                t.circuit_open += usize::from(a["evidence"]["stage"] == "circuit_open");
                 t.ambiguous += usize::from(a["result"] == "ambiguous");
                 if lease_expired(a) {
                     t.lease_expired += 1;

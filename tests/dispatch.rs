@@ -7,14 +7,13 @@ mod support;
 use std::time::Duration;
 
 use herald_sandbox::{Profile, SandboxClient, SandboxConfig, SandboxHandle};
-use reqwest::StatusCode;
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use herald::dispatch::Dispatcher;
 use herald::domain::{AttemptOutcome, AttemptResult, Certainty, Decision, Next, State};
 use herald::store::{ClaimMode, Recorded};
-use support::{ACME, Backend, TestApp, email, spawn_stepped};
+use support::{Backend, TestApp, email, spawn_stepped};
 
 on_both_backends!(
     every_fault_ends_where_the_contract_says,
@@ -82,26 +81,15 @@ email = "vendor"
 
 impl Rig {
     async fn enqueue(&self, key: &str) -> String {
-        let response = self.app.enqueue(ACME, key, &email("ada@example.com")).await;
-        assert_eq!(response.status(), StatusCode::ACCEPTED);
-        let body: Value = response.json().await.unwrap();
-        body["id"].as_str().unwrap().to_owned()
+        self.app.enqueue_id(key, &email("ada@example.com")).await
     }
 
     async fn drain(&self) {
-        self.dispatcher
-            .drain(Duration::from_secs(15))
-            .await
-            .expect("dispatch runs");
+        support::drain(&self.dispatcher).await;
     }
 
     async fn show(&self, id: &str) -> Value {
-        self.app
-            .get(ACME, &format!("/v1/notifications/{id}"))
-            .await
-            .json()
-            .await
-            .unwrap()
+        self.app.show(id).await
     }
 
     /// How many times the vendor really delivered this notification.

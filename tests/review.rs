@@ -434,7 +434,14 @@ async fn a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed(
 async fn dead_letters_are_listed_with_their_cause_and_resent_once_the_vendor_is_back(
     backend: Backend,
 ) {
-    let Some(rig) = rig(backend, Profile::Plain, "max_attempts = 2\n").await else {
+    // Its circuit breaker stays closed: the resend is meant to reach the vendor at once.
+    let Some(rig) = rig(
+        backend,
+        Profile::Plain,
+        "max_attempts = 2\ncircuit_failures = 1000\n",
+    )
+    .await
+    else {
         return;
     };
     // The vendor is down: every try is refused before processing, until the route gives up.

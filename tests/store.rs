@@ -108,6 +108,7 @@ fn notification(
         created_at: at,
         updated_at: at,
         key_epoch: 0,
+        failovers: 0,
     }
 }
 

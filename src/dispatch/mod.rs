@@ -7,6 +7,7 @@
 //! What is true after each step is decided by the pure [`policy`]; this module only moves data
 //! between the store and the adapters, and keeps time.
 
+mod circuit;
 mod pacing;
 pub mod policy;
 mod routes;
@@ -379,7 +380,7 @@ impl Worker {
                     let s = situation(route, claim, &[]);
                     break policy::decide(&s, Step::Sent { n, replay, result }, rand::random());
                 }
-                Plan::Record(decision) => break decision,
+                Plan::Record(decision) => break *decision,
             }
         };
         Some(Decision {
@@ -473,6 +474,10 @@ impl Worker {
                 tracing::debug!(state = %n.state, due = %at, "scheduled");
                 self.wake.notify_one();
             }
+            Next::Failover { route, because } => {
+                tracing::warn!(from = %claim.notification.route, to = %route, %because, "failing over");
+                self.wake.notify_one();
+            }
         }
     }
 }
@@ -513,6 +518,8 @@ impl Call<'_> {
 fn situation<'a>(route: &'a Route, claim: &'a Claim, siblings: &'a [Sibling]) -> Situation<'a> {
     Situation {
         id: claim.notification.id,
+        route: route.name(),
+        fallback: route.fallback(),
         delivery: claim.notification.delivery,
         capabilities: route.capabilities(),
         attempts: &claim.attempts,

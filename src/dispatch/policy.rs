@@ -17,6 +17,12 @@
 //!   notification, and herald settles only what the counts prove ([`attribute`]).
 //! - Retries use exponential backoff with full jitter, never sooner than `Retry-After`, and stop
 //!   at the route's caps on attempts and on age.
+//! - A route with a fallback hands a notification on when the route is known not to have taken
+//!   it: a transient rejection (not herald's own pacing), a refusal of the route itself (its
+//!   credentials or account), or an ambiguity settled "not accepted". An unsettled ambiguity
+//!   moves on only under `at_least_once`. A refusal of the message or its recipient does not.
+//! - Only a route's own vendor settles its attempts; an ambiguity left unsettled on a route it
+//!   failed over from makes any acceptance `duplicate_possible` and any failure `unknown`.
 
 use std::time::Duration;
 
@@ -33,9 +39,12 @@ use crate::domain::{
 #[derive(Debug, Clone)]
 pub struct Situation<'a> {
     pub id: NotificationId,
+    /// The route it is on, and where that route hands it on.
+    pub route: &'a str,
+    pub fallback: Option<&'a str>,
     pub delivery: Delivery,
     pub capabilities: &'a Capabilities,
-    /// Every attempt so far, oldest first (including one just started).
+    /// Every attempt so far on every route, oldest first (including one just started).
     pub attempts: &'a [Attempt],
     pub created_at: OffsetDateTime,
     /// The route's caps count attempts after this number, and age since `since`: a person's
@@ -81,8 +90,8 @@ pub enum Plan {
     Replay,
     /// `at_least_once`: send again; an acceptance will be `duplicate_possible`.
     Resend,
-    /// No call now: record this (wait and look again, or end where history allows).
-    Record(Decision),
+    /// No call now: record this (wait and look again, move on, or end where history allows).
+    Record(Box<Decision>),
 }
 
 /// What the worker did in this step.
@@ -103,15 +112,28 @@ pub enum Step {
 }
 
 impl Situation<'_> {
+    /// The attempts on the route it is on: the only ones its vendor's answers speak about.
+    fn here(&self) -> impl DoubleEndedIterator<Item = &Attempt> {
+        self.attempts.iter().filter(|a| a.route == self.route)
+    }
+
+    /// This route's unsettled ambiguous attempts.
     fn unsettled(&self, except: Option<i32>) -> Vec<&Attempt> {
-        self.attempts
-            .iter()
+        self.here()
             .filter(|a| {
                 a.result == AttemptResult::Ambiguous
                     && a.settled_by.is_none()
                     && Some(a.n) != except
             })
             .collect()
+    }
+
+    /// An ambiguity left unsettled on a route it failed over from: nothing this route's vendor
+    /// says can settle it.
+    fn unsettled_elsewhere(&self) -> bool {
+        self.attempts.iter().any(|a| {
+            a.route != self.route && a.result == AttemptResult::Ambiguous && a.settled_by.is_none()
+        })
     }
 
     /// Attempts spent from the current budget.
@@ -138,10 +160,9 @@ impl Situation<'_> {
     /// The key goes to the vendor unchanged on every attempt, so the window runs from the first
     /// attempt under the current key (the last attempt's: only a person's resend renews it).
     fn inside_idempotency_window(&self) -> bool {
-        let key = self.attempts.last().map(|a| &a.provider_idempotency_key);
+        let key = self.here().last().map(|a| &a.provider_idempotency_key);
         let first = self
-            .attempts
-            .iter()
+            .here()
             .find(|a| Some(&a.provider_idempotency_key) == key);
         match (self.capabilities.idempotency_window, first) {
             (Some(window), Some(first)) => self.now < first.started_at + window,
@@ -153,9 +174,17 @@ impl Situation<'_> {
         Next::Finish { state, certainty }
     }
 
+    /// On to the fallback, if the route has one.
+    fn failover(&self, because: String) -> Option<Next> {
+        self.fallback.map(|route| Next::Failover {
+            route: route.to_owned(),
+            because,
+        })
+    }
+
     /// Where a retry is not possible: the end that history allows.
     fn exhausted(&self, except: Option<i32>) -> Next {
-        if self.unsettled(except).is_empty() {
+        if self.unsettled(except).is_empty() && !self.unsettled_elsewhere() {
             self.finish(State::Failed, Certainty::Known)
         } else {
             self.finish(State::Unknown, Certainty::Unknown)
@@ -193,8 +222,17 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
     // A look-up that failed proved nothing, and the send may yet be found: ask again later
     // rather than resend now, which would deliver twice what a working look-up would show once.
     let ask_again = asked == Asked::Failed && s.young();
-    if s.attempts_left() && s.delivery == Delivery::AtLeastOnce && !ask_again {
-        return Plan::Resend;
+    if s.delivery == Delivery::AtLeastOnce && !ask_again {
+        let because = format!(
+            "an ambiguous attempt on `{}` is unsettled, and at_least_once sends again",
+            s.route
+        );
+        if let Some(next) = s.failover(because) {
+            return Plan::Record(Box::new(only(next)));
+        }
+        if s.attempts_left() {
+            return Plan::Resend;
+        }
     }
     let next = if ask_again {
         let since = s.unsettled(None).iter().map(|a| s.now - a.started_at).max();
@@ -208,12 +246,17 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
     } else {
         s.exhausted(None)
     };
-    Plan::Record(Decision {
-        attempt: None,
-        settle: None,
-        findings: None,
-        next,
-    })
+    Plan::Record(Box::new(only(next)))
+}
+
+/// A permanent refusal of the route itself (its credentials, its account, its payment), not of
+/// the message or its recipient: another route may well take the message.
+pub fn refuses_the_route(result: &SendResult) -> bool {
+    matches!(
+        result,
+        SendResult::Rejected { permanent: true, evidence, .. }
+            if matches!(evidence.status, Some(401..=403))
+    )
 }
 
 fn evidence_json(evidence: &Evidence) -> Value {
@@ -277,7 +320,9 @@ fn decide_sent(
     jitter: f64,
 ) -> Decision {
     let unsettled = !s.unsettled(Some(n)).is_empty();
+    let elsewhere = s.unsettled_elsewhere();
     let attempt = Some(outcome(n, &result));
+    let because = || format!("attempt {n} on `{}`: {}", s.route, result.reason());
     let answer = json!({"attempt": n, "answer": attempt.as_ref().map(|a| a.evidence.clone())});
     let key_settles = |accepted: bool| Settlement {
         by: SettledBy::IdempotentReplay,
@@ -289,7 +334,7 @@ fn decide_sent(
     match &result {
         SendResult::Accepted { .. } => {
             let settle = replay_settles(true);
-            let certainty = if unsettled && settle.is_none() {
+            let certainty = if (unsettled && settle.is_none()) || elsewhere {
                 Certainty::DuplicatePossible
             } else {
                 Certainty::Known
@@ -307,10 +352,14 @@ fn decide_sent(
             // A vendor that keeps idempotent answers would have replayed an acceptance: a
             // rejection of the replay proves the first send was not taken either.
             let settle = replay_settles(false);
-            let next = if unsettled && settle.is_none() {
-                s.finish(State::Unknown, Certainty::Unknown)
-            } else {
-                s.finish(State::Failed, Certainty::Known)
+            let open = unsettled && settle.is_none();
+            let failover = (!open && refuses_the_route(&result))
+                .then(|| s.failover(because()))
+                .flatten();
+            let next = match failover {
+                Some(next) => next,
+                None if open || elsewhere => s.finish(State::Unknown, Certainty::Unknown),
+                None => s.finish(State::Failed, Certainty::Known),
             };
             Decision {
                 attempt,
@@ -324,7 +373,15 @@ fn decide_sent(
             retry_after,
             ..
         } => {
-            let next = if !s.attempts_left() {
+            // herald's own pace held it back: the route is busy, not failing.
+            let paced = result.reason() == "paced";
+            let may_leave = !paced && (!unsettled || s.delivery == Delivery::AtLeastOnce);
+            let failover = (!replay && may_leave)
+                .then(|| s.failover(because()))
+                .flatten();
+            let next = if let Some(next) = failover {
+                next
+            } else if !s.attempts_left() {
                 s.exhausted(Some(n))
             } else if replay {
                 // The ambiguity stands; replay again later, still under the same key.
@@ -353,12 +410,13 @@ fn decide_sent(
         // that was one of them: accepted, and (the vendor deduplicating the key) once. With
         // none, the answer contradicts everything herald recorded: a person must look.
         SendResult::KeyReused { .. } if unsettled => {
-            let certainty =
-                if s.capabilities.idempotency_window.is_some() || s.unsettled(Some(n)).len() == 1 {
-                    Certainty::Known
-                } else {
-                    Certainty::DuplicatePossible
-                };
+            let deduplicated =
+                s.capabilities.idempotency_window.is_some() || s.unsettled(Some(n)).len() == 1;
+            let certainty = if deduplicated && !elsewhere {
+                Certainty::Known
+            } else {
+                Certainty::DuplicatePossible
+            };
             Decision {
                 attempt,
                 settle: Some(key_settles(true)),
@@ -392,7 +450,9 @@ fn decide_queried(
             // One look-up proves at least one acceptance; with several unsettled sends and no
             // deduplication, it cannot prove there was only one.
             let unsettled = s.unsettled(None).len();
-            let certainty = if unsettled > 1 && s.capabilities.idempotency_window.is_none() {
+            let certainty = if (unsettled > 1 && s.capabilities.idempotency_window.is_none())
+                || s.unsettled_elsewhere()
+            {
                 Certainty::DuplicatePossible
             } else {
                 Certainty::Known
@@ -434,21 +494,32 @@ fn settled(settle: Settlement, next: Next) -> Decision {
     }
 }
 
-fn wait_until(at: OffsetDateTime) -> Decision {
+/// A decision that only moves the notification on: no attempt, nothing settled or found.
+fn only(next: Next) -> Decision {
     Decision {
         attempt: None,
         settle: None,
         findings: None,
-        next: Next::Reconcile { at },
+        next,
     }
 }
 
-/// The look-up proves the unsettled sends were not taken: retry, or fail where caps are reached.
+fn wait_until(at: OffsetDateTime) -> Decision {
+    only(Next::Reconcile { at })
+}
+
+/// The look-up proves this route's unsettled sends were not taken: on to the fallback, else
+/// retry, or end where caps are reached.
 fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision {
-    let next = if s.attempts_left() {
+    let because = format!("the outcome query on `{}` proved it not accepted", s.route);
+    let next = if let Some(next) = s.failover(because) {
+        next
+    } else if s.attempts_left() {
         Next::Retry {
             at: s.retry_at(jitter, None),
         }
+    } else if s.unsettled_elsewhere() {
+        s.finish(State::Unknown, Certainty::Unknown)
     } else {
         s.finish(State::Failed, Certainty::Known)
     };
@@ -531,8 +602,7 @@ pub fn attribute(
     jitter: f64,
 ) -> Attribution {
     let attributed: std::collections::HashSet<&str> = s
-        .attempts
-        .iter()
+        .here()
         .chain(s.siblings.iter().map(|sib| &sib.attempt))
         .filter_map(|a| a.provider_ref.as_deref())
         .collect();
@@ -681,6 +751,8 @@ mod tests {
     ) -> Situation<'a> {
         Situation {
             id: own_id(),
+            route: "r",
+            fallback: None,
             delivery,
             capabilities: caps,
             attempts,
@@ -1364,6 +1436,159 @@ mod tests {
             retry_delay(&l, 40, 1.0, None),
             Duration::from_secs(60),
             "no overflow"
+        );
+    }
+
+    /// Where a step leaves a notification on route `r` whose fallback is `b`: "failover",
+    /// "retry", "reconcile", or the final state and certainty.
+    fn with_fallback(delivery: Delivery, history: &[Attempt], step: Step) -> String {
+        let c = caps(false, false);
+        let mut s = situation(delivery, &c, history, T0 + Duration::from_secs(1));
+        s.fallback = Some("b");
+        summary(decide(&s, step, 0.5).next)
+    }
+
+    fn summary(next: Next) -> String {
+        match next {
+            Next::Failover { route, .. } => format!("failover to {route}"),
+            Next::Retry { .. } => "retry".to_owned(),
+            Next::Reconcile { .. } => "reconcile".to_owned(),
+            Next::Finish { state, certainty } => format!("{state}/{certainty}"),
+        }
+    }
+
+    fn sent(result: SendResult) -> Step {
+        Step::Sent {
+            n: 1,
+            replay: false,
+            result,
+        }
+    }
+
+    #[test]
+    fn a_route_known_not_to_have_taken_it_hands_it_to_its_fallback() {
+        let in_flight = [attempt(1, F, false)];
+        let refused_credentials = SendResult::Rejected {
+            permanent: true,
+            retry_after: None,
+            evidence: Evidence::new("response", "invalid API key").with_status(401),
+        };
+        let paced = SendResult::Rejected {
+            permanent: false,
+            retry_after: Some(Duration::from_secs(1)),
+            evidence: Evidence::new("paced", "held back"),
+        };
+        let circuit_open = SendResult::Rejected {
+            permanent: false,
+            retry_after: Some(Duration::from_secs(30)),
+            evidence: Evidence::new("circuit_open", "not sent"),
+        };
+        let cases = [
+            ("a transient rejection", rejected(false), "failover to b"),
+            (
+                "the route's credentials refused",
+                refused_credentials,
+                "failover to b",
+            ),
+            ("an open circuit", circuit_open, "failover to b"),
+            ("the recipient refused", rejected(true), "failed/known"),
+            ("herald's own pace", paced, "retry"),
+            ("an ambiguity", ambiguous(), "reconcile"),
+        ];
+        for (case, result, expected) in cases {
+            for delivery in [Delivery::AtMostOnce, Delivery::AtLeastOnce] {
+                assert_eq!(
+                    with_fallback(delivery, &in_flight, sent(result.clone())),
+                    expected,
+                    "{case}, {delivery:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_unsettled_ambiguity_fails_over_only_under_at_least_once() {
+        let history = [attempt(1, Amb, false)];
+        for (delivery, window, expected) in [
+            (Delivery::AtMostOnce, false, "unknown/unknown"),
+            (Delivery::AtLeastOnce, false, "failover to b"),
+            // Inside an idempotent route's window a replay settles it first.
+            (Delivery::AtLeastOnce, true, "replay"),
+            (Delivery::AtMostOnce, true, "replay"),
+        ] {
+            let c = caps(window, false);
+            let mut s = situation(delivery, &c, &history, T0 + Duration::from_secs(1));
+            s.fallback = Some("b");
+            let planned = match plan(&s, Asked::NotYet) {
+                Plan::Record(decision) => summary(decision.next),
+                Plan::Replay => "replay".to_owned(),
+                other => format!("{other:?}"),
+            };
+            assert_eq!(planned, expected, "{delivery:?}, window {window}");
+        }
+        let c = caps(false, true);
+        let mut s = situation(
+            Delivery::AtMostOnce,
+            &c,
+            &history,
+            T0 + Duration::from_secs(60),
+        );
+        s.fallback = Some("b");
+        let evidence = Evidence::new("query", "nothing found");
+        let proven = decide(
+            &s,
+            queried(QueryResult::NotAccepted { evidence }, s.now),
+            0.5,
+        );
+        assert!(proven.settle.is_some_and(|settle| !settle.accepted));
+        assert_eq!(
+            summary(proven.next),
+            "failover to b",
+            "settled not accepted by the look-up"
+        );
+    }
+
+    #[test]
+    fn an_ambiguity_left_on_the_primary_is_settled_by_nothing_the_fallback_says() {
+        let mut on_fallback = attempt(2, F, false);
+        on_fallback.route = "b".into();
+        let history = [attempt(1, Amb, false), on_fallback];
+        let c = caps(true, true);
+        let mut s = situation(
+            Delivery::AtLeastOnce,
+            &c,
+            &history,
+            T0 + Duration::from_secs(1),
+        );
+        s.route = "b";
+        let on_b = |result| Step::Sent {
+            n: 2,
+            replay: false,
+            result,
+        };
+        let ends = |step| summary(decide(&s, step, 0.5).next);
+        assert_eq!(ends(on_b(accepted())), "delivered/duplicate_possible");
+        assert_eq!(ends(on_b(rejected(true))), "unknown/unknown");
+        let replayed = decide(
+            &s,
+            Step::Sent {
+                n: 2,
+                replay: true,
+                result: accepted(),
+            },
+            0.5,
+        );
+        assert!(
+            replayed.settle.is_none(),
+            "b's replay settles none of r's attempts"
+        );
+        let found = QueryResult::Accepted {
+            provider_ref: Some("p-2".into()),
+            evidence: Evidence::new("query", "found"),
+        };
+        assert_eq!(
+            summary(decide(&s, queried(found, s.now), 0.5).next),
+            "delivered/duplicate_possible"
         );
     }
 }

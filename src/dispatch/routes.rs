@@ -21,6 +21,7 @@ use herald_twilio::{TwilioAdapter, TwilioRoute};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
+use super::circuit::{Admitted, Circuit};
 use super::pacing::Pace;
 use super::policy::Limits;
 use crate::config::{Config, ProviderConfig, RouteConfig};
@@ -29,6 +30,9 @@ use crate::domain::AttemptResult;
 pub struct Route {
     name: String,
     adapter: Arc<dyn Adapter>,
+    /// Where its notifications go when it is known not to have taken them.
+    fallback: Option<String>,
+    circuit: Circuit,
     /// Bounds this route's calls in flight, so that one slow vendor cannot take every worker.
     permits: Semaphore,
     concurrency: usize,
@@ -45,9 +49,20 @@ const PACE_PATIENCE: Duration = Duration::from_secs(1);
 
 impl Route {
     /// Whether new claims should leave this route out: it has as much work as it can run, or
-    /// it must not call its vendor yet.
+    /// it must not call its vendor yet (an open circuit only where there is no fallback to
+    /// hand its notifications to).
     pub fn saturated(&self, now: Instant) -> bool {
-        self.pending.load(Ordering::Relaxed) >= self.concurrency || !self.pace.wait(now).is_zero()
+        self.pending.load(Ordering::Relaxed) >= self.concurrency
+            || !self.pace.wait(now).is_zero()
+            || (self.fallback.is_none() && self.circuit.blocks(now))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
     }
 
     pub fn limits(&self) -> Limits {
@@ -75,12 +90,33 @@ impl Route {
             Ok(request) => request,
             Err(evidence) => return SendResult::refused(evidence.clone()),
         };
+        let admitted = match route.circuit.admit(Instant::now()) {
+            Ok(admitted) => admitted,
+            Err(wait) => {
+                // Not sent either: the route's recent sends failed, and it rests until its probe.
+                metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => AttemptResult::Rejected.as_str(), "reason" => "circuit_open").increment(1);
+                return SendResult::Rejected {
+                    permanent: false,
+                    retry_after: Some(wait),
+                    evidence: Evidence::new(
+                        "circuit_open",
+                        format!(
+                            "not sent: the route's circuit is open after failures in a row, for {} ms more",
+                            wait.as_millis()
+                        ),
+                    ),
+                };
+            }
+        };
         let _permit = route
             .permits
             .acquire()
             .await
             .expect("route semaphores are never closed");
         if let Err(wait) = route.pace.take(PACE_PATIENCE).await {
+            if admitted == Admitted::Probe {
+                route.circuit.abandon_probe(Instant::now());
+            }
             // Not sent: a rejection that herald itself can prove, due again after the wait.
             return SendResult::Rejected {
                 permanent: false,
@@ -109,6 +145,7 @@ impl Route {
                 ),
             },
         };
+        route.circuit.observe(&result, Instant::now());
         let label = match &result {
             SendResult::Accepted { .. } => AttemptResult::Accepted,
             SendResult::Rejected { .. } | SendResult::KeyReused { .. } => AttemptResult::Rejected,
@@ -233,6 +270,8 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
             Route {
                 name: name.clone(),
                 adapter,
+                fallback: route.fallback.clone(),
+                circuit: Circuit::new(name, route.circuit_failures, route.circuit_open),
                 permits: Semaphore::new(route.concurrency),
                 concurrency: route.concurrency,
                 pending: Arc::default(),

@@ -171,6 +171,9 @@ pub struct Notification {
     /// How many times a person's resend renewed the provider key (see [`Self::provider_key`]).
     #[serde(skip)]
     pub key_epoch: i32,
+    /// How many times it moved to its route's fallback; on a fallback it sends under a provider
+    /// key of its own.
+    pub failovers: i32,
 }
 
 /// One try at handing a notification to its provider. Append-only: a later settlement adds
@@ -236,12 +239,20 @@ impl Notification {
     /// every resend can be recognised by a vendor that deduplicates — the notification's UUID.
     /// Only a person's resend past the vendor's window renews it (`key_epoch`), as
     /// `{uuid}-{epoch}`: visible ASCII without dots, which every adapter takes.
+    ///
+    /// On a fallback route it gains `-f{failovers}`: two routes may share one vendor account,
+    /// which would take the fallback's send for a replay of the primary's (and answer with the
+    /// primary's refusal, or call it a key reused). On the route it was enqueued for, the key
+    /// is the notification's own, so replays there keep working.
     pub fn provider_key(&self) -> String {
-        if self.key_epoch == 0 {
-            self.id.to_string()
-        } else {
-            format!("{}-{}", self.id, self.key_epoch)
+        let mut key = self.id.to_string();
+        if self.key_epoch != 0 {
+            key = format!("{key}-{}", self.key_epoch);
         }
+        if self.failovers != 0 {
+            key = format!("{key}-f{}", self.failovers);
+        }
+        key
     }
 }
 
@@ -311,6 +322,7 @@ impl NotificationRequest {
             created_at: now,
             updated_at: now,
             key_epoch: 0,
+            failovers: 0,
         })
     }
 

@@ -54,6 +54,12 @@ pub enum Next {
     Reconcile {
         at: OffsetDateTime,
     },
+    /// Back to `queued`, due now, on the route's fallback `route` with a fresh budget: the
+    /// current route is known not to have taken it (or, under `at_least_once`, may have).
+    Failover {
+        route: String,
+        because: String,
+    },
 }
 
 impl Decision {
@@ -70,6 +76,20 @@ impl Decision {
                 "at": now.format(&Rfc3339).ok(),
             }})
         })
+    }
+
+    /// What a failover adds to the attempt that caused it, for the timeline: from where to
+    /// where, and why.
+    pub fn failover_evidence(&self, from: &str, now: OffsetDateTime) -> Option<Value> {
+        match &self.next {
+            Next::Failover { route, because } => Some(json!({"failover": {
+                "from": from,
+                "to": route,
+                "because": because,
+                "at": now.format(&Rfc3339).ok(),
+            }})),
+            _ => None,
+        }
     }
 
     /// Its attempt's result, for when the claim was lost before it could be recorded: kept as

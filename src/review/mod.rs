@@ -355,6 +355,7 @@ mod tests {
             created_at: T0,
             updated_at: T0,
             key_epoch: 0,
+            failovers: 0,
         }
     }
 

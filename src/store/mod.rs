@@ -659,6 +659,8 @@ impl OutboxEvent {
                 "id": n.id,
                 "state": n.state,
                 "certainty": n.certainty,
+                // After a failover, the fallback: the route that sent it (or last tried to).
+                "route": n.route,
                 "metadata": n.metadata,
             }),
             created_at: now,

@@ -58,6 +58,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../migrations/postgres/0008_retention.sql"),
     ),
+    (
+        9,
+        "failover",
+        include_str!("../../migrations/postgres/0009_failover.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

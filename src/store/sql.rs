@@ -525,7 +525,10 @@ pub(super) struct LastOutage(std::sync::Mutex<Option<(Outage, String, std::time:
 
 impl LastOutage {
     fn note<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
-        let mut last = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut last = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &result {
             Ok(_) => *last = None,
             Err(StoreError::Unavailable(outage, cause)) => {
@@ -537,7 +540,10 @@ impl LastOutage {
     }
 
     fn recent(&self) -> Option<StoreError> {
-        let last = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         last.as_ref()
             .filter(|(_, _, at)| at.elapsed() < OUTAGE_REMEMBERED)
             .map(|(outage, cause, _)| StoreError::Unavailable(*outage, cause.clone()))
@@ -547,7 +553,7 @@ impl LastOutage {
 macro_rules! notification_columns {
     () => {
         "id, tenant, channel, recipient, route, delivery, content, metadata, state, certainty, \
-         acknowledged, send_at, due_at, created_at, updated_at, key_epoch"
+         acknowledged, send_at, due_at, created_at, updated_at, key_epoch, failovers"
     };
 }
 
@@ -603,13 +609,16 @@ const INSERT_ATTEMPT: &str = concat!(
      RETURNING ",
     attempt_columns!()
 );
-/// Settles every unsettled ambiguous attempt but this step's own (`$2`); the vendor reference
-/// that settled them, if any, goes on the earliest (`$6`).
+/// Settles every unsettled ambiguous attempt but this step's own (`$2`) on route `$7` (only its
+/// own vendor speaks for a route's sends; NULL, a person's word, settles every route's); the
+/// vendor reference that settled them, if any, goes on the earliest (`$6`).
 const SETTLE: &str = "UPDATE attempts
      SET settled_by = $3, evidence = json_patch(evidence, $4),
          provider_ref = CASE WHEN n = $6 THEN coalesce($5, provider_ref) ELSE provider_ref END
-     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2";
-/// A worker's record: only while its claim holds.
+     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2
+       AND ($7 IS NULL OR route = $7)";
+/// A worker's record: only while its claim holds. A failover (`$8`, the fallback) moves it to
+/// that route with a fresh budget and forgets the request prepared for the route it leaves.
 ///
 /// The fences here, in `start_attempt` and in `cancel` test `state || ''`, not `state`: the same test, but
 /// one PostgreSQL cannot answer from a partial index on state. Given `state = 'sending'` it chose
@@ -618,17 +627,26 @@ const SETTLE: &str = "UPDATE attempts
 /// stored, the drain fell from 637/s to 236/s. The id's primary key is the plan wanted.
 const RECORD: &str = concat!(
     "UPDATE notifications
-     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7
+     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7,
+         route = coalesce($8, route),
+         failovers = failovers + CASE WHEN $8 IS NULL THEN 0 ELSE 1 END,
+         provider_request = CASE WHEN $8 IS NULL THEN provider_request ELSE NULL END,
+         budget_from = CASE WHEN $8 IS NULL THEN budget_from ELSE attempt_count END,
+         budget_since = CASE WHEN $8 IS NULL THEN budget_since ELSE $7 END
      WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
      RETURNING ",
     notification_columns!()
 );
 /// A requery's record in review: only if nothing changed the notification since it was read;
-/// it moves the generation on, and a resend starts a fresh budget.
+/// it moves the generation on, a resend starts a fresh budget, and a failover (`$8`) moves it
+/// as a worker's record does.
 const RECORD_IN_REVIEW: &str = concat!(
     "UPDATE notifications
      SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7,
          generation = generation + 1,
+         route = coalesce($8, route),
+         failovers = failovers + CASE WHEN $8 IS NULL THEN 0 ELSE 1 END,
+         provider_request = CASE WHEN $8 IS NULL THEN provider_request ELSE NULL END,
          budget_from = CASE WHEN $3 = 'queued' THEN attempt_count ELSE budget_from END,
          budget_since = CASE WHEN $3 = 'queued' THEN $7 ELSE budget_since END
      WHERE id = $1 AND generation = $2 AND state || '' = 'unknown'
@@ -675,7 +693,7 @@ const REVIEW: &str = concat!(
      ORDER BY id LIMIT $10"
 );
 const ANNOTATE_UNSETTLED: &str = "UPDATE attempts SET evidence = json_patch(evidence, $2)
-     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL";
+     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND route = $3";
 const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
      WHERE notification_id = $1 AND n = $2";
 
@@ -745,6 +763,10 @@ impl<D: Dialect> SqlStore<D> {
     ) -> StoreResult<Recorded> {
         let id = claim.notification.id;
         let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
+        let failover = match &decision.next {
+            Next::Failover { route, .. } => Some(route.as_str()),
+            _ => None,
+        };
         let row: Option<NotificationRow> = tx
             .fetch_optional(
                 update,
@@ -756,6 +778,7 @@ impl<D: Dialect> SqlStore<D> {
                     due_at,
                     finished_at,
                     now,
+                    failover,
                 ],
             )
             .await?;
@@ -797,6 +820,7 @@ impl<D: Dialect> SqlStore<D> {
                     Arg::json(&settle.record(now)),
                     Arg::from(&settle.provider_ref),
                     Arg::from(first_unsettled(claim, decision)),
+                    Arg::from(&claim.notification.route),
                 ],
             )
             .await?;
@@ -804,7 +828,23 @@ impl<D: Dialect> SqlStore<D> {
         if let Some(findings) = decision.findings_evidence(now) {
             tx.execute(
                 ANNOTATE_UNSETTLED,
-                vec![Arg::from(id), Arg::json(&findings)],
+                vec![
+                    Arg::from(id),
+                    Arg::json(&findings),
+                    Arg::from(&claim.notification.route),
+                ],
+            )
+            .await?;
+        }
+        // The timeline shows the switch on the attempt that caused it.
+        let last = (decision.attempt.as_ref().map(|a| a.n)).or(claim.attempts.last().map(|a| a.n));
+        if let (Some(record), Some(n)) = (
+            decision.failover_evidence(&claim.notification.route, now),
+            last,
+        ) {
+            tx.execute(
+                ANNOTATE_ATTEMPT,
+                vec![Arg::from(id), Arg::from(n), Arg::json(&record)],
             )
             .await?;
         }
@@ -1380,6 +1420,8 @@ impl<D: Dialect> Store for SqlStore<D> {
                     Arg::json(&settlement.record(now)),
                     Arg::Text(None),
                     Arg::I32(None),
+                    // A person settles the notification's ambiguity on every route it was sent.
+                    Arg::Text(None),
                 ],
             )
             .await?;
@@ -1703,7 +1745,10 @@ fn first_unsettled(claim: &Claim, decision: &Decision) -> Option<i32> {
         .attempts
         .iter()
         .filter(|a| {
-            a.result == AttemptResult::Ambiguous && a.settled_by.is_none() && Some(a.n) != own
+            a.result == AttemptResult::Ambiguous
+                && a.settled_by.is_none()
+                && Some(a.n) != own
+                && a.route == claim.notification.route
         })
         .map(|a| a.n)
         .min()
@@ -1734,6 +1779,7 @@ fn next_columns(
         Next::Finish { state, certainty } => (*state, Some(*certainty), now, Some(now)),
         Next::Retry { at } => (State::Queued, None, *at, None),
         Next::Reconcile { at } => (State::Sending, None, *at, None),
+        Next::Failover { .. } => (State::Queued, None, now, None),
     }
 }
 
@@ -1776,6 +1822,7 @@ struct NotificationRow {
     created_at: Timestamp,
     updated_at: Timestamp,
     key_epoch: i32,
+    failovers: i32,
 }
 
 impl TryFrom<NotificationRow> for Notification {
@@ -1806,6 +1853,7 @@ impl TryFrom<NotificationRow> for Notification {
             created_at: row.created_at.into_inner(),
             updated_at: row.updated_at.into_inner(),
             key_epoch: row.key_epoch,
+            failovers: row.failovers,
         })
     }
 }

@@ -69,6 +69,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../../migrations/sqlite/0008_retention.sql"),
     ),
+    (
+        9,
+        "failover",
+        include_str!("../../migrations/sqlite/0009_failover.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

@@ -442,6 +442,23 @@ impl TestApp {
             .expect("GET")
     }
 
+    /// Enqueues `body` as acme, which must be accepted, and answers the new notification's id.
+    pub async fn enqueue_id(&self, key: &str, body: &Value) -> String {
+        let response = self.enqueue(ACME, key, body).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        let created: Value = response.json().await.expect("a JSON body");
+        created["id"].as_str().expect("an id").to_owned()
+    }
+
+    /// `GET /v1/notifications/{id}` as acme.
+    pub async fn show(&self, id: &str) -> Value {
+        self.get(ACME, &format!("/v1/notifications/{id}"))
+            .await
+            .json()
+            .await
+            .expect("a JSON body")
+    }
+
     /// The JSON body of an unauthenticated GET (`/openapi.json`, `/readyz`), which must be one.
     pub async fn public_json(&self, path: &str) -> Value {
         self.http
@@ -497,6 +514,14 @@ impl TestApp {
 }
 
 /// A notification body that passes validation.
+/// Steps a dispatcher until nothing is left to do within 15 s (see [`Dispatcher::drain`]).
+pub async fn drain(dispatcher: &Dispatcher) {
+    dispatcher
+        .drain(Duration::from_secs(15))
+        .await
+        .expect("dispatch runs");
+}
+
 pub fn email(to: &str) -> Value {
     json!({
         "channel": "email",

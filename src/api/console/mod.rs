@@ -423,6 +423,7 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
         .map(|a| {
             serde_json::json!({
                 "n": a.n, "route": a.route, "key": a.provider_idempotency_key,
+                "failover": a.evidence["failover"]["to"],
                 "started_at": rfc3339(a.started_at), "finished_at": a.finished_at.map(rfc3339),
                 "result": a.result, "permanent": a.permanent, "provider_ref": a.provider_ref,
                 "settled_by": a.settled_by,

@@ -1,0 +1,270 @@
+//! A route's circuit breaker, in this process: consecutive sends the vendor is known not to have
+//! taken open it; while open the route is not called (its notifications go to its fallback, or
+//! wait); once the open time has passed one send probes it, and the probe's answer closes it or
+//! opens it again.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use herald_provider::SendResult;
+
+use super::policy::refuses_the_route;
+
+/// The state a `herald_route_circuit{route,state}` series names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CircuitState {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl CircuitState {
+    pub const ALL: [CircuitState; 3] = [
+        CircuitState::Closed,
+        CircuitState::Open,
+        CircuitState::HalfOpen,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CircuitState::Closed => "closed",
+            CircuitState::Open => "open",
+            CircuitState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// How a call got through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    Closed,
+    /// The one call that tests an open circuit whose time has passed.
+    Probe,
+}
+
+#[derive(Debug)]
+enum Inner {
+    /// Failures in a row so far.
+    Closed(u32),
+    Open(Instant),
+    /// One probe is out; until its answer nothing else is sent.
+    HalfOpen,
+}
+
+pub struct Circuit {
+    route: String,
+    failures_to_open: u32,
+    open_for: Duration,
+    inner: Mutex<Inner>,
+}
+
+/// What a send's answer says about the route's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Health {
+    /// The vendor answered and processed (or knowingly refused the message itself).
+    Working,
+    /// The vendor is known not to have taken it, for a reason of its own or the route's.
+    Failing,
+    /// Nothing proven: a closed circuit keeps its count, a probe counts it as failing.
+    Unclear,
+}
+
+fn health(result: &SendResult) -> Health {
+    match result {
+        SendResult::Accepted { .. } | SendResult::KeyReused { .. } => Health::Working,
+        SendResult::Ambiguous { .. } => Health::Unclear,
+        SendResult::Rejected {
+            permanent: false, ..
+        } => Health::Failing,
+        _ if refuses_the_route(result) => Health::Failing,
+        // A refusal of this message or its recipient: the vendor works.
+        SendResult::Rejected { .. } => Health::Working,
+    }
+}
+
+impl Circuit {
+    pub fn new(route: &str, failures_to_open: u32, open_for: Duration) -> Self {
+        let circuit = Circuit {
+            route: route.to_owned(),
+            failures_to_open: failures_to_open.max(1),
+            open_for,
+            inner: Mutex::new(Inner::Closed(0)),
+        };
+        circuit.publish(CircuitState::Closed);
+        circuit
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether the route is not to be called at `now`, without taking the probe.
+    pub fn blocks(&self, now: Instant) -> bool {
+        match *self.lock() {
+            Inner::Closed(_) => false,
+            Inner::Open(until) => now < until,
+            Inner::HalfOpen => true,
+        }
+    }
+
+    /// May the route be called now? An open circuit whose time has passed lets this call
+    /// through as its probe (`Ok(Admitted::Probe)`). `Err` is how long until it may be asked
+    /// again.
+    pub fn admit(&self, now: Instant) -> Result<Admitted, Duration> {
+        let mut inner = self.lock();
+        match *inner {
+            Inner::Closed(_) => Ok(Admitted::Closed),
+            Inner::Open(until) if now < until => Err(until - now),
+            Inner::Open(_) => {
+                *inner = Inner::HalfOpen;
+                self.publish(CircuitState::HalfOpen);
+                Ok(Admitted::Probe)
+            }
+            // The probe's answer is awaited; a route's timeout bounds the wait.
+            Inner::HalfOpen => Err(self.open_for),
+        }
+    }
+
+    /// The probe was admitted but never called the vendor (herald's own pace held it back):
+    /// the next call probes instead, rather than the circuit waiting for an answer that will
+    /// not come.
+    pub fn abandon_probe(&self, now: Instant) {
+        let mut inner = self.lock();
+        if matches!(*inner, Inner::HalfOpen) {
+            *inner = Inner::Open(now);
+            self.publish(CircuitState::Open);
+        }
+    }
+
+    /// Counts an answer from the vendor (never herald's own refusals to call it).
+    pub fn observe(&self, result: &SendResult, now: Instant) {
+        let mut inner = self.lock();
+        let next = match (&*inner, health(result)) {
+            (_, Health::Working) => Inner::Closed(0),
+            (Inner::Closed(n), Health::Failing) if n + 1 >= self.failures_to_open => {
+                Inner::Open(now + self.open_for)
+            }
+            (Inner::Closed(n), Health::Failing) => Inner::Closed(n + 1),
+            (Inner::Closed(n), Health::Unclear) => Inner::Closed(*n),
+            // A probe that did not prove the route works, or an answer that arrives while open
+            // from a call admitted before it opened.
+            (Inner::HalfOpen, _) => Inner::Open(now + self.open_for),
+            (Inner::Open(until), _) => Inner::Open(*until),
+        };
+        let (before, after) = (state_of(&inner), state_of(&next));
+        *inner = next;
+        if before != after {
+            tracing::warn!(route = %self.route, from = before.as_str(), to = after.as_str(), "circuit changed");
+            self.publish(after);
+        }
+    }
+
+    fn publish(&self, current: CircuitState) {
+        for state in CircuitState::ALL {
+            metrics::gauge!("herald_route_circuit", "route" => self.route.clone(), "state" => state.as_str())
+                .set(if state == current { 1.0 } else { 0.0 });
+        }
+    }
+}
+
+fn state_of(inner: &Inner) -> CircuitState {
+    match inner {
+        Inner::Closed(_) => CircuitState::Closed,
+        Inner::Open(_) => CircuitState::Open,
+        Inner::HalfOpen => CircuitState::HalfOpen,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_provider::Evidence;
+
+    fn unavailable() -> SendResult {
+        SendResult::Rejected {
+            permanent: false,
+            retry_after: None,
+            evidence: Evidence::new("response", "503"),
+        }
+    }
+
+    fn accepted() -> SendResult {
+        SendResult::Accepted {
+            provider_ref: None,
+            evidence: Evidence::new("response", "202"),
+        }
+    }
+
+    fn bad_address() -> SendResult {
+        SendResult::Rejected {
+            permanent: true,
+            retry_after: None,
+            evidence: Evidence {
+                status: Some(422),
+                ..Evidence::new("response", "invalid recipient")
+            },
+        }
+    }
+
+    #[test]
+    fn failures_in_a_row_open_it_and_a_working_probe_closes_it() {
+        let t0 = Instant::now();
+        let circuit = Circuit::new("primary", 3, Duration::from_secs(30));
+        circuit.observe(&unavailable(), t0);
+        circuit.observe(&unavailable(), t0);
+        assert_eq!(
+            circuit.admit(t0),
+            Ok(Admitted::Closed),
+            "two of three failures"
+        );
+        circuit.observe(&unavailable(), t0);
+        assert_eq!(circuit.admit(t0), Err(Duration::from_secs(30)), "open");
+        assert!(circuit.blocks(t0 + Duration::from_secs(29)));
+        let later = t0 + Duration::from_secs(30);
+        assert!(!circuit.blocks(later), "its time has passed");
+        assert_eq!(circuit.admit(later), Ok(Admitted::Probe), "the probe goes");
+        assert!(circuit.admit(later).is_err(), "only one probe at a time");
+        circuit.abandon_probe(later);
+        assert_eq!(
+            circuit.admit(later),
+            Ok(Admitted::Probe),
+            "a probe that never called hands its turn on"
+        );
+        circuit.observe(&accepted(), later);
+        assert_eq!(
+            circuit.admit(later),
+            Ok(Admitted::Closed),
+            "closed by the probe"
+        );
+    }
+
+    #[test]
+    fn a_failed_probe_opens_it_again_and_a_working_answer_resets_the_count() {
+        let t0 = Instant::now();
+        let circuit = Circuit::new("primary", 2, Duration::from_secs(10));
+        circuit.observe(&unavailable(), t0);
+        circuit.observe(&bad_address(), t0);
+        circuit.observe(&unavailable(), t0);
+        assert_eq!(
+            circuit.admit(t0),
+            Ok(Admitted::Closed),
+            "a refused address proves the vendor works"
+        );
+        circuit.observe(&unavailable(), t0);
+        let probe_at = t0 + Duration::from_secs(10);
+        assert_eq!(circuit.admit(probe_at), Ok(Admitted::Probe));
+        circuit.observe(
+            &SendResult::Ambiguous {
+                evidence: Evidence::new("awaiting_response", "timed out"),
+            },
+            probe_at,
+        );
+        assert_eq!(
+            circuit.admit(probe_at),
+            Err(Duration::from_secs(10)),
+            "a probe that proves nothing opens it again"
+        );
+    }
+}
