@@ -476,7 +476,7 @@ pub struct RouteConfig {
     pub allowed_from: Vec<String>,
     /// The route its notifications move to when this one is known not to have taken them.
     pub fallback: Option<String>,
-    /// Known-not-sent failures in a row that open the route's circuit breaker.
+    /// Known-not-sent failures in a row that open the route's circuit breaker; 0: never.
     pub circuit_failures: u32,
     /// How long an open circuit rests before one send probes it.
     pub circuit_open: Duration,
@@ -701,7 +701,7 @@ impl RouteConfig {
             tenants: common.tenants,
             allowed_from: common.allowed_from,
             fallback: common.fallback,
-            circuit_failures: common.circuit_failures.unwrap_or(5).max(1),
+            circuit_failures: common.circuit_failures.unwrap_or(5),
             circuit_open: Duration::from_secs(common.circuit_open_seconds.unwrap_or(30).max(1)),
             provider,
         })
@@ -879,7 +879,8 @@ impl Config {
     }
 
     /// Each fallback is a configured route that carries every channel of the route it serves,
-    /// lets in every tenant that route lets in, and never leads back to where it started.
+    /// lets in every tenant and sender that route lets in, and never leads back to where it
+    /// started.
     fn check_fallbacks(&self, loader: &mut Loader) {
         for (name, route) in &self.routes {
             let Some(fallback) = &route.fallback else {
@@ -920,6 +921,21 @@ impl Config {
                         ),
                     );
                 }
+            }
+            let unlisted: Vec<&str> = route
+                .allowed_from
+                .iter()
+                .filter(|sender| !target.allowed_from.contains(sender))
+                .map(String::as_str)
+                .collect();
+            if !unlisted.is_empty() {
+                loader.push(
+                    &key,
+                    format!(
+                        "route `{fallback}` must also list in allowed_from what `{name}` lists: {}",
+                        unlisted.join(", ")
+                    ),
+                );
             }
             let mut seen = vec![name.as_str()];
             let mut next = Some(fallback);
@@ -1480,7 +1496,7 @@ mod tests {
              [routes.b]\nprovider = \"sandbox\"\nfallback = \"a\"\n\
              [routes.c]\nprovider = \"sandbox\"\nfallback = \"nowhere\"\n\
              [routes.d]\nprovider = \"sandbox\"\nfallback = \"texts\"\n\
-             [routes.e]\nprovider = \"sandbox\"\nfallback = \"f\"\n\
+             [routes.e]\nprovider = \"sandbox\"\nfallback = \"f\"\nallowed_from = [\"@acme.example\"]\n\
              [routes.f]\nprovider = \"sandbox\"\ntenants = [\"acme\"]\n\
              [routes.texts]\nprovider = \"twilio\"\naccount_sid = \"AC1\"\nauth_token = \"t\"\n\
              from = \"+14155550100\"\n",
@@ -1494,6 +1510,7 @@ mod tests {
             "routes.c.fallback: names unknown route `nowhere`",
             "routes.d.fallback: route `texts` does not carry email, push, webhook as `d` does",
             "routes.e.fallback: route `f` names its tenants; it must allow every tenant `e` allows",
+            "routes.e.fallback: route `f` must also list in allowed_from what `e` lists: @acme.example",
         ] {
             assert!(
                 problems.contains(expected),

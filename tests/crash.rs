@@ -926,7 +926,8 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
         _ => wrong.push("I1: not in a final state".into()),
     }
     // The chain's idempotent primary settles every ambiguity of its own by replay before
-    // anything moves on to the fallback.
+    // anything moves on to the fallback (its replays could run out of the route's 25 attempts,
+    // but with faults at a few percent they never do).
     if vendor == Vendor::Chain
         && attempts
             .iter()

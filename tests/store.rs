@@ -1035,6 +1035,45 @@ async fn look_alikes_are_the_same_request_on_the_same_route_only(backend: Backen
     );
     assert_eq!(siblings[0].attempt.result, AttemptResult::InFlight);
     assert_eq!(siblings[0].created_at, t);
+
+    // The twin fails over to `b`: its request for `a` is forgotten, but what it may have left
+    // on `a`'s vendor is still a look-alike there.
+    let twins = claims
+        .iter()
+        .find(|c| c.notification.id == twin.id)
+        .unwrap();
+    let failover = Decision {
+        attempt: Some(AttemptOutcome {
+            n: 1,
+            result: AttemptResult::Rejected,
+            permanent: Some(false),
+            provider_ref: None,
+            evidence: json!({"stage": "response", "status": 503}),
+        }),
+        settle: None,
+        findings: None,
+        next: Next::Failover {
+            route: "b".to_owned(),
+            because: "attempt 1 on `a`: vendor_unavailable".to_owned(),
+        },
+    };
+    let moved = applied(store, twins, &failover, t).await;
+    assert_eq!((moved.route.as_str(), moved.failovers), ("b", 1));
+    assert_eq!(moved.state, State::Queued);
+    assert_eq!(moved.provider_key(), format!("{}-f1", twin.id));
+    let siblings = store
+        .look_alikes(mine, t - Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(
+        siblings
+            .iter()
+            .map(|s| (s.notification, s.attempt.route.as_str()))
+            .collect::<Vec<_>>(),
+        [(twin.id, "a")],
+        "found by its content, with its attempt on `a` only"
+    );
+    assert_eq!(siblings[0].attempt.evidence["failover"]["to"], "b");
 }
 
 async fn a_tenant_never_reads_another_tenants_notification(backend: Backend) {

@@ -47,14 +47,18 @@ enum Inner {
     /// Failures in a row so far.
     Closed(u32),
     Open(Instant),
-    /// One probe is out; until its answer nothing else is sent.
-    HalfOpen,
+    /// One probe is out; until its answer (or this deadline, should its task die without
+    /// one) nothing else is sent.
+    HalfOpen(Instant),
 }
 
 pub struct Circuit {
     route: String,
-    failures_to_open: u32,
+    /// `None`: the route never opens (set `circuit_failures = 0`, and every webhook route).
+    failures_to_open: Option<u32>,
     open_for: Duration,
+    /// How long a probe may take: the route's timeout, and a margin.
+    probe_for: Duration,
     inner: Mutex<Inner>,
 }
 
@@ -83,11 +87,17 @@ fn health(result: &SendResult) -> Health {
 }
 
 impl Circuit {
-    pub fn new(route: &str, failures_to_open: u32, open_for: Duration) -> Self {
+    pub fn new(
+        route: &str,
+        failures_to_open: Option<u32>,
+        open_for: Duration,
+        probe_for: Duration,
+    ) -> Self {
         let circuit = Circuit {
             route: route.to_owned(),
-            failures_to_open: failures_to_open.max(1),
+            failures_to_open: failures_to_open.filter(|n| *n > 0),
             open_for,
+            probe_for,
             inner: Mutex::new(Inner::Closed(0)),
         };
         circuit.publish(CircuitState::Closed);
@@ -104,8 +114,7 @@ impl Circuit {
     pub fn blocks(&self, now: Instant) -> bool {
         match *self.lock() {
             Inner::Closed(_) => false,
-            Inner::Open(until) => now < until,
-            Inner::HalfOpen => true,
+            Inner::Open(until) | Inner::HalfOpen(until) => now < until,
         }
     }
 
@@ -117,13 +126,13 @@ impl Circuit {
         match *inner {
             Inner::Closed(_) => Ok(Admitted::Closed),
             Inner::Open(until) if now < until => Err(until - now),
-            Inner::Open(_) => {
-                *inner = Inner::HalfOpen;
+            Inner::HalfOpen(deadline) if now < deadline => Err(deadline - now),
+            // Its time passed, or its probe's did without an answer: this call probes.
+            Inner::Open(_) | Inner::HalfOpen(_) => {
+                *inner = Inner::HalfOpen(now + self.probe_for);
                 self.publish(CircuitState::HalfOpen);
                 Ok(Admitted::Probe)
             }
-            // The probe's answer is awaited; a route's timeout bounds the wait.
-            Inner::HalfOpen => Err(self.open_for),
         }
     }
 
@@ -132,7 +141,7 @@ impl Circuit {
     /// not come.
     pub fn abandon_probe(&self, now: Instant) {
         let mut inner = self.lock();
-        if matches!(*inner, Inner::HalfOpen) {
+        if matches!(*inner, Inner::HalfOpen(_)) {
             *inner = Inner::Open(now);
             self.publish(CircuitState::Open);
         }
@@ -141,16 +150,19 @@ impl Circuit {
     /// Counts an answer from the vendor (never herald's own refusals to call it).
     pub fn observe(&self, result: &SendResult, now: Instant) {
         let mut inner = self.lock();
+        let Some(failures_to_open) = self.failures_to_open else {
+            return;
+        };
         let next = match (&*inner, health(result)) {
             (_, Health::Working) => Inner::Closed(0),
-            (Inner::Closed(n), Health::Failing) if n + 1 >= self.failures_to_open => {
+            (Inner::Closed(n), Health::Failing) if n + 1 >= failures_to_open => {
                 Inner::Open(now + self.open_for)
             }
             (Inner::Closed(n), Health::Failing) => Inner::Closed(n + 1),
             (Inner::Closed(n), Health::Unclear) => Inner::Closed(*n),
             // A probe that did not prove the route works, or an answer that arrives while open
             // from a call admitted before it opened.
-            (Inner::HalfOpen, _) => Inner::Open(now + self.open_for),
+            (Inner::HalfOpen(_), _) => Inner::Open(now + self.open_for),
             (Inner::Open(until), _) => Inner::Open(*until),
         };
         let (before, after) = (state_of(&inner), state_of(&next));
@@ -173,7 +185,7 @@ fn state_of(inner: &Inner) -> CircuitState {
     match inner {
         Inner::Closed(_) => CircuitState::Closed,
         Inner::Open(_) => CircuitState::Open,
-        Inner::HalfOpen => CircuitState::HalfOpen,
+        Inner::HalfOpen(_) => CircuitState::HalfOpen,
     }
 }
 
@@ -181,6 +193,8 @@ fn state_of(inner: &Inner) -> CircuitState {
 mod tests {
     use super::*;
     use herald_provider::Evidence;
+
+    const PROBE: Duration = Duration::from_secs(12);
 
     fn unavailable() -> SendResult {
         SendResult::Rejected {
@@ -211,7 +225,7 @@ mod tests {
     #[test]
     fn failures_in_a_row_open_it_and_a_working_probe_closes_it() {
         let t0 = Instant::now();
-        let circuit = Circuit::new("primary", 3, Duration::from_secs(30));
+        let circuit = Circuit::new("primary", Some(3), Duration::from_secs(30), PROBE);
         circuit.observe(&unavailable(), t0);
         circuit.observe(&unavailable(), t0);
         assert_eq!(
@@ -225,7 +239,12 @@ mod tests {
         let later = t0 + Duration::from_secs(30);
         assert!(!circuit.blocks(later), "its time has passed");
         assert_eq!(circuit.admit(later), Ok(Admitted::Probe), "the probe goes");
-        assert!(circuit.admit(later).is_err(), "only one probe at a time");
+        assert_eq!(circuit.admit(later), Err(PROBE), "only one probe at a time");
+        assert_eq!(
+            circuit.admit(later + PROBE),
+            Ok(Admitted::Probe),
+            "a probe that never answered hands its turn on"
+        );
         circuit.abandon_probe(later);
         assert_eq!(
             circuit.admit(later),
@@ -243,7 +262,7 @@ mod tests {
     #[test]
     fn a_failed_probe_opens_it_again_and_a_working_answer_resets_the_count() {
         let t0 = Instant::now();
-        let circuit = Circuit::new("primary", 2, Duration::from_secs(10));
+        let circuit = Circuit::new("primary", Some(2), Duration::from_secs(10), PROBE);
         circuit.observe(&unavailable(), t0);
         circuit.observe(&bad_address(), t0);
         circuit.observe(&unavailable(), t0);
@@ -266,5 +285,15 @@ mod tests {
             Err(Duration::from_secs(10)),
             "a probe that proves nothing opens it again"
         );
+    }
+
+    #[test]
+    fn a_circuit_without_a_threshold_never_opens() {
+        let t0 = Instant::now();
+        let circuit = Circuit::new("hooks", None, Duration::from_secs(10), PROBE);
+        for _ in 0..100 {
+            circuit.observe(&unavailable(), t0);
+        }
+        assert_eq!(circuit.admit(t0), Ok(Admitted::Closed));
     }
 }

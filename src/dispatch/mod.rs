@@ -417,8 +417,10 @@ impl Worker {
         for attempt in 1..=RECORD_TRIES {
             match self.records.submit((claim.clone(), decision.clone())).await {
                 Ok(Recorded::Applied(n)) => {
+                    // The route whose attempts it settled: after a failover, not `n`'s.
                     if let Some(settlement) = &decision.settle {
-                        crate::telemetry::settled(&n.route, settlement.by, settlement.accepted);
+                        let route = &claim.notification.route;
+                        crate::telemetry::settled(route, settlement.by, settlement.accepted);
                     }
                     self.observe(claim, &decision, &n);
                     return;
@@ -548,6 +550,10 @@ pub enum RequeryRefused {
     NotUnknown(String),
     #[error("route `{0}` has no outcome query")]
     NoQuery(String),
+    #[error(
+        "no unsettled send is on route `{0}`: the unsettled one was on a route it failed over from, whose look-up cannot speak for it"
+    )]
+    NotHere(String),
     #[error("route `{0}` is not configured in this process")]
     NoRoute(String),
     #[error("the notification changed while it was requeried; read it again")]
@@ -575,6 +581,16 @@ pub async fn requery(
         .ok_or_else(|| RequeryRefused::NoRoute(n.route.clone()))?;
     if route.capabilities().query_visibility_lag.is_none() {
         return Err(RequeryRefused::NoQuery(n.route.clone()));
+    }
+    // The look-up speaks only of this route's sends; an ambiguity left on a route it failed
+    // over from is for a person to settle.
+    let here = |a: &&crate::domain::Attempt| {
+        a.route == n.route
+            && a.result == crate::domain::AttemptResult::Ambiguous
+            && a.settled_by.is_none()
+    };
+    if !detail.attempts.iter().any(|a| here(&a)) {
+        return Err(RequeryRefused::NotHere(n.route.clone()));
     }
     let message = message_of(n);
     let key = ProviderKey::new(n.provider_key());

@@ -350,10 +350,17 @@ fn decide_sent(
             permanent: true, ..
         } => {
             // A vendor that keeps idempotent answers would have replayed an acceptance: a
-            // rejection of the replay proves the first send was not taken either.
-            let settle = replay_settles(false);
+            // rejection of the replay proves the first send was not taken either. Not a refusal
+            // of the route itself (credentials, account): that vendor never looked at the key.
+            let route_refused = refuses_the_route(&result);
+            let settle = if route_refused {
+                None
+            } else {
+                replay_settles(false)
+            };
             let open = unsettled && settle.is_none();
-            let failover = (!open && refuses_the_route(&result))
+            let may_leave = !open || s.delivery == Delivery::AtLeastOnce;
+            let failover = (may_leave && route_refused)
                 .then(|| s.failover(because()))
                 .flatten();
             let next = match failover {
@@ -636,8 +643,9 @@ pub fn attribute(
             s.finish(State::Delivered, certainty),
         ))
     };
+    // An ambiguity left on a route it failed over from may be a delivery too.
     let once_or_more = |n: usize| {
-        if n == 1 {
+        if n == 1 && !s.unsettled_elsewhere() {
             Certainty::Known
         } else {
             Certainty::DuplicatePossible
@@ -1526,6 +1534,33 @@ mod tests {
             };
             assert_eq!(planned, expected, "{delivery:?}, window {window}");
         }
+        // A replay refused for the route's credentials: that vendor never looked at the key,
+        // so the first send's fate is as open as before.
+        let replayed = [attempt(1, Amb, false), attempt(2, F, false)];
+        let refused = SendResult::Rejected {
+            permanent: true,
+            retry_after: None,
+            evidence: Evidence::new("response", "invalid API key").with_status(401),
+        };
+        for (delivery, expected) in [
+            (Delivery::AtMostOnce, "unknown/unknown"),
+            (Delivery::AtLeastOnce, "failover to b"),
+        ] {
+            let c = caps(true, false);
+            let mut s = situation(delivery, &c, &replayed, T0 + Duration::from_secs(1));
+            s.fallback = Some("b");
+            let step = Step::Sent {
+                n: 2,
+                replay: true,
+                result: refused.clone(),
+            };
+            let d = decide(&s, step, 0.5);
+            assert!(
+                d.settle.is_none(),
+                "{delivery:?}: settled by a refused replay"
+            );
+            assert_eq!(summary(d.next), expected, "{delivery:?}");
+        }
         let c = caps(false, true);
         let mut s = situation(
             Delivery::AtMostOnce,
@@ -1590,5 +1625,25 @@ mod tests {
             summary(decide(&s, queried(found, s.now), 0.5).next),
             "delivered/duplicate_possible"
         );
+        // b's look-up finds one message that only b's send can own: r's may be another.
+        let mut on_fallback = attempt(2, Amb, false);
+        on_fallback.route = "b".into();
+        let history = [attempt(1, Amb, false), on_fallback];
+        let c = caps(false, true);
+        let mut s = situation(
+            Delivery::AtLeastOnce,
+            &c,
+            &history,
+            T0 + Duration::from_secs(60),
+        );
+        s.route = "b";
+        let evidence = Evidence::new("query", "look-alikes");
+        let refs = ["M1".to_owned()];
+        match attribute(&s, &refs, T0, &evidence, s.now, 0.5) {
+            Attribution::Decided(d) => {
+                assert_eq!(summary(d.next), "delivered/duplicate_possible");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 }

@@ -271,7 +271,15 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
                 name: name.clone(),
                 adapter,
                 fallback: route.fallback.clone(),
-                circuit: Circuit::new(name, route.circuit_failures, route.circuit_open),
+                circuit: Circuit::new(
+                    name,
+                    // A webhook route's sends go to many receivers: one receiver's failures
+                    // say nothing of the others'.
+                    Some(route.circuit_failures)
+                        .filter(|_| !matches!(route.provider, ProviderConfig::Webhook { .. })),
+                    route.circuit_open,
+                    route.timeout + Duration::from_secs(2),
+                ),
                 permits: Semaphore::new(route.concurrency),
                 concurrency: route.concurrency,
                 pending: Arc::default(),

@@ -330,8 +330,9 @@ pub trait Store: Send + Sync + 'static {
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>>;
 
-    /// The attempts of the claimed notification's look-alikes: other notifications on its route
-    /// to its recipient with the same provider request, created since `created_since`.
+    /// The attempts on the claimed notification's route of its look-alikes: other notifications
+    /// to its recipient, created since `created_since`, on that route with the same provider
+    /// request, or failed over from it with the same content.
     async fn look_alikes(
         &self,
         claim: &Claim,

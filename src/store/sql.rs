@@ -568,6 +568,14 @@ macro_rules! claimed_columns {
 }
 pub(super) use {claimed_columns, notification_columns};
 
+macro_rules! look_alike_columns {
+    () => {
+        "a.notification_id, n.created_at AS notification_created_at, a.n, a.route, \
+         a.provider_idempotency_key, a.started_at, a.finished_at, a.result, a.permanent, \
+         a.provider_ref, a.settled_by, a.evidence"
+    };
+}
+
 macro_rules! attempt_columns {
     () => {
         "n, route, provider_idempotency_key, started_at, finished_at, result, permanent, \
@@ -696,6 +704,23 @@ const ANNOTATE_UNSETTLED: &str = "UPDATE attempts SET evidence = json_patch(evid
      WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND route = $3";
 const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
      WHERE notification_id = $1 AND n = $2";
+
+/// Look-alike attempts on route `$1`: those of notifications still on it with the same request,
+/// and those of notifications that failed over from it with the same content (their request
+/// there is forgotten, but a message they left on its vendor may look like this one).
+const LOOK_ALIKES: &str = concat!(
+    "SELECT ",
+    look_alike_columns!(),
+    " FROM notifications n JOIN attempts a ON a.notification_id = n.id
+     WHERE n.route = $1 AND n.recipient = $2 AND n.id <> $3 AND n.created_at >= $4
+       AND n.provider_request = $5 AND a.route = $1
+     UNION ALL SELECT ",
+    look_alike_columns!(),
+    " FROM notifications n JOIN attempts a ON a.notification_id = n.id
+     WHERE n.failovers > 0 AND n.recipient = $2 AND n.id <> $3 AND n.created_at >= $4
+       AND n.route <> $1 AND n.content = $6 AND a.route = $1
+     ORDER BY notification_created_at, notification_id, n"
+);
 
 impl<D: Dialect> SqlStore<D> {
     async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<ClaimedRow> {
@@ -1250,19 +1275,14 @@ impl<D: Dialect> Store for SqlStore<D> {
             .read()
             .await?
             .fetch_all(
-                "SELECT a.notification_id, n.created_at AS notification_created_at,
-                        a.n, a.route, a.provider_idempotency_key, a.started_at, a.finished_at,
-                        a.result, a.permanent, a.provider_ref, a.settled_by, a.evidence
-                 FROM notifications n JOIN attempts a ON a.notification_id = n.id
-                 WHERE n.route = $1 AND n.recipient = $2 AND n.id <> $3 AND n.created_at >= $4
-                   AND n.provider_request = $5
-                 ORDER BY n.created_at, a.notification_id, a.n",
+                LOOK_ALIKES,
                 vec![
                     Arg::from(&n.route),
                     Arg::from(&n.to),
                     Arg::from(n.id),
                     Arg::from(created_since),
                     Arg::json(request),
+                    Arg::json(&n.content),
                 ],
             )
             .await?;

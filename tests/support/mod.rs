@@ -513,7 +513,6 @@ impl TestApp {
     }
 }
 
-/// A notification body that passes validation.
 /// Steps a dispatcher until nothing is left to do within 15 s (see [`Dispatcher::drain`]).
 pub async fn drain(dispatcher: &Dispatcher) {
     dispatcher
@@ -522,6 +521,7 @@ pub async fn drain(dispatcher: &Dispatcher) {
         .expect("dispatch runs");
 }
 
+/// A notification body that passes validation.
 pub fn email(to: &str) -> Value {
     json!({
         "channel": "email",
