@@ -594,6 +594,19 @@ fn default_idempotency_window_seconds() -> u64 {
 }
 
 impl ProviderConfig {
+    /// The `provider = "…"` that chose it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderConfig::Sandbox { .. } => "sandbox",
+            ProviderConfig::Webhook { .. } => "webhook",
+            ProviderConfig::Resend { .. } => "resend",
+            ProviderConfig::Smtp { .. } => "smtp",
+            ProviderConfig::Mailjet { .. } => "mailjet",
+            ProviderConfig::Onesignal { .. } => "onesignal",
+            ProviderConfig::Twilio { .. } => "twilio",
+        }
+    }
+
     pub fn channels(&self) -> Vec<Channel> {
         match self {
             ProviderConfig::Sandbox { .. } => Channel::ALL.to_vec(),

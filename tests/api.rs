@@ -9,7 +9,7 @@ use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use support::{ACME, ACME_READER, Backend, GLOBEX, email, problem, spawn_app};
+use support::{ACME, ACME_READER, Backend, GLOBEX, email, problem, spawn_app, spawn_app_with};
 
 on_both_backends!(
     the_same_key_and_body_replay_the_original_answer,
@@ -32,6 +32,65 @@ on_both_backends!(
 
 /// The OpenAPI document promises what herald answers: every status with its problem type,
 /// every header, one notification shape, a server entry, and descriptions in plain prose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_are_listed_with_what_they_declare_to_the_tenants_that_may_use_them() {
+    let Some(app) = spawn_app_with(
+        Backend::Sqlite,
+        "[dispatch]\nenabled = false\n\
+         [routes.shared]\nprovider = \"sandbox\"\nprofile = \"queryable\"\n\
+         visibility_lag_ms = 1500\nrate_limit_per_second = 5\nburst = 2\nfallback = \"spare\"\n\
+         [routes.spare]\nprovider = \"sandbox\"\nprofile = \"idempotent\"\n\
+         [routes.globex-only]\nprovider = \"sandbox\"\ntenants = [\"globex\"]\n\
+         [channels]\nemail = \"shared\"\nsms = \"shared\"\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let names = |body: &Value| -> Vec<String> {
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let acme: Value = app
+        .get(ACME_READER, "/v1/routes")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&acme),
+        ["shared", "spare"],
+        "not another tenant's route"
+    );
+    let globex: Value = app.get(GLOBEX, "/v1/routes").await.json().await.unwrap();
+    assert_eq!(names(&globex), ["globex-only", "shared", "spare"]);
+    let shared = &acme["data"][0];
+    assert_eq!(shared["provider"], "sandbox");
+    assert_eq!(shared["default_for"], json!(["email", "sms"]));
+    assert_eq!(shared["delivery"], "at_most_once");
+    assert_eq!(shared["fallback"], "spare");
+    assert_eq!(
+        shared["capabilities"],
+        json!({"idempotency_window_seconds": null, "outcome_query": true,
+               "visibility_lag_ms": 1500, "max_payload_bytes": 1_048_576, "tags": true}),
+        "{shared}"
+    );
+    assert_eq!(
+        shared["pace"],
+        json!({"rate_limit_per_second": 5.0, "burst": 2, "paused_for_ms": 0})
+    );
+    assert_eq!(shared["circuit"]["state"], "closed");
+    let spare = &acme["data"][1];
+    assert_eq!(spare["capabilities"]["idempotency_window_seconds"], 86_400);
+    assert_eq!(spare["capabilities"]["outcome_query"], false);
+    assert_eq!(spare["default_for"], json!([]));
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_types_every_answer_and_header() {
     let Some(app) = spawn_app(Backend::Sqlite).await else {

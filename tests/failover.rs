@@ -323,6 +323,17 @@ async fn the_circuit_opens_keeps_new_work_off_the_primary_and_a_probe_closes_it(
     }
     rig.drain().await;
     assert_eq!(rig.circuit("open").await, "1", "two failures in a row");
+    let routes: Value = rig.app.get(ACME, "/v1/routes").await.json().await.unwrap();
+    assert_eq!(routes["data"][1]["name"], "primary", "{routes}");
+    let primary = &routes["data"][1];
+    assert_eq!(primary["fallback"], "backup");
+    assert_eq!(primary["default_for"], json!(["email"]));
+    assert_eq!(
+        primary["circuit"],
+        json!({"state": "open", "failures_to_open": 2, "open_seconds": 3})
+    );
+    assert_eq!(primary["capabilities"]["outcome_query"], false);
+    assert_eq!(routes["data"][0]["circuit"]["state"], "closed", "{routes}");
 
     let mut skipped = Vec::new();
     for i in 0..3 {

@@ -392,15 +392,27 @@ webhook = "webhook"
         heard.contains(&auth_plain),
         "the SMTP password went out as AUTH PLAIN: {heard:?}"
     );
-    for path in ["/v1/notifications", "/metrics", "/readyz", "/openapi.json"] {
+    for path in [
+        "/v1/notifications",
+        "/v1/routes",
+        "/metrics",
+        "/readyz",
+        "/openapi.json",
+    ] {
         let response = http
             .get(format!("{}{path}", herald.base))
             .bearer_auth(&api_token)
             .send()
             .await
             .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
         answers.push(response.text().await.unwrap());
     }
+    let routes: Value = serde_json::from_str(&answers[answers.len() - 4]).unwrap();
+    assert!(
+        routes["data"].as_array().unwrap().len() >= 4,
+        "every vendor's route is listed, so its answer was searched: {routes}"
+    );
     let wrong = http
         .get(format!("{}/v1/notifications", herald.base))
         .bearer_auth(format!("{CANARY}-wrong"))

@@ -13,6 +13,7 @@ mod notifications;
 mod ops;
 mod problem;
 mod review;
+mod routes;
 
 use std::sync::Arc;
 
@@ -58,6 +59,7 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
     Router::new()
         .merge(notifications::routes())
         .merge(review::routes())
+        .merge(routes::routes())
         .merge(console::routes())
         .merge(events::routes())
         .merge(ops::routes())

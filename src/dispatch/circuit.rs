@@ -110,6 +110,11 @@ impl Circuit {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Its state now, and what opens it: failures in a row (`None`: never) and for how long.
+    pub fn status(&self) -> (CircuitState, Option<u32>, Duration) {
+        (state_of(&self.lock()), self.failures_to_open, self.open_for)
+    }
+
     /// Whether the route is not to be called at `now`, without taking the probe.
     pub fn blocks(&self, now: Instant) -> bool {
         match *self.lock() {

@@ -21,6 +21,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use circuit::CircuitState;
 pub use routes::{Route, Routes, build_routes, check_route};
 
 use crate::config::DispatchConfig;

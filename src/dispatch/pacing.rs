@@ -35,6 +35,20 @@ impl Pace {
         }
     }
 
+    /// Calls per second and burst, if the route has a limit of its own.
+    pub fn limit(&self) -> Option<(f64, u32)> {
+        self.rate
+            .map(|(per_second, burst)| (per_second, burst as u32))
+    }
+
+    /// How much longer a vendor's "slow down" holds the route.
+    pub fn paused_for(&self, now: Instant) -> Duration {
+        let state = self.state.lock().expect("pace lock");
+        state
+            .paused_until
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now))
+    }
+
     /// How long until a send could start: zero when one can start now.
     pub fn wait(&self, now: Instant) -> Duration {
         let mut state = self.state.lock().expect("pace lock");

@@ -21,7 +21,7 @@ use herald_twilio::{TwilioAdapter, TwilioRoute};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
-use super::circuit::{Admitted, Circuit};
+use super::circuit::{Admitted, Circuit, CircuitState};
 use super::pacing::Pace;
 use super::policy::Limits;
 use crate::config::{Config, ProviderConfig, RouteConfig};
@@ -29,6 +29,8 @@ use crate::domain::AttemptResult;
 
 pub struct Route {
     name: String,
+    /// The `provider = "…"` of its configuration.
+    provider: &'static str,
     adapter: Arc<dyn Adapter>,
     /// Where its notifications go when it is known not to have taken them.
     fallback: Option<String>,
@@ -59,6 +61,24 @@ impl Route {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn provider(&self) -> &'static str {
+        self.provider
+    }
+
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Calls per second and burst of its own limit, and how much longer a vendor's "slow down"
+    /// pauses it.
+    pub fn pace(&self, now: Instant) -> (Option<(f64, u32)>, Duration) {
+        (self.pace.limit(), self.pace.paused_for(now))
+    }
+
+    pub fn circuit(&self) -> (CircuitState, Option<u32>, Duration) {
+        self.circuit.status()
     }
 
     pub fn fallback(&self) -> Option<&str> {
@@ -233,6 +253,10 @@ impl Routes {
         self.0.keys().cloned().collect()
     }
 
+    pub fn all(&self) -> impl Iterator<Item = &Route> {
+        self.0.values()
+    }
+
     pub fn count(&self) -> usize {
         self.0.len()
     }
@@ -269,6 +293,7 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
             name.clone(),
             Route {
                 name: name.clone(),
+                provider: route.provider.name(),
                 adapter,
                 fallback: route.fallback.clone(),
                 circuit: Circuit::new(

@@ -37,6 +37,18 @@ impl Routing {
         self.routes.get(name)
     }
 
+    /// The channels `route` is the default route of.
+    pub fn default_for(&self, route: &str) -> Vec<Channel> {
+        let mut channels: Vec<Channel> = self
+            .defaults
+            .iter()
+            .filter(|(_, r)| *r == route)
+            .map(|(c, _)| *c)
+            .collect();
+        channels.sort_by_key(|c| c.as_str());
+        channels
+    }
+
     /// The route for `channel`: the one asked for, or the channel's default.
     pub fn choose(
         &self,
