@@ -938,7 +938,7 @@ impl Config {
             let unlisted: Vec<&str> = route
                 .allowed_from
                 .iter()
-                .filter(|sender| !target.allowed_from.contains(sender))
+                .filter(|sender| !crate::domain::grants_sender(&target.allowed_from, sender))
                 .map(String::as_str)
                 .collect();
             if !unlisted.is_empty() {
@@ -1493,7 +1493,8 @@ mod tests {
     fn a_fallback_is_a_route_that_carries_the_same_channels_without_a_loop() {
         let config = load(
             "[routes.a]\nprovider = \"sandbox\"\nfallback = \"b\"\ncircuit_failures = 2\n\
-             circuit_open_seconds = 9\n[routes.b]\nprovider = \"sandbox\"\n",
+             circuit_open_seconds = 9\nallowed_from = [\"Billing@Acme.example\"]\n\
+             [routes.b]\nprovider = \"sandbox\"\nallowed_from = [\"@acme.example\"]\n",
             &[],
         )
         .unwrap();

@@ -30,8 +30,6 @@ on_both_backends!(
     operations_endpoints_answer,
 );
 
-/// The OpenAPI document promises what herald answers: every status with its problem type,
-/// every header, one notification shape, a server entry, and descriptions in plain prose.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_are_listed_with_what_they_declare_to_the_tenants_that_may_use_them() {
     let Some(app) = spawn_app_with(
@@ -91,6 +89,8 @@ async fn routes_are_listed_with_what_they_declare_to_the_tenants_that_may_use_th
     app.stop().await;
 }
 
+/// The OpenAPI document promises what herald answers: every status with its problem type,
+/// every header, one notification shape, a server entry, and descriptions in plain prose.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_types_every_answer_and_header() {
     let Some(app) = spawn_app(Backend::Sqlite).await else {

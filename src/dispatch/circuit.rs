@@ -34,14 +34,6 @@ impl CircuitState {
     }
 }
 
-/// How a call got through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admitted {
-    Closed,
-    /// The one call that tests an open circuit whose time has passed.
-    Probe,
-}
-
 #[derive(Debug)]
 enum Inner {
     /// Failures in a row so far.
@@ -115,40 +107,29 @@ impl Circuit {
         (state_of(&self.lock()), self.failures_to_open, self.open_for)
     }
 
-    /// Whether the route is not to be called at `now`, without taking the probe.
-    pub fn blocks(&self, now: Instant) -> bool {
+    /// How much longer the route rests at `now` (open, or its probe out), without taking the
+    /// probe; `None` when it may be called.
+    pub fn resting(&self, now: Instant) -> Option<Duration> {
         match *self.lock() {
-            Inner::Closed(_) => false,
-            Inner::Open(until) | Inner::HalfOpen(until) => now < until,
+            Inner::Closed(_) => None,
+            Inner::Open(until) | Inner::HalfOpen(until) => (now < until).then(|| until - now),
         }
     }
 
-    /// May the route be called now? An open circuit whose time has passed lets this call
-    /// through as its probe (`Ok(Admitted::Probe)`). `Err` is how long until it may be asked
-    /// again.
-    pub fn admit(&self, now: Instant) -> Result<Admitted, Duration> {
+    /// May the route be called now? An open circuit whose time has passed (or whose probe's
+    /// did, without an answer) lets this call through as its probe. Taken right before the
+    /// call, so that the probe's deadline covers the call alone. `Err` is how long until it may
+    /// be asked again.
+    pub fn admit(&self, now: Instant) -> Result<(), Duration> {
         let mut inner = self.lock();
         match *inner {
-            Inner::Closed(_) => Ok(Admitted::Closed),
-            Inner::Open(until) if now < until => Err(until - now),
-            Inner::HalfOpen(deadline) if now < deadline => Err(deadline - now),
-            // Its time passed, or its probe's did without an answer: this call probes.
+            Inner::Closed(_) => Ok(()),
+            Inner::Open(until) | Inner::HalfOpen(until) if now < until => Err(until - now),
             Inner::Open(_) | Inner::HalfOpen(_) => {
                 *inner = Inner::HalfOpen(now + self.probe_for);
                 self.publish(CircuitState::HalfOpen);
-                Ok(Admitted::Probe)
+                Ok(())
             }
-        }
-    }
-
-    /// The probe was admitted but never called the vendor (herald's own pace held it back):
-    /// the next call probes instead, rather than the circuit waiting for an answer that will
-    /// not come.
-    pub fn abandon_probe(&self, now: Instant) {
-        let mut inner = self.lock();
-        if matches!(*inner, Inner::HalfOpen(_)) {
-            *inner = Inner::Open(now);
-            self.publish(CircuitState::Open);
         }
     }
 
@@ -233,35 +214,25 @@ mod tests {
         let circuit = Circuit::new("primary", Some(3), Duration::from_secs(30), PROBE);
         circuit.observe(&unavailable(), t0);
         circuit.observe(&unavailable(), t0);
-        assert_eq!(
-            circuit.admit(t0),
-            Ok(Admitted::Closed),
-            "two of three failures"
-        );
+        assert_eq!(circuit.admit(t0), Ok(()), "two of three failures");
         circuit.observe(&unavailable(), t0);
         assert_eq!(circuit.admit(t0), Err(Duration::from_secs(30)), "open");
-        assert!(circuit.blocks(t0 + Duration::from_secs(29)));
+        assert_eq!(
+            circuit.resting(t0 + Duration::from_secs(29)),
+            Some(Duration::from_secs(1))
+        );
         let later = t0 + Duration::from_secs(30);
-        assert!(!circuit.blocks(later), "its time has passed");
-        assert_eq!(circuit.admit(later), Ok(Admitted::Probe), "the probe goes");
+        assert_eq!(circuit.resting(later), None, "its time has passed");
+        assert_eq!(circuit.admit(later), Ok(()), "the probe goes");
         assert_eq!(circuit.admit(later), Err(PROBE), "only one probe at a time");
         assert_eq!(
             circuit.admit(later + PROBE),
-            Ok(Admitted::Probe),
+            Ok(()),
             "a probe that never answered hands its turn on"
         );
-        circuit.abandon_probe(later);
-        assert_eq!(
-            circuit.admit(later),
-            Ok(Admitted::Probe),
-            "a probe that never called hands its turn on"
-        );
-        circuit.observe(&accepted(), later);
-        assert_eq!(
-            circuit.admit(later),
-            Ok(Admitted::Closed),
-            "closed by the probe"
-        );
+        circuit.observe(&accepted(), later + PROBE);
+        assert_eq!(circuit.resting(later + PROBE), None, "closed by the probe");
+        assert_eq!(circuit.status().0, CircuitState::Closed);
     }
 
     #[test]
@@ -273,12 +244,12 @@ mod tests {
         circuit.observe(&unavailable(), t0);
         assert_eq!(
             circuit.admit(t0),
-            Ok(Admitted::Closed),
+            Ok(()),
             "a refused address proves the vendor works"
         );
         circuit.observe(&unavailable(), t0);
         let probe_at = t0 + Duration::from_secs(10);
-        assert_eq!(circuit.admit(probe_at), Ok(Admitted::Probe));
+        assert_eq!(circuit.admit(probe_at), Ok(()));
         circuit.observe(
             &SendResult::Ambiguous {
                 evidence: Evidence::new("awaiting_response", "timed out"),
@@ -299,6 +270,6 @@ mod tests {
         for _ in 0..100 {
             circuit.observe(&unavailable(), t0);
         }
-        assert_eq!(circuit.admit(t0), Ok(Admitted::Closed));
+        assert_eq!(circuit.admit(t0), Ok(()));
     }
 }

@@ -552,7 +552,7 @@ pub enum RequeryRefused {
     #[error("route `{0}` has no outcome query")]
     NoQuery(String),
     #[error(
-        "no unsettled send is on route `{0}`: the unsettled one was on a route it failed over from, whose look-up cannot speak for it"
+        "nothing sent on route `{0}` is unsettled for its look-up to settle; an unsettled send on a route it failed over from is for a person to settle"
     )]
     NotHere(String),
     #[error("route `{0}` is not configured in this process")]

@@ -21,7 +21,7 @@ use herald_twilio::{TwilioAdapter, TwilioRoute};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
-use super::circuit::{Admitted, Circuit, CircuitState};
+use super::circuit::{Circuit, CircuitState};
 use super::pacing::Pace;
 use super::policy::Limits;
 use crate::config::{Config, ProviderConfig, RouteConfig};
@@ -56,7 +56,7 @@ impl Route {
     pub fn saturated(&self, now: Instant) -> bool {
         self.pending.load(Ordering::Relaxed) >= self.concurrency
             || !self.pace.wait(now).is_zero()
-            || (self.fallback.is_none() && self.circuit.blocks(now))
+            || (self.fallback.is_none() && self.circuit.resting(now).is_some())
     }
 
     pub fn name(&self) -> &str {
@@ -110,45 +110,28 @@ impl Route {
             Ok(request) => request,
             Err(evidence) => return SendResult::refused(evidence.clone()),
         };
-        let admitted = match route.circuit.admit(Instant::now()) {
-            Ok(admitted) => admitted,
-            Err(wait) => {
-                // Not sent either: the route's recent sends failed, and it rests until its probe.
-                metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => AttemptResult::Rejected.as_str(), "reason" => "circuit_open").increment(1);
-                return SendResult::Rejected {
-                    permanent: false,
-                    retry_after: Some(wait),
-                    evidence: Evidence::new(
-                        "circuit_open",
-                        format!(
-                            "not sent: the route's circuit is open after failures in a row, for {} ms more",
-                            wait.as_millis()
-                        ),
-                    ),
-                };
-            }
-        };
+        // A resting route is refused before it waits for a permit or its pace: its work goes
+        // to the fallback at once.
+        if let Some(wait) = route.circuit.resting(Instant::now()) {
+            return route.circuit_open(wait);
+        }
         let _permit = route
             .permits
             .acquire()
             .await
             .expect("route semaphores are never closed");
         if let Err(wait) = route.pace.take(PACE_PATIENCE).await {
-            if admitted == Admitted::Probe {
-                route.circuit.abandon_probe(Instant::now());
-            }
-            // Not sent: a rejection that herald itself can prove, due again after the wait.
-            return SendResult::Rejected {
-                permanent: false,
-                retry_after: Some(wait),
-                evidence: Evidence::new(
-                    "paced",
-                    format!(
-                        "not sent: the route is paused or at its rate limit for {} ms more",
-                        wait.as_millis()
-                    ),
+            return route.not_called(
+                "paced",
+                format!(
+                    "not sent: the route is paused or at its rate limit for {} ms more",
+                    wait.as_millis()
                 ),
-            };
+                wait,
+            );
+        }
+        if let Err(wait) = route.circuit.admit(Instant::now()) {
+            return route.circuit_open(wait);
         }
         let started = Instant::now();
         let result = match tokio::time::timeout(
@@ -196,6 +179,29 @@ impl Route {
             route.pace.pause_until(std::time::Instant::now() + *wait);
         }
         result
+    }
+
+    /// Not sent: the route's recent sends failed, and it rests until its probe.
+    fn circuit_open(&self, wait: Duration) -> SendResult {
+        self.not_called(
+            "circuit_open",
+            format!(
+                "not sent: the route's circuit is open after failures in a row, for {} ms more",
+                wait.as_millis()
+            ),
+            wait,
+        )
+    }
+
+    /// herald held the send back itself (its `stage` is also the attempt's metric reason): a
+    /// rejection it can prove, due again after `wait`.
+    fn not_called(&self, stage: &'static str, detail: String, wait: Duration) -> SendResult {
+        metrics::counter!("herald_attempts_total", "route" => self.name.clone(), "result" => AttemptResult::Rejected.as_str(), "reason" => stage).increment(1);
+        SendResult::Rejected {
+            permanent: false,
+            retry_after: Some(wait),
+            evidence: Evidence::new(stage, detail),
+        }
     }
 
     /// The route's outcome query about the stored request.

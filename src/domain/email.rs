@@ -132,6 +132,20 @@ fn mailbox(field: &str, s: &str) -> Result<(String, String), FieldError> {
     Ok((format!("{name} <{address}>"), address))
 }
 
+/// Whether an `allowed_from` list covers `sender`, an address or an `@domain` (which only the
+/// same `@domain` covers), ignoring case.
+pub fn grants_sender(allowed: &[String], sender: &str) -> bool {
+    let sender = sender.to_ascii_lowercase();
+    let domain = sender.rsplit_once('@').map_or("", |(_, d)| d);
+    allowed.iter().any(|entry| {
+        let entry = entry.to_ascii_lowercase();
+        match entry.strip_prefix('@') {
+            Some(allowed_domain) => allowed_domain == domain,
+            None => entry == sender,
+        }
+    })
+}
+
 /// A sender is the route's to grant: an exact address, or any address at an `@domain`.
 fn allowed_sender(address: &str, route: &str, allowed: &[String]) -> Result<(), FieldError> {
     if allowed.is_empty() {
@@ -143,16 +157,7 @@ fn allowed_sender(address: &str, route: &str, allowed: &[String]) -> Result<(), 
             ),
         ));
     }
-    let address = address.to_ascii_lowercase();
-    let domain = address.rsplit_once('@').map_or("", |(_, d)| d);
-    let granted = allowed.iter().any(|entry| {
-        let entry = entry.to_ascii_lowercase();
-        match entry.strip_prefix('@') {
-            Some(allowed_domain) => allowed_domain == domain,
-            None => entry == address,
-        }
-    });
-    if granted {
+    if grants_sender(allowed, address) {
         Ok(())
     } else {
         Err(FieldError::new(

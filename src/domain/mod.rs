@@ -11,6 +11,7 @@ mod transition;
 mod values;
 
 pub use cloudevent::CloudEvent;
+pub use email::grants_sender;
 pub use herald_provider::Channel;
 pub use notification::{
     Attempt, CHANNEL_SCHEMA, Content, Notification, NotificationRequest, Resolution, Sibling,
