@@ -56,12 +56,8 @@ struct Rig {
     backup: Vendor,
 }
 
-async fn rig(
-    backend: Backend,
-    primary: (Profile, &str),
-    circuit: &str,
-    delivery: &str,
-) -> Option<Rig> {
+/// The routes keep the default policy, `at_most_once`; a notification may ask for another.
+async fn rig(backend: Backend, primary: (Profile, &str), circuit: &str) -> Option<Rig> {
     support::install_crypto();
     let (primary_vendor, backup) = (
         Vendor::start(primary.0, primary.1).await,
@@ -79,7 +75,6 @@ provider = "sandbox"
 base_url = "{primary_url}"
 profile = "{profile}"
 timeout_seconds = 1
-delivery = "{delivery}"
 fallback = "backup"
 {circuit}
 
@@ -164,7 +159,6 @@ async fn a_primary_that_refuses_before_processing_hands_everything_to_its_fallba
         backend,
         (Profile::Plain, "unavailable_before_processing:1"),
         NO_CIRCUIT,
-        "at_most_once",
     )
     .await
     else {
@@ -236,7 +230,6 @@ async fn an_idempotent_primary_settles_a_dropped_answer_by_replay_without_failin
         backend,
         (Profile::Idempotent, "accept_then_drop:nth=1"),
         NO_CIRCUIT,
-        "at_most_once",
     )
     .await
     else {
@@ -255,14 +248,7 @@ async fn an_idempotent_primary_settles_a_dropped_answer_by_replay_without_failin
 }
 
 async fn an_ambiguous_plain_primary_fails_over_only_under_at_least_once(backend: Backend) {
-    let Some(rig) = rig(
-        backend,
-        (Profile::Plain, "accept_then_drop:1"),
-        NO_CIRCUIT,
-        "at_most_once",
-    )
-    .await
-    else {
+    let Some(rig) = rig(backend, (Profile::Plain, "accept_then_drop:1"), NO_CIRCUIT).await else {
         return;
     };
     let at_most_once = rig.enqueue("at-most-once", None).await;
@@ -311,7 +297,6 @@ async fn the_circuit_opens_keeps_new_work_off_the_primary_and_a_probe_closes_it(
         backend,
         (Profile::Plain, "unavailable_before_processing:1"),
         "circuit_failures = 2\ncircuit_open_seconds = 3",
-        "at_most_once",
     )
     .await
     else {

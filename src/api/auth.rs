@@ -53,15 +53,18 @@ impl Principal {
         self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
     }
 
-    /// Whether it may send through `route`: its token names the route (or all), and the route
-    /// does not keep to other tenants.
+    /// Whether its tenant may use a route: the route does not keep to other tenants.
+    pub fn tenant_may_use(&self, info: &crate::domain::RouteInfo) -> bool {
+        info.tenants
+            .as_ref()
+            .is_none_or(|t| t.contains(&self.tenant))
+    }
+
+    /// Whether it may send through `route`: its token names the route (or all), and its tenant
+    /// may use it.
     pub fn may_use(&self, route: &str, info: &crate::domain::RouteInfo) -> Result<(), Problem> {
         let granted = self.routes.as_ref().is_none_or(|r| r.contains(route));
-        let tenant_ok = info
-            .tenants
-            .as_ref()
-            .is_none_or(|t| t.contains(&self.tenant));
-        if granted && tenant_ok {
+        if granted && self.tenant_may_use(info) {
             Ok(())
         } else {
             Err(Problem::new(

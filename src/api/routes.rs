@@ -91,23 +91,19 @@ pub async fn list(
         .all()
         .filter_map(|route| {
             let info = state.routing.info(route.name())?;
-            let visible = info
-                .tenants
-                .as_ref()
-                .is_none_or(|t| t.contains(&principal.tenant));
-            visible.then(|| {
+            principal.tenant_may_use(info).then(|| {
                 let capabilities = route.capabilities();
                 let limits = route.limits();
                 let (limit, paused) = route.pace(now);
                 let (circuit, failures_to_open, open_for) = route.circuit();
-                let names = |channels: Vec<crate::domain::Channel>| {
+                let names = |channels: &[crate::domain::Channel]| {
                     channels.iter().map(|c| c.as_str().to_owned()).collect()
                 };
                 RouteBody {
                     name: route.name().to_owned(),
                     provider: route.provider().to_owned(),
-                    channels: names(info.channels.clone()),
-                    default_for: names(state.routing.default_for(route.name())),
+                    channels: names(&info.channels),
+                    default_for: names(&state.routing.default_for(route.name())),
                     delivery: info.delivery.as_str().to_owned(),
                     capabilities: CapabilitiesBody {
                         idempotency_window_seconds: capabilities

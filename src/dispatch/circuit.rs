@@ -87,7 +87,7 @@ impl Circuit {
     ) -> Self {
         let circuit = Circuit {
             route: route.to_owned(),
-            failures_to_open: failures_to_open.filter(|n| *n > 0),
+            failures_to_open,
             open_for,
             probe_for,
             inner: Mutex::new(Inner::Closed(0)),

@@ -585,12 +585,12 @@ pub async fn requery(
     }
     // The look-up speaks only of this route's sends; an ambiguity left on a route it failed
     // over from is for a person to settle.
-    let here = |a: &&crate::domain::Attempt| {
+    let unsettled_here = detail.attempts.iter().any(|a| {
         a.route == n.route
             && a.result == crate::domain::AttemptResult::Ambiguous
             && a.settled_by.is_none()
-    };
-    if !detail.attempts.iter().any(|a| here(&a)) {
+    });
+    if !unsettled_here {
         return Err(RequeryRefused::NotHere(n.route.clone()));
     }
     let message = message_of(n);

@@ -304,10 +304,11 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
                 fallback: route.fallback.clone(),
                 circuit: Circuit::new(
                     name,
-                    // A webhook route's sends go to many receivers: one receiver's failures
-                    // say nothing of the others'.
-                    Some(route.circuit_failures)
-                        .filter(|_| !matches!(route.provider, ProviderConfig::Webhook { .. })),
+                    // 0 turns it off; a webhook route's sends go to many receivers, and one
+                    // receiver's failures say nothing of the others'.
+                    Some(route.circuit_failures).filter(|n| {
+                        *n > 0 && !matches!(route.provider, ProviderConfig::Webhook { .. })
+                    }),
                     route.circuit_open,
                     route.timeout + Duration::from_secs(2),
                 ),

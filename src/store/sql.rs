@@ -862,10 +862,13 @@ impl<D: Dialect> SqlStore<D> {
             .await?;
         }
         // The timeline shows the switch on the attempt that caused it.
-        let last = (decision.attempt.as_ref().map(|a| a.n)).or(claim.attempts.last().map(|a| a.n));
+        let caused_by = match &decision.attempt {
+            Some(outcome) => Some(outcome.n),
+            None => claim.attempts.last().map(|a| a.n),
+        };
         if let (Some(record), Some(n)) = (
             decision.failover_evidence(&claim.notification.route, now),
-            last,
+            caused_by,
         ) {
             tx.execute(
                 ANNOTATE_ATTEMPT,
