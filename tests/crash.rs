@@ -510,12 +510,20 @@ retry_max_seconds = 2
 [routes.vendor]
 timeout_seconds = 1
 max_attempts = 25
-{}
+{}{}
 {}
 [channels]
 {}
 "#,
         running.route(),
+        // The invariants hold with or without a circuit breaker; only the chain runs one (the
+        // default, 5 failures in a row, opens now and then under these fault rates and leaves
+        // a route without a fallback idle for 30 s, which the settling time was not made for).
+        if vendor == Vendor::Chain {
+            ""
+        } else {
+            "circuit_failures = 0\n"
+        },
         running.other_routes(),
         ["email", "sms"]
             .iter()
@@ -587,6 +595,10 @@ max_attempts = 25
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Reported as such: what finishes after this point is read below with events from before.
+    let unfinished = db
+        .scalar("SELECT count(*) FROM notifications WHERE state IN ('queued', 'sending')")
+        .await;
 
     let ledger = running.ledger().await;
     let events = events_by_notification(&db).await;
@@ -625,6 +637,12 @@ max_attempts = 25
         .sum::<usize>();
 
     let mut violations = Vec::new();
+    if unfinished > 0 {
+        violations.push(format!(
+            "I1: {unfinished} notification(s) still queued or sending {} s after the last kill",
+            SETTLING.as_secs()
+        ));
+    }
     let grouped = vendor == Vendor::TwilioLookAlikes;
     for s in &seen {
         let mut wrong = check_notification(vendor, s, grouped);
