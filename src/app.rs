@@ -36,8 +36,6 @@ pub struct App {
     retention: crate::retention::Settings,
     /// Consumes upstream events from NATS (`[inbox.nats]`).
     nats_inbox: Option<NatsInbox>,
-    /// Built-in sandbox vendors of routes without a `base_url`; they live as long as the app.
-    _sandboxes: Vec<herald_sandbox::SandboxHandle>,
     /// The development token, when no token is configured and `HERALD_DEV_TOKEN` is not set:
     /// `serve` prints it once.
     pub generated_dev_token: Option<SecretString>,
@@ -58,14 +56,14 @@ impl App {
             .map_err(|e| anyhow::anyhow!("config: {e}"))?;
         // Installed before anything records: each route's circuit publishes its state at once.
         let metrics = telemetry::metrics_handle();
-        let (routes, sandboxes) = dispatch::build_routes(&config).await?;
+        let routes = dispatch::build_routes(&config).await?;
         let routing = Routing::new(
             config
                 .routes
                 .iter()
                 .map(|(name, route)| {
                     let info = RouteInfo {
-                        channels: route.provider.channels(),
+                        channels: route.provider.settings().channels().to_vec(),
                         delivery: route.delivery,
                         tenants: route.tenants.clone(),
                         allowed_from: route.allowed_from.clone(),
@@ -139,7 +137,6 @@ impl App {
             relay,
             retention: crate::retention::Settings::from(&config.retention),
             nats_inbox,
-            _sandboxes: sandboxes,
             generated_dev_token,
         })
     }

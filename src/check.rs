@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{Config, ConfigProblems, SecretSource, SinkConfig};
+use crate::config::{Config, ConfigProblems, SinkConfig};
 
 /// How long `--connect` waits for each host.
 const REACH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -18,8 +18,11 @@ pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems>
     // Parts whose secrets are missing are not built: their one problem is already named.
     let mut unresolved = Vec::new();
     for (key, source) in config.secrets() {
-        // A literal cannot be missing, and resolving it here would repeat its warning.
-        if matches!(source, SecretSource::Literal(_)) {
+        // A literal cannot be missing; this check, run by `serve` too, is where it is warned of.
+        if source.is_literal() {
+            tracing::warn!(
+                "{key} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development"
+            );
             continue;
         }
         if let Err(err) = source.resolve(&key) {
@@ -44,11 +47,12 @@ pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems>
             continue;
         }
         if let Err(err) = crate::dispatch::check_route(name, route, connect).await {
-            problems.push(format!("{key}: {err:#} ({})", config.origins.of(&key)));
+            // The error names the route, and the key inside it where one is at fault.
+            problems.push(format!("{err:#} ({})", config.origins.of(&key)));
             continue;
         }
         if connect
-            && let Some(endpoint) = route.provider.endpoint()
+            && let Some(endpoint) = route.provider.settings().endpoint()
             && let Err(err) = reach(&endpoint).await
         {
             problems.push(format!("{key}: cannot reach {endpoint}: {err}"));

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::bail;
-use secrecy::SecretString;
+use herald_provider::settings::RouteSettings;
+pub use herald_provider::settings::SecretSource;
 use serde::Deserialize;
 
 use crate::api::auth::Scope;
@@ -160,8 +161,8 @@ impl Loader {
                 };
                 let message = err.inner().to_string();
                 let message = match message.strip_prefix("unknown variant ") {
-                    Some(rest) => format!("unknown {tag} {rest}"),
-                    None => message,
+                    Some(rest) if inner.is_empty() => format!("unknown {tag} {rest}"),
+                    _ => message,
                 };
                 self.push(&key, message);
                 None
@@ -424,34 +425,6 @@ pub struct TokenConfig {
     pub routes: Option<Vec<String>>,
 }
 
-/// Where a secret comes from. A literal is accepted for development, with a warning.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum SecretSource {
-    Env { env: String },
-    File { file: PathBuf },
-    Literal(SecretString),
-}
-
-impl SecretSource {
-    pub fn resolve(&self, what: &str) -> anyhow::Result<SecretString> {
-        match self {
-            SecretSource::Env { env } => std::env::var(env)
-                .map(SecretString::from)
-                .map_err(|_| anyhow::anyhow!("{what}: environment variable {env} is not set")),
-            SecretSource::File { file } => std::fs::read_to_string(file)
-                .map(|s| SecretString::from(s.trim_end().to_owned()))
-                .map_err(|e| anyhow::anyhow!("{what}: cannot read {}: {e}", file.display())),
-            SecretSource::Literal(secret) => {
-                tracing::warn!(
-                    "{what} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development"
-                );
-                Ok(secret.clone())
-            }
-        }
-    }
-}
-
 /// A named, configured provider instance.
 #[derive(Debug)]
 pub struct RouteConfig {
@@ -483,141 +456,42 @@ pub struct RouteConfig {
     pub provider: ProviderConfig,
 }
 
-/// The adapter and its own settings, by `provider = "…"` (read with [`Loader::parse_tagged`]).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum ProviderConfig {
-    Sandbox {
-        /// A running `herald sandbox`; without it, `serve` starts one in-process.
-        base_url: Option<String>,
-        #[serde(default = "default_sandbox_profile")]
-        profile: String,
-        #[serde(default = "default_idempotency_window_seconds")]
-        idempotency_window_seconds: u64,
-        #[serde(default)]
-        visibility_lag_ms: u64,
-        /// The sender named in each message, as a real vendor's `from` would be.
-        from: Option<String>,
-    },
-    /// Signed Standard Webhooks POSTs to each notification's URL.
-    Webhook {
-        /// `whsec_…` signing secrets; every request carries a signature for each (rotation).
-        secrets: Vec<SecretSource>,
-        /// Let webhooks reach loopback and private addresses (off: the URL is the sender's).
-        #[serde(default)]
-        allow_private_networks: bool,
-        #[serde(default)]
-        max_payload_bytes: Option<usize>,
-    },
-    /// Resend's email API, deduplicating on `Idempotency-Key` for 24 h.
-    Resend {
-        /// Default: Resend's public endpoint.
-        base_url: Option<String>,
-        api_key: SecretSource,
-        /// The sender, e.g. `Acme <noreply@acme.example>`.
-        from: String,
-    },
-    /// An SMTP server (a relay or a vendor's SMTP endpoint).
-    Smtp {
-        host: String,
-        /// Default: 25, 587 or 465 by `tls`.
-        port: Option<u16>,
-        #[serde(default)]
-        tls: SmtpTls,
-        username: Option<String>,
-        password: Option<SecretSource>,
-        /// The envelope and header sender.
-        from: String,
-        /// The EHLO name; default: this host's name.
-        hello_name: Option<String>,
-        /// A PEM file of extra CA certificates to trust (a private relay's CA).
-        root_certificate: Option<PathBuf>,
-    },
-    /// Twilio's Messages API: no idempotency key, but a look-up of the Messages list.
-    Twilio {
-        base_url: Option<String>,
-        account_sid: String,
-        /// `SK…` to authenticate with an API key (then `auth_token` is the key's secret).
-        api_key_sid: Option<String>,
-        auth_token: SecretSource,
-        /// The sender; or `messaging_service_sid`, exactly one of the two.
-        from: Option<String>,
-        messaging_service_sid: Option<String>,
-        status_callback: Option<String>,
-        /// How long a sent message may take to show in the Messages list (default 600 000).
-        visibility_lag_ms: Option<u64>,
-    },
-    /// Mailjet's Send API v3.1: no idempotency key, but a look-up by `CustomID`.
-    Mailjet {
-        base_url: Option<String>,
-        api_key: String,
-        api_secret: SecretSource,
-        from: String,
-        from_name: Option<String>,
-        /// How long a sent message may take to show in the look-up (default 900 000).
-        visibility_lag_ms: Option<u64>,
-    },
-    /// OneSignal's push API, deduplicating on `idempotency_key` for 30 days.
-    Onesignal {
-        base_url: Option<String>,
-        app_id: String,
-        api_key: SecretSource,
-    },
-}
-
-/// How an SMTP route protects its connection.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SmtpTls {
-    None,
-    #[default]
-    Starttls,
-    Implicit,
-}
-
-impl SmtpTls {
-    pub fn tls(self) -> herald_smtp::Tls {
-        match self {
-            SmtpTls::None => herald_smtp::Tls::None,
-            SmtpTls::Starttls => herald_smtp::Tls::StartTls,
-            SmtpTls::Implicit => herald_smtp::Tls::Implicit,
+/// Every vendor herald is built with, one line each: `provider = "name"` → its crate's
+/// settings, which read the rest of the route's table and build its adapter.
+macro_rules! vendors {
+    ($($name:literal => $variant:ident($settings:ty),)*) => {
+        /// A route's vendor and its own settings, by `provider = "…"` (read with
+        /// [`Loader::parse_tagged`]).
+        #[derive(Debug, Deserialize)]
+        pub enum ProviderConfig {
+            $(#[serde(rename = $name)] $variant($settings),)*
         }
-    }
-}
 
-fn default_sandbox_profile() -> String {
-    "idempotent".into()
-}
+        impl ProviderConfig {
+            /// The `provider = "…"` that chose it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(ProviderConfig::$variant(_) => $name,)*
+                }
+            }
 
-fn default_idempotency_window_seconds() -> u64 {
-    24 * 3600
-}
-
-impl ProviderConfig {
-    /// The `provider = "…"` that chose it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ProviderConfig::Sandbox { .. } => "sandbox",
-            ProviderConfig::Webhook { .. } => "webhook",
-            ProviderConfig::Resend { .. } => "resend",
-            ProviderConfig::Smtp { .. } => "smtp",
-            ProviderConfig::Mailjet { .. } => "mailjet",
-            ProviderConfig::Onesignal { .. } => "onesignal",
-            ProviderConfig::Twilio { .. } => "twilio",
+            pub fn settings(&self) -> &dyn RouteSettings {
+                match self {
+                    $(ProviderConfig::$variant(settings) => settings,)*
+                }
+            }
         }
-    }
+    };
+}
 
-    pub fn channels(&self) -> Vec<Channel> {
-        match self {
-            ProviderConfig::Sandbox { .. } => Channel::ALL.to_vec(),
-            ProviderConfig::Webhook { .. } => vec![Channel::Webhook],
-            ProviderConfig::Resend { .. }
-            | ProviderConfig::Smtp { .. }
-            | ProviderConfig::Mailjet { .. } => vec![Channel::Email],
-            ProviderConfig::Onesignal { .. } => vec![Channel::Push],
-            ProviderConfig::Twilio { .. } => vec![Channel::Sms],
-        }
-    }
+vendors! {
+    "sandbox" => Sandbox(herald_sandbox::Settings),
+    "webhook" => Webhook(herald_webhook::Settings),
+    "resend" => Resend(herald_resend::Settings),
+    "smtp" => Smtp(herald_smtp::Settings),
+    "twilio" => Twilio(herald_twilio::Settings),
+    "mailjet" => Mailjet(herald_mailjet::Settings),
+    "onesignal" => Onesignal(herald_onesignal::Settings),
 }
 
 /// The keys every route has, whatever its provider.
@@ -697,7 +571,9 @@ impl RouteConfig {
                 );
             }
         }
-        if !common.allowed_from.is_empty() && !provider.channels().contains(&Channel::Email) {
+        if !common.allowed_from.is_empty()
+            && !provider.settings().channels().contains(&Channel::Email)
+        {
             loader.push(&allowed_key, "is only used on a route that sends email");
         }
         if loader.problems.len() > before {
@@ -906,9 +782,10 @@ impl Config {
             };
             let missing: Vec<&str> = route
                 .provider
+                .settings()
                 .channels()
-                .into_iter()
-                .filter(|c| !target.provider.channels().contains(c))
+                .iter()
+                .filter(|c| !target.provider.settings().channels().contains(c))
                 .map(|c| c.as_str())
                 .collect();
             if !missing.is_empty() {
@@ -994,13 +871,7 @@ impl Config {
             }
         }
         for (name, route) in &self.routes {
-            let private = matches!(
-                route.provider,
-                ProviderConfig::Webhook {
-                    allow_private_networks: true,
-                    ..
-                }
-            );
+            let private = route.provider.settings().reaches_private_networks();
             if private && route.tenants.is_none() && !self.tokens.is_empty() {
                 loader.push(
                     &format!("routes.{name}.tenants"),
@@ -1024,7 +895,7 @@ impl Config {
             let key = format!("channels.{channel}");
             match self.routes.get(route) {
                 None => loader.push(&key, format!("names unknown route `{route}`")),
-                Some(r) if !r.provider.channels().contains(channel) => {
+                Some(r) if !r.provider.settings().channels().contains(channel) => {
                     loader.push(&key, format!("route `{route}` does not carry {channel}"));
                 }
                 Some(_) => {}
@@ -1136,28 +1007,8 @@ impl Config {
             secrets.push((format!("tokens[{i}].secret"), &token.secret));
         }
         for (name, route) in &self.routes {
-            let key = |field: &str| format!("routes.{name}.{field}");
-            match &route.provider {
-                ProviderConfig::Webhook { secrets: list, .. } => {
-                    for (i, secret) in list.iter().enumerate() {
-                        secrets.push((key(&format!("secrets[{i}]")), secret));
-                    }
-                }
-                ProviderConfig::Resend { api_key, .. }
-                | ProviderConfig::Onesignal { api_key, .. } => {
-                    secrets.push((key("api_key"), api_key));
-                }
-                ProviderConfig::Smtp {
-                    password: Some(password),
-                    ..
-                } => secrets.push((key("password"), password)),
-                ProviderConfig::Twilio { auth_token, .. } => {
-                    secrets.push((key("auth_token"), auth_token));
-                }
-                ProviderConfig::Mailjet { api_secret, .. } => {
-                    secrets.push((key("api_secret"), api_secret));
-                }
-                ProviderConfig::Sandbox { .. } | ProviderConfig::Smtp { password: None, .. } => {}
+            for (key, secret) in route.provider.settings().secrets() {
+                secrets.push((format!("routes.{name}.{key}"), secret));
             }
         }
         for (name, sink) in &self.sinks {
@@ -1174,43 +1025,6 @@ impl Config {
             }
         }
         secrets
-    }
-}
-
-impl ProviderConfig {
-    /// The host and port this route's vendor is reached at, for `check-config --connect`;
-    /// `None` for webhooks, whose URL is each notification's, and an in-process sandbox.
-    pub fn endpoint(&self) -> Option<String> {
-        let url = |base_url: &Option<String>, default: &str| {
-            let parsed = url::Url::parse(base_url.as_deref().unwrap_or(default)).ok()?;
-            Some(format!(
-                "{}:{}",
-                parsed.host_str()?,
-                parsed.port_or_known_default()?
-            ))
-        };
-        match self {
-            ProviderConfig::Sandbox { base_url: None, .. } | ProviderConfig::Webhook { .. } => None,
-            ProviderConfig::Sandbox { base_url, .. } => url(base_url, ""),
-            ProviderConfig::Resend { base_url, .. } => {
-                url(base_url, herald_resend::DEFAULT_BASE_URL)
-            }
-            ProviderConfig::Smtp {
-                host, port, tls, ..
-            } => Some(format!(
-                "{host}:{}",
-                port.unwrap_or_else(|| tls.tls().default_port())
-            )),
-            ProviderConfig::Twilio { base_url, .. } => {
-                url(base_url, herald_twilio::DEFAULT_BASE_URL)
-            }
-            ProviderConfig::Mailjet { base_url, .. } => {
-                url(base_url, herald_mailjet::DEFAULT_BASE_URL)
-            }
-            ProviderConfig::Onesignal { base_url, .. } => {
-                url(base_url, herald_onesignal::DEFAULT_BASE_URL)
-            }
-        }
     }
 }
 
@@ -1405,11 +1219,8 @@ mod tests {
         assert_eq!(config.database.url, "postgres://postgres@127.0.0.1/x");
         assert_eq!(config.server.max_body_bytes, 1024);
         assert!(matches!(
-            config.routes["box"].provider,
-            ProviderConfig::Sandbox {
-                visibility_lag_ms: 250,
-                ..
-            }
+            &config.routes["box"].provider,
+            ProviderConfig::Sandbox(settings) if settings.visibility_lag_ms == 250
         ));
     }
 
@@ -1565,7 +1376,7 @@ mod tests {
             .resolve("token billing")
             .unwrap_err();
         assert!(err.to_string().contains("HERALD_TEST_TOKEN_SECRET_X"));
-        let literal = SecretSource::Literal(SecretString::from("canary-secret-1"));
+        let literal = SecretSource::Literal(secrecy::SecretString::from("canary-secret-1"));
         assert!(!format!("{literal:?}").contains("canary-secret-1"));
     }
 }

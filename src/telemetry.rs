@@ -187,7 +187,7 @@ pub fn preregister(config: &Config) {
         for (result, reason) in herald_provider::SendResult::REASONS {
             metrics::counter!("herald_attempts_total", "route" => route.clone(), "result" => result, "reason" => reason).increment(0);
         }
-        for channel in settings.provider.channels() {
+        for channel in settings.provider.settings().channels() {
             for (state, certainty) in [
                 (State::Delivered, Certainty::Known),
                 (State::Delivered, Certainty::DuplicatePossible),

@@ -383,7 +383,7 @@ async fn a_route_that_declares_another_sandbox_than_it_reaches_does_not_start() 
         Err(err) => format!("{err:#}"),
     };
     assert!(
-        err.contains("route `vendor`") && err.contains("profile=plain"),
+        err.contains("routes.vendor:") && err.contains("profile=plain"),
         "the refusal names the route and what the sandbox offers: {err}"
     );
 }

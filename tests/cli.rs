@@ -300,7 +300,8 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "{problems}"
     );
     assert!(
-        problems.contains("routes.hooks: signing secret #1 does not start with `whsec_`"),
+        problems
+            .contains("routes.hooks.secrets[0]: signing secret #1 does not start with `whsec_`"),
         "{problems}"
     );
     assert!(

@@ -3,28 +3,20 @@
 //! each route's configuration into its vendor's adapter.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use herald_mailjet::{MailjetAdapter, MailjetRoute};
-use herald_onesignal::{OneSignalAdapter, OneSignalRoute};
+use herald_provider::settings::RouteContext;
 use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Request, SendResult,
 };
-use herald_resend::{ResendAdapter, ResendRoute};
-use herald_sandbox::{SandboxAdapter, SandboxConfig, SandboxHandle, SandboxRoute};
-use herald_smtp::{SmtpAdapter, SmtpRoute};
-use herald_twilio::{TwilioAdapter, TwilioRoute};
-use herald_webhook::{WebhookAdapter, WebhookRoute};
 use tokio::sync::Semaphore;
 
 use super::circuit::{Circuit, CircuitState};
 use super::pacing::Pace;
 use super::policy::Limits;
-use crate::config::{Config, ProviderConfig, RouteConfig};
+use crate::config::{Config, RouteConfig};
 use crate::domain::AttemptResult;
 
 pub struct Route {
@@ -108,7 +100,7 @@ impl Route {
         let route = self;
         let request = match request {
             Ok(request) => request,
-            Err(evidence) => return SendResult::refused(evidence.clone()),
+            Err(evidence) => return SendResult::permanent(evidence.clone()),
         };
         // A resting route is refused before it waits for a permit or its pace: its work goes
         // to the fallback at once.
@@ -280,21 +272,18 @@ impl Drop for PendingGuard {
     }
 }
 
-/// Builds every configured route. Sandbox routes without a `base_url` get a sandbox vendor of
-/// their own in this process; the handles keep them running and must outlive the dispatcher.
-pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<SandboxHandle>)> {
+/// Builds every configured route. A sandbox route without a `base_url` starts a sandbox vendor
+/// of its own in this process, which runs as long as the route's adapter.
+pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
     let mut routes = HashMap::new();
-    let mut sandboxes = Vec::new();
     for (name, route) in &config.routes {
-        let adapter = adapter(name, route, &mut sandboxes)
-            .await
-            .with_context(|| format!("route `{name}`"))?;
+        let adapter = adapter(name, route).await?;
         // Reconciliation trusts what a route declares; a vendor that says otherwise is refused
         // here rather than settled against.
         adapter
             .verify()
             .await
-            .map_err(|mismatch| anyhow::anyhow!("route `{name}`: {mismatch}"))?;
+            .map_err(|mismatch| anyhow::anyhow!("routes.{name}: {mismatch}"))?;
         routes.insert(
             name.clone(),
             Route {
@@ -306,9 +295,8 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
                     name,
                     // 0 turns it off; a webhook route's sends go to many receivers, and one
                     // receiver's failures say nothing of the others'.
-                    Some(route.circuit_failures).filter(|n| {
-                        *n > 0 && !matches!(route.provider, ProviderConfig::Webhook { .. })
-                    }),
+                    Some(route.circuit_failures)
+                        .filter(|n| *n > 0 && route.provider.settings().one_destination()),
                     route.circuit_open,
                     route.timeout + Duration::from_secs(2),
                 ),
@@ -327,193 +315,40 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<(Routes, Vec<Sandbo
             },
         );
     }
-    Ok((Routes(routes), sandboxes))
+    Ok(Routes(routes))
 }
 
 /// Builds route `name`'s adapter as `serve` would, without sending anything; with `connect`,
-/// also asks the vendor to confirm what the route declares. An in-process sandbox is not
-/// started: there is nothing to check until it is.
+/// also asks the vendor to confirm what the route declares. A vendor the route would start in
+/// this process (the built-in sandbox) is not started: there is nothing to check until it is.
 pub async fn check_route(name: &str, route: &RouteConfig, connect: bool) -> anyhow::Result<()> {
-    if let ProviderConfig::Sandbox {
-        base_url: None,
-        profile,
-        ..
-    } = &route.provider
-    {
-        herald_sandbox::Profile::from_str(profile)?;
+    if route.provider.settings().starts_a_vendor() {
         return Ok(());
     }
-    let adapter = adapter(name, route, &mut Vec::new()).await?;
+    let adapter = adapter(name, route).await?;
     if connect {
-        adapter.verify().await.map_err(anyhow::Error::msg)?;
+        adapter
+            .verify()
+            .await
+            .map_err(|mismatch| anyhow::anyhow!("routes.{name}: {mismatch}"))?;
     }
     Ok(())
 }
 
-async fn adapter(
-    name: &str,
-    route: &RouteConfig,
-    sandboxes: &mut Vec<SandboxHandle>,
-) -> anyhow::Result<Arc<dyn Adapter>> {
-    match &route.provider {
-        ProviderConfig::Sandbox {
-            base_url,
-            profile,
-            idempotency_window_seconds,
-            visibility_lag_ms,
-            from,
-        } => {
-            let profile = herald_sandbox::Profile::from_str(profile)?;
-            let idempotency_window = Duration::from_secs(*idempotency_window_seconds);
-            let visibility_lag = Duration::from_millis(*visibility_lag_ms);
-            let base_url = match base_url {
-                Some(url) => url.clone(),
-                None => {
-                    let handle = herald_sandbox::spawn(SandboxConfig {
-                        profile,
-                        idempotency_window,
-                        visibility_lag,
-                        ..SandboxConfig::default()
-                    })
-                    .await
-                    .context("cannot start the built-in sandbox vendor")?;
-                    let url = handle.base_url();
-                    tracing::info!(route = name, %url, profile = profile.as_str(), "built-in sandbox vendor started");
-                    sandboxes.push(handle);
-                    url
-                }
-            };
-            let adapter = SandboxAdapter::try_new(SandboxRoute {
-                base_url,
-                from: from.clone(),
-                profile,
-                idempotency_window,
-                visibility_lag,
-                timeout: route.timeout,
-            })?;
-            Ok(Arc::new(adapter))
-        }
-        ProviderConfig::Webhook {
-            secrets,
-            allow_private_networks,
-            max_payload_bytes,
-        } => {
-            let secrets = secrets
-                .iter()
-                .enumerate()
-                .map(|(i, s)| s.resolve(&format!("routes.{name}.secrets[{i}]")))
-                .collect::<anyhow::Result<_>>()?;
-            Ok(Arc::new(WebhookAdapter::new(WebhookRoute {
-                secrets,
-                timeout: route.timeout,
-                allow_private_networks: *allow_private_networks,
-                max_payload_bytes: *max_payload_bytes,
-                user_agent: None,
-            })?))
-        }
-        ProviderConfig::Resend {
-            base_url,
-            api_key,
-            from,
-        } => Ok(Arc::new(ResendAdapter::new(ResendRoute {
-            base_url: base_url
-                .clone()
-                .unwrap_or_else(|| herald_resend::DEFAULT_BASE_URL.into()),
-            api_key: api_key.resolve(&format!("routes.{name}.api_key"))?,
-            from: from.clone(),
-            timeout: route.timeout,
-        })?)),
-        ProviderConfig::Smtp {
-            host,
-            port,
-            tls,
-            username,
-            password,
-            from,
-            hello_name,
-            root_certificate,
-        } => {
-            let tls = tls.tls();
-            let extra_root_certificate_pem = match root_certificate {
-                Some(path) => Some(std::fs::read_to_string(path).with_context(|| {
-                    format!(
-                        "cannot read routes.{name}.root_certificate {}",
-                        path.display()
-                    )
-                })?),
-                None => None,
-            };
-            let password = match password {
-                Some(p) => Some(p.resolve(&format!("routes.{name}.password"))?),
-                None => None,
-            };
-            Ok(Arc::new(SmtpAdapter::new(SmtpRoute {
-                host: host.clone(),
-                port: port.unwrap_or_else(|| tls.default_port()),
-                tls,
-                username: username.clone(),
-                password,
-                from: from.clone(),
-                timeout: route.timeout,
-                hello_name: hello_name.clone(),
-                extra_root_certificate_pem,
-            })?))
-        }
-        ProviderConfig::Twilio {
-            base_url,
-            account_sid,
-            api_key_sid,
-            auth_token,
-            from,
-            messaging_service_sid,
-            status_callback,
-            visibility_lag_ms,
-        } => Ok(Arc::new(TwilioAdapter::new(TwilioRoute {
-            base_url: base_url
-                .clone()
-                .unwrap_or_else(|| herald_twilio::DEFAULT_BASE_URL.into()),
-            account_sid: account_sid.clone(),
-            api_key_sid: api_key_sid.clone(),
-            auth_token: auth_token.resolve(&format!("routes.{name}.auth_token"))?,
-            from: from.clone(),
-            messaging_service_sid: messaging_service_sid.clone(),
-            status_callback: status_callback.clone(),
-            visibility_lag: visibility_lag_ms
-                .map_or(herald_twilio::DEFAULT_VISIBILITY_LAG, Duration::from_millis),
-            timeout: route.timeout,
-        })?)),
-        ProviderConfig::Mailjet {
-            base_url,
-            api_key,
-            api_secret,
-            from,
-            from_name,
-            visibility_lag_ms,
-        } => Ok(Arc::new(MailjetAdapter::new(MailjetRoute {
-            base_url: base_url
-                .clone()
-                .unwrap_or_else(|| herald_mailjet::DEFAULT_BASE_URL.into()),
-            api_key: api_key.clone(),
-            api_secret: api_secret.resolve(&format!("routes.{name}.api_secret"))?,
-            from: from.clone(),
-            from_name: from_name.clone(),
-            visibility_lag: visibility_lag_ms.map_or(
-                herald_mailjet::DEFAULT_VISIBILITY_LAG,
-                Duration::from_millis,
-            ),
-            timeout: route.timeout,
-        })?)),
-        ProviderConfig::Onesignal {
-            base_url,
-            app_id,
-            api_key,
-        } => Ok(Arc::new(OneSignalAdapter::new(OneSignalRoute {
-            base_url: base_url
-                .clone()
-                .unwrap_or_else(|| herald_onesignal::DEFAULT_BASE_URL.into()),
-            app_id: app_id.clone(),
-            api_key: api_key.resolve(&format!("routes.{name}.api_key"))?,
-            timeout: route.timeout,
-        })?)),
-    }
+/// The route's adapter, built by its vendor's settings; an error names the route, and the key
+/// at fault where there is one.
+async fn adapter(name: &str, route: &RouteConfig) -> anyhow::Result<Arc<dyn Adapter>> {
+    let context = RouteContext {
+        name,
+        timeout: route.timeout,
+    };
+    route
+        .provider
+        .settings()
+        .adapter(&context)
+        .await
+        .map_err(|err| match err.key.as_str() {
+            "" => anyhow::anyhow!("routes.{name}: {}", err.problem),
+            key => anyhow::anyhow!("routes.{name}.{key}: {}", err.problem),
+        })
 }

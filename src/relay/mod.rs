@@ -246,7 +246,7 @@ async fn build_sink(name: &str, config: &SinkConfig) -> anyhow::Result<Arc<dyn S
                 .chain(secrets)
                 .enumerate()
                 .map(|(i, s)| s.resolve(&format!("sinks.{name} secret #{}", i + 1)))
-                .collect::<anyhow::Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>, _>>()?;
             Arc::new(webhook::WebhookSink::new(
                 url,
                 resolved,

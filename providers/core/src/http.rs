@@ -40,13 +40,11 @@ pub struct Answer {
 /// that a failure to build is never mistaken for one after the request was written.
 pub async fn exchange(request: RequestBuilder) -> Result<Answer, SendResult> {
     let (client, request) = request.build_split();
-    let request = request.map_err(|err| SendResult::Rejected {
-        permanent: true,
-        retry_after: None,
-        evidence: Evidence::new(
+    let request = request.map_err(|err| {
+        SendResult::permanent(Evidence::new(
             "request",
             format!("cannot build the request: {}", error_chain(&err)),
-        ),
+        ))
     })?;
     let response = client
         .execute(request)
@@ -117,11 +115,7 @@ pub fn classify_transport_error(err: &reqwest::Error) -> SendResult {
         } else {
             "connect"
         };
-        SendResult::Rejected {
-            permanent: false,
-            retry_after: None,
-            evidence: Evidence::new(stage, detail),
-        }
+        SendResult::transient(Evidence::new(stage, detail), None)
     } else if err.is_timeout() {
         SendResult::Ambiguous {
             evidence: Evidence::new("awaiting_response", format!("timed out: {detail}")),
@@ -142,20 +136,12 @@ pub fn classify_failure_status(
     rules: StatusRules,
 ) -> SendResult {
     let evidence = Evidence::new("response", body).with_status(status.as_u16());
-    let transient = |evidence| SendResult::Rejected {
-        permanent: false,
-        retry_after: retry_after(headers),
-        evidence,
-    };
+    let transient = |evidence| SendResult::transient(evidence, retry_after(headers));
     match status.as_u16() {
         409 if rules.conflict_means_in_progress => transient(evidence),
         503 if rules.unavailable_means_not_processed => transient(evidence),
         408 | 425 | 429 => transient(evidence),
-        400..=499 => SendResult::Rejected {
-            permanent: true,
-            retry_after: None,
-            evidence,
-        },
+        400..=499 => SendResult::permanent(evidence),
         _ => SendResult::Ambiguous { evidence },
     }
 }
@@ -168,16 +154,17 @@ pub fn unreadable_success(status: StatusCode, detail: impl AsRef<str>) -> SendRe
     }
 }
 
-/// `Retry-After` in seconds (the HTTP-date form is rare among these vendors and is ignored).
+/// `Retry-After` in either of its forms (RFC 9110 §10.2.3): seconds, or an HTTP-date, read as
+/// the time left until then (none if it has passed). Anything else is ignored.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    match value.parse::<u64>() {
+        Ok(seconds) => Some(Duration::from_secs(seconds)),
+        Err(_) => httpdate::parse_http_date(value)
+            .ok()?
+            .duration_since(std::time::SystemTime::now())
+            .ok(),
+    }
 }
 
 /// Adds the vendor's own error code, if its answer had one, to a classified failure's evidence.
@@ -265,6 +252,28 @@ mod tests {
             }
             other => panic!("expected a rejection, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_and_as_an_http_date() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(RETRY_AFTER, value.parse().unwrap());
+            retry_after(&headers)
+        };
+        assert_eq!(with("120"), Some(Duration::from_secs(120)));
+        let in_a_minute = std::time::SystemTime::now() + Duration::from_secs(60);
+        let left = with(&httpdate::fmt_http_date(in_a_minute)).expect("a future date is a wait");
+        assert!(
+            left > Duration::from_secs(55) && left <= Duration::from_secs(60),
+            "{left:?}"
+        );
+        assert_eq!(
+            with("Wed, 21 Oct 2015 07:28:00 GMT"),
+            None,
+            "a past date is no wait"
+        );
+        assert_eq!(with("soon"), None);
     }
 
     #[test]

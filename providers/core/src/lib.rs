@@ -15,6 +15,7 @@
 pub mod fake;
 pub mod http;
 mod redact;
+pub mod settings;
 
 pub use redact::Redactor;
 
@@ -277,12 +278,21 @@ pub enum SendResult {
 }
 
 impl SendResult {
-    /// A refusal before anything reached the vendor that a resend cannot cure (the message
-    /// does not fit the route, or its request cannot be built).
-    pub fn refused(evidence: Evidence) -> Self {
+    /// The vendor (or herald, before anything left) refused the message, and a resend cannot
+    /// cure it: a bad recipient, a refused credential, a message that does not fit the route.
+    pub fn permanent(evidence: Evidence) -> Self {
         SendResult::Rejected {
             permanent: true,
             retry_after: None,
+            evidence,
+        }
+    }
+
+    /// Not taken this time, and worth trying again: after `retry_after` if the vendor said.
+    pub fn transient(evidence: Evidence, retry_after: Option<Duration>) -> Self {
+        SendResult::Rejected {
+            permanent: false,
+            retry_after,
             evidence,
         }
     }
@@ -447,7 +457,7 @@ pub trait Adapter: Send + Sync {
     async fn send(&self, message: &Message, key: &ProviderKey) -> SendResult {
         match self.prepare(message, key) {
             Ok(request) => self.send_prepared(&request, message, key).await,
-            Err(evidence) => SendResult::refused(evidence),
+            Err(evidence) => SendResult::permanent(evidence),
         }
     }
 

@@ -56,6 +56,7 @@
 
 mod adapter;
 mod lookback;
+mod settings;
 mod wire;
 
 #[cfg(feature = "fake")]
@@ -65,3 +66,4 @@ pub use adapter::{
     DEFAULT_BASE_URL, DEFAULT_VISIBILITY_LAG, MAX_PAYLOAD_BYTES, MailjetAdapter, MailjetError,
     MailjetRoute,
 };
+pub use settings::Settings;

@@ -222,14 +222,10 @@ fn classify_success(
         // Created, but our one recipient is among those it lists as skipped ("marks devices
         // that exist in the provided app_id but are no longer subscribed"): nothing will
         // reach it, and a repeat of the key answers the same.
-        Some(_) if skipped.is_some() => SendResult::Rejected {
-            permanent: true,
-            retry_after: None,
-            evidence: with_code(
-                Evidence::new("response", detail).with_status(status.as_u16()),
-                skipped.and_then(first_error),
-            ),
-        },
+        Some(_) if skipped.is_some() => SendResult::permanent(with_code(
+            Evidence::new("response", detail).with_status(status.as_u16()),
+            skipped.and_then(first_error),
+        )),
         Some(id) => SendResult::Accepted {
             provider_ref: Some(id),
             evidence: Evidence::new("response", detail).with_status(status.as_u16()),
@@ -238,13 +234,11 @@ fn classify_success(
         // refusing, e.g. "All included players are not subscribed". Retrying cannot help — a
         // repeat of the key answers the same result for 30 days.
         None => match created.errors.as_ref().and_then(first_error) {
-            Some(code) => SendResult::Rejected {
-                permanent: true,
-                retry_after: None,
-                evidence: Evidence::new("response", detail)
+            Some(code) => SendResult::permanent(
+                Evidence::new("response", detail)
                     .with_status(status.as_u16())
                     .with_vendor_code(code),
-            },
+            ),
             None => unreadable_success(status, format!("neither an id nor errors: {text}")),
         },
     }

@@ -57,9 +57,11 @@
 pub mod adapter;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod settings;
 mod wire;
 
 pub use adapter::{
     DEFAULT_BASE_URL, IDEMPOTENCY_WINDOW, OneSignalAdapter, OneSignalError, OneSignalRoute,
     idempotency_key_for,
 };
+pub use settings::Settings;

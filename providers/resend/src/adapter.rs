@@ -137,7 +137,7 @@ impl ResendAdapter {
         // Checked here, before any I/O, so that the evidence names the key rather than a
         // builder error.
         let Ok(idempotency_key) = HeaderValue::from_str(key.as_str()) else {
-            return SendResult::refused(Evidence::new(
+            return SendResult::permanent(Evidence::new(
                 "request",
                 "the idempotency key cannot be sent as a header",
             ));
@@ -238,22 +238,16 @@ fn classify_error(status: StatusCode, headers: &HeaderMap, body: &str) -> SendRe
     let result = match (status.as_u16(), name.as_deref()) {
         // The first request with this key is still being processed and this one was not: the
         // first one's own attempt carries the ambiguity, if any.
-        (409, Some(CONCURRENT_IDEMPOTENT_REQUESTS)) => SendResult::Rejected {
-            permanent: false,
-            retry_after: retry_after(headers),
-            evidence: evidence(),
-        },
+        (409, Some(CONCURRENT_IDEMPOTENT_REQUESTS)) => {
+            SendResult::transient(evidence(), retry_after(headers))
+        }
         // Resend holds another request under this key: it processed an earlier one. herald
         // replays the stored request byte for byte, so this means the first request differed
         // (herald's own older version, or another sender using the key) — proof of processing.
         (409, Some(INVALID_IDEMPOTENT_REQUEST)) => SendResult::KeyReused {
             evidence: evidence(),
         },
-        (429, _) => SendResult::Rejected {
-            permanent: false,
-            retry_after: rate_limit_wait(headers),
-            evidence: evidence(),
-        },
+        (429, _) => SendResult::transient(evidence(), rate_limit_wait(headers)),
         _ => classify_failure_status(status, headers, body, RULES),
     };
     with_vendor_code(result, name)

@@ -50,8 +50,10 @@
 pub mod adapter;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod settings;
 mod wire;
 
 pub use adapter::{
     DEFAULT_BASE_URL, IDEMPOTENCY_WINDOW, MAX_EMAIL_BYTES, ResendAdapter, ResendError, ResendRoute,
 };
+pub use settings::Settings;

@@ -14,6 +14,7 @@
 //! answer from a sandbox that is not what the route declares proves nothing: a send is then
 //! `Ambiguous` and a look-up `Unsupported`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use herald_provider::http::{
@@ -26,7 +27,7 @@ use herald_provider::{
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{StatusCode, Url};
 
-use crate::server::Profile;
+use crate::server::{Profile, SandboxHandle};
 use crate::wire::{
     AcceptedBody, CAPABILITIES, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, KEY_REUSED,
     MAX_MESSAGE_BYTES, Offer, SendBody,
@@ -70,6 +71,9 @@ pub struct SandboxAdapter {
     /// What the route declares, to hold every answer to.
     offer: Offer,
     capabilities: Capabilities,
+    /// The in-process sandbox this adapter speaks to, if it started one: it runs as long as the
+    /// adapter lives.
+    vendor: Option<Arc<SandboxHandle>>,
 }
 
 impl SandboxAdapter {
@@ -119,7 +123,14 @@ impl SandboxAdapter {
                 visibility_lag: route.visibility_lag,
             },
             capabilities,
+            vendor: None,
         })
+    }
+
+    /// The same adapter, keeping `vendor` running for as long as it lives.
+    pub fn keeping(mut self, vendor: SandboxHandle) -> Self {
+        self.vendor = Some(Arc::new(vendor));
+        self
     }
 
     /// Why an answer cannot be trusted: it comes from a sandbox that does not offer what the

@@ -11,6 +11,7 @@
 
 pub mod adapter;
 pub mod server;
+mod settings;
 mod wire;
 
 pub use adapter::{SandboxAdapter, SandboxRoute, SandboxRouteError};
@@ -18,3 +19,4 @@ pub use server::{
     Fault, FaultRule, Ledger, Profile, SandboxClient, SandboxConfig, SandboxHandle, Trigger,
     parse_faults, serve, spawn,
 };
+pub use settings::Settings;

@@ -40,12 +40,14 @@ use crate::wire::{Watch, Watched};
 const MAIL_FROM: &str = "mail_from";
 const RCPT_TO: &str = "rcpt_to";
 
-/// How the connection is protected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the connection is protected (`tls = "none" | "starttls" | "implicit"`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Tls {
     /// Plain text throughout. Credentials are then refused unless the host is loopback.
     None,
     /// Plain text until STARTTLS (RFC 3207), which the server must offer.
+    #[default]
     StartTls,
     /// TLS from the first byte (SMTPS, RFC 8314).
     Implicit,

@@ -66,7 +66,9 @@ mod classify;
 pub mod compose;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod settings;
 mod wire;
 
 pub use adapter::{SmtpAdapter, SmtpError, SmtpRoute, Tls};
 pub use compose::{MESSAGE_ID_DOMAIN, message_id};
+pub use settings::Settings;

@@ -548,11 +548,9 @@ fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &str) -> Send
             permanent: true,
             evidence,
             ..
-        } if code.is_some_and(|code| TRANSIENT_CODES.contains(&code)) => SendResult::Rejected {
-            permanent: false,
-            retry_after: retry_after(headers),
-            evidence,
-        },
+        } if code.is_some_and(|code| TRANSIENT_CODES.contains(&code)) => {
+            SendResult::transient(evidence, retry_after(headers))
+        }
         other => other,
     };
     with_vendor_code(result, code.map(|code| code.to_string()))

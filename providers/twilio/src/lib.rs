@@ -79,6 +79,7 @@
 
 mod adapter;
 mod lookback;
+mod settings;
 mod wire;
 
 #[cfg(feature = "fake")]
@@ -88,3 +89,4 @@ pub use adapter::{
     DEFAULT_BASE_URL, DEFAULT_VISIBILITY_LAG, MAX_BODY_CHARS, TwilioAdapter, TwilioError,
     TwilioRoute,
 };
+pub use settings::Settings;

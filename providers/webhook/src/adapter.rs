@@ -229,7 +229,7 @@ impl Adapter for WebhookAdapter {
             .and_then(|url| Ok((url, webhook_id(key)?)))
         {
             Ok(checked) => checked,
-            Err(evidence) => return SendResult::refused(evidence),
+            Err(evidence) => return SendResult::permanent(evidence),
         };
         // A clock before 1970 signs 0, which any receiver refuses as stale: still a refusal.
         let timestamp = SystemTime::now()
@@ -254,7 +254,7 @@ impl Adapter for WebhookAdapter {
             Err(err) => {
                 let err = err.without_url();
                 return match find_refusal(&err) {
-                    Some(refused) => SendResult::refused(refusal_evidence(refused)),
+                    Some(refused) => SendResult::permanent(refusal_evidence(refused)),
                     None => classify_transport_error(&err),
                 };
             }
@@ -287,7 +287,7 @@ async fn classify_answer(response: Response) -> SendResult {
             .get(LOCATION)
             .and_then(|value| value.to_str().ok())
             .unwrap_or("(no Location)");
-        return SendResult::refused(
+        return SendResult::permanent(
             Evidence::new(
                 "response",
                 format!(

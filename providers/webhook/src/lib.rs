@@ -56,9 +56,11 @@ mod adapter;
 mod destination;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod settings;
 pub mod signature;
 
 pub use adapter::{
     DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
     WebhookAdapter, WebhookError, WebhookRoute,
 };
+pub use settings::Settings;

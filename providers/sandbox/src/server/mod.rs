@@ -145,6 +145,7 @@ async fn run_connection(stream: TcpStream, peer: SocketAddr, router: Router) {
 
 /// A sandbox running in a background task on 127.0.0.1, for tests and `herald sandbox`.
 /// Dropping the handle shuts the server down; [`SandboxHandle::shutdown`] also waits for it.
+#[derive(Debug)]
 pub struct SandboxHandle {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,

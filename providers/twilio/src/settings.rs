@@ -1,0 +1,75 @@
+//! A Twilio route's settings (`provider = "twilio"`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_provider::settings::{
+    RouteContext, RouteSettings, SecretSource, SettingsError, endpoint_of,
+};
+use herald_provider::{Adapter, Channel};
+use serde::Deserialize;
+
+use crate::adapter::{
+    DEFAULT_BASE_URL, DEFAULT_VISIBILITY_LAG, TwilioAdapter, TwilioError, TwilioRoute,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub base_url: Option<String>,
+    pub account_sid: String,
+    /// `SK…` to authenticate with an API key (then `auth_token` is the key's secret).
+    pub api_key_sid: Option<String>,
+    pub auth_token: SecretSource,
+    /// The sender; or `messaging_service_sid`, exactly one of the two.
+    pub from: Option<String>,
+    pub messaging_service_sid: Option<String>,
+    pub status_callback: Option<String>,
+    /// How long a sent message may take to show in the Messages list (default 600 000).
+    pub visibility_lag_ms: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl RouteSettings for Settings {
+    fn channels(&self) -> &'static [Channel] {
+        &[Channel::Sms]
+    }
+
+    fn secrets(&self) -> Vec<(String, &SecretSource)> {
+        vec![("auth_token".into(), &self.auth_token)]
+    }
+
+    fn endpoint(&self) -> Option<String> {
+        endpoint_of(self.base_url.as_deref(), DEFAULT_BASE_URL)
+    }
+
+    async fn adapter(&self, route: &RouteContext<'_>) -> Result<Arc<dyn Adapter>, SettingsError> {
+        let adapter = TwilioAdapter::new(TwilioRoute {
+            base_url: self
+                .base_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BASE_URL.into()),
+            account_sid: self.account_sid.clone(),
+            api_key_sid: self.api_key_sid.clone(),
+            auth_token: self.auth_token.resolve("auth_token")?,
+            from: self.from.clone(),
+            messaging_service_sid: self.messaging_service_sid.clone(),
+            status_callback: self.status_callback.clone(),
+            visibility_lag: self
+                .visibility_lag_ms
+                .map_or(DEFAULT_VISIBILITY_LAG, Duration::from_millis),
+            timeout: route.timeout,
+        })
+        .map_err(|e| {
+            let key = match e {
+                TwilioError::BaseUrl { .. } => "base_url",
+                TwilioError::AccountSid => "account_sid",
+                TwilioError::Sender => "from",
+                TwilioError::VisibilityLag => "visibility_lag_ms",
+                TwilioError::Client(_) => "",
+            };
+            SettingsError::new(key, e)
+        })?;
+        Ok(Arc::new(adapter))
+    }
+}
