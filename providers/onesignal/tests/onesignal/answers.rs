@@ -6,7 +6,7 @@ use herald_onesignal::fake::FakeConfig;
 use herald_onesignal::{
     IDEMPOTENCY_WINDOW, OneSignalAdapter, OneSignalError, OneSignalRoute, idempotency_key_for,
 };
-use herald_provider::{Adapter, ProviderKey, QueryResult, SendResult};
+use herald_provider::{Adapter, ProviderKey, SendResult};
 use secrecy::SecretString;
 use serde_json::json;
 
@@ -226,38 +226,6 @@ async fn another_apps_id_is_refused_like_a_wrong_key() {
     assert_eq!(evidence.status, Some(403));
     assert_eq!(evidence.vendor_code, Some(documented_error(ACCESS_DENIED)));
     assert_eq!(vendor.fake.ledger().total_deliveries(), 0);
-}
-
-#[tokio::test]
-async fn an_unreachable_vendor_is_a_transient_rejection_before_anything_was_sent() {
-    // A port that was free a moment ago: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let adapter = adapter(
-        &format!("http://127.0.0.1:{port}"),
-        "8250eaf6-1a58-489e-b136-7c74a864b434",
-        "unused",
-        CLIENT_TIMEOUT,
-    );
-
-    let (permanent, retry_after, evidence) = rejection(adapter.send(&message(), &key()).await);
-
-    assert!(!permanent);
-    assert_eq!(retry_after, None);
-    assert_eq!(evidence.stage, "connect");
-}
-
-#[tokio::test]
-async fn there_is_no_outcome_query_so_a_query_proves_nothing() {
-    let vendor = vendor(FakeConfig::default()).await;
-    let result = vendor.adapter.query(&message(), &key()).await;
-    assert!(
-        matches!(result, QueryResult::Unsupported { .. }),
-        "{result:?}"
-    );
 }
 
 #[test]

@@ -256,27 +256,6 @@ async fn a_missing_api_key_is_a_permanent_rejection() {
 }
 
 #[tokio::test]
-async fn an_unreachable_vendor_is_a_transient_rejection_before_anything_was_sent() {
-    // A port that was free a moment ago: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let adapter = adapter(
-        &format!("http://127.0.0.1:{port}"),
-        "re_unused",
-        CLIENT_TIMEOUT,
-    );
-
-    let (permanent, retry_after, evidence) = rejection(adapter.send(&message(), &key()).await);
-
-    assert!(!permanent);
-    assert_eq!(retry_after, None);
-    assert_eq!(evidence.stage, "connect");
-}
-
-#[tokio::test]
 async fn a_vendor_name_that_does_not_resolve_is_a_dns_rejection_not_a_refused_connection() {
     // `.invalid` never resolves (RFC 6761), so no resolver is asked beyond this machine's.
     let adapter = adapter("http://herald-test.invalid", "re_unused", CLIENT_TIMEOUT);

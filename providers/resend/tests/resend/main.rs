@@ -1,7 +1,10 @@
 //! Herald's Resend adapter against the fake Resend, end to end over loopback HTTP: no mocks,
-//! the real fake on 127.0.0.1:0 and the real adapter, with the fake's ledger as the judge.
+//! the real fake on 127.0.0.1:0 and the real adapter, with the fake's ledger as the judge; and
+//! against herald's conformance kit (`conformance`), which plays Resend's documented answers
+//! and every transport fault from a scripted server.
 
 mod answers;
+mod conformance;
 mod faults;
 mod secrets;
 mod support;

@@ -1,5 +1,8 @@
-//! Herald's Twilio adapter against the fake Twilio, over real loopback HTTP.
+//! Herald's Twilio adapter against the fake Twilio, over real loopback HTTP; and against
+//! herald's conformance kit (`conformance`), which plays Twilio's documented answers and every
+//! transport fault from a scripted server.
 
+mod conformance;
 mod faults;
 mod query;
 mod secrets;

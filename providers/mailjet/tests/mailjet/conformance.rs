@@ -1,0 +1,78 @@
+//! Mailjet against herald's conformance kit: each documented answer of Send API v3.1, as the
+//! crate docs classify it, with the kit's transport faults and its key, look-up and secret
+//! checks.
+
+use herald_mailjet::{MailjetAdapter, MailjetRoute};
+use herald_provider_testkit::{Expect, Kit, Reply, Subject};
+
+use crate::support::{SECRET, email, route};
+
+/// A documented answer from `fixtures/mailjet/`.
+macro_rules! fixture {
+    ($file:literal) => {
+        include_str!(concat!("../../../../fixtures/mailjet/", $file))
+    };
+}
+
+/// A global error in the fixtures' shape, without a code (Mailjet documents none for these).
+fn global_error(status: u16, message: &str) -> Reply {
+    let body = serde_json::json!({
+        "ErrorIdentifier": "0b36a2f7-7f3a-4c1e-9d2e-5f2c1a7b9e10",
+        "ErrorMessage": message,
+        "StatusCode": status,
+    });
+    Reply::json(status, body.to_string())
+}
+
+#[tokio::test]
+async fn mailjet_passes_the_conformance_kit() {
+    Kit::new("mailjet", |base_url, timeout| {
+        let route = MailjetRoute {
+            timeout,
+            ..route(base_url.to_owned())
+        };
+        let adapter = MailjetAdapter::new(route).expect("a valid route");
+        Subject::new(adapter, email())
+    })
+    .secret(SECRET)
+    .success(Reply::json(200, fixture!("send_response.json")))
+    // "429 Too Many Requests: oops! You have reached the maximum number of calls allowed per
+    // minute by our API"; Mailjet documents no Retry-After.
+    .rate_limited(global_error(
+        429,
+        "Oops! You have reached the maximum number of calls allowed per minute by our API.",
+    ))
+    .case(
+        "the message refused inside a 200",
+        Reply::json(200, fixture!("send_response_partial_error.json")),
+        Expect::Permanent,
+    )
+    .case(
+        "malformed JSON, mj-0002 (400)",
+        Reply::json(400, fixture!("error_global_400.json")),
+        Expect::Permanent,
+    )
+    .case(
+        "validation errors, mj-0004 and mj-0005 (400)",
+        Reply::json(400, fixture!("error_validation_400.json")),
+        Expect::Permanent,
+    )
+    .case(
+        "wrong credentials, mj-0015 (401)",
+        Reply::json(401, fixture!("error_401.json")),
+        Expect::Permanent,
+    )
+    .case(
+        "internal error (500)",
+        global_error(500, "Internal Server Error"),
+        Expect::Ambiguous,
+    )
+    .case(
+        "unavailable (503)",
+        global_error(503, "Service Unavailable"),
+        Expect::Ambiguous,
+    )
+    .run()
+    .await
+    .assert_honest();
+}

@@ -1,0 +1,479 @@
+//! The conformance kit every HTTP adapter passes.
+//!
+//! herald acts on what an adapter says: an `Accepted` is recorded as delivered, a `Rejected` is
+//! retried or failed, an `Ambiguous` is settled by a look-up, a replay or a person. An adapter
+//! that says more than it knows — a reset called a refusal, a 500 called a rejection, a retry
+//! under a new key — turns a possible delivery into a silent duplicate or a lost message. Each
+//! vendor crate used to prove this with its own copies of the same tests, and copies drift; the
+//! kit proves it the same way for every adapter, from what its vendor documents.
+//!
+//! Given how to build the adapter against a base URL ([`Subject`]), the route's secrets and the
+//! vendor's documented answers with the result each must give, the kit plays every answer from
+//! its own scripted HTTP/1.1 server on 127.0.0.1, adds the cases every vendor shares
+//! ([`Derived`]), and checks that:
+//! 1. every answer is classified as the table says: `Accepted`, `Rejected` (permanent or
+//!    transient, with its `retry_after`), `Ambiguous` or `KeyReused`;
+//! 2. every transport fault is classified by when it happened (see [`Derived`]);
+//! 3. a retry of one notification sends the very same request; and where the adapter declares
+//!    an idempotency window, the key is in the request and another notification's key changes
+//!    it;
+//! 4. `query` agrees with the declared capabilities: no look-up declared, no request and
+//!    `Unsupported`; a look-up answered with a 500 or with nonsense proves nothing;
+//! 5. no evidence outgrows the excerpt bound, and no result, stored evidence or adapter `Debug`
+//!    holds a configured secret, even when the vendor echoes the request, `Authorization` and
+//!    all;
+//! 6. `Retry-After` is read in both its forms, seconds and HTTP date.
+//!
+//! The server is the kit's own rather than a vendor's fake: a fake answers as its vendor does,
+//! while the kit must misbehave precisely (close before reading, cut a body short, trickle it).
+//! Every answer says `Connection: close`, so each request has a connection of its own.
+//!
+//! [`Kit::run`] plays the cases concurrently and reports each failed check by case name;
+//! [`Report::assert_honest`] panics with all of them.
+//!
+//! # Modules
+//! - `derived`: the cases the kit adds to every table, and how each is played.
+//! - `play`: one case against a fresh server and adapter, and the checks every result meets.
+//! - `server`: the scripted HTTP/1.1 server.
+//! - `report`: what a run found.
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # use herald_provider_testkit::{Expect, Kit, Reply, Subject};
+//! # fn build(base_url: &str, timeout: Duration) -> Subject { unimplemented!() }
+//! # async fn example() {
+//! Kit::new("acme", build)
+//!     .secret("canary-key")
+//!     .success(Reply::json(200, r#"{"id": "msg_1"}"#))
+//!     .rate_limited(Reply::json(429, r#"{"error": "slow down"}"#))
+//!     .case("invalid key", Reply::json(401, r#"{"error": "bad key"}"#), Expect::Permanent)
+//!     .run()
+//!     .await
+//!     .assert_honest();
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+
+mod derived;
+mod play;
+mod report;
+mod server;
+
+pub use derived::Derived;
+pub use report::{Failure, Report};
+
+use std::fmt;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use herald_provider::{Adapter, Message, SendResult};
+
+use crate::derived::Documented;
+use crate::play::{Case, Play, Setup};
+use crate::server::Act;
+
+/// The key of the notification every case sends. A vendor whose answer repeats the request's
+/// key (the sandbox's `reference`) puts this one in its documented success. A UUID, as
+/// herald's keys are, so that vendors that take only UUIDs send it as it is.
+pub const KEY: &str = "01970000-0000-7000-8000-00000000c0de";
+
+/// What the kit tests: an adapter pointed at the kit's server, and the message it sends there.
+pub struct Subject {
+    adapter: Box<dyn DebugAdapter>,
+    message: Message,
+}
+
+/// An adapter whose `Debug` can be checked for secrets too.
+trait DebugAdapter: Adapter + fmt::Debug {}
+
+impl<A: Adapter + fmt::Debug> DebugAdapter for A {}
+
+impl Subject {
+    pub fn new(adapter: impl Adapter + fmt::Debug + 'static, message: Message) -> Subject {
+        Subject {
+            adapter: Box::new(adapter),
+            message,
+        }
+    }
+}
+
+/// How to build a [`Subject`] for a base URL (`http://127.0.0.1:<port>`, no trailing slash)
+/// and the adapter's whole-exchange timeout.
+type Build = dyn Fn(&str, Duration) -> Subject + Send + Sync;
+
+/// A scripted answer: a status, headers and a body. The kit adds `Content-Length` and
+/// `Connection: close` itself.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    status: u16,
+    /// Lower-case names, each once.
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: impl Into<String>) -> Reply {
+        Reply::with_type(status, "application/json", body)
+    }
+
+    pub fn text(status: u16, body: impl Into<String>) -> Reply {
+        Reply::with_type(status, "text/plain; charset=utf-8", body)
+    }
+
+    fn with_type(status: u16, content_type: &str, body: impl Into<String>) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+        .header("content-type", content_type)
+    }
+
+    /// This reply with header `name` set to `value`, in place of any it had.
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Reply {
+        let name = name.to_ascii_lowercase();
+        self.headers.retain(|(known, _)| *known != name);
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// This reply with the vendor's every-answer headers added, where it has none of its own.
+    fn dressed(mut self, every_answer: &[(String, String)]) -> Reply {
+        for (name, value) in every_answer {
+            if !self.headers.iter().any(|(known, _)| known == name) {
+                self.headers.push((name.clone(), value.clone()));
+            }
+        }
+        self
+    }
+}
+
+/// The result a case must give.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Expect {
+    Accepted,
+    /// `Rejected { permanent: true, .. }`.
+    Permanent,
+    /// `Rejected { permanent: false, .. }`, whatever its `retry_after`.
+    Transient,
+    /// `Rejected { permanent: false, .. }` with a `retry_after` at most `slack` from `wait`.
+    RetryAfter {
+        wait: Duration,
+        slack: Duration,
+    },
+    Ambiguous,
+    KeyReused,
+}
+
+impl Expect {
+    fn holds(self, result: &SendResult) -> bool {
+        match (self, result) {
+            (Expect::Accepted, SendResult::Accepted { .. })
+            | (Expect::Ambiguous, SendResult::Ambiguous { .. })
+            | (Expect::KeyReused, SendResult::KeyReused { .. }) => true,
+            (Expect::Permanent, SendResult::Rejected { permanent, .. }) => *permanent,
+            (Expect::Transient, SendResult::Rejected { permanent, .. }) => !permanent,
+            (
+                Expect::RetryAfter { wait, slack },
+                SendResult::Rejected {
+                    permanent: false,
+                    retry_after: Some(got),
+                    ..
+                },
+            ) => got.abs_diff(wait) <= slack,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expect::Accepted => f.write_str("Accepted"),
+            Expect::Permanent => f.write_str("a permanent Rejected"),
+            Expect::Transient => f.write_str("a transient Rejected"),
+            Expect::RetryAfter { wait, slack } if slack.is_zero() => {
+                write!(f, "a transient Rejected with retry_after {wait:?}")
+            }
+            Expect::RetryAfter { wait, slack } => {
+                write!(
+                    f,
+                    "a transient Rejected with retry_after {wait:?} (± {slack:?})"
+                )
+            }
+            Expect::Ambiguous => f.write_str("Ambiguous"),
+            Expect::KeyReused => f.write_str("KeyReused"),
+        }
+    }
+}
+
+/// The adapter's timeout where the answer comes at once: generous, so that a busy machine
+/// cannot turn an answer into a timeout.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The adapter's timeout in the cases that outlast it: short, so that the kit stays fast, and
+/// long enough for the kit's server to answer first on a busy machine.
+const FAULT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// One vendor's table, and what the kit adds to it.
+pub struct Kit {
+    vendor: String,
+    build: Arc<Build>,
+    secrets: Vec<String>,
+    every_answer: Vec<(String, String)>,
+    success: Option<Reply>,
+    rate_limited: Option<Reply>,
+    /// The vendor's own cases: name, answer, expected result.
+    cases: Vec<(String, Reply, Expect)>,
+    /// Derived cases the vendor expects otherwise, and its reason.
+    instead: Vec<(Derived, Expect, String)>,
+    /// Headers that differ between attempts by design, and why.
+    per_attempt: Vec<(String, String)>,
+}
+
+impl Kit {
+    /// A table for `vendor` (the name heads the report); `build` makes a fresh adapter and
+    /// message for each case, against that case's server.
+    pub fn new(
+        vendor: &str,
+        build: impl Fn(&str, Duration) -> Subject + Send + Sync + 'static,
+    ) -> Kit {
+        Kit {
+            vendor: vendor.to_owned(),
+            build: Arc::new(build),
+            secrets: Vec::new(),
+            every_answer: Vec::new(),
+            success: None,
+            rate_limited: None,
+            cases: Vec::new(),
+            instead: Vec::new(),
+            per_attempt: Vec::new(),
+        }
+    }
+
+    /// A configured secret of the route, which must appear in no result, evidence or adapter
+    /// `Debug`. Whatever credential the adapter sends in `Authorization` is held to the same.
+    pub fn secret(mut self, secret: &str) -> Kit {
+        self.secrets.push(secret.to_owned());
+        self
+    }
+
+    /// A header the vendor sends on every answer; every reply the kit plays carries it.
+    pub fn on_every_answer(mut self, name: &str, value: &str) -> Kit {
+        self.every_answer
+            .push((name.to_ascii_lowercase(), value.to_owned()));
+        self
+    }
+
+    /// The vendor's documented acceptance, a JSON object: played as `documented success`, and
+    /// the answer of the key checks and of the 2xx faults.
+    pub fn success(mut self, reply: Reply) -> Kit {
+        self.success = Some(reply);
+        self
+    }
+
+    /// The vendor's documented rate-limit answer: played as `documented rate limit`, and with
+    /// each form of `Retry-After`.
+    pub fn rate_limited(mut self, reply: Reply) -> Kit {
+        self.rate_limited = Some(reply);
+        self
+    }
+
+    /// A documented answer and the result it must give.
+    pub fn case(mut self, name: &str, reply: Reply, expect: Expect) -> Kit {
+        self.cases.push((name.to_owned(), reply, expect));
+        self
+    }
+
+    /// Expects `expect` of a derived case instead of the kit's own expectation, for `reason`
+    /// (e.g. a webhook receiver's 2xx is its verdict, whatever its body).
+    pub fn expect_instead(mut self, case: Derived, expect: Expect, reason: &str) -> Kit {
+        self.instead.push((case, expect, reason.to_owned()));
+        self
+    }
+
+    /// A header that must change between attempts (a signed timestamp), left out when a retry
+    /// is compared with the first attempt, for `reason`.
+    pub fn varies_per_attempt(mut self, header: &str, reason: &str) -> Kit {
+        self.per_attempt
+            .push((header.to_ascii_lowercase(), reason.to_owned()));
+        self
+    }
+
+    /// Plays every case, concurrently but for those that outlast the adapter's timer, and
+    /// reports each failed check.
+    pub async fn run(self) -> Report {
+        install_crypto_provider();
+        let mut report = Report {
+            vendor: self.vendor.clone(),
+            played: Vec::new(),
+            failures: Vec::new(),
+        };
+        let cases = self.cases_to_play(&mut report);
+        let setup = Arc::new(Setup {
+            build: self.build,
+            secrets: self.secrets,
+            per_attempt: self.per_attempt.into_iter().map(|(name, _)| name).collect(),
+        });
+        // The cases that race the adapter's timer run after the rest, by themselves: building
+        // an adapter (its HTTP client) blocks the runtime's thread for tens of milliseconds, and
+        // a wave of builds could outlast a short timer before the kit's server had its turn.
+        let (timed, at_once): (Vec<Case>, Vec<Case>) =
+            cases.into_iter().partition(Case::races_the_timer);
+        for wave in [at_once, timed] {
+            let running: Vec<_> = wave
+                .into_iter()
+                .map(|case| {
+                    let name = case.name.clone();
+                    (name, tokio::spawn(case.play(Arc::clone(&setup))))
+                })
+                .collect();
+            for (name, task) in running {
+                match task.await {
+                    Ok(log) => {
+                        report.played.extend(log.played);
+                        report.failures.extend(log.failures);
+                    }
+                    Err(err) => report.failures.push(Failure {
+                        case: name,
+                        expected: "a result".to_owned(),
+                        got: format!("the case panicked: {}", panic_text(err)),
+                    }),
+                }
+            }
+        }
+        report
+    }
+
+    /// The table, then the derived cases, the key checks and the look-up checks. What the
+    /// table lacks to derive a case from is a failure of its own.
+    fn cases_to_play(&self, report: &mut Report) -> Vec<Case> {
+        let mut missing = |case: &str, expected: &str| {
+            report.failures.push(Failure {
+                case: case.to_owned(),
+                expected: expected.to_owned(),
+                got: "nothing".to_owned(),
+            })
+        };
+        let dress = |reply: &Reply| reply.clone().dressed(&self.every_answer);
+        let success = self.success.as_ref().map(dress);
+        let rate_limited = self.rate_limited.as_ref().map(dress);
+        let success_object = success
+            .as_ref()
+            .and_then(|reply| serde_json::from_str::<serde_json::Value>(&reply.body).ok())
+            .and_then(|body| body.as_object().cloned());
+        if success.is_none() {
+            missing("documented success", "a documented success: `.success(..)`");
+        } else if success_object.is_none() {
+            missing(
+                "documented success",
+                "a documented success whose body is a JSON object",
+            );
+        }
+        if rate_limited.is_none() {
+            missing(
+                "documented rate limit",
+                "a documented rate limit: `.rate_limited(..)`",
+            );
+        }
+        for (derived, _, reason) in &self.instead {
+            if reason.trim().is_empty() {
+                missing(derived.name(), "a reason for expecting otherwise");
+            }
+        }
+        for (header, reason) in &self.per_attempt {
+            if reason.trim().is_empty() {
+                missing(header, "a reason for the header to vary per attempt");
+            }
+        }
+
+        let send = |name: &str, act: Option<Act>, expect: Expect| Case {
+            name: name.to_owned(),
+            play: Play::Send {
+                act,
+                expect,
+                because: None,
+                timeout: ANSWER_TIMEOUT,
+            },
+        };
+        let mut cases = Vec::new();
+        if let Some(reply) = &success {
+            cases.push(send(
+                "documented success",
+                Some(Act::Answer(reply.clone())),
+                Expect::Accepted,
+            ));
+        }
+        if let Some(reply) = &rate_limited {
+            cases.push(send(
+                "documented rate limit",
+                Some(Act::Answer(reply.clone())),
+                Expect::Transient,
+            ));
+        }
+        for (name, reply, expect) in &self.cases {
+            cases.push(send(name, Some(Act::Answer(dress(reply))), *expect));
+        }
+        let documented = Documented {
+            success: success.as_ref(),
+            success_object: success_object.as_ref(),
+            rate_limited: rate_limited.as_ref(),
+            every_answer: &self.every_answer,
+        };
+        for derived in Derived::ALL {
+            let Some((act, timeout)) = derived.play(&documented) else {
+                continue;
+            };
+            let (expect, because) = match self.instead.iter().find(|(d, ..)| *d == derived) {
+                Some((_, expect, reason)) => (*expect, Some(reason.clone())),
+                None => (derived.expect(), None),
+            };
+            cases.push(Case {
+                name: derived.name().to_owned(),
+                play: Play::Send {
+                    act,
+                    expect,
+                    because,
+                    timeout,
+                },
+            });
+        }
+        if let Some(reply) = success {
+            cases.push(Case {
+                name: "a retry repeats the request".to_owned(),
+                play: Play::Retry {
+                    success: reply.clone(),
+                },
+            });
+            cases.push(Case {
+                name: "query".to_owned(),
+                play: Play::Query {
+                    unasked: reply,
+                    lookups: derived::failed_lookups(&self.every_answer),
+                },
+            });
+        }
+        cases
+    }
+}
+
+/// reqwest is built with `rustls-no-provider` and panics when it builds a client without an
+/// installed crypto provider, even for plain http; herald's main installs ring, so the kit does
+/// too (an error means one is installed already).
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+fn panic_text(err: tokio::task::JoinError) -> String {
+    match err.try_into_panic() {
+        Ok(panic) => panic
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_owned()),
+        Err(err) => err.to_string(),
+    }
+}

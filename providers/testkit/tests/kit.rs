@@ -1,0 +1,258 @@
+//! The kit against a tiny JSON adapter written here: honest, it passes every check; with one
+//! deliberate flaw each, it fails, and the report names the case that shows the flaw.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use herald_provider::http::{
+    StatusRules, classify_failure_status, exchange, unreadable_success, with_vendor_code,
+};
+use herald_provider::{
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+};
+use herald_provider_testkit::{Derived, Expect, Failure, Kit, Reply, Report, Subject};
+use reqwest::header::CONTENT_TYPE;
+
+const API_KEY: &str = "tiny-canary-9d2e";
+
+/// What is wrong with the adapter, if anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flaw {
+    None,
+    /// Calls a 500 a transient rejection, although the vendor may have processed the request.
+    RejectsA500,
+    /// Appends its API key to every result's evidence, after redaction.
+    KeyInEvidence,
+    /// Sends `<key>-<attempt>` as the idempotency key, so no retry repeats a request.
+    KeyPerAttempt,
+}
+
+/// `POST {base}/send` with `Authorization: Bearer <key>` and the notification's key as
+/// `Idempotency-Key`; the vendor answers `{"id"}`, or an error `{"code"}`.
+struct Tiny {
+    http: reqwest::Client,
+    url: String,
+    redactor: Redactor,
+    capabilities: Capabilities,
+    flaw: Flaw,
+    attempts: AtomicU64,
+}
+
+impl fmt::Debug for Tiny {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tiny")
+            .field("url", &self.url)
+            .field("api_key", &"[REDACTED]")
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tiny {
+    fn new(base_url: &str, timeout: Duration, flaw: Flaw) -> Tiny {
+        Tiny {
+            http: reqwest::Client::builder()
+                .timeout(timeout)
+                .build()
+                .expect("a client"),
+            url: format!("{base_url}/send"),
+            redactor: Redactor::secret(API_KEY),
+            capabilities: Capabilities {
+                idempotency_window: Some(Duration::from_secs(24 * 60 * 60)),
+                ..Capabilities::default()
+            },
+            flaw,
+            attempts: AtomicU64::new(0),
+        }
+    }
+
+    async fn post(&self, request: &Request, key: &str) -> SendResult {
+        let request = self
+            .http
+            .post(&self.url)
+            .bearer_auth(API_KEY)
+            .header("idempotency-key", key)
+            .header(CONTENT_TYPE, "application/json")
+            .body(request.body.clone());
+        let answer = match exchange(request).await {
+            Ok(answer) => answer,
+            Err(result) => return result,
+        };
+        let field = |name: &str| {
+            let body: serde_json::Value = serde_json::from_str(&answer.body).ok()?;
+            body.get(name)?.as_str().map(str::to_owned)
+        };
+        if answer.status.is_success() {
+            return match field("id") {
+                Some(id) => SendResult::Accepted {
+                    provider_ref: Some(id),
+                    evidence: Evidence::new("response", &answer.body)
+                        .with_status(answer.status.as_u16()),
+                },
+                None => unreadable_success(answer.status, &answer.body),
+            };
+        }
+        if self.flaw == Flaw::RejectsA500 && answer.status == 500 {
+            return SendResult::Rejected {
+                permanent: false,
+                retry_after: None,
+                evidence: Evidence::new("response", &answer.body),
+            };
+        }
+        let rules = StatusRules::default();
+        let result = classify_failure_status(answer.status, &answer.headers, &answer.body, rules);
+        with_vendor_code(result, field("code"))
+    }
+}
+
+#[async_trait::async_trait]
+impl Adapter for Tiny {
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    fn prepare(&self, message: &Message, _key: &ProviderKey) -> Result<Request, Evidence> {
+        Request::json(&serde_json::json!({ "to": message.to, "text": message.text }))
+    }
+
+    async fn send_prepared(
+        &self,
+        request: &Request,
+        _message: &Message,
+        key: &ProviderKey,
+    ) -> SendResult {
+        let key = match self.flaw {
+            Flaw::KeyPerAttempt => {
+                let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+                format!("{key}-{attempt}")
+            }
+            _ => key.to_string(),
+        };
+        let result = self.redactor.send(self.post(request, &key).await);
+        match self.flaw {
+            Flaw::KeyInEvidence => result.map_evidence(|evidence| Evidence {
+                detail: format!("{} (sent with {API_KEY})", evidence.detail),
+                ..evidence
+            }),
+            _ => result,
+        }
+    }
+}
+
+fn message() -> Message {
+    Message {
+        notification_id: "01970000-0000-7000-8000-000000000001".to_owned(),
+        channel: Channel::Email,
+        to: "ada@example.com".to_owned(),
+        subject: None,
+        text: Some("123456".to_owned()),
+        html: None,
+        payload: None,
+        email: Default::default(),
+    }
+}
+
+async fn run(flaw: Flaw) -> Report {
+    Kit::new("tiny", move |base_url, timeout| {
+        Subject::new(Tiny::new(base_url, timeout, flaw), message())
+    })
+    .secret(API_KEY)
+    .success(Reply::json(200, r#"{"id": "msg_1"}"#))
+    .rate_limited(Reply::json(429, r#"{"code": "rate_limited"}"#))
+    .case(
+        "invalid key",
+        Reply::json(401, r#"{"code": "invalid_key"}"#),
+        Expect::Permanent,
+    )
+    .case(
+        "server error",
+        Reply::json(500, r#"{"code": "internal"}"#),
+        Expect::Ambiguous,
+    )
+    .case(
+        "unavailable",
+        Reply::json(503, r#"{"code": "unavailable"}"#),
+        Expect::Ambiguous,
+    )
+    .run()
+    .await
+}
+
+/// The report's failures of `case`; it fails at least once.
+fn failures_of<'r>(report: &'r Report, case: &str) -> Vec<&'r Failure> {
+    let failures: Vec<&Failure> = report
+        .failures()
+        .iter()
+        .filter(|failure| failure.case == case)
+        .collect();
+    assert!(!failures.is_empty(), "no failure of `{case}` in: {report}");
+    failures
+}
+
+#[tokio::test]
+async fn an_honest_adapter_passes_every_check_of_every_case() {
+    let report = run(Flaw::None).await;
+
+    report.assert_honest();
+    let played = report.played();
+    for case in Derived::ALL.map(Derived::name).into_iter().chain([
+        "documented success",
+        "documented rate limit",
+        "invalid key",
+        "a retry repeats the request",
+        "the key travels in the request",
+        "another notification's key changes the request",
+        "query without a declared look-up",
+    ]) {
+        assert!(
+            played.iter().any(|p| p == case),
+            "`{case}` not played: {played:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_adapter_that_calls_a_500_a_rejection_fails_the_500_case() {
+    let report = run(Flaw::RejectsA500).await;
+
+    let failures = failures_of(&report, "server error");
+    assert_eq!(failures[0].expected, "Ambiguous");
+    assert!(failures[0].got.starts_with("Rejected"), "{report}");
+    assert!(!report.failed("unavailable"), "{report}");
+    assert!(!report.failed("invalid key"), "{report}");
+}
+
+#[tokio::test]
+async fn an_adapter_that_puts_its_key_in_evidence_fails_every_case_that_sends() {
+    let report = run(Flaw::KeyInEvidence).await;
+
+    for case in [
+        "documented success",
+        "invalid key",
+        Derived::RefusedConnection.name(),
+        Derived::EchoInError.name(),
+        "a retry repeats the request",
+    ] {
+        let leaked = failures_of(&report, case).iter().any(|failure| {
+            failure
+                .got
+                .starts_with("a secret in the evidence as stored")
+        });
+        assert!(leaked, "{report}");
+    }
+    assert!(
+        !report.failed("query without a declared look-up"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn an_adapter_that_changes_the_key_between_attempts_fails_the_retry_case() {
+    let report = run(Flaw::KeyPerAttempt).await;
+
+    let failures = failures_of(&report, "a retry repeats the request");
+    assert!(failures[0].got.contains("idempotency-key"), "{report}");
+    assert!(!report.failed("documented success"), "{report}");
+    // The key is still in the request, only never the same one twice.
+    assert!(!report.failed("the key travels in the request"), "{report}");
+}
