@@ -69,6 +69,13 @@ fn health(result: &SendResult) -> Health {
     match result {
         SendResult::Accepted { .. } | SendResult::KeyReused { .. } => Health::Working,
         SendResult::Ambiguous { .. } => Health::Unclear,
+        // A transient 409: the vendor is still processing an earlier request under this key.
+        // It works; the wait is this notification's own.
+        SendResult::Rejected {
+            permanent: false,
+            evidence,
+            ..
+        } if evidence.status == Some(409) => Health::Working,
         SendResult::Rejected {
             permanent: false, ..
         } => Health::Failing,
@@ -261,6 +268,20 @@ mod tests {
             Err(Duration::from_secs(10)),
             "a probe that proves nothing opens it again"
         );
+    }
+
+    #[test]
+    fn a_key_still_in_progress_is_no_failure_of_the_vendor() {
+        let t0 = Instant::now();
+        let circuit = Circuit::new("primary", Some(2), Duration::from_secs(10), PROBE);
+        let in_progress = SendResult::transient(
+            Evidence::new("response", "concurrent_idempotent_requests").with_status(409),
+            None,
+        );
+        for _ in 0..5 {
+            circuit.observe(&in_progress, t0);
+        }
+        assert_eq!(circuit.admit(t0), Ok(()));
     }
 
     #[test]
