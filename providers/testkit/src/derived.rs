@@ -1,7 +1,7 @@
 //! The cases the kit adds to every table, what each expects, and how the kit's server plays
 //! it from the vendor's documented answers.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -108,7 +108,7 @@ impl Derived {
             // The date has whole seconds and is read a moment after it was written.
             Derived::RetryAfterDate => Expect::RetryAfter {
                 wait: RETRY_DATE_AHEAD,
-                slack: Duration::from_secs(5),
+                slack: Duration::from_secs(3),
             },
         }
     }
@@ -160,12 +160,10 @@ impl Derived {
             Derived::RetryAfterSeconds => at_once(Act::Answer(
                 rate_limited?.clone().header("retry-after", "7"),
             )),
-            Derived::RetryAfterDate => {
-                let date = httpdate::fmt_http_date(SystemTime::now() + RETRY_DATE_AHEAD);
-                at_once(Act::Answer(
-                    rate_limited?.clone().header("retry-after", date),
-                ))
-            }
+            Derived::RetryAfterDate => at_once(Act::RetryAt {
+                reply: rate_limited?.clone(),
+                ahead: RETRY_DATE_AHEAD,
+            }),
         }
     }
 }

@@ -31,11 +31,19 @@
 //! [`Kit::run`] plays the cases concurrently and reports each failed check by case name;
 //! [`Report::assert_honest`] panics with all of them.
 //!
+//! What a vendor proves against its own fake rather than the kit's server is shared here too,
+//! so that no vendor crate keeps a copy: [`ledger`] holds the checks the fake's ledger judges
+//! (an ambiguity settled by a resend or by a look-up, a repeat inside and after the window),
+//! [`support`] the set-up and the readers of results every vendor's tests use.
+//!
 //! # Modules
 //! - `derived`: the cases the kit adds to every table, and how each is played.
 //! - `play`: one case against a fresh server and adapter, and the checks every result meets.
 //! - `server`: the scripted HTTP/1.1 server.
 //! - `report`: what a run found.
+//! - `ledger` (public): the checks played against a vendor's own fake.
+//! - `support` (public): a fake with its adapter, keys, messages, the crypto provider and the
+//!   readers of results, for the vendors' tests.
 //!
 //! ```no_run
 //! # use std::time::Duration;
@@ -55,15 +63,17 @@
 #![forbid(unsafe_code)]
 
 mod derived;
+pub mod ledger;
 mod play;
 mod report;
 mod server;
+pub mod support;
 
 pub use derived::Derived;
 pub use report::{Failure, Report};
 
 use std::fmt;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
 use herald_provider::{Adapter, Message, SendResult};
@@ -71,6 +81,7 @@ use herald_provider::{Adapter, Message, SendResult};
 use crate::derived::Documented;
 use crate::play::{Case, Play, Setup};
 use crate::server::Act;
+use crate::support::install_crypto_provider;
 
 /// The key of the notification every case sends. A vendor whose answer repeats the request's
 /// key (the sandbox's `reference`) puts this one in its documented success. A UUID, as
@@ -209,7 +220,7 @@ impl fmt::Display for Expect {
 
 /// The adapter's timeout where the answer comes at once: generous, so that a busy machine
 /// cannot turn an answer into a timeout.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The adapter's timeout in the cases that outlast it: short, so that the kit stays fast, and
 /// long enough for the kit's server to answer first on a busy machine.
@@ -455,16 +466,6 @@ impl Kit {
         }
         cases
     }
-}
-
-/// reqwest is built with `rustls-no-provider` and panics when it builds a client without an
-/// installed crypto provider, even for plain http; herald's main installs ring, so the kit does
-/// too (an error means one is installed already).
-fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 fn panic_text(err: tokio::task::JoinError) -> String {

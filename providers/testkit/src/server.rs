@@ -21,6 +21,10 @@ pub(crate) enum Act {
     /// Reads the request and answers with this reply, each `{request}` in its body replaced by
     /// the request as received (request line, headers, body), escaped for a JSON string.
     Echo(Reply),
+    /// Reads the request and answers with this reply, with a `Retry-After` HTTP date `ahead`
+    /// of the moment it answers: dated when the case is set up, a busy machine's delay before
+    /// the case is played would be read as a shorter wait.
+    RetryAt { reply: Reply, ahead: Duration },
     /// Resets the connection without reading a byte.
     ResetBeforeReading,
     /// Reads the whole request, then resets the connection.
@@ -114,6 +118,10 @@ async fn serve(mut stream: TcpStream, act: Act, requests: Arc<Mutex<Vec<Recorded
     // A write fails only when the client has gone, which ends the case's exchange anyway.
     let _ = match act {
         Act::Answer(reply) => answer(&mut stream, &reply).await,
+        Act::RetryAt { reply, ahead } => {
+            let date = httpdate::fmt_http_date(std::time::SystemTime::now() + ahead);
+            answer(&mut stream, &reply.header("retry-after", date)).await
+        }
         Act::Echo(reply) => {
             let quoted = serde_json::to_string(&raw).expect("a string serializes");
             let echo = &quoted[1..quoted.len() - 1];

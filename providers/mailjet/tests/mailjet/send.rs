@@ -1,17 +1,18 @@
 //! Sending: the request Mailjet receives, and how each documented answer is classified.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use herald_mailjet::fake::FakeConfig;
 use herald_mailjet::{MAX_PAYLOAD_BYTES, MailjetAdapter, MailjetError};
 use herald_provider::{Adapter, Channel, EmailOptions, SendResult};
+use herald_provider_testkit::support::{
+    accepted_ref, field_names, install_crypto_provider, json, json_answer, permanent_rejection,
+};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use crate::support::{
-    API_KEY, FROM, SECRET, TO, email, fake_config, install_crypto_provider, key, route, vendor,
-    vendor_with,
+    API_KEY, FROM, SECRET, TO, email, fake_config, key, route, vendor, vendor_with,
 };
 
 #[tokio::test]
@@ -20,16 +21,10 @@ async fn an_accepted_email_carries_its_message_id_and_the_request_has_the_docume
     let message = email();
     let key = key(&message);
 
-    let id = match vendor.adapter.send(&message, &key).await {
-        SendResult::Accepted {
-            provider_ref: Some(id),
-            evidence,
-        } => {
-            assert_eq!(evidence.status, Some(200));
-            id
-        }
-        other => panic!("expected an acceptance, got {other:?}"),
-    };
+    let result = vendor.adapter.send(&message, &key).await;
+
+    let id = accepted_ref(&result);
+    assert_eq!(result.evidence().status, Some(200));
     let ledger = vendor.fake.ledger();
     assert_eq!(ledger.deliveries_of(key.as_str()), 1);
     assert_eq!(id, ledger.deliveries[0].message_id.to_string());
@@ -41,7 +36,7 @@ async fn an_accepted_email_carries_its_message_id_and_the_request_has_the_docume
     assert_eq!(request.path, "/v3.1/send");
     assert_eq!(request.basic_user.as_deref(), Some(API_KEY));
     assert_eq!(request.content_type.as_deref(), Some("application/json"));
-    let body: Value = serde_json::from_str(&request.body).unwrap();
+    let body = json(&request.body);
     let sent = &body["Messages"][0];
     assert_eq!(body["Messages"].as_array().unwrap().len(), 1);
     assert_eq!(sent["From"]["Email"], FROM);
@@ -62,17 +57,11 @@ async fn an_invalid_recipient_is_rejected_permanently_with_mj_0013() {
     let mut message = email();
     message.to = "not-an-address".to_owned();
 
-    match vendor.adapter.send(&message, &key(&message)).await {
-        SendResult::Rejected {
-            permanent: true,
-            retry_after: None,
-            evidence,
-        } => {
-            assert_eq!(evidence.status, Some(400));
-            assert_eq!(evidence.vendor_code.as_deref(), Some("mj-0013"));
-        }
-        other => panic!("expected a permanent rejection, got {other:?}"),
-    }
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    let evidence = permanent_rejection(&result);
+    assert_eq!(evidence.status, Some(400));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("mj-0013"));
     assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
@@ -85,17 +74,11 @@ async fn an_unauthorised_sender_is_rejected_permanently_with_send_0008() {
     let vendor = vendor_with(config, |_| {}).await;
     let message = email();
 
-    match vendor.adapter.send(&message, &key(&message)).await {
-        SendResult::Rejected {
-            permanent: true,
-            evidence,
-            ..
-        } => {
-            assert_eq!(evidence.status, Some(403));
-            assert_eq!(evidence.vendor_code.as_deref(), Some("send-0008"));
-        }
-        other => panic!("expected a permanent rejection, got {other:?}"),
-    }
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    let evidence = permanent_rejection(&result);
+    assert_eq!(evidence.status, Some(403));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("send-0008"));
     assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
@@ -108,22 +91,13 @@ async fn wrong_credentials_are_rejected_permanently_with_the_documented_401() {
     .await;
     let message = email();
 
-    match vendor.adapter.send(&message, &key(&message)).await {
-        SendResult::Rejected {
-            permanent: true,
-            retry_after: None,
-            evidence,
-        } => {
-            assert_eq!(evidence.status, Some(401));
-            assert_eq!(evidence.vendor_code.as_deref(), Some("mj-0015"));
-            let documented: Value =
-                serde_json::from_str(include_str!("../../../../fixtures/mailjet/error_401.json"))
-                    .unwrap();
-            let served: Value = serde_json::from_str(&evidence.detail).unwrap();
-            assert_eq!(served, documented);
-        }
-        other => panic!("expected a permanent rejection, got {other:?}"),
-    }
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    let evidence = permanent_rejection(&result);
+    assert_eq!(evidence.status, Some(401));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("mj-0015"));
+    let documented = json(include_str!("../../../../fixtures/mailjet/error_401.json"));
+    assert_eq!(json(&evidence.detail), documented);
     assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
@@ -139,14 +113,8 @@ async fn what_cannot_be_an_email_is_rejected_before_any_request() {
     tagged.email.tags = [("kind".to_owned(), "invoice".to_owned())].into();
 
     for message in [sms, empty, tagged] {
-        match vendor.adapter.send(&message, &key(&message)).await {
-            SendResult::Rejected {
-                permanent: true,
-                evidence,
-                ..
-            } => assert_eq!(evidence.stage, "request"),
-            other => panic!("expected a permanent rejection, got {other:?}"),
-        }
+        let result = vendor.adapter.send(&message, &key(&message)).await;
+        assert_eq!(permanent_rejection(&result).stage, "request");
     }
     assert!(vendor.fake.received().is_empty());
 }
@@ -167,7 +135,7 @@ async fn an_emails_own_sender_copies_and_headers_are_sent_as_documented() {
     let result = vendor.adapter.send(&message, &key(&message)).await;
 
     assert!(matches!(result, SendResult::Accepted { .. }), "{result:?}");
-    let body: Value = serde_json::from_str(&vendor.fake.received()[0].body).unwrap();
+    let body = json(&vendor.fake.received()[0].body);
     let sent = &body["Messages"][0];
     assert_eq!(
         sent["From"],
@@ -189,7 +157,7 @@ async fn a_text_only_email_sends_no_html_part() {
     message.html = None;
     let result = vendor.adapter.send(&message, &key(&message)).await;
     assert!(matches!(result, SendResult::Accepted { .. }), "{result:?}");
-    let body: Value = serde_json::from_str(&vendor.fake.received()[0].body).unwrap();
+    let body = json(&vendor.fake.received()[0].body);
     assert!(body["Messages"][0].get("HTMLPart").is_none(), "{body}");
 }
 
@@ -255,47 +223,40 @@ async fn the_fake_takes_the_documented_request_and_answers_in_the_documented_sha
         .unwrap();
     assert_eq!(sent.status(), 200);
     let sent: Value = sent.json().await.unwrap();
-    let documented: Value = serde_json::from_str(include_str!(
+    let documented = json(include_str!(
         "../../../../fixtures/mailjet/send_response_partial_error.json"
-    ))
-    .unwrap();
-    assert_eq!(keys(&sent), keys(&documented));
+    ));
+    assert_eq!(field_names(&sent), field_names(&documented));
     assert_eq!(
-        keys(&sent["Messages"][0]),
-        keys(&documented["Messages"][1]),
+        field_names(&sent["Messages"][0]),
+        field_names(&documented["Messages"][1]),
         "a sent message answers like the documented sent one"
     );
     assert_eq!(
-        keys(&sent["Messages"][0]["To"][0]),
-        keys(&documented["Messages"][1]["To"][0])
+        field_names(&sent["Messages"][0]["To"][0]),
+        field_names(&documented["Messages"][1]["To"][0])
     );
     assert_eq!(
         vendor.fake.ledger().deliveries_of("PassengerEticket1234"),
         1
     );
 
-    let listed: Value = http
-        .get(format!("{}/v3/REST/message", vendor.fake.base_url()))
-        .basic_auth(API_KEY, Some(SECRET))
-        .query(&[
-            ("CustomID", "PassengerEticket1234"),
-            ("ShowCustomID", "true"),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let documented: Value = serde_json::from_str(include_str!(
+    let listed = json_answer(
+        http.get(format!("{}/v3/REST/message", vendor.fake.base_url()))
+            .basic_auth(API_KEY, Some(SECRET))
+            .query(&[
+                ("CustomID", "PassengerEticket1234"),
+                ("ShowCustomID", "true"),
+            ]),
+    )
+    .await;
+    let documented = json(include_str!(
         "../../../../fixtures/mailjet/message_list_response.json"
-    ))
-    .unwrap();
-    assert_eq!(keys(&listed), keys(&documented));
-    assert_eq!(keys(&listed["Data"][0]), keys(&documented["Data"][0]));
+    ));
+    assert_eq!(field_names(&listed), field_names(&documented));
+    assert_eq!(
+        field_names(&listed["Data"][0]),
+        field_names(&documented["Data"][0])
+    );
     assert_eq!(listed["Data"][0]["CustomID"], "PassengerEticket1234");
-}
-
-fn keys(value: &Value) -> BTreeSet<String> {
-    value.as_object().unwrap().keys().cloned().collect()
 }

@@ -6,13 +6,17 @@ use herald_onesignal::fake::FakeConfig;
 use herald_onesignal::{
     IDEMPOTENCY_WINDOW, OneSignalAdapter, OneSignalError, OneSignalRoute, idempotency_key_for,
 };
-use herald_provider::{Adapter, ProviderKey, SendResult};
+use herald_provider::{Adapter, ProviderKey};
+use herald_provider_testkit::ledger;
+use herald_provider_testkit::support::{
+    accepted_as_documented, accepted_ref, field_names, install_crypto_provider, json, rejection,
+    unique_key,
+};
 use secrecy::SecretString;
 use serde_json::json;
 
 use crate::support::{
-    CLIENT_TIMEOUT, SUBSCRIPTION, accepted_ref, adapter, documented_error, fixture,
-    install_crypto_provider, key, message, rejection, vendor, vendor_with,
+    CLIENT_TIMEOUT, SUBSCRIPTION, adapter, documented_error, message, vendor, vendor_with,
 };
 
 const REQUEST: &str = include_str!("../../../../fixtures/onesignal/create-message.request.json");
@@ -24,32 +28,14 @@ const NO_TARGETING: &str =
 const ACCESS_DENIED: &str =
     include_str!("../../../../fixtures/onesignal/errors/access-denied.403.json");
 
-fn sorted_keys(value: &serde_json::Value) -> Vec<String> {
-    let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
-    keys.sort();
-    keys
-}
-
 #[tokio::test]
 async fn a_sent_push_is_accepted_with_onesignals_id_and_the_request_has_the_documented_shape() {
     let config = FakeConfig::default();
     let app_id = config.app_id.clone();
     let vendor = vendor(config).await;
-    let key = key();
+    let key = unique_key();
 
-    let result = vendor.adapter.send(&message(), &key).await;
-
-    let SendResult::Accepted {
-        provider_ref: Some(id),
-        evidence,
-    } = &result
-    else {
-        panic!("expected an acceptance with an id, got {result:?}");
-    };
-    assert_eq!(evidence.status, Some(200));
-    let answer: serde_json::Value = serde_json::from_str(&evidence.detail).unwrap();
-    assert_eq!(sorted_keys(&answer), sorted_keys(&fixture(RESPONSE)));
-    assert_eq!(answer["id"], json!(id));
+    accepted_as_documented(&vendor.adapter.send(&message(), &key).await, 200, RESPONSE);
 
     let request = vendor
         .fake
@@ -66,7 +52,7 @@ async fn a_sent_push_is_accepted_with_onesignals_id_and_the_request_has_the_docu
     );
     // Exactly the fields of the documented example, with herald's values; herald's key is a
     // UUID and is the idempotency_key as it is.
-    assert_eq!(sorted_keys(&request.body), sorted_keys(&fixture(REQUEST)));
+    assert_eq!(field_names(&request.body), field_names(&json(REQUEST)));
     assert_eq!(
         request.body,
         json!({
@@ -86,7 +72,7 @@ async fn a_message_without_a_subject_has_no_headings() {
     let mut untitled = message();
     untitled.subject = None;
 
-    accepted_ref(&vendor.adapter.send(&untitled, &key()).await);
+    accepted_ref(&vendor.adapter.send(&untitled, &unique_key()).await);
 
     let body = vendor.fake.last_request().unwrap().body;
     assert!(body.get("headings").is_none(), "{body}");
@@ -95,41 +81,30 @@ async fn a_message_without_a_subject_has_no_headings() {
 #[tokio::test]
 async fn a_repeat_inside_the_window_answers_the_first_result_and_delivers_nothing() {
     let vendor = vendor(FakeConfig::default()).await;
-    let key = key();
+    let requests = || vendor.fake.ledger().requests;
+    let deliveries = |key: &str| vendor.fake.ledger().deliveries_of(key);
 
-    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
-    let again = vendor.adapter.send(&message(), &key).await;
+    let again =
+        ledger::replayed_inside_the_window(&vendor.adapter, &message(), requests, deliveries).await;
 
-    assert_eq!(accepted_ref(&again), first);
-    let SendResult::Accepted { evidence, .. } = &again else {
-        unreachable!()
-    };
+    let evidence = again.evidence();
     assert!(
         evidence.detail.starts_with("idempotent replay"),
         "{evidence:?}"
     );
-    let ledger = vendor.fake.ledger();
-    assert_eq!(ledger.requests, 2);
-    assert_eq!(ledger.deliveries_of(key.as_str()), 1);
 }
 
 #[tokio::test]
 async fn after_the_window_a_repeat_is_delivered_again() {
     let window = Duration::from_millis(300);
-    let vendor = vendor(FakeConfig {
+    let config = FakeConfig {
         idempotency_window: window,
         ..FakeConfig::default()
-    })
-    .await;
-    let key = key();
+    };
+    let vendor = vendor(config).await;
+    let deliveries = |key: &str| vendor.fake.ledger().deliveries_of(key);
 
-    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
-    // A bounded wait for the window to pass, not for a condition.
-    tokio::time::sleep(window + Duration::from_millis(50)).await;
-    let after = accepted_ref(&vendor.adapter.send(&message(), &key).await);
-
-    assert_ne!(first, after);
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 2);
+    ledger::sent_again_after_the_window(&vendor.adapter, &message(), window, deliveries).await;
 }
 
 #[tokio::test]
@@ -161,7 +136,7 @@ async fn a_subscription_that_is_not_subscribed_is_a_permanent_rejection_from_a_2
         ..FakeConfig::default()
     })
     .await;
-    let key = key();
+    let key = unique_key();
 
     for _ in 0..2 {
         let (permanent, retry_after, evidence) =
@@ -186,7 +161,7 @@ async fn a_message_without_a_target_is_a_permanent_rejection() {
     let mut nobody = message();
     nobody.to = String::new();
 
-    let (permanent, _, evidence) = rejection(vendor.adapter.send(&nobody, &key()).await);
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&nobody, &unique_key()).await);
 
     assert!(permanent);
     assert_eq!(evidence.status, Some(400));
@@ -200,7 +175,7 @@ async fn a_message_without_text_is_a_permanent_rejection() {
     let mut empty = message();
     empty.text = None;
 
-    let (permanent, _, evidence) = rejection(vendor.adapter.send(&empty, &key()).await);
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&empty, &unique_key()).await);
 
     assert!(permanent);
     assert_eq!(evidence.status, Some(400));
@@ -220,7 +195,7 @@ async fn another_apps_id_is_refused_like_a_wrong_key() {
     )
     .await;
 
-    let (permanent, _, evidence) = rejection(vendor.adapter.send(&message(), &key()).await);
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&message(), &unique_key()).await);
 
     assert!(permanent);
     assert_eq!(evidence.status, Some(403));
@@ -270,13 +245,13 @@ async fn the_fake_refuses_a_request_without_authorization_with_the_documented_40
 
     let response = reqwest::Client::new()
         .post(format!("{}/notifications", vendor.fake.base_url()))
-        .json(&fixture(REQUEST))
+        .json(&json(REQUEST))
         .send()
         .await
         .unwrap();
 
     assert_eq!(response.status(), 400);
     let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body, fixture(MISSING_AUTHORIZATION));
+    assert_eq!(body, json(MISSING_AUTHORIZATION));
     assert_eq!(vendor.fake.ledger().total_deliveries(), 0);
 }

@@ -1,16 +1,16 @@
-//! Faults of the fake OneSignal, as its ledger records them: an ambiguity that a resend inside
-//! the window settles without a second delivery, a repeat while the first answer is held, and
-//! the fake's fault queue itself. How each fault is classified is the conformance kit's to
-//! check (`conformance.rs`).
+//! Faults of the fake OneSignal, as its ledger records them: an ambiguity, from a lost answer
+//! or from one held past the client's timeout, that a resend inside the window settles without
+//! a second delivery (the kit's `ledger` check), and the fake's fault queue itself. How each
+//! fault is classified is the conformance kit's to check (`conformance.rs`).
 
 use std::time::Duration;
 
 use herald_onesignal::fake::{FakeConfig, Fault, Faults};
-use herald_provider::{Adapter, SendResult};
+use herald_provider::{Adapter, Evidence, SendResult};
+use herald_provider_testkit::ledger::{self, Loss};
+use herald_provider_testkit::support::{accepted_ref, ambiguous, unique_key};
 
-use crate::support::{
-    SHORT_TIMEOUT, Vendor, accepted_ref, documented_error, key, message, vendor, vendor_with,
-};
+use crate::support::{SHORT_TIMEOUT, Vendor, documented_error, message, vendor, vendor_with};
 
 const SERVICE_UNAVAILABLE: &str =
     include_str!("../../../../fixtures/onesignal/errors/service-unavailable.503.json");
@@ -21,6 +21,7 @@ async fn vendor_with_faults(faults: Faults) -> Vendor {
     vendor
 }
 
+/// A fake that holds its next answer for a minute, and a client that gives up long before.
 async fn delaying_vendor() -> Vendor {
     let config = FakeConfig {
         delay: Duration::from_secs(60),
@@ -31,90 +32,55 @@ async fn delaying_vendor() -> Vendor {
     vendor_with(config, &app_id, &api_key, SHORT_TIMEOUT).await
 }
 
+/// Sends a push through `vendor`'s next fault, and resends it: the kit's check that the
+/// resend settles what `loss` made ambiguous. The ambiguity's evidence.
+async fn resent(vendor: Vendor, loss: Loss) -> Evidence {
+    let deliveries = |key: &str| vendor.fake.ledger().deliveries_of(key);
+    ledger::settled_by_resend(&vendor.adapter, &message(), loss, deliveries).await
+}
+
 #[tokio::test]
 async fn accept_then_drop_is_ambiguous_and_the_resend_is_answered_without_a_second_delivery() {
     let vendor = vendor_with_faults(Faults::next([Fault::AcceptThenDrop])).await;
-    let key = key();
-
-    match vendor.adapter.send(&message(), &key).await {
-        SendResult::Ambiguous { evidence } => {
-            assert_eq!(evidence.stage, "awaiting_response");
-            assert_eq!(evidence.status, None, "no status line may reach the client");
-        }
-        other => panic!("expected an ambiguity, got {other:?}"),
-    }
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
-
-    accepted_ref(&vendor.adapter.send(&message(), &key).await);
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+    resent(vendor, Loss::DroppedAfterProcessing).await;
 }
 
 #[tokio::test]
 async fn a_repeat_while_the_first_answer_is_held_gets_the_first_result_at_once() {
-    let vendor = delaying_vendor().await;
-    let key = key();
-
-    let first = vendor.adapter.send(&message(), &key).await;
-    let repeat = vendor.adapter.send(&message(), &key).await;
-
-    assert!(matches!(first, SendResult::Ambiguous { .. }), "{first:?}");
-    accepted_ref(&repeat);
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+    resent(delaying_vendor().await, Loss::HeldPastTheTimeout).await;
 }
 
 #[tokio::test]
 async fn a_500_after_processing_is_ambiguous_and_the_resend_answers_the_first_id() {
     let vendor = vendor_with_faults(Faults::next([Fault::ErrorAfterProcessing])).await;
-    let key = key();
-
-    match vendor.adapter.send(&message(), &key).await {
-        SendResult::Ambiguous { evidence } => assert_eq!(evidence.status, Some(500)),
-        other => panic!("expected an ambiguity, got {other:?}"),
-    }
-    accepted_ref(&vendor.adapter.send(&message(), &key).await);
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+    resent(vendor, Loss::ErrorAfterProcessing(500)).await;
 }
 
 #[tokio::test]
 async fn a_503_is_ambiguous_because_onesignal_does_not_document_it_as_not_processed() {
     let vendor = vendor_with_faults(Faults::next([Fault::UnavailableBeforeProcessing])).await;
-    let key = key();
-
-    match vendor.adapter.send(&message(), &key).await {
-        SendResult::Ambiguous { evidence } => {
-            assert_eq!(evidence.status, Some(503));
-            assert_eq!(
-                evidence.vendor_code,
-                Some(documented_error(SERVICE_UNAVAILABLE))
-            );
-        }
-        other => panic!("expected an ambiguity, got {other:?}"),
-    }
     // This fake did not process it; the resend inside the window is the first delivery.
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 0);
-    accepted_ref(&vendor.adapter.send(&message(), &key).await);
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+    let evidence = resent(vendor, Loss::UnavailableBeforeProcessing(503)).await;
+    assert_eq!(
+        evidence.vendor_code,
+        Some(documented_error(SERVICE_UNAVAILABLE))
+    );
 }
 
 #[tokio::test]
 async fn faults_apply_in_order_and_then_stop_unless_set_for_every_request() {
     let vendor = vendor_with_faults(Faults::next([Fault::RateLimited])).await;
-    assert!(matches!(
-        vendor.adapter.send(&message(), &key()).await,
-        SendResult::Rejected { .. }
-    ));
-    accepted_ref(&vendor.adapter.send(&message(), &key()).await);
+    let send = async || vendor.adapter.send(&message(), &unique_key()).await;
 
-    vendor
-        .fake
-        .set_faults(Faults::always(Fault::UnavailableBeforeProcessing));
+    assert!(matches!(send().await, SendResult::Rejected { .. }));
+    accepted_ref(&send().await);
+
+    let unavailable = Faults::always(Fault::UnavailableBeforeProcessing);
+    vendor.fake.set_faults(unavailable);
     for _ in 0..3 {
-        assert!(matches!(
-            vendor.adapter.send(&message(), &key()).await,
-            SendResult::Ambiguous { .. }
-        ));
+        ambiguous(&send().await);
     }
     vendor.fake.set_faults(Faults::none());
-    accepted_ref(&vendor.adapter.send(&message(), &key()).await);
+    accepted_ref(&send().await);
     assert_eq!(vendor.fake.ledger().total_deliveries(), 2);
 }

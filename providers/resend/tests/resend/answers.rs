@@ -3,14 +3,19 @@
 use std::time::Duration;
 
 use herald_provider::{Adapter, SendResult};
+use herald_provider_testkit::ledger;
+use herald_provider_testkit::support::{
+    accepted_as_documented, accepted_ref, field_names, install_crypto_provider, json, rejection,
+    unique_key,
+};
 use herald_resend::fake::{FakeConfig, Fault, Faults};
 use herald_resend::{IDEMPOTENCY_WINDOW, MAX_EMAIL_BYTES, ResendAdapter, ResendError, ResendRoute};
 use secrecy::SecretString;
 use serde_json::json;
 
 use crate::support::{
-    CLIENT_TIMEOUT, SENDER, SHORT_TIMEOUT, accepted_ref, adapter, documented_message, fixture,
-    install_crypto_provider, key, message, vendor, vendor_with,
+    CLIENT_TIMEOUT, SENDER, SHORT_TIMEOUT, adapter, documented_message, message, vendor,
+    vendor_with,
 };
 
 const REQUEST: &str = include_str!("../../../../fixtures/resend/send-email.request.json");
@@ -26,41 +31,13 @@ const CONCURRENT_IDEMPOTENT_REQUESTS: &str =
 const MISSING_REQUIRED_FIELD: &str =
     include_str!("../../../../fixtures/resend/errors/missing_required_field.json");
 
-fn rejection(result: SendResult) -> (bool, Option<Duration>, herald_provider::Evidence) {
-    match result {
-        SendResult::Rejected {
-            permanent,
-            retry_after,
-            evidence,
-        } => (permanent, retry_after, evidence),
-        other => panic!("expected a rejection, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn a_sent_email_is_accepted_with_resends_id_and_the_request_has_the_documented_shape() {
     let vendor = vendor(FakeConfig::default()).await;
-    let key = key();
+    let (message, key) = (message(), unique_key());
 
-    let result = vendor.adapter.send(&message(), &key).await;
-
-    let SendResult::Accepted {
-        provider_ref: Some(id),
-        evidence,
-    } = &result
-    else {
-        panic!("expected an acceptance with an id, got {result:?}");
-    };
-    assert_eq!(evidence.status, Some(200));
-    // The answer has exactly the documented fields.
-    let answer: serde_json::Value = serde_json::from_str(&evidence.detail).unwrap();
-    let keys = |v: &serde_json::Value| {
-        let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
-        keys.sort();
-        keys
-    };
-    assert_eq!(keys(&answer), keys(&fixture(RESPONSE)));
-    assert_eq!(answer["id"], json!(id));
+    // The answer is kept whole, and has exactly the documented fields.
+    accepted_as_documented(&vendor.adapter.send(&message, &key).await, 200, RESPONSE);
 
     let request = vendor
         .fake
@@ -77,7 +54,7 @@ async fn a_sent_email_is_accepted_with_resends_id_and_the_request_has_the_docume
         "{request:?}"
     );
     // Every field of the documented example is there, with herald's values.
-    for field in keys(&fixture(REQUEST)) {
+    for field in field_names(&json(REQUEST)) {
         assert!(request.body.get(&field).is_some(), "missing `{field}`");
     }
     assert_eq!(
@@ -88,7 +65,7 @@ async fn a_sent_email_is_accepted_with_resends_id_and_the_request_has_the_docume
             "subject": "Your code",
             "html": "<p>123456</p>",
             "text": "123456",
-            "tags": [{"name": "herald_notification_id", "value": message().notification_id}],
+            "tags": [{"name": "herald_notification_id", "value": message.notification_id}],
         })
     );
     assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
@@ -97,15 +74,10 @@ async fn a_sent_email_is_accepted_with_resends_id_and_the_request_has_the_docume
 #[tokio::test]
 async fn a_repeat_inside_the_window_is_answered_with_the_first_id_and_nothing_is_sent_again() {
     let vendor = vendor(FakeConfig::default()).await;
-    let key = key();
+    let requests = || vendor.fake.ledger().requests;
+    let deliveries = |key: &str| vendor.fake.ledger().deliveries_of(key);
 
-    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
-    let again = accepted_ref(&vendor.adapter.send(&message(), &key).await);
-
-    assert_eq!(first, again);
-    let ledger = vendor.fake.ledger();
-    assert_eq!(ledger.requests, 2);
-    assert_eq!(ledger.deliveries_of(key.as_str()), 1);
+    ledger::replayed_inside_the_window(&vendor.adapter, &message(), requests, deliveries).await;
 }
 
 #[tokio::test]
@@ -116,24 +88,18 @@ async fn after_the_window_a_repeat_is_sent_again() {
         ..FakeConfig::default()
     })
     .await;
-    let key = key();
+    let deliveries = |key: &str| vendor.fake.ledger().deliveries_of(key);
 
-    let first = accepted_ref(&vendor.adapter.send(&message(), &key).await);
-    // A bounded wait for the window to pass, not for a condition.
-    tokio::time::sleep(window + Duration::from_millis(50)).await;
-    let after = accepted_ref(&vendor.adapter.send(&message(), &key).await);
-
-    assert_ne!(first, after);
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 2);
+    ledger::sent_again_after_the_window(&vendor.adapter, &message(), window, deliveries).await;
 }
 
 #[tokio::test]
 async fn the_same_key_with_another_payload_proves_the_earlier_request_was_processed() {
     let vendor = vendor(FakeConfig::default()).await;
-    let key = key();
-    accepted_ref(&vendor.adapter.send(&message(), &key).await);
+    let (message, key) = (message(), unique_key());
+    accepted_ref(&vendor.adapter.send(&message, &key).await);
 
-    let mut other = message();
+    let mut other = message.clone();
     other.text = Some("654321".to_owned());
     let SendResult::KeyReused { evidence } = vendor.adapter.send(&other, &key).await else {
         panic!("a reused key must be read as proof of an earlier processing");
@@ -162,10 +128,10 @@ async fn a_repeat_while_the_first_request_is_in_progress_is_a_transient_rejectio
     };
     let api_key = config.api_key.clone();
     let vendor = vendor_with(config, &api_key, SHORT_TIMEOUT).await;
-    let key = key();
+    let (message, key) = (message(), unique_key());
 
-    let first = vendor.adapter.send(&message(), &key).await;
-    let repeat = vendor.adapter.send(&message(), &key).await;
+    let first = vendor.adapter.send(&message, &key).await;
+    let repeat = vendor.adapter.send(&message, &key).await;
 
     assert!(matches!(first, SendResult::Ambiguous { .. }), "{first:?}");
     let (permanent, _, evidence) = rejection(repeat);
@@ -222,7 +188,7 @@ async fn a_message_without_a_subject_is_refused_as_missing_a_required_field() {
     let mut no_subject = message();
     no_subject.subject = None;
 
-    let (permanent, _, evidence) = rejection(vendor.adapter.send(&no_subject, &key()).await);
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&no_subject, &unique_key()).await);
 
     assert!(permanent);
     assert_eq!(evidence.status, Some(422));
@@ -242,7 +208,7 @@ async fn a_message_without_a_subject_is_refused_as_missing_a_required_field() {
 async fn a_missing_api_key_is_a_permanent_rejection() {
     let vendor = vendor_with(FakeConfig::default(), "", CLIENT_TIMEOUT).await;
 
-    let (permanent, _, evidence) = rejection(vendor.adapter.send(&message(), &key()).await);
+    let (permanent, _, evidence) = rejection(vendor.adapter.send(&message(), &unique_key()).await);
 
     assert!(permanent);
     assert_eq!(evidence.status, Some(401));
@@ -260,7 +226,7 @@ async fn a_vendor_name_that_does_not_resolve_is_a_dns_rejection_not_a_refused_co
     // `.invalid` never resolves (RFC 6761), so no resolver is asked beyond this machine's.
     let adapter = adapter("http://herald-test.invalid", "re_unused", CLIENT_TIMEOUT);
 
-    let result = adapter.send(&message(), &key()).await;
+    let result = adapter.send(&message(), &unique_key()).await;
 
     assert_eq!(result.reason(), "not_sent_locally");
     let (permanent, _, evidence) = rejection(result);

@@ -1,19 +1,18 @@
-//! Shared set-up: a fake Resend per test, an adapter pointed at it, and distinct keys.
+//! Shared set-up: a fake Resend per test, an adapter pointed at it, and the message it sends.
+//! Keys, result readers and the crypto provider are the conformance kit's (`support`).
 
-use std::sync::Once;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use herald_provider::{Channel, Message, ProviderKey, SendResult};
+use herald_provider::{Channel, Message};
+use herald_provider_testkit::support;
 use herald_resend::fake::{self, FakeConfig, FakeHandle};
 use herald_resend::{ResendAdapter, ResendRoute};
 use secrecy::SecretString;
 
+pub use herald_provider_testkit::support::install_crypto_provider;
+
 /// A running fake with the adapter a test needs.
-pub struct Vendor {
-    pub fake: FakeHandle,
-    pub adapter: ResendAdapter,
-}
+pub type Vendor = support::Vendor<FakeHandle, ResendAdapter>;
 
 /// Long enough for any answer the fake gives at once on a busy machine, and far below the
 /// `delay` fault's hold.
@@ -31,11 +30,8 @@ pub async fn vendor(config: FakeConfig) -> Vendor {
 
 /// A fake with `config`, and an adapter that authenticates with `api_key`.
 pub async fn vendor_with(config: FakeConfig, api_key: &str, timeout: Duration) -> Vendor {
-    let fake = fake::spawn(config)
-        .await
-        .expect("the fake binds a loopback port");
-    let adapter = adapter(&fake.base_url(), api_key, timeout);
-    Vendor { fake, adapter }
+    let adapter = |base_url: String| adapter(&base_url, api_key, timeout);
+    Vendor::start(fake::spawn(config), FakeHandle::base_url, adapter).await
 }
 
 pub fn adapter(base_url: &str, api_key: &str, timeout: Duration) -> ResendAdapter {
@@ -49,55 +45,15 @@ pub fn adapter(base_url: &str, api_key: &str, timeout: Duration) -> ResendAdapte
     .expect("a valid route")
 }
 
-/// reqwest (with `rustls-no-provider`) panics when building any client, even for http, unless
-/// a crypto provider is installed; herald's main does this, so the tests do it once too.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-/// A key no other test uses, shaped like herald's (a notification's UUID).
-pub fn key() -> ProviderKey {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    ProviderKey::new(format!(
-        "01970000-0000-7000-8000-{:012}",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ))
-}
-
+/// An email to ada@example.com: `Your code`, `123456`, `<p>123456</p>` (the kit's email).
 pub fn message() -> Message {
-    Message {
-        notification_id: "01970000-0000-7000-8000-000000000001".to_owned(),
-        channel: Channel::Email,
-        to: "ada@example.com".to_owned(),
-        subject: Some("Your code".to_owned()),
-        text: Some("123456".to_owned()),
-        html: Some("<p>123456</p>".to_owned()),
-        payload: None,
-        email: Default::default(),
-    }
-}
-
-pub fn fixture(json: &str) -> serde_json::Value {
-    serde_json::from_str(json).expect("fixtures are JSON")
+    support::message(Channel::Email, "ada@example.com")
 }
 
 /// The `message` of a documented error body.
 pub fn documented_message(json: &str) -> String {
-    fixture(json)["message"]
+    support::json(json)["message"]
         .as_str()
         .expect("error fixtures carry a message")
         .to_owned()
-}
-
-pub fn accepted_ref(result: &SendResult) -> String {
-    match result {
-        SendResult::Accepted {
-            provider_ref: Some(id),
-            ..
-        } => id.clone(),
-        other => panic!("expected an acceptance with an id, got {other:?}"),
-    }
 }

@@ -1,6 +1,5 @@
 //! Shared set-up: a sandbox per test, an adapter pointed at it, and distinct keys.
 
-use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -8,6 +7,8 @@ use herald_provider::{Channel, Message, ProviderKey};
 use herald_sandbox::{
     Profile, SandboxAdapter, SandboxClient, SandboxConfig, SandboxHandle, SandboxRoute, spawn,
 };
+
+pub use herald_provider_testkit::support::install_crypto_provider;
 
 /// A running sandbox with the adapter and the ledger client a test needs.
 pub struct Vendor {
@@ -54,15 +55,6 @@ pub fn config(profile: Profile) -> SandboxConfig {
         profile,
         ..SandboxConfig::default()
     }
-}
-
-/// reqwest (with `rustls-no-provider`) panics when building any client, even for http, unless
-/// a crypto provider is installed; herald's main does this, so the tests do it once too.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 /// A key no other test uses, as herald derives one per notification.

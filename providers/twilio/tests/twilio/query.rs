@@ -2,24 +2,23 @@
 
 use std::time::Duration;
 
-use herald_provider::{Adapter, QueryResult, SendResult};
+use herald_provider::{Adapter, QueryResult};
+use herald_provider_testkit::ledger;
+use herald_provider_testkit::support::{
+    Form, accepted_ref, ambiguous, assert_not_found_yet, unsupported,
+};
 use herald_twilio::fake::{FakeConfig, Fault};
 use secrecy::SecretString;
 
 use crate::support::{
-    ACCOUNT, FROM, SERVICE, TO, fake_config, key, query_until_found, sms, unique_text, vendor,
-    vendor_with,
+    ACCOUNT, FROM, SERVICE, TO, fake_config, key, sms, unique_text, vendor, vendor_with,
 };
 
 #[tokio::test]
 async fn the_query_asks_twilio_for_this_number_sender_and_days() {
     let vendor = vendor().await;
     let message = sms(&unique_text());
-    let lookup = vendor.adapter.query(&message, &key(&message)).await;
-    assert!(
-        matches!(lookup, QueryResult::NotFoundYet { .. }),
-        "{lookup:?}"
-    );
+    assert_not_found_yet(&vendor.adapter.query(&message, &key(&message)).await);
 
     let received = vendor.fake.received();
     let request = &received[0];
@@ -29,22 +28,13 @@ async fn the_query_asks_twilio_for_this_number_sender_and_days() {
         format!("/2010-04-01/Accounts/{ACCOUNT}/Messages.json")
     );
     assert_eq!(request.basic_user.as_deref(), Some(ACCOUNT));
-    let query: Vec<(String, String)> =
-        url::form_urlencoded::parse(request.query.as_deref().unwrap().as_bytes())
-            .into_owned()
-            .collect();
-    let value = |name: &str| {
-        query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    assert_eq!(value("To").as_deref(), Some(TO));
-    assert_eq!(value("From").as_deref(), Some(FROM));
-    assert_eq!(value("PageSize").as_deref(), Some("1000"));
+    let query = Form::parse(request.query.as_deref().expect("a query"));
+    assert_eq!(query.get("To"), Some(TO));
+    assert_eq!(query.get("From"), Some(FROM));
+    assert_eq!(query.get("PageSize"), Some("1000"));
     // The notification was created just now: its window starts ten minutes earlier, which is
     // today or (just after midnight UTC) yesterday.
-    let day = value("DateSent>").expect("a DateSent> filter");
+    let day = query.get("DateSent>").expect("a DateSent> filter");
     let today = time::OffsetDateTime::now_utc().date();
     let earlier = (time::OffsetDateTime::now_utc() - Duration::from_secs(600)).date();
     assert!(
@@ -54,30 +44,18 @@ async fn the_query_asks_twilio_for_this_number_sender_and_days() {
 }
 
 #[tokio::test]
-async fn a_send_becomes_visible_only_after_the_vendors_lag() {
+async fn a_send_is_listed_among_look_alikes_only_after_the_vendors_lag() {
+    let lag = Duration::from_secs(1);
     let config = FakeConfig {
-        visibility_lag: Duration::from_secs(1),
+        visibility_lag: lag,
         ..fake_config()
     };
     let vendor = vendor_with(config, |_| {}).await;
     let message = sms(&unique_text());
-    let sent = vendor.adapter.send(&message, &key(&message)).await;
-    let SendResult::Accepted {
-        provider_ref: Some(sid),
-        ..
-    } = sent
-    else {
-        panic!("expected an acceptance, got {sent:?}");
-    };
+    let key = key(&message);
 
-    let early = vendor.adapter.query(&message, &key(&message)).await;
-    assert!(
-        matches!(early, QueryResult::NotFoundYet { .. }),
-        "{early:?}"
-    );
-    match query_until_found(&vendor.adapter, &message, Duration::from_secs(5)).await {
-        QueryResult::LookAlikes { refs, evidence, .. } => {
-            assert_eq!(refs, [sid]);
+    match ledger::visible_only_after_the_lag(&vendor.adapter, &message, &key, lag).await {
+        QueryResult::LookAlikes { evidence, .. } => {
             assert!(evidence.detail.starts_with("1 message(s)"), "{evidence:?}");
         }
         other => panic!("expected the delivery to be found, got {other:?}"),
@@ -90,15 +68,8 @@ async fn two_identical_texts_are_both_listed_as_look_alikes_oldest_first() {
     let text = unique_text();
     let first = sms(&text);
     let second = sms(&text);
-    let sid = |sent| match sent {
-        SendResult::Accepted {
-            provider_ref: Some(sid),
-            ..
-        } => sid,
-        other => panic!("expected an acceptance, got {other:?}"),
-    };
-    let first_sid = sid(vendor.adapter.send(&first, &key(&first)).await);
-    let second_sid = sid(vendor.adapter.send(&second, &key(&second)).await);
+    let first_sid = accepted_ref(&vendor.adapter.send(&first, &key(&first)).await);
+    let second_sid = accepted_ref(&vendor.adapter.send(&second, &key(&second)).await);
     assert_eq!(vendor.fake.ledger().deliveries_of(&text), 2);
 
     // Nothing in Twilio's records says whose each is: the look-up of either finds both.
@@ -123,11 +94,7 @@ async fn another_text_or_another_number_is_not_this_send() {
     let mut other_number = sms(sent.text.as_deref().unwrap());
     other_number.to = "+14155550199".to_owned();
     for message in [other_text, other_number] {
-        let lookup = vendor.adapter.query(&message, &key(&message)).await;
-        assert!(
-            matches!(lookup, QueryResult::NotFoundYet { .. }),
-            "{lookup:?}"
-        );
+        assert_not_found_yet(&vendor.adapter.query(&message, &key(&message)).await);
     }
 }
 
@@ -169,8 +136,7 @@ async fn a_messaging_service_send_is_found_by_its_service() {
     .await;
     let message = sms(&unique_text());
     vendor.fake.set_faults([Fault::AcceptThenDrop]);
-    let sent = vendor.adapter.send(&message, &key(&message)).await;
-    assert!(matches!(sent, SendResult::Ambiguous { .. }), "{sent:?}");
+    ambiguous(&vendor.adapter.send(&message, &key(&message)).await);
 
     let lookup = vendor.adapter.query(&message, &key(&message)).await;
     assert!(
@@ -193,27 +159,16 @@ async fn a_messaging_service_send_is_found_by_its_service() {
 async fn a_failed_lookup_proves_nothing() {
     let vendor = vendor().await;
     let message = sms(&unique_text());
-    vendor.adapter.send(&message, &key(&message)).await;
-
-    for fault in [
+    vendor.fake.set_lookup_faults([
         Fault::ErrorAfterProcessing,
         Fault::UnavailableBeforeProcessing,
         Fault::RateLimited,
         Fault::AcceptThenDrop,
-    ] {
-        vendor.fake.set_lookup_faults([fault]);
-        let lookup = vendor.adapter.query(&message, &key(&message)).await;
-        assert!(
-            matches!(lookup, QueryResult::Unsupported { .. }),
-            "{fault:?}: {lookup:?}"
-        );
-    }
-    // Without a fault the same look-up finds it.
-    let lookup = vendor.adapter.query(&message, &key(&message)).await;
-    assert!(
-        matches!(lookup, QueryResult::LookAlikes { .. }),
-        "{lookup:?}"
-    );
+    ]);
+
+    let found =
+        ledger::failed_lookups_prove_nothing(&vendor.adapter, &message, &key(&message), 4).await;
+    assert!(matches!(found, QueryResult::LookAlikes { .. }), "{found:?}");
 }
 
 #[tokio::test]
@@ -229,7 +184,7 @@ async fn the_lookup_searches_for_the_stored_request_whatever_the_route_says_now(
         .adapter
         .send_prepared(&request, &message, &key(&message))
         .await;
-    assert!(matches!(sent, SendResult::Ambiguous { .. }), "{sent:?}");
+    ambiguous(&sent);
 
     // The operator changes the route's sender after the send: the look-up must still ask for
     // the sender the message went out from, or it would take the send for one never made.
@@ -255,11 +210,9 @@ async fn a_lookup_with_wrong_credentials_proves_nothing() {
     )
     .await;
     let message = sms(&unique_text());
-    match vendor.adapter.query(&message, &key(&message)).await {
-        QueryResult::Unsupported { evidence } => {
-            assert_eq!(evidence.status, Some(401));
-            assert_eq!(evidence.vendor_code.as_deref(), Some("20003"));
-        }
-        other => panic!("expected a look-up that proves nothing, got {other:?}"),
-    }
+    let lookup = vendor.adapter.query(&message, &key(&message)).await;
+
+    let evidence = unsupported(&lookup);
+    assert_eq!(evidence.status, Some(401));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("20003"));
 }

@@ -1,17 +1,20 @@
 //! Sending: the request Twilio receives, and how each documented answer is classified.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use herald_provider::{Adapter, Channel, SendResult};
+use herald_provider_testkit::support::{
+    Form, accepted_ref, field_names, install_crypto_provider, json, json_answer,
+    permanent_rejection,
+};
 use herald_twilio::fake::FakeConfig;
 use herald_twilio::{DEFAULT_VISIBILITY_LAG, TwilioAdapter, TwilioError};
 use secrecy::SecretString;
 use serde_json::Value;
 
 use crate::support::{
-    ACCOUNT, FROM, SERVICE, TO, TOKEN, fake_config, field, form, install_crypto_provider, key,
-    route, sms, unique_text, vendor, vendor_with,
+    ACCOUNT, FROM, SERVICE, TO, TOKEN, fake_config, key, route, sms, unique_text, vendor,
+    vendor_with,
 };
 
 #[tokio::test]
@@ -23,17 +26,12 @@ async fn a_created_message_is_accepted_with_its_sid_and_the_request_has_the_docu
     let text = unique_text();
     let message = sms(&text);
 
-    let sid = match vendor.adapter.send(&message, &key(&message)).await {
-        SendResult::Accepted {
-            provider_ref: Some(sid),
-            evidence,
-        } => {
-            assert_eq!(evidence.status, Some(201));
-            assert!(evidence.detail.contains("status queued"), "{evidence:?}");
-            sid
-        }
-        other => panic!("expected an acceptance, got {other:?}"),
-    };
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    let sid = accepted_ref(&result);
+    let evidence = result.evidence();
+    assert_eq!(evidence.status, Some(201));
+    assert!(evidence.detail.contains("status queued"), "{evidence:?}");
 
     let ledger = vendor.fake.ledger();
     assert_eq!(ledger.deliveries_of(&text), 1);
@@ -52,22 +50,22 @@ async fn a_created_message_is_accepted_with_its_sid_and_the_request_has_the_docu
         request.content_type.as_deref(),
         Some("application/x-www-form-urlencoded")
     );
-    let form = form(&request.body);
-    assert_eq!(field(&form, "To"), Some(TO));
-    assert_eq!(field(&form, "From"), Some(FROM));
-    assert_eq!(field(&form, "Body"), Some(text.as_str()));
-    assert_eq!(field(&form, "MessagingServiceSid"), None);
+    let form = Form::parse(&request.body);
+    assert_eq!(form.get("To"), Some(TO));
+    assert_eq!(form.get("From"), Some(FROM));
+    assert_eq!(form.get("Body"), Some(text.as_str()));
+    assert_eq!(form.get("MessagingServiceSid"), None);
     assert_eq!(
-        field(&form, "StatusCallback"),
+        form.get("StatusCallback"),
         Some("https://herald.example/twilio/status")
     );
     // Twilio drops what it has not sent within the lag, less the list's allowance.
     let validity = DEFAULT_VISIBILITY_LAG.as_secs() - 30;
     assert_eq!(
-        field(&form, "ValidityPeriod"),
+        form.get("ValidityPeriod"),
         Some(validity.to_string().as_str())
     );
-    assert_eq!(field(&form, "SmartEncoded"), Some("false"));
+    assert_eq!(form.get("SmartEncoded"), Some("false"));
 }
 
 #[tokio::test]
@@ -81,9 +79,9 @@ async fn a_messaging_service_route_names_the_service_instead_of_a_sender() {
 
     let result = vendor.adapter.send(&message, &key(&message)).await;
     assert!(matches!(result, SendResult::Accepted { .. }), "{result:?}");
-    let form = form(&vendor.fake.received()[0].body);
-    assert_eq!(field(&form, "MessagingServiceSid"), Some(SERVICE));
-    assert_eq!(field(&form, "From"), None);
+    let form = Form::parse(&vendor.fake.received()[0].body);
+    assert_eq!(form.get("MessagingServiceSid"), Some(SERVICE));
+    assert_eq!(form.get("From"), None);
 }
 
 #[tokio::test]
@@ -92,17 +90,11 @@ async fn an_invalid_number_is_rejected_permanently_with_twilio_code_21211() {
     let mut message = sms(&unique_text());
     message.to = "+15005550001".to_owned();
 
-    match vendor.adapter.send(&message, &key(&message)).await {
-        SendResult::Rejected {
-            permanent: true,
-            retry_after: None,
-            evidence,
-        } => {
-            assert_eq!(evidence.status, Some(400));
-            assert_eq!(evidence.vendor_code.as_deref(), Some("21211"));
-        }
-        other => panic!("expected a permanent rejection, got {other:?}"),
-    }
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    let evidence = permanent_rejection(&result);
+    assert_eq!(evidence.status, Some(400));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("21211"));
     assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
@@ -112,14 +104,10 @@ async fn a_recipient_who_replied_stop_is_rejected_permanently_with_code_21610() 
     let mut message = sms(&unique_text());
     message.to = "+15005550004".to_owned();
 
-    match vendor.adapter.send(&message, &key(&message)).await {
-        SendResult::Rejected {
-            permanent: true,
-            evidence,
-            ..
-        } => assert_eq!(evidence.vendor_code.as_deref(), Some("21610")),
-        other => panic!("expected a permanent rejection, got {other:?}"),
-    }
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    let evidence = permanent_rejection(&result);
+    assert_eq!(evidence.vendor_code.as_deref(), Some("21610"));
     assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
@@ -132,22 +120,13 @@ async fn wrong_credentials_are_rejected_permanently_with_the_documented_401() {
     .await;
     let message = sms(&unique_text());
 
-    match vendor.adapter.send(&message, &key(&message)).await {
-        SendResult::Rejected {
-            permanent: true,
-            retry_after: None,
-            evidence,
-        } => {
-            assert_eq!(evidence.status, Some(401));
-            assert_eq!(evidence.vendor_code.as_deref(), Some("20003"));
-            let documented: Value =
-                serde_json::from_str(include_str!("../../../../fixtures/twilio/error_20003.json"))
-                    .unwrap();
-            let served: Value = serde_json::from_str(&evidence.detail).unwrap();
-            assert_eq!(served, documented);
-        }
-        other => panic!("expected a permanent rejection, got {other:?}"),
-    }
+    let result = vendor.adapter.send(&message, &key(&message)).await;
+
+    let evidence = permanent_rejection(&result);
+    assert_eq!(evidence.status, Some(401));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("20003"));
+    let documented = json(include_str!("../../../../fixtures/twilio/error_20003.json"));
+    assert_eq!(json(&evidence.detail), documented);
     assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
@@ -188,14 +167,8 @@ async fn what_cannot_be_an_sms_is_rejected_before_any_request() {
     let long = sms(&"x".repeat(1601));
 
     for message in [email, empty, long] {
-        match vendor.adapter.send(&message, &key(&message)).await {
-            SendResult::Rejected {
-                permanent: true,
-                evidence,
-                ..
-            } => assert_eq!(evidence.stage, "request"),
-            other => panic!("expected a permanent rejection, got {other:?}"),
-        }
+        let result = vendor.adapter.send(&message, &key(&message)).await;
+        assert_eq!(permanent_rejection(&result).stage, "request");
     }
     assert!(vendor.fake.received().is_empty());
 }
@@ -263,8 +236,8 @@ async fn capabilities_declare_the_query_lag_and_no_idempotency() {
     assert_eq!(capabilities.max_payload_bytes, Some(1600));
     let message = sms(&unique_text());
     vendor.adapter.send(&message, &key(&message)).await;
-    let form = form(&vendor.fake.received()[0].body);
-    assert_eq!(field(&form, "ValidityPeriod"), Some("60"));
+    let form = Form::parse(&vendor.fake.received()[0].body);
+    assert_eq!(form.get("ValidityPeriod"), Some("60"));
 }
 
 /// The fake is checked against the docs too: it takes the documented request and answers with
@@ -272,10 +245,9 @@ async fn capabilities_declare_the_query_lag_and_no_idempotency() {
 #[tokio::test]
 async fn the_fake_takes_the_documented_request_and_answers_in_the_documented_shape() {
     let vendor = vendor().await;
-    let documented: Value = serde_json::from_str(include_str!(
+    let documented = json(include_str!(
         "../../../../fixtures/twilio/create_request.json"
-    ))
-    .unwrap();
+    ));
     let mut fields: Vec<(String, String)> = Vec::new();
     for (name, value) in documented.as_object().unwrap() {
         match value {
@@ -301,30 +273,23 @@ async fn the_fake_takes_the_documented_request_and_answers_in_the_documented_sha
         .unwrap();
     assert_eq!(created.status(), 201);
     let created: Value = created.json().await.unwrap();
-    let expected: Value = serde_json::from_str(include_str!(
+    let expected = json(include_str!(
         "../../../../fixtures/twilio/create_response.json"
-    ))
-    .unwrap();
-    assert_eq!(keys(&created), keys(&expected));
+    ));
+    assert_eq!(field_names(&created), field_names(&expected));
 
-    let listed: Value = http
-        .get(&url)
-        .basic_auth(ACCOUNT, Some(TOKEN))
-        .query(&[("To", "+14155552345"), ("PageSize", "2")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let expected: Value = serde_json::from_str(include_str!(
+    let listed = json_answer(
+        http.get(&url)
+            .basic_auth(ACCOUNT, Some(TOKEN))
+            .query(&[("To", "+14155552345"), ("PageSize", "2")]),
+    )
+    .await;
+    let expected = json(include_str!(
         "../../../../fixtures/twilio/list_response.json"
-    ))
-    .unwrap();
-    assert_eq!(keys(&listed), keys(&expected));
-    assert_eq!(keys(&listed["messages"][0]), keys(&expected["messages"][0]));
-}
-
-fn keys(value: &Value) -> BTreeSet<String> {
-    value.as_object().unwrap().keys().cloned().collect()
+    ));
+    assert_eq!(field_names(&listed), field_names(&expected));
+    assert_eq!(
+        field_names(&listed["messages"][0]),
+        field_names(&expected["messages"][0])
+    );
 }

@@ -1,13 +1,16 @@
-//! Shared set-up: a fake Twilio per test, an adapter pointed at it, and distinct texts.
+//! Shared set-up: a fake Twilio per test, an adapter pointed at it, and distinct texts. The
+//! crypto provider, result readers and look-up waits are the conformance kit's (`support`).
 
-use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use herald_provider::{Adapter, Channel, Message, ProviderKey, QueryResult};
+use herald_provider::{Channel, Message, ProviderKey};
+use herald_provider_testkit::support;
 use herald_twilio::fake::{self, FakeConfig, FakeHandle};
 use herald_twilio::{TwilioAdapter, TwilioRoute};
 use secrecy::SecretString;
+
+pub use herald_provider_testkit::support::install_crypto_provider;
 
 pub const ACCOUNT: &str = "AC00000000000000000000000000000001";
 pub const TOKEN: &str = "canary-secret-7f3a";
@@ -18,10 +21,8 @@ pub const SERVICE: &str = "MG00000000000000000000000000000001";
 /// Long enough for any answer the fake gives at once on a busy machine, far below `Delay`.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub struct Vendor {
-    pub fake: FakeHandle,
-    pub adapter: TwilioAdapter,
-}
+/// A running fake with the adapter a test needs.
+pub type Vendor = support::Vendor<FakeHandle, TwilioAdapter>;
 
 pub fn fake_config() -> FakeConfig {
     FakeConfig::new(ACCOUNT, SecretString::from(TOKEN))
@@ -42,23 +43,12 @@ pub async fn vendor() -> Vendor {
 
 /// A fake with `config`, and an adapter whose route `adjust` may change.
 pub async fn vendor_with(config: FakeConfig, adjust: impl FnOnce(&mut TwilioRoute)) -> Vendor {
-    install_crypto_provider();
-    let fake = fake::spawn(config)
-        .await
-        .expect("the fake binds a loopback port");
-    let mut route = route(fake.base_url());
-    adjust(&mut route);
-    let adapter = TwilioAdapter::new(route).expect("a valid route");
-    Vendor { fake, adapter }
-}
-
-/// reqwest (with `rustls-no-provider`) panics when building any client, even for http, unless
-/// a crypto provider is installed; herald's main does this, so the tests do it once too.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    Vendor::start(fake::spawn(config), FakeHandle::base_url, |base_url| {
+        let mut route = route(base_url);
+        adjust(&mut route);
+        TwilioAdapter::new(route).expect("a valid route")
+    })
+    .await
 }
 
 /// A text no other test uses: Twilio has no client reference, so the text is the key.
@@ -67,52 +57,14 @@ pub fn unique_text() -> String {
     format!("Your code is {:06}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// An SMS notification created now (herald's ids are UUIDv7).
+/// An SMS notification to `TO` created now (the kit's, with this text).
 pub fn sms(text: &str) -> Message {
     Message {
-        notification_id: uuid::Uuid::now_v7().to_string(),
-        channel: Channel::Sms,
-        to: TO.to_owned(),
-        subject: None,
         text: Some(text.to_owned()),
-        html: None,
-        payload: None,
-        email: Default::default(),
+        ..support::message(Channel::Sms, TO)
     }
 }
 
 pub fn key(message: &Message) -> ProviderKey {
     ProviderKey::new(format!("ntf-{}", message.notification_id))
-}
-
-/// Asks until the answer is not `NotFoundYet`, for at most `within`: only to let a visibility
-/// lag pass, in short steps.
-pub async fn query_until_found(
-    adapter: &TwilioAdapter,
-    message: &Message,
-    within: Duration,
-) -> QueryResult {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let result = adapter.query(message, &key(message)).await;
-        if !matches!(result, QueryResult::NotFoundYet { .. })
-            || tokio::time::Instant::now() >= deadline
-        {
-            return result;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The form fields of a recorded create.
-pub fn form(body: &str) -> Vec<(String, String)> {
-    url::form_urlencoded::parse(body.as_bytes())
-        .into_owned()
-        .collect()
-}
-
-pub fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    form.iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
 }

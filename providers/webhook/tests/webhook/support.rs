@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -12,6 +11,8 @@ use herald_provider::{Channel, Message, ProviderKey};
 use herald_webhook::fake::{self, FakeConfig, FakeHandle, Received};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use secrecy::SecretString;
+
+pub use herald_provider_testkit::support::install_crypto_provider;
 
 /// The spec's full example payload, from the fixtures.
 pub const PAYLOAD: &str = include_str!("../../../../fixtures/webhook/payload.full.json");
@@ -28,15 +29,6 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A valid `whsec_` secret of 32 bytes, distinct per `n`.
 pub fn secret(n: u8) -> String {
     format!("whsec_{}", STANDARD.encode([n; 32]))
-}
-
-/// reqwest (with `rustls-no-provider`) panics when building any client, even for http, unless
-/// a crypto provider is installed; herald's main does this, so the tests do it once too.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 /// A route for a loopback receiver: private networks allowed, as herald's own tests need.

@@ -1,0 +1,244 @@
+//! What the vendor crates' own tests share, whatever the vendor: a fake with an adapter pointed
+//! at it, the crypto provider every adapter's HTTP client needs, keys and messages shaped like
+//! herald's, a look-up that waits out a visibility lag, and the reading of a result as a test
+//! expects it.
+//!
+//! The readers (`accepted_ref`, `ambiguous`, `permanent_rejection`, …) panic with what came
+//! instead, as a failed assertion does, so that a test can state its expectation in one line
+//! and go on to the vendor's own details.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::io;
+use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use herald_provider::{
+    Adapter, Channel, EmailOptions, Evidence, Message, ProviderKey, QueryResult, SendResult,
+};
+
+/// A vendor's fake, running, and an adapter pointed at it: what a test against the fake holds.
+pub struct Vendor<Fake, A> {
+    pub fake: Fake,
+    pub adapter: A,
+}
+
+impl<Fake, A> Vendor<Fake, A> {
+    /// Waits for the fake `spawned` to bind its port, then builds the adapter for the fake's
+    /// base URL (as `base_url` reads it) with `adapter`, the crypto provider installed first.
+    pub async fn start(
+        spawned: impl Future<Output = io::Result<Fake>>,
+        base_url: impl FnOnce(&Fake) -> String,
+        adapter: impl FnOnce(String) -> A,
+    ) -> Vendor<Fake, A> {
+        let fake = spawned.await.expect("the fake binds a loopback port");
+        install_crypto_provider();
+        let adapter = adapter(base_url(&fake));
+        Vendor { fake, adapter }
+    }
+}
+
+/// reqwest is built with `rustls-no-provider` and panics when it builds a client without an
+/// installed crypto provider, even for plain http; herald's main installs ring, so every test
+/// that builds an adapter calls this first (an error means one is installed already).
+pub fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A key no other call in this test binary gets, shaped like herald's (a notification's UUID),
+/// so that vendors that take only UUIDs send it as it is.
+pub fn unique_key() -> ProviderKey {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    ProviderKey::new(format!(
+        "01970000-0000-7000-8000-{:012}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// A notification created now (its id a UUIDv7, as herald's are) for `to` on `channel`, with
+/// what that channel carries: an email has the subject `Your code`, the text `123456` and the
+/// HTML `<p>123456</p>`; a push the same title and text; an SMS the text
+/// `Your code is 123456`; a webhook the payload `{"type": "code.sent", "code": "123456"}`.
+/// Send one message twice to send one notification twice: each call is another notification.
+pub fn message(channel: Channel, to: &str) -> Message {
+    let (subject, text, html) = match channel {
+        Channel::Email => (Some("Your code"), Some("123456"), Some("<p>123456</p>")),
+        Channel::Push => (Some("Your code"), Some("123456"), None),
+        Channel::Sms => (None, Some("Your code is 123456"), None),
+        Channel::Webhook => (None, None, None),
+    };
+    let payload = (channel == Channel::Webhook)
+        .then(|| serde_json::json!({"type": "code.sent", "code": "123456"}));
+    Message {
+        notification_id: uuid::Uuid::now_v7().to_string(),
+        channel,
+        to: to.to_owned(),
+        subject: subject.map(str::to_owned),
+        text: text.map(str::to_owned),
+        html: html.map(str::to_owned),
+        payload,
+        email: EmailOptions::default(),
+    }
+}
+
+/// The vendor's id of an acceptance; panics unless `result` is an acceptance with an id.
+#[track_caller]
+pub fn accepted_ref(result: &SendResult) -> String {
+    match result {
+        SendResult::Accepted {
+            provider_ref: Some(id),
+            ..
+        } => id.clone(),
+        other => panic!("expected an acceptance with an id, got {other:?}"),
+    }
+}
+
+/// The vendor's id of an acceptance that kept the vendor's answer whole as its evidence: with
+/// `status`, in exactly the fields of the `documented` answer (JSON), the id in its `id`;
+/// panics unless it is so.
+#[track_caller]
+pub fn accepted_as_documented(result: &SendResult, status: u16, documented: &str) -> String {
+    let id = accepted_ref(result);
+    let evidence = result.evidence();
+    assert_eq!(evidence.status, Some(status), "{evidence:?}");
+    let answer = json(&evidence.detail);
+    assert_eq!(field_names(&answer), field_names(&json(documented)));
+    assert_eq!(answer["id"], serde_json::json!(id));
+    id
+}
+
+/// The evidence of an ambiguity; panics unless `result` is `Ambiguous`.
+#[track_caller]
+pub fn ambiguous(result: &SendResult) -> &Evidence {
+    match result {
+        SendResult::Ambiguous { evidence } => evidence,
+        other => panic!("expected an ambiguity, got {other:?}"),
+    }
+}
+
+/// A rejection's parts: whether it is permanent, its `retry_after` and its evidence; panics
+/// unless `result` is a rejection.
+#[track_caller]
+pub fn rejection(result: SendResult) -> (bool, Option<Duration>, Evidence) {
+    match result {
+        SendResult::Rejected {
+            permanent,
+            retry_after,
+            evidence,
+        } => (permanent, retry_after, evidence),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+/// The evidence of a permanent rejection; panics unless `result` is a rejection that is
+/// permanent and, as nothing will retry it, names no `retry_after`.
+#[track_caller]
+pub fn permanent_rejection(result: &SendResult) -> &Evidence {
+    match result {
+        SendResult::Rejected {
+            permanent: true,
+            retry_after: None,
+            evidence,
+        } => evidence,
+        other => panic!("expected a permanent rejection, got {other:?}"),
+    }
+}
+
+/// What a look-up found of the vendor's ids: an acceptance's id, or the look-alikes; panics on
+/// a look-up that found nothing, proves nothing, or found an acceptance without an id.
+#[track_caller]
+pub fn found(result: &QueryResult) -> Vec<String> {
+    match result {
+        QueryResult::Accepted {
+            provider_ref: Some(id),
+            ..
+        } => vec![id.clone()],
+        QueryResult::LookAlikes { refs, .. } if !refs.is_empty() => refs.clone(),
+        other => panic!("expected the delivery to be found, got {other:?}"),
+    }
+}
+
+/// The evidence of a look-up that proves nothing; panics unless `result` is `Unsupported`.
+#[track_caller]
+pub fn unsupported(result: &QueryResult) -> &Evidence {
+    match result {
+        QueryResult::Unsupported { evidence } => evidence,
+        other => panic!("expected a look-up that proves nothing, got {other:?}"),
+    }
+}
+
+/// Panics unless the look-up did not find the send (yet).
+#[track_caller]
+pub fn assert_not_found_yet(result: &QueryResult) {
+    assert!(
+        matches!(result, QueryResult::NotFoundYet { .. }),
+        "expected nothing found yet, got {result:?}"
+    );
+}
+
+/// Asks until the answer is not `NotFoundYet`, for at most `within`: only to let a vendor's
+/// visibility lag pass, in short steps.
+pub async fn query_until_found(
+    adapter: &dyn Adapter,
+    message: &Message,
+    key: &ProviderKey,
+    within: Duration,
+) -> QueryResult {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let result = adapter.query(message, key).await;
+        if !matches!(result, QueryResult::NotFoundYet { .. })
+            || tokio::time::Instant::now() >= deadline
+        {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// What a vendor's fake answers `request` with, as JSON: for the tests that hold the fake
+/// itself to the vendor's documented answers.
+pub async fn json_answer(request: reqwest::RequestBuilder) -> serde_json::Value {
+    let answer = request.send().await.expect("the fake answers");
+    answer.json().await.expect("the fake answers with JSON")
+}
+
+/// JSON text a test holds (a fixture, an evidence detail), parsed; panics if it is not JSON.
+#[track_caller]
+pub fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|err| panic!("expected JSON ({err}): {text}"))
+}
+
+/// The names of a JSON object's fields, to compare an answer or a request with the vendor's
+/// documented one; panics unless `value` is an object.
+#[track_caller]
+pub fn field_names(value: &serde_json::Value) -> BTreeSet<String> {
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("expected a JSON object, got {value}"));
+    object.keys().cloned().collect()
+}
+
+/// An `application/x-www-form-urlencoded` text, decoded: a form body, or a URL's query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Form(Vec<(String, String)>);
+
+impl Form {
+    pub fn parse(text: &str) -> Form {
+        Form(
+            url::form_urlencoded::parse(text.as_bytes())
+                .into_owned()
+                .collect(),
+        )
+    }
+
+    /// The first value named `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let mut pairs = self.0.iter();
+        pairs.find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
