@@ -108,6 +108,14 @@ impl Loader {
         {
             message = head.to_owned();
         }
+        // serde quotes a string of the wrong type, and the key may hold a secret (an API key
+        // given where a table was expected): say what it is, never what it says.
+        if let Some(start) = message.find("string \"")
+            && let Some(end) = message.rfind("\", expected")
+            && end > start
+        {
+            message.replace_range(start..=end, "a string");
+        }
         let origin = self.origins.of(key);
         self.problems.push(format!("{key}: {message} ({origin})"));
     }
@@ -478,6 +486,7 @@ macro_rules! vendors {
                 }
             }
 
+            /// The vendor's own settings: its channels, secrets and endpoint, and its adapter.
             pub fn settings(&self) -> &dyn RouteSettings {
                 match self {
                     $(ProviderConfig::$variant(settings) => settings,)*
@@ -1232,6 +1241,55 @@ mod tests {
     }
 
     #[test]
+    fn every_vendor_refuses_an_unknown_key_and_names_a_bad_value() {
+        for provider in ProviderConfig::NAMES {
+            let err = load(
+                &format!("[routes.a]\nprovider = \"{provider}\"\nhots = \"x\"\n"),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("routes.a.hots"), "{provider}: {err}");
+        }
+        let err = load("[routes.a]\nprovider = \"carrier-pigeon\"\n", &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("routes.a: unknown provider `carrier-pigeon`"),
+            "{err}"
+        );
+        let err = load(
+            "[routes.mail]\nprovider = \"smtp\"\nhost = \"h\"\nfrom = \"a@b.example\"\ntls = \"ssl\"\n\
+             [routes.box]\nprovider = \"sandbox\"\nprofile = \"sometimes\"\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("routes.mail.tls: unknown variant `ssl`"),
+            "{err}"
+        );
+        assert!(
+            err.contains("routes.box.profile: unknown variant `sometimes`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_but_never_quoted() {
+        let err = load(
+            "[routes.hooks]\nprovider = \"webhook\"\nsecrets = [{ env = \"S\" }]\n",
+            &[("HERALD_ROUTES__HOOKS__SECRETS", "\"whsec_canary7f3a\"")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("routes.hooks.secrets: invalid type: a string, expected a sequence"),
+            "{err}"
+        );
+        assert!(!err.contains("canary7f3a"), "{err}");
+    }
+
+    #[test]
     fn unknown_keys_are_refused_with_their_name() {
         let err = load("[server]\nlisten = \"127.0.0.1:1\"\nlistn = 3\n", &[]).unwrap_err();
         assert!(err.to_string().contains("listn"), "{err}");
@@ -1260,7 +1318,7 @@ mod tests {
         for expected in [
             "server.listn: unknown field `listn`",
             "routes.mail.hots: unknown field `hots`",
-            "routes.box.visibility_lag_ms: invalid type: string \"soon\"",
+            "routes.box.visibility_lag_ms: invalid type: a string, expected u64",
             "set by HERALD_ROUTES__BOX__VISIBILITY_LAG_MS",
             "database.max_conections: unknown field `max_conections`",
             "set by HERALD_DATABASE__MAX_CONECTIONS",

@@ -132,7 +132,7 @@ impl Route {
         )
         .await
         {
-            Ok(result) => result,
+            Ok(result) => bounded_pause(result),
             Err(_) => SendResult::Ambiguous {
                 evidence: Evidence::new(
                     "awaiting_response",
@@ -272,6 +272,27 @@ impl Drop for PendingGuard {
     }
 }
 
+/// The longest wait a vendor's answer can impose on a route: longer than a notification's
+/// default life, and short enough that a `Retry-After` of years cannot overflow a clock.
+const LONGEST_VENDOR_PAUSE: Duration = Duration::from_secs(24 * 3600);
+
+/// `result` with its `retry_after`, if any, cut to [`LONGEST_VENDOR_PAUSE`]: the vendor, or
+/// any webhook receiver, chooses that number.
+fn bounded_pause(result: SendResult) -> SendResult {
+    match result {
+        SendResult::Rejected {
+            permanent,
+            retry_after: Some(wait),
+            evidence,
+        } => SendResult::Rejected {
+            permanent,
+            retry_after: Some(wait.min(LONGEST_VENDOR_PAUSE)),
+            evidence,
+        },
+        other => other,
+    }
+}
+
 /// Builds every configured route. A sandbox route without a `base_url` starts a sandbox vendor
 /// of its own in this process, which runs as long as the route's adapter.
 pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
@@ -351,4 +372,28 @@ async fn adapter(name: &str, route: &RouteConfig) -> anyhow::Result<Arc<dyn Adap
             "" => anyhow::anyhow!("routes.{name}: {}", err.problem),
             key => anyhow::anyhow!("routes.{name}.{key}: {}", err.problem),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vendors_pause_of_years_is_cut_to_a_day() {
+        let years = SendResult::transient(
+            Evidence::new("response", "429").with_status(429),
+            Some(Duration::from_secs(999_999_999_999)),
+        );
+        match bounded_pause(years) {
+            SendResult::Rejected { retry_after, .. } => {
+                assert_eq!(retry_after, Some(LONGEST_VENDOR_PAUSE))
+            }
+            other => panic!("the kind changed: {other:?}"),
+        }
+        let short = SendResult::transient(
+            Evidence::new("response", "429"),
+            Some(Duration::from_secs(7)),
+        );
+        assert_eq!(bounded_pause(short.clone()), short);
+    }
 }

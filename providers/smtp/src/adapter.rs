@@ -99,10 +99,10 @@ pub enum SmtpError {
     #[error("`username` and `password` must be set together")]
     HalfCredentials,
     #[error(
-        "credentials would cross the network in plain text to `{0}`; use tls = StartTls or Implicit"
+        "credentials would cross the network in plain text to `{0}`; use tls = \"starttls\" or \"implicit\""
     )]
     CleartextCredentials(String),
-    #[error("`extra_root_certificate_pem` holds no usable certificate: {0}")]
+    #[error("the extra root certificates hold no usable certificate: {0}")]
     Certificate(String),
     #[error("cannot set up TLS: {0}")]
     Tls(String),

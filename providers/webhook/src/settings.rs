@@ -56,13 +56,13 @@ impl RouteSettings for Settings {
             max_payload_bytes: self.max_payload_bytes,
             user_agent: None,
         })
-        .map_err(|e| {
-            let key = match &e {
-                WebhookError::NoSecrets => "secrets".to_owned(),
-                WebhookError::Secret { index, .. } => format!("secrets[{}]", index - 1),
-                WebhookError::UserAgent | WebhookError::Client(_) => String::new(),
-            };
-            SettingsError::new(key, e)
+        .map_err(|e| match e {
+            // The key names the secret; the error's own `#n` would count it again, from 1.
+            WebhookError::Secret { index, problem } => {
+                SettingsError::new(format!("secrets[{}]", index - 1), problem)
+            }
+            WebhookError::NoSecrets => SettingsError::new("secrets", e),
+            WebhookError::UserAgent | WebhookError::Client(_) => SettingsError::new("", e),
         })?;
         Ok(Arc::new(adapter))
     }
