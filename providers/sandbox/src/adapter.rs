@@ -285,11 +285,25 @@ impl Adapter for SandboxAdapter {
                 );
             }
         };
-        // Only entries about this key count, whatever else a future vendor version returns.
-        let mut found = list
+        // Only entries about this key count. A list that holds none of them but others did not
+        // filter by reference as asked: its silence about ours proves nothing.
+        let (found, others): (Vec<_>, Vec<_>) = list
             .data
             .into_iter()
-            .filter(|d| d.reference == key.as_str());
+            .partition(|d| d.reference == key.as_str());
+        if found.is_empty() && !others.is_empty() {
+            return unsupported(
+                Evidence::new(
+                    "query",
+                    format!(
+                        "the look-up by reference listed {} deliveries of other references",
+                        others.len()
+                    ),
+                )
+                .with_status(200),
+            );
+        }
+        let mut found = found.into_iter();
         let Some(first) = found.next() else {
             return QueryResult::NotFoundYet {
                 evidence: Evidence::new("query", "no delivery with this reference is visible")

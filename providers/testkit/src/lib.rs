@@ -8,9 +8,9 @@
 //! kit proves it the same way for every adapter, from what its vendor documents.
 //!
 //! Given how to build the adapter against a base URL ([`Subject`]), the route's secrets and the
-//! vendor's documented answers with the result each must give, the kit plays every answer from
-//! its own scripted HTTP/1.1 server on 127.0.0.1, adds the cases every vendor shares
-//! ([`Derived`]), and checks that:
+//! vendor's documented answers (to a send, and to a look-up where the adapter declares one)
+//! with the result each must give, the kit plays every answer from its own scripted HTTP/1.1
+//! server on 127.0.0.1, adds the cases every vendor shares ([`Derived`]), and checks that:
 //! 1. every answer is classified as the table says: `Accepted`, `Rejected` (permanent or
 //!    transient, with its `retry_after`), `Ambiguous` or `KeyReused`;
 //! 2. every transport fault is classified by when it happened (see [`Derived`]);
@@ -18,7 +18,9 @@
 //!    an idempotency window, the key is in the request and another notification's key changes
 //!    it;
 //! 4. `query` agrees with the declared capabilities: no look-up declared, no request and
-//!    `Unsupported`; a look-up answered with a 500 or with nonsense proves nothing;
+//!    `Unsupported`; a look-up answered with a 500 or with nonsense proves nothing; and each of
+//!    the look-up's documented answers ([`Kit::lookup_case`]) gives the result the table says
+//!    ([`ExpectQuery`]), down to the vendor's ids;
 //! 5. no evidence outgrows the excerpt bound, and no result, stored evidence or adapter `Debug`
 //!    holds a configured secret, even when the vendor echoes the request, `Authorization` and
 //!    all;
@@ -76,7 +78,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_provider::{Adapter, Message, SendResult};
+use herald_provider::{Adapter, Message, QueryResult, SendResult};
 
 use crate::derived::Documented;
 use crate::play::{Case, Play, Setup};
@@ -218,6 +220,68 @@ impl fmt::Display for Expect {
     }
 }
 
+/// The result a look-up case must give: what `adapter.query(message, KEY)` answers when the
+/// vendor's look-up answers with the case's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExpectQuery {
+    /// `Accepted` naming exactly this `provider_ref`: the vendor's id of our message, not of
+    /// another one listed beside it.
+    Accepted {
+        provider_ref: Option<String>,
+    },
+    /// `LookAlikes` with exactly these `refs`, in this order (oldest first), whatever its
+    /// `since`.
+    LookAlikes {
+        refs: Vec<String>,
+    },
+    NotAccepted,
+    NotFoundYet,
+    Unsupported,
+}
+
+impl ExpectQuery {
+    fn holds(&self, result: &QueryResult) -> bool {
+        match (self, result) {
+            (
+                ExpectQuery::Accepted { provider_ref },
+                QueryResult::Accepted {
+                    provider_ref: got, ..
+                },
+            ) => provider_ref == got,
+            (ExpectQuery::LookAlikes { refs }, QueryResult::LookAlikes { refs: got, .. }) => {
+                refs == got
+            }
+            (ExpectQuery::NotAccepted, QueryResult::NotAccepted { .. })
+            | (ExpectQuery::NotFoundYet, QueryResult::NotFoundYet { .. })
+            | (ExpectQuery::Unsupported, QueryResult::Unsupported { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for ExpectQuery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExpectQuery::Accepted {
+                provider_ref: Some(id),
+            } => write!(f, "Accepted with provider_ref `{id}`"),
+            ExpectQuery::Accepted { provider_ref: None } => {
+                f.write_str("Accepted without a provider_ref")
+            }
+            ExpectQuery::LookAlikes { refs } => {
+                write!(
+                    f,
+                    "LookAlikes with refs [{}], oldest first",
+                    refs.join(", ")
+                )
+            }
+            ExpectQuery::NotAccepted => f.write_str("NotAccepted"),
+            ExpectQuery::NotFoundYet => f.write_str("NotFoundYet"),
+            ExpectQuery::Unsupported => f.write_str("Unsupported"),
+        }
+    }
+}
+
 /// The adapter's timeout where the answer comes at once: generous, so that a busy machine
 /// cannot turn an answer into a timeout.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -236,6 +300,8 @@ pub struct Kit {
     rate_limited: Option<Reply>,
     /// The vendor's own cases: name, answer, expected result.
     cases: Vec<(String, Reply, Expect)>,
+    /// The documented answers to the look-up: name, answer, expected result.
+    lookups: Vec<(String, Reply, ExpectQuery)>,
     /// Derived cases the vendor expects otherwise, and its reason.
     instead: Vec<(Derived, Expect, String)>,
     /// Headers that differ between attempts by design, and why.
@@ -257,6 +323,7 @@ impl Kit {
             success: None,
             rate_limited: None,
             cases: Vec::new(),
+            lookups: Vec::new(),
             instead: Vec::new(),
             per_attempt: Vec::new(),
         }
@@ -293,6 +360,17 @@ impl Kit {
     /// A documented answer and the result it must give.
     pub fn case(mut self, name: &str, reply: Reply, expect: Expect) -> Kit {
         self.cases.push((name.to_owned(), reply, expect));
+        self
+    }
+
+    /// A documented answer to the adapter's look-up and the result it must give: played from a
+    /// fresh server that answers every request with `reply` (and the vendor's every-answer
+    /// headers), to `adapter.query(message, KEY)` with the [`Subject`]'s message. The adapter
+    /// must ask, and its result meets the checks every result meets. A vendor that pages sees
+    /// the same reply on every page. A look-up case for an adapter that declares no look-up is
+    /// a failure of the table.
+    pub fn lookup_case(mut self, name: &str, reply: Reply, expect: ExpectQuery) -> Kit {
+        self.lookups.push((name.to_owned(), reply, expect));
         self
     }
 
@@ -356,8 +434,9 @@ impl Kit {
         report
     }
 
-    /// The table, then the derived cases, the key checks and the look-up checks. What the
-    /// table lacks to derive a case from is a failure of its own.
+    /// The table (its answers to a send, then to the look-up), then the derived cases, the key
+    /// checks and the look-up checks. What the table lacks to derive a case from is a failure
+    /// of its own.
     fn cases_to_play(&self, report: &mut Report) -> Vec<Case> {
         let mut missing = |case: &str, expected: &str| {
             report.failures.push(Failure {
@@ -424,6 +503,15 @@ impl Kit {
         }
         for (name, reply, expect) in &self.cases {
             cases.push(send(name, Some(Act::Answer(dress(reply))), *expect));
+        }
+        for (name, reply, expect) in &self.lookups {
+            cases.push(Case {
+                name: name.clone(),
+                play: Play::Lookup {
+                    act: Act::Answer(dress(reply)),
+                    expect: expect.clone(),
+                },
+            });
         }
         let documented = Documented {
             success: success.as_ref(),

@@ -11,7 +11,9 @@ use herald_provider::{
 };
 
 use crate::server::{Act, Recorded, Server};
-use crate::{ANSWER_TIMEOUT, Build, Expect, FAULT_TIMEOUT, Failure, KEY, Reply, Subject};
+use crate::{
+    ANSWER_TIMEOUT, Build, Expect, ExpectQuery, FAULT_TIMEOUT, Failure, KEY, Reply, Subject,
+};
 
 /// Another notification's key, to show that the key is what tells two requests apart.
 const OTHER_KEY: &str = "01970000-0000-7000-8000-00000000beef";
@@ -77,6 +79,9 @@ pub(crate) enum Play {
         unasked: Reply,
         lookups: Vec<(&'static str, Act)>,
     },
+    /// One documented answer to the look-up: a query against a server that does `act`, held
+    /// to `expect`; a failure of the table where the adapter declares no look-up.
+    Lookup { act: Act, expect: ExpectQuery },
 }
 
 /// What one case found.
@@ -123,6 +128,9 @@ impl Case {
             }
             Play::Retry { success } => retry(success, &setup, &mut log).await,
             Play::Query { unasked, lookups } => query(unasked, lookups, &setup, &mut log).await,
+            Play::Lookup { act, expect } => {
+                lookup_case(&self.name, act, &expect, &setup, &mut log).await;
+            }
         }
         log
     }
@@ -270,22 +278,60 @@ async fn query(unasked: Reply, lookups: Vec<(&'static str, Act)>, setup: &Setup,
             continue;
         };
         let subject = (setup.build)(&server.base_url(), ANSWER_TIMEOUT);
-        match ask(case, &subject, &server, setup, log).await {
-            // Not NotFoundYet: after the visibility lag, that is herald's proof of absence.
-            None | Some(QueryResult::Unsupported { .. }) => {}
-            Some(other) => log.fail(
-                case,
-                "Unsupported: a failed look-up proves nothing",
-                excerpt(&format!("{other:?}")),
-            ),
-        }
-        if server.requests().is_empty() {
-            log.fail(
-                case,
-                "a request, as the adapter declares a look-up",
-                "no request",
-            );
-        }
+        // Not NotFoundYet: after the visibility lag, that is herald's proof of absence.
+        let expected = "Unsupported: a failed look-up proves nothing";
+        let unsupported = &ExpectQuery::Unsupported;
+        look_up(case, &subject, &server, unsupported, expected, setup, log).await;
+    }
+}
+
+/// A documented answer to the look-up, where the adapter declares one; where it declares none,
+/// the case is a failure of the table.
+async fn lookup_case(case: &str, act: Act, expect: &ExpectQuery, setup: &Setup, log: &mut Log) {
+    let Some(server) = start(case, act, log).await else {
+        return;
+    };
+    let subject = (setup.build)(&server.base_url(), ANSWER_TIMEOUT);
+    if subject
+        .adapter
+        .capabilities()
+        .query_visibility_lag
+        .is_none()
+    {
+        log.fail(
+            case,
+            "an adapter that declares a look-up (`query_visibility_lag`)",
+            "a look-up case for an adapter that declares none",
+        );
+        return;
+    }
+    log.played.push(case.to_owned());
+    let expected = expect.to_string();
+    look_up(case, &subject, &server, expect, &expected, setup, log).await;
+}
+
+/// Queries once against `server`, which answers the look-up, and holds the result to
+/// `expect` (`expected` says it in a failure); the adapter must have asked.
+async fn look_up(
+    case: &str,
+    subject: &Subject,
+    server: &Server,
+    expect: &ExpectQuery,
+    expected: &str,
+    setup: &Setup,
+    log: &mut Log,
+) {
+    if let Some(result) = ask(case, subject, server, setup, log).await
+        && !expect.holds(&result)
+    {
+        log.fail(case, expected, excerpt(&format!("{result:?}")));
+    }
+    if server.requests().is_empty() {
+        log.fail(
+            case,
+            "a request, as the adapter declares a look-up",
+            "no request",
+        );
     }
 }
 

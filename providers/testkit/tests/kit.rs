@@ -1,17 +1,21 @@
 //! The kit against a tiny JSON adapter written here: honest, it passes every check; with one
-//! deliberate flaw each, it fails, and the report names the case that shows the flaw.
+//! deliberate flaw each, it fails, and the report names the case that shows the flaw. The
+//! adapter declares a look-up only where a test asks for one.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, exchange, unreadable_success, with_vendor_code,
+    StatusRules, classify_failure_status, exchange, look_up, unreadable_success, with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Redactor, Request,
+    SendResult,
 };
-use herald_provider_testkit::{Derived, Expect, Failure, Kit, Reply, Report, Subject};
+use herald_provider_testkit::{
+    Derived, Expect, ExpectQuery, Failure, KEY, Kit, Reply, Report, Subject,
+};
 use reqwest::header::CONTENT_TYPE;
 
 const API_KEY: &str = "tiny-canary-9d2e";
@@ -26,13 +30,19 @@ enum Flaw {
     KeyInEvidence,
     /// Sends `<key>-<attempt>` as the idempotency key, so no retry repeats a request.
     KeyPerAttempt,
+    /// Takes the first message its look-up lists for ours, whatever its reference.
+    TakesAnyListedMessage,
 }
 
 /// `POST {base}/send` with `Authorization: Bearer <key>` and the notification's key as
-/// `Idempotency-Key`; the vendor answers `{"id"}`, or an error `{"code"}`.
+/// `Idempotency-Key`; the vendor answers `{"id"}`, or an error `{"code"}`. Where the vendor
+/// offers a look-up, `GET {base}/messages?reference=<key>` answers `{"data": [{"id",
+/// "reference"}]}`: a message listed under our key is `Accepted`, none is `NotFoundYet`, and
+/// one under another key means the filter did not hold (`Unsupported`).
 struct Tiny {
     http: reqwest::Client,
     url: String,
+    messages_url: String,
     redactor: Redactor,
     capabilities: Capabilities,
     flaw: Flaw,
@@ -49,16 +59,19 @@ impl fmt::Debug for Tiny {
 }
 
 impl Tiny {
-    fn new(base_url: &str, timeout: Duration, flaw: Flaw) -> Tiny {
+    /// `queryable`: the vendor offers the look-up, and the adapter declares it.
+    fn new(base_url: &str, timeout: Duration, flaw: Flaw, queryable: bool) -> Tiny {
         Tiny {
             http: reqwest::Client::builder()
                 .timeout(timeout)
                 .build()
                 .expect("a client"),
             url: format!("{base_url}/send"),
+            messages_url: format!("{base_url}/messages"),
             redactor: Redactor::secret(API_KEY),
             capabilities: Capabilities {
                 idempotency_window: Some(Duration::from_secs(24 * 60 * 60)),
+                query_visibility_lag: queryable.then_some(Duration::from_secs(1)),
                 ..Capabilities::default()
             },
             flaw,
@@ -103,6 +116,46 @@ impl Tiny {
         let result = classify_failure_status(answer.status, &answer.headers, &answer.body, rules);
         with_vendor_code(result, field("code"))
     }
+
+    async fn list(&self, key: &str) -> QueryResult {
+        let request = self
+            .http
+            .get(&self.messages_url)
+            .query(&[("reference", key)])
+            .bearer_auth(API_KEY);
+        let answer = match look_up(request).await {
+            Ok(answer) => answer,
+            Err(evidence) => return QueryResult::Unsupported { evidence },
+        };
+        let evidence = Evidence::new("query", &answer.body).with_status(answer.status.as_u16());
+        let listed = (answer.status == 200).then(|| listing(&answer.body));
+        let Some(Some(listed)) = listed else {
+            return QueryResult::Unsupported { evidence };
+        };
+        let another = listed.iter().any(|(_, reference)| reference != key);
+        if another && self.flaw != Flaw::TakesAnyListedMessage {
+            // The filter did not hold: the list proves nothing about our key.
+            return QueryResult::Unsupported { evidence };
+        }
+        match listed.into_iter().next() {
+            Some((id, _)) => QueryResult::Accepted {
+                provider_ref: Some(id),
+                evidence,
+            },
+            None => QueryResult::NotFoundYet { evidence },
+        }
+    }
+}
+
+/// Each listed message's `(id, reference)`; `None` unless `body` is such a list.
+fn listing(body: &str) -> Option<Vec<(String, String)>> {
+    let body: serde_json::Value = serde_json::from_str(body).ok()?;
+    let text =
+        |message: &serde_json::Value, name: &str| Some(message.get(name)?.as_str()?.to_owned());
+    let data = body.get("data")?.as_array()?;
+    data.iter()
+        .map(|message| Some((text(message, "id")?, text(message, "reference")?)))
+        .collect()
 }
 
 #[async_trait::async_trait]
@@ -137,6 +190,20 @@ impl Adapter for Tiny {
             _ => result,
         }
     }
+
+    async fn query_prepared(
+        &self,
+        _request: &Request,
+        _message: &Message,
+        key: &ProviderKey,
+    ) -> QueryResult {
+        if self.capabilities.query_visibility_lag.is_none() {
+            return QueryResult::Unsupported {
+                evidence: Evidence::new("query", "no look-up"),
+            };
+        }
+        self.redactor.query(self.list(key.as_str()).await)
+    }
 }
 
 fn message() -> Message {
@@ -153,8 +220,13 @@ fn message() -> Message {
 }
 
 async fn run(flaw: Flaw) -> Report {
+    kit(flaw, false).run().await
+}
+
+/// The vendor's table; `queryable`: the vendor offers its look-up.
+fn kit(flaw: Flaw, queryable: bool) -> Kit {
     Kit::new("tiny", move |base_url, timeout| {
-        Subject::new(Tiny::new(base_url, timeout, flaw), message())
+        Subject::new(Tiny::new(base_url, timeout, flaw, queryable), message())
     })
     .secret(API_KEY)
     .success(Reply::json(200, r#"{"id": "msg_1"}"#))
@@ -174,8 +246,15 @@ async fn run(flaw: Flaw) -> Report {
         Reply::json(503, r#"{"code": "unavailable"}"#),
         Expect::Ambiguous,
     )
-    .run()
-    .await
+}
+
+/// A list of the vendor's look-up, one message per `(id, reference)`.
+fn listed(messages: &[(&str, &str)]) -> Reply {
+    let data: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|(id, reference)| serde_json::json!({"id": id, "reference": reference}))
+        .collect();
+    Reply::json(200, serde_json::json!({ "data": data }).to_string())
 }
 
 /// The report's failures of `case`; it fails at least once.
@@ -255,4 +334,74 @@ async fn an_adapter_that_changes_the_key_between_attempts_fails_the_retry_case()
     assert!(!report.failed("documented success"), "{report}");
     // The key is still in the request, only never the same one twice.
     assert!(!report.failed("the key travels in the request"), "{report}");
+}
+
+#[tokio::test]
+async fn an_adapter_that_takes_any_listed_message_for_ours_fails_the_look_up_case_that_shows_it() {
+    const ANOTHER: &str = "a message under another reference listed";
+    let report = kit(Flaw::TakesAnyListedMessage, true)
+        .lookup_case(
+            "our message listed",
+            listed(&[("msg_1", KEY)]),
+            ExpectQuery::Accepted {
+                provider_ref: Some("msg_1".to_owned()),
+            },
+        )
+        .lookup_case("nothing listed", listed(&[]), ExpectQuery::NotFoundYet)
+        .lookup_case(
+            ANOTHER,
+            listed(&[("msg_2", "ntf-other")]),
+            ExpectQuery::Unsupported,
+        )
+        .run()
+        .await;
+
+    let failures = failures_of(&report, ANOTHER);
+    assert_eq!(failures[0].expected, "Unsupported");
+    assert!(failures[0].got.starts_with("Accepted"), "{report}");
+    // The flaw shows in that case alone: the adapter passes every other, look-ups included.
+    let others: Vec<&Failure> = report
+        .failures()
+        .iter()
+        .filter(|failure| failure.case != ANOTHER)
+        .collect();
+    assert!(others.is_empty(), "{report}");
+    let played = report.played();
+    for case in [
+        "our message listed",
+        "nothing listed",
+        "query answered 500",
+        "query answered with JSON of another shape",
+    ] {
+        assert!(
+            played.iter().any(|p| p == case),
+            "`{case}` not played: {played:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_look_up_case_for_an_adapter_that_declares_none_fails_the_table() {
+    const CASE: &str = "our message listed";
+    let report = kit(Flaw::None, false)
+        .lookup_case(
+            CASE,
+            listed(&[("msg_1", KEY)]),
+            ExpectQuery::Accepted {
+                provider_ref: Some("msg_1".to_owned()),
+            },
+        )
+        .run()
+        .await;
+
+    let failures = failures_of(&report, CASE);
+    assert_eq!(
+        failures[0].got,
+        "a look-up case for an adapter that declares none"
+    );
+    assert!(!report.played().iter().any(|p| p == CASE), "{report}");
+    assert!(
+        !report.failed("query without a declared look-up"),
+        "{report}"
+    );
 }

@@ -1,9 +1,10 @@
-//! Mailjet against herald's conformance kit: each documented answer of Send API v3.1, as the
-//! crate docs classify it, with the kit's transport faults and its key, look-up and secret
-//! checks.
+//! Mailjet against herald's conformance kit: each documented answer of Send API v3.1 and of the
+//! `/message` look-up, as the crate docs classify them, with the kit's transport faults and its
+//! key, look-up and secret checks.
 
 use herald_mailjet::{MailjetAdapter, MailjetRoute};
-use herald_provider_testkit::{Expect, Kit, Reply, Subject};
+use herald_provider_testkit::{Expect, ExpectQuery, KEY, Kit, Reply, Subject};
+use serde_json::Value;
 
 use crate::support::{SECRET, email, route};
 
@@ -22,6 +23,31 @@ fn global_error(status: u16, message: &str) -> Reply {
         "StatusCode": status,
     });
     Reply::json(status, body.to_string())
+}
+
+/// The documented listed message's `ID`.
+const LISTED_ID: &str = "70650219165027410";
+
+/// The documented answer to `GET /v3/REST/message?CustomID=…` (`message_list_response.json`),
+/// its one message under each of `custom_ids` in turn, the first with the documented `ID`.
+fn listing(custom_ids: &[&str]) -> Reply {
+    let mut list: Value =
+        serde_json::from_str(fixture!("message_list_response.json")).expect("the fixture is JSON");
+    let documented = list["Data"][0].clone();
+    let data: Vec<Value> = custom_ids
+        .iter()
+        .zip(0u64..)
+        .map(|(custom_id, nth)| {
+            let mut message = documented.clone();
+            message["CustomID"] = (*custom_id).into();
+            message["ID"] = (70_650_219_165_027_410 + nth).into();
+            message
+        })
+        .collect();
+    list["Count"] = data.len().into();
+    list["Total"] = data.len().into();
+    list["Data"] = Value::Array(data);
+    Reply::json(200, list.to_string())
 }
 
 #[tokio::test]
@@ -71,6 +97,50 @@ async fn mailjet_passes_the_conformance_kit() {
         "unavailable (503)",
         global_error(503, "Service Unavailable"),
         Expect::Ambiguous,
+    )
+    // The look-up: `GET /v3/REST/message?CustomID=<key>&ShowCustomID=true&FromTS=…`.
+    .lookup_case(
+        "our message listed (200)",
+        listing(&[KEY]),
+        ExpectQuery::Accepted {
+            provider_ref: Some(LISTED_ID.to_owned()),
+        },
+    )
+    .lookup_case(
+        "our CustomID on two messages (200)",
+        listing(&[KEY, KEY]),
+        ExpectQuery::Accepted {
+            provider_ref: Some(LISTED_ID.to_owned()),
+        },
+    )
+    .lookup_case(
+        "no message listed (200)",
+        Reply::json(200, fixture!("message_list_empty_response.json")),
+        ExpectQuery::NotFoundYet,
+    )
+    // The fixture as it is: its message carries the docs' `PassengerEticket1234`.
+    .lookup_case(
+        "a message under another CustomID (200)",
+        Reply::json(200, fixture!("message_list_response.json")),
+        ExpectQuery::Unsupported,
+    )
+    .lookup_case(
+        "our message and one under another CustomID (200)",
+        listing(&[KEY, "PassengerEticket1234"]),
+        ExpectQuery::Unsupported,
+    )
+    .lookup_case(
+        "wrong credentials, mj-0015 (401)",
+        Reply::json(401, fixture!("error_401.json")),
+        ExpectQuery::Unsupported,
+    )
+    .lookup_case(
+        "too many calls (429)",
+        global_error(
+            429,
+            "Oops! You have reached the maximum number of calls allowed per minute by our API.",
+        ),
+        ExpectQuery::Unsupported,
     )
     .run()
     .await

@@ -1,11 +1,12 @@
 //! The sandbox's adapter against herald's conformance kit, once for each profile that declares
-//! a capability: every answer the sandbox documents (its `server` module), with the kit's
-//! transport faults and its key and look-up checks. The sandbox takes no credentials, so there
-//! is no secret to keep out of the evidence.
+//! a capability: every answer the sandbox documents (its `server` module), to a send and, in
+//! profile `queryable`, to `GET /messages?reference=…`, with the kit's transport faults and its
+//! key and look-up checks. The sandbox takes no credentials, so there is no secret to keep out
+//! of the evidence.
 
 use std::time::Duration;
 
-use herald_provider_testkit::{Expect, KEY, Kit, Reply, Subject};
+use herald_provider_testkit::{Expect, ExpectQuery, KEY, Kit, Reply, Subject};
 use herald_sandbox::{Profile, SandboxAdapter, SandboxRoute};
 
 use crate::support::message;
@@ -24,15 +25,34 @@ fn problem(status: u16, code: &str, detail: &str) -> Reply {
     Reply::json(status, body.to_string()).header("content-type", "application/problem+json")
 }
 
+/// The answer to `GET /messages?reference=…`: one delivery per reference in `references`, in
+/// order, as `sbx_1`, `sbx_2`, ….
+fn deliveries(references: &[&str]) -> Reply {
+    let data: Vec<serde_json::Value> = references
+        .iter()
+        .zip(1..)
+        .map(|(reference, nth)| {
+            serde_json::json!({
+                "id": format!("sbx_{nth}"),
+                "reference": reference,
+                "accepted_at": "2026-01-01T00:00:00Z",
+            })
+        })
+        .collect();
+    Reply::json(200, serde_json::json!({ "data": data }).to_string())
+}
+
+/// What a sandbox of `profile` says it offers, on every answer; the adapter holds each answer
+/// to what its route declares.
+fn offer(profile: Profile) -> String {
+    format!(
+        "profile={profile}; window_ms={}; lag_ms={}",
+        WINDOW.as_millis(),
+        LAG.as_millis()
+    )
+}
+
 fn kit(profile: Profile) -> Kit {
-    // What the sandbox says it offers, on every answer; the adapter holds each answer to it.
-    let offer = |profile: Profile| {
-        format!(
-            "profile={profile}; window_ms={}; lag_ms={}",
-            WINDOW.as_millis(),
-            LAG.as_millis()
-        )
-    };
     let accepted = serde_json::json!({"id": "sbx_1", "reference": KEY, "status": "accepted"});
     Kit::new(&format!("sandbox ({profile})"), move |base_url, timeout| {
         let route = SandboxRoute {
@@ -110,5 +130,34 @@ async fn the_idempotent_profile_passes_the_conformance_kit() {
 
 #[tokio::test]
 async fn the_queryable_profile_passes_the_conformance_kit() {
-    kit(Profile::Queryable).run().await.assert_honest();
+    let found = || ExpectQuery::Accepted {
+        provider_ref: Some("sbx_1".to_owned()),
+    };
+    kit(Profile::Queryable)
+        .lookup_case("our delivery listed (200)", deliveries(&[KEY]), found())
+        .lookup_case(
+            "our reference delivered twice (200)",
+            deliveries(&[KEY, KEY]),
+            found(),
+        )
+        .lookup_case(
+            "no delivery visible yet (200)",
+            deliveries(&[]),
+            ExpectQuery::NotFoundYet,
+        )
+        // An answer about other messages: the filter did not hold, so the list proves nothing
+        // (providers/README.md, "Query results").
+        .lookup_case(
+            "only another reference's delivery listed (200)",
+            deliveries(&["ntf-other"]),
+            ExpectQuery::Unsupported,
+        )
+        .lookup_case(
+            "a list from a sandbox of another profile (200)",
+            deliveries(&[KEY]).header("sandbox-capabilities", offer(Profile::Plain)),
+            ExpectQuery::Unsupported,
+        )
+        .run()
+        .await
+        .assert_honest();
 }
