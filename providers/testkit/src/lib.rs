@@ -12,8 +12,10 @@
 //! with the result each must give, the kit plays every answer from its own scripted HTTP/1.1
 //! server on 127.0.0.1, adds the cases every vendor shares ([`Derived`]), and checks that:
 //! 1. every answer is classified as the table says: `Accepted`, `Rejected` (permanent or
-//!    transient, with its `retry_after`), `Ambiguous` or `KeyReused`;
-//! 2. every transport fault is classified by when it happened (see [`Derived`]);
+//!    transient, with its `retry_after`), `Ambiguous` or `KeyReused`, with the vendor's status
+//!    in its evidence (herald tells a refused credential from a refused message by it);
+//! 2. every transport fault is classified by when it happened (see [`Derived`]), its evidence
+//!    at stage `connect` (refused) or `awaiting_response` (reset, no answer), without a status;
 //! 3. a retry of one notification sends the very same request; and where the adapter declares
 //!    an idempotency window, the key is in the request and another notification's key changes
 //!    it;

@@ -146,6 +146,10 @@ async fn send(
     log: &mut Log,
 ) {
     log.played.push(case.to_owned());
+    let shown = act.as_ref().map_or(Shown::Stage("connect"), Shown::by);
+    // Bound but not listening, and held for the case: a connection is refused, and no other
+    // case's server can take the port meanwhile.
+    let mut closed = None;
     let server = match act {
         Some(act) => match start(case, act, log).await {
             Some(server) => Some(server),
@@ -153,15 +157,72 @@ async fn send(
         },
         None => None,
     };
-    let base_url = server
-        .as_ref()
-        .map_or_else(nothing_listening, Server::base_url);
+    let base_url = match &server {
+        Some(server) => server.base_url(),
+        None => {
+            let socket = nothing_listening();
+            let url = format!("http://{}", socket.local_addr().expect("a bound address"));
+            closed = Some(socket);
+            url
+        }
+    };
     let subject = (setup.build)(&base_url, timeout);
     let result = attempt(case, &subject, server.as_ref(), KEY, timeout, setup, log).await;
-    if let Some(result) = result
-        && !expect.holds(&result)
-    {
+    drop(closed);
+    let Some(result) = result else {
+        return;
+    };
+    if !expect.holds(&result) {
         log.fail(case, expected, excerpt(&format!("{result:?}")));
+    }
+    if let Some(expected) = shown.missing_from(&result) {
+        log.fail(case, expected, excerpt(&format!("{:?}", result.evidence())));
+    }
+}
+
+/// What a result's evidence must show of where the exchange ended. herald reads the status to
+/// tell a refusal of the route itself (401–403, a reason to fail over) from a refusal of the
+/// message, and for its metrics; and the stage to tell a vendor that refused the connection.
+enum Shown {
+    /// The vendor answered with this status line.
+    Status(u16),
+    /// No status line came back; the exchange ended at this stage.
+    Stage(&'static str),
+}
+
+impl Shown {
+    fn by(act: &Act) -> Shown {
+        match act {
+            Act::Answer(reply)
+            | Act::Echo(reply)
+            | Act::RetryAt { reply, .. }
+            | Act::Truncate(reply)
+            | Act::Trickle { reply, .. } => Shown::Status(reply.status),
+            Act::ResetBeforeReading | Act::ResetAfterReading | Act::Hold => {
+                Shown::Stage("awaiting_response")
+            }
+        }
+    }
+
+    /// What the result's evidence should have shown, if it does not.
+    fn missing_from(&self, result: &SendResult) -> Option<String> {
+        let evidence = result.evidence();
+        match *self {
+            // A refusal inside a 2xx (Mailjet's per-message errors) carries the status the
+            // vendor gave that message.
+            Shown::Status(200..=299)
+                if matches!(result, SendResult::Rejected { .. }) && evidence.status.is_some() =>
+            {
+                None
+            }
+            Shown::Status(status) if evidence.status != Some(status) => {
+                Some(format!("evidence with the vendor's status {status}"))
+            }
+            Shown::Stage(stage) if evidence.stage != stage || evidence.status.is_some() => {
+                Some(format!("evidence at stage `{stage}`, without a status"))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -456,10 +517,12 @@ async fn start(case: &str, act: Act, log: &mut Log) -> Option<Server> {
 }
 
 /// An address that was free a moment ago: nothing listens there now.
-fn nothing_listening() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
-    let addr = listener.local_addr().expect("a bound address");
-    format!("http://{addr}")
+fn nothing_listening() -> tokio::net::TcpSocket {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind((std::net::Ipv4Addr::LOCALHOST, 0).into())
+        .expect("a free loopback port");
+    socket
 }
 
 /// Where `later` differs from `first`, leaving out `date` and the headers that vary per

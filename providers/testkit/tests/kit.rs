@@ -32,6 +32,9 @@ enum Flaw {
     KeyPerAttempt,
     /// Takes the first message its look-up lists for ours, whatever its reference.
     TakesAnyListedMessage,
+    /// Leaves the vendor's status out of its evidence, so herald cannot tell a refused
+    /// credential (a reason to fail over) from a refused message.
+    DropsTheStatus,
 }
 
 /// `POST {base}/send` with `Authorization: Bearer <key>` and the notification's key as
@@ -187,6 +190,10 @@ impl Adapter for Tiny {
                 detail: format!("{} (sent with {API_KEY})", evidence.detail),
                 ..evidence
             }),
+            Flaw::DropsTheStatus => result.map_evidence(|evidence| Evidence {
+                status: None,
+                ..evidence
+            }),
             _ => result,
         }
     }
@@ -299,6 +306,22 @@ async fn an_adapter_that_calls_a_500_a_rejection_fails_the_500_case() {
     assert!(failures[0].got.starts_with("Rejected"), "{report}");
     assert!(!report.failed("unavailable"), "{report}");
     assert!(!report.failed("invalid key"), "{report}");
+}
+
+#[tokio::test]
+async fn an_adapter_that_drops_the_vendors_status_fails_every_answered_case() {
+    let report = run(Flaw::DropsTheStatus).await;
+
+    let failures = failures_of(&report, "invalid key");
+    assert_eq!(
+        failures[0].expected,
+        "evidence with the vendor's status 401"
+    );
+    failures_of(&report, "server error");
+    assert!(
+        !report.failed("refused connection"),
+        "no status to drop where nothing answered: {report}"
+    );
 }
 
 #[tokio::test]
