@@ -308,6 +308,8 @@ pub struct Kit {
     instead: Vec<(Derived, Expect, String)>,
     /// Headers that differ between attempts by design, and why.
     per_attempt: Vec<(String, String)>,
+    /// The vendor's own error code a case's evidence must carry: case name, code.
+    codes: Vec<(String, String)>,
 }
 
 impl Kit {
@@ -328,6 +330,7 @@ impl Kit {
             lookups: Vec::new(),
             instead: Vec::new(),
             per_attempt: Vec::new(),
+            codes: Vec::new(),
         }
     }
 
@@ -373,6 +376,14 @@ impl Kit {
     /// a failure of the table.
     pub fn lookup_case(mut self, name: &str, reply: Reply, expect: ExpectQuery) -> Kit {
         self.lookups.push((name.to_owned(), reply, expect));
+        self
+    }
+
+    /// The vendor's own error code (`invalid_api_key`, `20429`) that the evidence of `case` must
+    /// carry: an operator tells a bad key from a bad address by it. `case` is a table case's
+    /// name or a derived one's (`Derived::name`).
+    pub fn vendor_code(mut self, case: &str, code: &str) -> Kit {
+        self.codes.push((case.to_owned(), code.to_owned()));
         self
     }
 
@@ -479,6 +490,10 @@ impl Kit {
             }
         }
 
+        let code = |name: &str| {
+            let found = self.codes.iter().find(|(case, _)| case == name);
+            found.map(|(_, code)| code.clone())
+        };
         let send = |name: &str, act: Option<Act>, expect: Expect| Case {
             name: name.to_owned(),
             play: Play::Send {
@@ -486,6 +501,7 @@ impl Kit {
                 expect,
                 because: None,
                 timeout: ANSWER_TIMEOUT,
+                code: code(name),
             },
         };
         let mut cases = Vec::new();
@@ -536,6 +552,7 @@ impl Kit {
                     expect,
                     because,
                     timeout,
+                    code: code(derived.name()),
                 },
             });
         }
@@ -553,6 +570,16 @@ impl Kit {
                     lookups: derived::failed_lookups(&self.every_answer),
                 },
             });
+        }
+        for (case, _) in &self.codes {
+            let sent = |c: &Case| c.name == *case && matches!(c.play, Play::Send { .. });
+            if !cases.iter().any(sent) {
+                report.failures.push(Failure {
+                    case: case.clone(),
+                    expected: "a case of that name, for its vendor code".to_owned(),
+                    got: "nothing".to_owned(),
+                });
+            }
         }
         cases
     }

@@ -69,6 +69,8 @@ pub(crate) enum Play {
         expect: Expect,
         because: Option<String>,
         timeout: Duration,
+        /// The vendor's own code its evidence must carry.
+        code: Option<String>,
     },
     /// The key checks: a send and its retry, and under an idempotency window another
     /// notification's send, all answered with the documented success.
@@ -116,15 +118,22 @@ impl Case {
                 expect,
                 because,
                 timeout,
+                code,
             } => {
                 let expected = match because {
                     Some(reason) => format!("{expect} ({reason})"),
                     None => expect.to_string(),
                 };
-                send(
+                let sent = send(
                     &self.name, act, expect, &expected, timeout, &setup, &mut log,
                 )
                 .await;
+                if let (Some(code), Some(result)) = (code, sent)
+                    && result.evidence().vendor_code.as_deref() != Some(code.as_str())
+                {
+                    let got = format!("{:?}", result.evidence().vendor_code);
+                    log.fail(&self.name, format!("vendor code `{code}`"), got);
+                }
             }
             Play::Retry { success } => retry(success, &setup, &mut log).await,
             Play::Query { unasked, lookups } => query(unasked, lookups, &setup, &mut log).await,
@@ -144,7 +153,7 @@ async fn send(
     timeout: Duration,
     setup: &Setup,
     log: &mut Log,
-) {
+) -> Option<SendResult> {
     log.played.push(case.to_owned());
     let shown = act.as_ref().map_or(Shown::Stage("connect"), Shown::by);
     // Bound but not listening, and held for the case: a connection is refused, and no other
@@ -153,7 +162,7 @@ async fn send(
     let server = match act {
         Some(act) => match start(case, act, log).await {
             Some(server) => Some(server),
-            None => return,
+            None => return None,
         },
         None => None,
     };
@@ -169,15 +178,14 @@ async fn send(
     let subject = (setup.build)(&base_url, timeout);
     let result = attempt(case, &subject, server.as_ref(), KEY, timeout, setup, log).await;
     drop(closed);
-    let Some(result) = result else {
-        return;
-    };
+    let result = result?;
     if !expect.holds(&result) {
         log.fail(case, expected, excerpt(&format!("{result:?}")));
     }
     if let Some(expected) = shown.missing_from(&result) {
         log.fail(case, expected, excerpt(&format!("{:?}", result.evidence())));
     }
+    Some(result)
 }
 
 /// What a result's evidence must show of where the exchange ended. herald reads the status to

@@ -309,6 +309,22 @@ async fn an_adapter_that_calls_a_500_a_rejection_fails_the_500_case() {
 }
 
 #[tokio::test]
+async fn a_vendor_code_the_evidence_lacks_fails_its_case_and_an_unknown_case_fails_the_table() {
+    let report = kit(Flaw::None, false)
+        .vendor_code("invalid key", "invalid_key")
+        .vendor_code("documented rate limit", "slow_down")
+        .vendor_code("no such case", "x")
+        .run()
+        .await;
+
+    assert!(!report.failed("invalid key"), "{report}");
+    let failures = failures_of(&report, "documented rate limit");
+    assert_eq!(failures[0].expected, "vendor code `slow_down`");
+    assert_eq!(failures[0].got, "Some(\"rate_limited\")");
+    failures_of(&report, "no such case");
+}
+
+#[tokio::test]
 async fn an_adapter_that_drops_the_vendors_status_fails_every_answered_case() {
     let report = run(Flaw::DropsTheStatus).await;
 

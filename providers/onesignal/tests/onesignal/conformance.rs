@@ -72,6 +72,11 @@ async fn onesignal_passes_the_conformance_kit() {
         Reply::json(503, fixture!("errors/service-unavailable.503.json")),
         Expect::Ambiguous,
     )
+    .vendor_code("documented rate limit", "API rate limit exceeded.")
+    .vendor_code(
+        "service unavailable (503)",
+        "Service temporarily unavailable",
+    )
     .run()
     .await
     .assert_honest();

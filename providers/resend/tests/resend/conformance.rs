@@ -88,6 +88,9 @@ async fn resend_passes_the_conformance_kit() {
         Reply::text(503, "Service Unavailable"),
         Expect::Ambiguous,
     )
+    .vendor_code("documented rate limit", "rate_limit_exceeded")
+    .vendor_code("missing_api_key (401)", "missing_api_key")
+    .vendor_code("invalid_api_key (403)", "invalid_api_key")
     .run()
     .await
     .assert_honest();

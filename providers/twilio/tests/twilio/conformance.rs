@@ -173,6 +173,10 @@ async fn twilio_passes_the_conformance_kit() {
         Reply::json(401, fixture!("error_20003.json")),
         ExpectQuery::Unsupported,
     )
+    .vendor_code("documented rate limit", "20429")
+    .vendor_code("invalid To, 21211 (400)", "21211")
+    .vendor_code("recipient replied STOP, 21610 (400)", "21610")
+    .vendor_code("wrong credentials, 20003 (401)", "20003")
     .run()
     .await
     .assert_honest();
