@@ -287,17 +287,17 @@ impl Adapter for SandboxAdapter {
         };
         // Only entries about this key count. A list that holds none of them but others did not
         // filter by reference as asked: its silence about ours proves nothing.
-        let (found, others): (Vec<_>, Vec<_>) = list
+        let (found, other_references): (Vec<_>, Vec<_>) = list
             .data
             .into_iter()
             .partition(|d| d.reference == key.as_str());
-        if found.is_empty() && !others.is_empty() {
+        if found.is_empty() && !other_references.is_empty() {
             return unsupported(
                 Evidence::new(
                     "query",
                     format!(
                         "the look-up by reference listed {} deliveries of other references",
-                        others.len()
+                        other_references.len()
                     ),
                 )
                 .with_status(200),

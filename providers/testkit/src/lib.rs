@@ -576,8 +576,19 @@ impl Kit {
             if !cases.iter().any(sent) {
                 report.failures.push(Failure {
                     case: case.clone(),
-                    expected: "a case of that name, for its vendor code".to_owned(),
+                    expected: "a send case of that name, for its vendor code".to_owned(),
                     got: "nothing".to_owned(),
+                });
+            }
+        }
+        // A report names its failures by case: two cases of one name could not be told apart.
+        let mut names = std::collections::BTreeSet::new();
+        for case in &cases {
+            if !names.insert(case.name.as_str()) {
+                report.failures.push(Failure {
+                    case: case.name.clone(),
+                    expected: "one case of each name".to_owned(),
+                    got: "two".to_owned(),
                 });
             }
         }

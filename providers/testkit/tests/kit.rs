@@ -35,6 +35,8 @@ enum Flaw {
     /// Leaves the vendor's status out of its evidence, so herald cannot tell a refused
     /// credential (a reason to fail over) from a refused message.
     DropsTheStatus,
+    /// Says a connection was refused when it was reset after the request was written.
+    MislabelsTheStage,
 }
 
 /// `POST {base}/send` with `Authorization: Bearer <key>` and the notification's key as
@@ -194,6 +196,10 @@ impl Adapter for Tiny {
                 status: None,
                 ..evidence
             }),
+            Flaw::MislabelsTheStage => result.map_evidence(|evidence| Evidence {
+                stage: "connect".to_owned(),
+                ..evidence
+            }),
             _ => result,
         }
     }
@@ -325,19 +331,39 @@ async fn a_vendor_code_the_evidence_lacks_fails_its_case_and_an_unknown_case_fai
 }
 
 #[tokio::test]
-async fn an_adapter_that_drops_the_vendors_status_fails_every_answered_case() {
+async fn an_adapter_that_drops_the_vendors_status_fails_the_answered_cases() {
     let report = run(Flaw::DropsTheStatus).await;
 
-    let failures = failures_of(&report, "invalid key");
-    assert_eq!(
-        failures[0].expected,
-        "evidence with the vendor's status 401"
-    );
-    failures_of(&report, "server error");
+    for case in [
+        "documented success",
+        "invalid key",
+        "server error",
+        "unavailable",
+    ] {
+        let failures = failures_of(&report, case);
+        assert!(
+            failures[0]
+                .expected
+                .starts_with("evidence with the vendor's status"),
+            "{report}"
+        );
+    }
     assert!(
         !report.failed("refused connection"),
         "no status to drop where nothing answered: {report}"
     );
+}
+
+#[tokio::test]
+async fn an_adapter_that_calls_a_reset_a_refused_connection_fails_the_reset_cases() {
+    let report = run(Flaw::MislabelsTheStage).await;
+
+    let failures = failures_of(&report, "reset after the request was read");
+    assert_eq!(
+        failures[0].expected,
+        "evidence at stage `awaiting_response`, without a status"
+    );
+    assert!(!report.failed("refused connection"), "{report}");
 }
 
 #[tokio::test]

@@ -130,7 +130,7 @@ async fn mailjet_passes_the_conformance_kit() {
         ExpectQuery::Unsupported,
     )
     .lookup_case(
-        "wrong credentials, mj-0015 (401)",
+        "look-up with wrong credentials, mj-0015 (401)",
         Reply::json(401, fixture!("error_401.json")),
         ExpectQuery::Unsupported,
     )

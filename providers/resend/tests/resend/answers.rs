@@ -5,8 +5,8 @@ use std::time::Duration;
 use herald_provider::{Adapter, SendResult};
 use herald_provider_testkit::ledger;
 use herald_provider_testkit::support::{
-    accepted_as_documented, accepted_ref, field_names, install_crypto_provider, json, rejection,
-    unique_key,
+    accepted_as_documented, accepted_ref, ambiguous, field_names, install_crypto_provider, json,
+    rejection, unique_key,
 };
 use herald_resend::fake::{FakeConfig, Fault, Faults};
 use herald_resend::{IDEMPOTENCY_WINDOW, MAX_EMAIL_BYTES, ResendAdapter, ResendError, ResendRoute};
@@ -133,7 +133,8 @@ async fn a_repeat_while_the_first_request_is_in_progress_is_a_transient_rejectio
     let first = vendor.adapter.send(&message, &key).await;
     let repeat = vendor.adapter.send(&message, &key).await;
 
-    assert!(matches!(first, SendResult::Ambiguous { .. }), "{first:?}");
+    let timed_out = ambiguous(&first);
+    assert!(timed_out.detail.starts_with("timed out"), "{timed_out:?}");
     let (permanent, _, evidence) = rejection(repeat);
     assert!(!permanent);
     assert_eq!(evidence.status, Some(409));

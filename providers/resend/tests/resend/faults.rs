@@ -3,14 +3,12 @@
 //! fault queue itself. How each fault is classified is the conformance kit's to check
 //! (`conformance.rs`).
 
-use std::time::Duration;
-
 use herald_provider::{Adapter, Evidence};
 use herald_provider_testkit::ledger::{self, Loss};
-use herald_provider_testkit::support::{accepted_ref, ambiguous, rejection, unique_key};
+use herald_provider_testkit::support::{accepted_ref, rejection, unique_key};
 use herald_resend::fake::{FakeConfig, Fault, Faults};
 
-use crate::support::{SHORT_TIMEOUT, Vendor, message, vendor, vendor_with};
+use crate::support::{Vendor, message, vendor};
 
 async fn vendor_with_faults(faults: Faults) -> Vendor {
     let vendor = vendor(FakeConfig::default()).await;
@@ -43,26 +41,6 @@ async fn a_503_is_ambiguous_because_resend_does_not_document_it_as_not_processed
     // This fake did not process it; the resend inside the window is the first delivery.
     let loss = Loss::UnavailableBeforeProcessing(503);
     resent_after(Fault::UnavailableBeforeProcessing, loss).await;
-}
-
-/// Resend keeps a held request "in progress" (409 to a repeat) for as long as it holds it, so
-/// the kit's resend check does not apply: the ledger alone shows the send was made.
-#[tokio::test]
-async fn a_delayed_answer_times_out_as_ambiguous_although_the_email_was_sent() {
-    let config = FakeConfig {
-        delay: Duration::from_secs(60),
-        faults: Faults::next([Fault::Delay]),
-        ..FakeConfig::default()
-    };
-    let api_key = config.api_key.clone();
-    let vendor = vendor_with(config, &api_key, SHORT_TIMEOUT).await;
-    let key = unique_key();
-
-    let result = vendor.adapter.send(&message(), &key).await;
-
-    let evidence = ambiguous(&result);
-    assert!(evidence.detail.starts_with("timed out"), "{evidence:?}");
-    assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
 }
 
 #[tokio::test]

@@ -169,7 +169,7 @@ async fn twilio_passes_the_conformance_kit() {
         ExpectQuery::Unsupported,
     )
     .lookup_case(
-        "wrong credentials, 20003 (401)",
+        "look-up with wrong credentials, 20003 (401)",
         Reply::json(401, fixture!("error_20003.json")),
         ExpectQuery::Unsupported,
     )
