@@ -414,7 +414,7 @@ impl Running {
     fn other_routes(&self) -> String {
         match self {
             Running::Chain { backup, .. } => format!(
-                "[routes.backup]\ntimeout_seconds = 1\nmax_attempts = 25\n{}",
+                "[routes.backup]\ntimeout_seconds = 1\nmax_attempts = {MAX_ATTEMPTS}\n{}",
                 sandbox_route(backup, Profile::Plain)
             ),
             _ => String::new(),
@@ -483,6 +483,9 @@ fn sandbox_route(vendor: &SandboxHandle, profile: Profile) -> String {
     )
 }
 
+/// Attempts each route of a run may make for one notification.
+const MAX_ATTEMPTS: usize = 25;
+
 /// `HERALD_CRASH_SCALE` (default 1) multiplies the notifications and kills of each run.
 fn scale() -> f64 {
     std::env::var("HERALD_CRASH_SCALE")
@@ -509,7 +512,7 @@ retry_max_seconds = 2
 
 [routes.vendor]
 timeout_seconds = 1
-max_attempts = 25
+max_attempts = {MAX_ATTEMPTS}
 {}{}
 {}
 [channels]
@@ -840,6 +843,12 @@ impl Seen {
     }
 }
 
+/// The chain's primary made every attempt it may, and one of them is an unsettled ambiguity.
+fn primary_ran_out(attempts: &[Value]) -> bool {
+    let on_primary = || attempts.iter().filter(|a| a["route"] == "vendor");
+    on_primary().count() >= MAX_ATTEMPTS && on_primary().any(unsettled_ambiguous)
+}
+
 fn unsettled_ambiguous(a: &Value) -> bool {
     a["result"] == "ambiguous" && a["settled_by"].is_null()
 }
@@ -920,10 +929,14 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
             }
             let unavoidable = match vendor {
                 Vendor::Sandbox(Profile::Plain) => true,
-                // Only the plain fallback leaves an ambiguity unsettled.
-                Vendor::Chain => attempts
-                    .iter()
-                    .any(|a| unsettled_ambiguous(a) && a["route"] == "backup"),
+                // Only the plain fallback leaves an ambiguity unsettled, or a primary whose
+                // replays ran out of attempts (see I4 below).
+                Vendor::Chain => {
+                    attempts
+                        .iter()
+                        .any(|a| unsettled_ambiguous(a) && a["route"] == "backup")
+                        || primary_ran_out(attempts)
+                }
                 Vendor::TwilioLookAlikes => attempts
                     .iter()
                     .any(|a| unsettled_ambiguous(a) && inconclusive(a)),
@@ -944,14 +957,20 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
         _ => wrong.push("I1: not in a final state".into()),
     }
     // The chain's idempotent primary settles every ambiguity of its own by replay before
-    // anything moves on to the fallback (its replays could run out of the route's 25 attempts,
-    // but with faults at a few percent they never do).
+    // anything moves on to the fallback, unless its replays ran out of attempts: a kill in the
+    // middle of each of them (a lone SQLite process restarted every two seconds or so can
+    // starve one notification that way). Then nothing proves what the primary did, and the
+    // result may not say it knows.
     if vendor == Vendor::Chain
         && attempts
             .iter()
             .any(|a| unsettled_ambiguous(a) && a["route"] == "vendor")
     {
-        wrong.push("I4: an ambiguity on the idempotent primary left unsettled".into());
+        if !primary_ran_out(attempts) {
+            wrong.push("I4: an ambiguity on the idempotent primary left unsettled".into());
+        } else if s.certainty() == "known" {
+            wrong.push("I2: an unsettled ambiguity on the primary, recorded known".into());
+        }
     }
     if delivered.is_some_and(|d| d > 1) && s.certainty() == "known" {
         wrong.push("I2: delivered more than once, recorded known".into());
