@@ -110,6 +110,10 @@ impl Subject {
             message,
         }
     }
+
+    fn declares_a_look_up(&self) -> bool {
+        self.adapter.capabilities().query_visibility_lag.is_some()
+    }
 }
 
 /// How to build a [`Subject`] for a base URL (`http://127.0.0.1:<port>`, no trailing slash)

@@ -333,12 +333,7 @@ async fn query(unasked: Reply, lookups: Vec<(&'static str, Act)>, setup: &Setup,
     };
     let subject = (setup.build)(&server.base_url(), ANSWER_TIMEOUT);
     // Whether the adapter declares a look-up is known once it is built.
-    if subject
-        .adapter
-        .capabilities()
-        .query_visibility_lag
-        .is_none()
-    {
+    if !subject.declares_a_look_up() {
         log.played.push(UNDECLARED.to_owned());
         let asked = ask(UNDECLARED, &subject, &server, setup, log).await;
         if let Some(result) = asked
@@ -372,12 +367,7 @@ async fn lookup_case(case: &str, act: Act, expect: &ExpectQuery, setup: &Setup, 
         return;
     };
     let subject = (setup.build)(&server.base_url(), ANSWER_TIMEOUT);
-    if subject
-        .adapter
-        .capabilities()
-        .query_visibility_lag
-        .is_none()
-    {
+    if !subject.declares_a_look_up() {
         log.fail(
             case,
             "an adapter that declares a look-up (`query_visibility_lag`)",
