@@ -11,11 +11,13 @@
 //! only what its vendor documents differently.
 #![forbid(unsafe_code)]
 
+pub mod callback;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod http;
 mod redact;
 pub mod settings;
+pub mod signature;
 
 pub use redact::Redactor;
 
@@ -223,6 +225,9 @@ pub struct Evidence {
 /// Evidence excerpts are cut to this many bytes: enough to diagnose, small enough to store.
 pub const EVIDENCE_EXCERPT_BYTES: usize = 512;
 
+/// The evidence stage of a send herald did not make because the recipient is suppressed.
+pub const SUPPRESSED_STAGE: &str = "suppressed";
+
 impl Evidence {
     pub fn new(stage: impl Into<String>, detail: impl AsRef<str>) -> Self {
         Evidence {
@@ -299,7 +304,7 @@ impl SendResult {
 
     /// Every value [`SendResult::reason`] gives, with the attempt result it goes with: the
     /// series a dashboard can count on finding, at zero before the first attempt.
-    pub const REASONS: [(&'static str, &'static str); 11] = [
+    pub const REASONS: [(&'static str, &'static str); 12] = [
         ("accepted", "accepted"),
         ("ambiguous", "ambiguous"),
         ("rejected", "key_reused"),
@@ -309,6 +314,7 @@ impl SendResult {
         ("rejected", "not_sent_locally"),
         ("rejected", "rate_limited"),
         ("rejected", "vendor_unavailable"),
+        ("rejected", "suppressed"),
         ("rejected", "permanent"),
         ("rejected", "transient"),
     ];
@@ -327,6 +333,7 @@ impl SendResult {
                 ..
             } => match (evidence.stage.as_str(), evidence.status) {
                 // herald held it back: the route's own pace or a vendor's Retry-After.
+                (SUPPRESSED_STAGE, _) => "suppressed",
                 ("paced", _) => "paced",
                 // herald did not call it: the route's circuit breaker is open.
                 ("circuit_open", _) => "circuit_open",
@@ -444,6 +451,18 @@ pub trait Adapter: Send + Sync {
         QueryResult::Unsupported {
             evidence: Evidence::new("query", "this provider has no outcome query"),
         }
+    }
+
+    /// The adapter's reader of vendor delivery callbacks, if the vendor has them and the route
+    /// configured their secret.
+    fn callbacks(&self) -> Option<&dyn callback::Callbacks> {
+        None
+    }
+
+    /// Whether a permanent rejection says the recipient asked the vendor to stop (Twilio 21610
+    /// after a STOP): herald then suppresses the recipient as a hard bounce would.
+    fn unsubscribed(&self, _evidence: &Evidence) -> bool {
+        false
     }
 
     /// Checks, before a route takes work, that the vendor offers what [`Self::capabilities`]

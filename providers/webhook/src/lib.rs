@@ -57,7 +57,7 @@ mod destination;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod settings;
-pub mod signature;
+pub use herald_provider::signature;
 
 pub use adapter::{
     DEFAULT_TIMEOUT, DEFAULT_USER_AGENT, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,

@@ -3,11 +3,12 @@
 //! The signed content is `{webhook-id}.{webhook-timestamp}.{body}`, byte for byte the body that
 //! goes on the wire; the header carries one `v1,<base64>` signature per secret, separated by
 //! spaces, so that a receiver can rotate its secret without a gap (spec, "Webhook headers").
-//! Public so that anything else in herald that emits Standard Webhooks signs the same way.
+//! Shared by everything in herald that signs or checks Standard Webhooks (and Svix, the same
+//! scheme under other header names): the webhook adapter, the sandbox and Resend callbacks.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use sha2::Sha256;
 

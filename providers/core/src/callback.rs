@@ -1,0 +1,262 @@
+//! Vendor delivery callbacks: what an adapter reads out of one, once it has proved the vendor
+//! sent it.
+//!
+//! A vendor tells herald afterwards what became of a message it accepted (sent, delivered,
+//! bounced, complained about), late, out of order and more than once. An adapter that has
+//! callbacks checks the vendor's own signature and turns the body into [`CallbackEvent`]s; herald
+//! stores each once per vendor event id and moves the notification's receipt forward only.
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::signature::SigningSecret;
+
+/// One callback request as herald received it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallbackRequest<'a> {
+    /// The raw query string (without `?`; empty if none): part of what Twilio signs.
+    pub query: &'a str,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+    /// When herald received it, for timestamp tolerances.
+    pub now: OffsetDateTime,
+}
+
+/// Where a message stands after the vendor accepted it. Ordered: a receipt only moves to a
+/// status of higher [`rank`](ReceiptStatus::rank), so a `sent` arriving after `delivered`
+/// changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ReceiptStatus {
+    /// No callback yet.
+    None,
+    /// The vendor handed it on (to the carrier, the receiving mail server, the push service).
+    Sent,
+    Delivered,
+    /// The receiving server refused it (a hard bounce suppresses the recipient).
+    Bounced,
+    /// The vendor gave up on it after accepting it (Twilio `undelivered`/`failed`, Resend `failed`).
+    Undeliverable,
+    /// The recipient marked it as spam.
+    Complained,
+}
+
+impl ReceiptStatus {
+    pub const ALL: [ReceiptStatus; 6] = [
+        ReceiptStatus::None,
+        ReceiptStatus::Sent,
+        ReceiptStatus::Delivered,
+        ReceiptStatus::Bounced,
+        ReceiptStatus::Undeliverable,
+        ReceiptStatus::Complained,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptStatus::None => "none",
+            ReceiptStatus::Sent => "sent",
+            ReceiptStatus::Delivered => "delivered",
+            ReceiptStatus::Bounced => "bounced",
+            ReceiptStatus::Undeliverable => "undeliverable",
+            ReceiptStatus::Complained => "complained",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ReceiptStatus> {
+        ReceiptStatus::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// How far along a message this status is. A bounce can follow a delivery report (the
+    /// receiving server accepted, then returned it) and a complaint can follow either, so they
+    /// rank above `delivered`; `bounced` and `undeliverable` are both ends of the road and share
+    /// a rank, so whichever came first stays.
+    pub fn rank(self) -> u8 {
+        match self {
+            ReceiptStatus::None => 0,
+            ReceiptStatus::Sent => 1,
+            ReceiptStatus::Delivered => 2,
+            ReceiptStatus::Bounced | ReceiptStatus::Undeliverable => 3,
+            ReceiptStatus::Complained => 4,
+        }
+    }
+
+    /// Whether a receipt standing at `current` moves to `self`.
+    pub fn advances(self, current: ReceiptStatus) -> bool {
+        self.rank() > current.rank()
+    }
+}
+
+impl fmt::Display for ReceiptStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a callback names the message it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallbackRef {
+    /// herald's provider key, which the adapter stamped on the send where the vendor echoes it
+    /// back (a tag, `CustomID`, the status callback URL): names the attempts it settles.
+    Key(String),
+    /// The vendor's own message id (`provider_ref`), for a message herald learnt it of.
+    ProviderRef(String),
+}
+
+/// One vendor event, understood.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallbackEvent {
+    /// The vendor's id of this event: a repeat of it changes nothing.
+    pub event_id: String,
+    pub reference: CallbackRef,
+    pub status: ReceiptStatus,
+    /// The vendor's own word for it (`delivered`, `email.bounced`, `undelivered/30003`).
+    pub vendor_status: String,
+    /// When the vendor says it happened, if it says.
+    pub at: Option<OffsetDateTime>,
+    /// The recipient asked not to get more, or cannot: a hard bounce, a complaint, an
+    /// unsubscribe. herald suppresses the recipient on this channel for the tenant.
+    pub suppress: bool,
+}
+
+/// Why a callback was not taken. Neither kind is stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallbackError {
+    /// The signature (or basic auth) is missing, wrong, or its timestamp is outside the
+    /// tolerance: it may not be the vendor's (answered 401).
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Signed, but not a callback this adapter can read (answered 400).
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// The callback side of an adapter.
+pub trait Callbacks: Send + Sync {
+    /// Authenticates `request` and reads its events; events it does not map to a receipt
+    /// (opens, clicks) are left out.
+    fn read(&self, request: &CallbackRequest<'_>) -> Result<Vec<CallbackEvent>, CallbackError>;
+}
+
+/// How far a signed timestamp may be from herald's clock, either way: Svix and Standard
+/// Webhooks receivers use five minutes against replays.
+pub const TIMESTAMP_TOLERANCE: Duration = Duration::from_secs(5 * 60);
+
+/// Checks a Standard Webhooks (or Svix, with `svix-` in place of `webhook-`) signature: the
+/// three headers named `{prefix}-id`, `{prefix}-timestamp` and `{prefix}-signature`, signed
+/// with one of `secrets`, stamped within [`TIMESTAMP_TOLERANCE`] of `now`. Returns the id,
+/// which is the vendor's event id.
+pub fn verify_standard_webhook(
+    request: &CallbackRequest<'_>,
+    prefix: &str,
+    secrets: &[SigningSecret],
+) -> Result<String, CallbackError> {
+    let header = |name: &str| {
+        let name = format!("{prefix}-{name}");
+        request
+            .headers
+            .get(name.as_str())
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| CallbackError::Unauthenticated(format!("header `{name}` is missing")))
+    };
+    let id = header("id")?;
+    let timestamp: i64 = header("timestamp")?.trim().parse().map_err(|_| {
+        CallbackError::Unauthenticated(format!("`{prefix}-timestamp` is not a number"))
+    })?;
+    let signature = header("signature")?;
+    let skew = (request.now.unix_timestamp() - timestamp).unsigned_abs();
+    if skew > TIMESTAMP_TOLERANCE.as_secs() {
+        return Err(CallbackError::Unauthenticated(format!(
+            "`{prefix}-timestamp` is {skew} s away from now; the tolerance is {} s",
+            TIMESTAMP_TOLERANCE.as_secs()
+        )));
+    }
+    if !secrets
+        .iter()
+        .any(|secret| secret.verifies(signature, id, timestamp, request.body))
+    {
+        return Err(CallbackError::Unauthenticated(format!(
+            "`{prefix}-signature` does not match the configured secret"
+        )));
+    }
+    Ok(id.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use reqwest::header::HeaderValue;
+    use secrecy::SecretString;
+
+    fn secret(byte: u8) -> SigningSecret {
+        SigningSecret::parse(&SecretString::from(format!(
+            "whsec_{}",
+            STANDARD.encode([byte; 32])
+        )))
+        .unwrap()
+    }
+
+    fn signed(secret: &SigningSecret, timestamp: i64, body: &[u8]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("svix-id", HeaderValue::from_static("msg_1"));
+        headers.insert("svix-timestamp", timestamp.to_string().parse().unwrap());
+        let signature = secret.sign("msg_1", timestamp, body);
+        headers.insert("svix-signature", signature.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn a_receipt_moves_forward_only() {
+        use ReceiptStatus::*;
+        assert!(Delivered.advances(Sent));
+        assert!(!Sent.advances(Delivered));
+        assert!(Bounced.advances(Delivered));
+        assert!(!Undeliverable.advances(Bounced));
+        assert!(Complained.advances(Bounced));
+        assert!(!Delivered.advances(Delivered));
+        for status in ReceiptStatus::ALL {
+            assert_eq!(ReceiptStatus::parse(status.as_str()), Some(status));
+        }
+    }
+
+    #[test]
+    fn a_standard_webhook_verifies_only_in_time_and_with_its_secret() {
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let body = br#"{"type":"email.delivered"}"#;
+        let request = |headers: &'static HeaderMap, body: &'static [u8]| CallbackRequest {
+            query: "",
+            headers,
+            body,
+            now,
+        };
+        let good: &'static HeaderMap = Box::leak(Box::new(signed(&secret(1), 1_800_000_000, body)));
+        assert_eq!(
+            verify_standard_webhook(&request(good, body), "svix", &[secret(2), secret(1)]),
+            Ok("msg_1".to_owned())
+        );
+        assert!(matches!(
+            verify_standard_webhook(&request(good, body), "svix", &[secret(2)]),
+            Err(CallbackError::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            verify_standard_webhook(&request(good, b"{}"), "svix", &[secret(1)]),
+            Err(CallbackError::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            verify_standard_webhook(&request(good, body), "webhook", &[secret(1)]),
+            Err(CallbackError::Unauthenticated(_))
+        ));
+        let old: &'static HeaderMap =
+            Box::leak(Box::new(signed(&secret(1), 1_800_000_000 - 301, body)));
+        assert!(matches!(
+            verify_standard_webhook(&request(old, body), "svix", &[secret(1)]),
+            Err(CallbackError::Unauthenticated(m)) if m.contains("tolerance")
+        ));
+    }
+}
