@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use herald_provider::callback::Callbacks;
 use herald_provider::http::{
     Answer, StatusRules, classify_failure_status, exchange, look_up, unreadable_success,
     with_vendor_code,
@@ -16,6 +17,7 @@ use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 use time::OffsetDateTime;
 
+use crate::callback::MailjetCallbacks;
 use crate::lookback;
 use crate::wire::{Address, MessageList, MessageResult, OutMessage, SendAnswer, SendBody, id_text};
 
@@ -59,6 +61,11 @@ pub struct MailjetRoute {
     pub visibility_lag: Duration,
     /// The whole exchange, connect to last body byte.
     pub timeout: Duration,
+    /// The Basic credentials written into the Event API URL configured in Mailjet
+    /// (`https://user:pass@herald.example.com/v1/callbacks/mailjet-main`). Both set, the route
+    /// reads Mailjet's events ([`Adapter::callbacks`]); one without the other is refused.
+    pub callback_username: Option<String>,
+    pub callback_password: Option<SecretString>,
 }
 
 impl MailjetRoute {
@@ -76,6 +83,8 @@ impl MailjetRoute {
             from_name: None,
             visibility_lag: DEFAULT_VISIBILITY_LAG,
             timeout: Duration::from_secs(10),
+            callback_username: None,
+            callback_password: None,
         }
     }
 }
@@ -93,6 +102,16 @@ pub enum MailjetError {
     VisibilityLag,
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    #[error(
+        "a Mailjet route that reads events needs a callback_username, without `:` (HTTP Basic \
+         cannot carry one), alongside its callback_password"
+    )]
+    CallbackUsername,
+    /// The password itself is never part of the message.
+    #[error(
+        "a Mailjet route that reads events needs a non-empty callback_password alongside its callback_username"
+    )]
+    CallbackPassword,
 }
 
 #[derive(Debug, Clone)]
@@ -107,6 +126,8 @@ pub struct MailjetAdapter {
     capabilities: Capabilities,
     /// Scrubs the credentials, in every form, from anything an answer might echo.
     redactor: Redactor,
+    /// Set when the route has callback credentials.
+    callbacks: Option<MailjetCallbacks>,
 }
 
 impl MailjetAdapter {
@@ -122,6 +143,20 @@ impl MailjetAdapter {
         if route.visibility_lag.is_zero() {
             return Err(MailjetError::VisibilityLag);
         }
+        let callbacks = match (&route.callback_username, &route.callback_password) {
+            (None, None) => None,
+            (Some(user), Some(password)) => {
+                if user.is_empty() || user.contains(':') {
+                    return Err(MailjetError::CallbackUsername);
+                }
+                if password.expose_secret().is_empty() {
+                    return Err(MailjetError::CallbackPassword);
+                }
+                Some(MailjetCallbacks::new(user, password))
+            }
+            (None, Some(_)) => return Err(MailjetError::CallbackUsername),
+            (Some(_), None) => return Err(MailjetError::CallbackPassword),
+        };
         let bad_url = |reason: String| MailjetError::BaseUrl {
             url: route.base_url.clone(),
             reason,
@@ -148,6 +183,7 @@ impl MailjetAdapter {
             api_secret: route.api_secret,
             from: route.from,
             from_name: route.from_name,
+            callbacks,
             capabilities: Capabilities {
                 idempotency_window: None,
                 query_visibility_lag: Some(route.visibility_lag),
@@ -219,6 +255,10 @@ impl Adapter for MailjetAdapter {
 
     fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         self.body(message, key)
+    }
+
+    fn callbacks(&self) -> Option<&dyn Callbacks> {
+        self.callbacks.as_ref().map(|c| c as &dyn Callbacks)
     }
 
     async fn send_prepared(

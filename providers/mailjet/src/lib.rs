@@ -12,6 +12,7 @@
 //! | outcome query | yes: `GET /v3/REST/message?CustomID=<provider key>&ShowCustomID=true&FromTS=…` |
 //! | query visibility lag | [`MailjetRoute::visibility_lag`] (default 15 min; Mailjet documents none) |
 //! | payload limit | 15 MB (the documented attachment limit; no other is stated) |
+//! | delivery callbacks | Event API, with HTTP Basic credentials, when `callback_username` and `callback_password` are set (below) |
 //!
 //! # Sending
 //! `POST /v3.1/send` with one message: `From {Email, Name}`, `To [{Email}]`, `Subject`,
@@ -49,12 +50,44 @@
 //! | an entry with another `CustomID`, or unreadable | `Unsupported`: the filter did not hold |
 //! | transport error, `401`, `429`, `5xx`, any non-`200` | `Unsupported`: proves nothing |
 //!
+//! # Event API callbacks
+//! Mailjet posts events about sent messages to a URL configured in the account
+//! (<https://documentation.mailjet.com/hc/en-us/articles/360043578154-Event-Tracking-API>, and
+//! the Event API guide of <https://github.com/mailjet/api-documentation>,
+//! `guides/_event-api.md`): one JSON event object per request, or,
+//! with the Event API's version 2 ("grouping"), an array of them. Each has `event`, `time`
+//! (unix seconds), `email`, `MessageID`, `CustomID` (herald's provider key, sent with every
+//! message) and per-event fields (`hard_bounce`, `error`, …). Mailjet signs nothing; it
+//! recommends HTTPS with Basic credentials in the URL
+//! (`https://user:pass@herald.example.com/v1/callbacks/mailjet-main`). With
+//! `callback_username` and `callback_password` set (both or neither), the route compares the
+//! `Authorization: Basic` header with them in constant time (as HMAC-SHA256 digests, which also
+//! hides the password's length), and refuses a missing, malformed or wrong one as
+//! unauthenticated; a body that is not an event object or an array of them, or a mapped event
+//! without `time` or `MessageID`, as malformed.
+//!
+//! | `event` | receipt | suppresses the recipient |
+//! |---|---|---|
+//! | `sent`: the receiving mail server accepted it (Mailjet's `sent` is others' "delivered") | `delivered` | no |
+//! | `open`, `click` (the message arrived) | `delivered` | no |
+//! | `bounce` | `bounced` | when `hard_bounce` is true |
+//! | `spam` | `complained` | yes |
+//! | `blocked` | `undeliverable` | no |
+//! | `unsub` | none: it says nothing of the message | yes |
+//! | any other | left out | |
+//!
+//! Mailjet's events carry no id: the event id is `{MessageID}:{event}:{time}`. `vendor_status`
+//! is the `event`, with `/{error}` when there is one, and `at` is `time`. The event names its
+//! notification by a non-empty `CustomID`, or else by its `MessageID` (`mj_message_id` where
+//! only that is sent), as text.
+//!
 //! # Testing
 //! Feature `fake` adds [`fake`]: a local Mailjet that speaks this API, keeps a ledger of real
 //! deliveries by `CustomID` and injects faults.
 #![forbid(unsafe_code)]
 
 mod adapter;
+mod callback;
 mod lookback;
 mod settings;
 mod wire;

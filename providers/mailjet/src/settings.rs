@@ -23,6 +23,12 @@ pub struct Settings {
     pub from_name: Option<String>,
     /// How long a sent message may take to show in the look-up (default 900 000).
     pub visibility_lag_ms: Option<u64>,
+    /// The user name of the Basic credentials written into the Event API URL configured in
+    /// Mailjet (`https://user:pass@herald.example.com/v1/callbacks/mailjet-main`); with
+    /// `callback_password`, herald reads Mailjet's events.
+    pub callback_username: Option<String>,
+    /// Their password; set both or neither.
+    pub callback_password: Option<SecretSource>,
 }
 
 #[async_trait::async_trait]
@@ -32,7 +38,11 @@ impl RouteSettings for Settings {
     }
 
     fn secrets(&self) -> Vec<(String, &SecretSource)> {
-        vec![("api_secret".into(), &self.api_secret)]
+        let mut secrets = vec![("api_secret".into(), &self.api_secret)];
+        if let Some(password) = &self.callback_password {
+            secrets.push(("callback_password".into(), password));
+        }
+        secrets
     }
 
     fn endpoint(&self) -> Option<String> {
@@ -53,6 +63,12 @@ impl RouteSettings for Settings {
                 .visibility_lag_ms
                 .map_or(DEFAULT_VISIBILITY_LAG, Duration::from_millis),
             timeout: route.timeout,
+            callback_username: self.callback_username.clone(),
+            callback_password: self
+                .callback_password
+                .as_ref()
+                .map(|password| password.resolve("callback_password"))
+                .transpose()?,
         })
         .map_err(|e| {
             let key = match e {
@@ -61,6 +77,8 @@ impl RouteSettings for Settings {
                 MailjetError::From => "from",
                 MailjetError::VisibilityLag => "visibility_lag_ms",
                 MailjetError::Client(_) => "",
+                MailjetError::CallbackUsername => "callback_username",
+                MailjetError::CallbackPassword => "callback_password",
             };
             SettingsError::new(key, e)
         })?;

@@ -11,10 +11,12 @@
 use std::fmt;
 use std::time::Duration;
 
+use herald_provider::callback::Callbacks;
 use herald_provider::http::{
     Answer, StatusRules, classify_failure_status, exchange, retry_after, unreadable_success,
     with_vendor_code,
 };
+use herald_provider::signature::{SecretError, SigningSecret};
 use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
 };
@@ -22,9 +24,10 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 
+use crate::callback::ResendCallbacks;
 use crate::wire::{
     CONCURRENT_IDEMPOTENT_REQUESTS, EMAILS_PATH, ErrorBody, IDEMPOTENCY_KEY,
-    INVALID_IDEMPOTENT_REQUEST, RATELIMIT_RESET, SendEmail, SentEmail, Tag, is_tag_text,
+    INVALID_IDEMPOTENT_REQUEST, KEY_TAG, RATELIMIT_RESET, SendEmail, SentEmail, Tag, is_tag_text,
 };
 
 /// Resend's public API root.
@@ -61,6 +64,9 @@ pub struct ResendRoute {
     pub from: String,
     /// The whole exchange, connect to last body byte.
     pub timeout: Duration,
+    /// The signing secret (`whsec_…`) of the Resend webhook endpoint that posts to herald; set,
+    /// the route reads Resend's webhooks ([`Adapter::callbacks`]).
+    pub webhook_secret: Option<SecretString>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +78,9 @@ pub enum ResendError {
     ApiKey,
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    /// Says what is wrong with the secret's form, never what it contains.
+    #[error("the Resend webhook secret {0}")]
+    WebhookSecret(#[source] SecretError),
 }
 
 pub struct ResendAdapter {
@@ -83,6 +92,8 @@ pub struct ResendAdapter {
     redactor: Redactor,
     from: String,
     capabilities: Capabilities,
+    /// Set when the route has a webhook secret.
+    callbacks: Option<ResendCallbacks>,
 }
 
 impl fmt::Debug for ResendAdapter {
@@ -92,6 +103,10 @@ impl fmt::Debug for ResendAdapter {
             .field("from", &self.from)
             .field("api_key", &"[REDACTED]")
             .field("capabilities", &self.capabilities)
+            .field(
+                "webhook_secret",
+                &self.callbacks.as_ref().map(|_| "[REDACTED]"),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -106,6 +121,13 @@ impl ResendAdapter {
             HeaderValue::from_str(&format!("Bearer {}", route.api_key.expose_secret()))
                 .map_err(|_| ResendError::ApiKey)?;
         authorization.set_sensitive(true);
+        let callbacks = route
+            .webhook_secret
+            .as_ref()
+            .map(SigningSecret::parse)
+            .transpose()
+            .map_err(ResendError::WebhookSecret)?
+            .map(ResendCallbacks::new);
         let http = reqwest::Client::builder()
             .timeout(route.timeout)
             // Resend refuses requests without a User-Agent (403, error 1010) before they reach
@@ -119,6 +141,7 @@ impl ResendAdapter {
             authorization,
             redactor: Redactor::secret(route.api_key.expose_secret()),
             from: route.from,
+            callbacks,
             capabilities: Capabilities {
                 tags: true,
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
@@ -179,14 +202,28 @@ impl Adapter for ResendAdapter {
 
     /// The `POST /emails` body. herald stores it at the first attempt and replays it byte for
     /// byte, which is what Resend compares a repeated key against.
-    fn prepare(&self, message: &Message, _key: &ProviderKey) -> Result<Request, Evidence> {
+    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         let email = &message.email;
+        if email.tags.contains_key(KEY_TAG) {
+            // Webhooks name the notification by this tag: a message's own would misname it.
+            return Err(Evidence::new(
+                "request",
+                format!("the tag `{KEY_TAG}` is herald's own on a Resend route"),
+            ));
+        }
         let own = is_tag_text(&message.notification_id).then_some(Tag {
             name: NOTIFICATION_TAG,
             value: &message.notification_id,
         });
+        // Resend echoes the tags in every webhook about the email, so the key names the
+        // notification's attempts. herald's keys (a UUID, maybe `-f1`) fit the tag alphabet.
+        let stamped = is_tag_text(key.as_str()).then_some(Tag {
+            name: KEY_TAG,
+            value: key.as_str(),
+        });
         let tags = own
             .into_iter()
+            .chain(stamped)
             .chain(email.tags.iter().map(|(name, value)| Tag { name, value }))
             .collect();
         let body = SendEmail {
@@ -202,6 +239,10 @@ impl Adapter for ResendAdapter {
             headers: &email.headers,
         };
         Request::json(&body)
+    }
+
+    fn callbacks(&self) -> Option<&dyn Callbacks> {
+        self.callbacks.as_ref().map(|c| c as &dyn Callbacks)
     }
 
     async fn send_prepared(

@@ -2,9 +2,11 @@
 //!
 //! One `POST https://api.resend.com/emails` per send, with `Authorization: Bearer re_…`, a JSON
 //! body of `from` (the route's sender), `to` (the one recipient), `subject`, `html` and/or
-//! `text`, and a `tags` entry `herald_notification_id` (when the id fits Resend's tag alphabet),
-//! and herald's [`ProviderKey`](herald_provider::ProviderKey) — stable per notification — as the
-//! `Idempotency-Key` header. Resend answers `{"id": "…"}`, which becomes the `provider_ref`, and
+//! `text`, `tags` entries `herald_notification_id` and `herald_key` (the provider key, which
+//! webhooks echo; each when it fits Resend's tag alphabet of ASCII letters, digits, `_` and
+//! `-`), and herald's [`ProviderKey`](herald_provider::ProviderKey) — stable per notification —
+//! as the `Idempotency-Key` header. A message's own tag named `herald_key` is refused before any
+//! I/O. Resend answers `{"id": "…"}`, which becomes the `provider_ref`, and
 //! errors as `{"statusCode", "name", "message"}`, whose `name` becomes `Evidence::vendor_code`.
 //!
 //! # Capabilities
@@ -14,6 +16,7 @@
 //! | outcome query | none: Resend looks emails up by its own id, not by our key (its docs name no look-up by key); a replay inside the window is the reconciliation | <https://resend.com/docs/api-reference/emails/send-email> |
 //! | payload limit | 40 MB per email including Base64 attachments (read as 40 000 000 bytes) | <https://resend.com/docs/api-reference/emails/send-email> |
 //! | rate limit | 2 requests/s by default, per team; 429 with `retry-after` and `ratelimit-*` headers | <https://resend.com/docs/api-reference/rate-limit> |
+//! | delivery callbacks | webhooks, signed by Svix, when `webhook_secret` is set (below) | <https://resend.com/docs/webhooks/event-types> |
 //!
 //! # Classification
 //! Error names and statuses: <https://resend.com/docs/api-reference/errors>; the idempotency
@@ -40,6 +43,36 @@
 //! never logged and never part of evidence, errors or `Debug` output; anything Resend echoes is
 //! scrubbed of it before it becomes evidence.
 //!
+//! # Webhooks
+//! With `webhook_secret` set (the `whsec_…` signing secret of a Resend webhook endpoint that
+//! posts to herald's callback URL for the route), the route reads Resend's webhooks
+//! (<https://resend.com/docs/webhooks/event-types>,
+//! <https://resend.com/docs/dashboard/webhooks/body-parameters>,
+//! <https://resend.com/docs/webhooks/emails/bounced>): JSON
+//! `{"type", "created_at", "data": {"email_id", "to", "tags", "bounce", …}}`, delivered by Svix
+//! and signed as Standard Webhooks are, under `svix-id`, `svix-timestamp` and `svix-signature`
+//! (<https://resend.com/docs/webhooks/verify-webhooks-requests>). A missing or wrong
+//! signature, or a timestamp more than five minutes from herald's clock, is refused as
+//! unauthenticated; a signed body that is not JSON with a `type` and a `data` object, or an
+//! email event that names no email, as malformed. A malformed `webhook_secret` is a settings
+//! error that says what is wrong with its form, never what it contains.
+//!
+//! | `type` | receipt | suppresses the recipient |
+//! |---|---|---|
+//! | `email.sent` | `sent` | no |
+//! | `email.delivered` | `delivered` | no |
+//! | `email.opened`, `email.clicked` (the email arrived) | `delivered` | no |
+//! | `email.bounced` | `bounced` | yes, unless `data.bounce.type` is `Transient` (a soft bounce) or `Undetermined` (proves nothing) |
+//! | `email.complained` | `complained` | yes |
+//! | `email.failed` | `undeliverable` | no |
+//! | `email.delivery_delayed`, `email.scheduled`, and any other | left out | |
+//!
+//! The event id is `svix-id`, the same on every retry of one event. `vendor_status` is the
+//! `type` (with `/{bounce.type}` for a bounce), and `at` is `created_at`. The event names its
+//! notification by the `herald_key` tag (tags read both as an array of `{name, value}` and as an
+//! object, since Resend's docs show both), or, for an email sent before herald stamped its key,
+//! by `data.email_id`.
+//!
 //! # Modules
 //! - [`adapter`]: [`ResendAdapter`] and its [`ResendRoute`].
 //! - `fake` (feature `fake`): a local stand-in for Resend's API with faults and a ledger.
@@ -48,6 +81,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+mod callback;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod settings;

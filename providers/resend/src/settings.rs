@@ -18,6 +18,9 @@ pub struct Settings {
     pub api_key: SecretSource,
     /// The sender, e.g. `Acme <noreply@acme.example>`.
     pub from: String,
+    /// The signing secret (`whsec_…`) of the Resend webhook endpoint that posts to herald's
+    /// callback URL for this route; set, herald reads Resend's webhooks.
+    pub webhook_secret: Option<SecretSource>,
 }
 
 #[async_trait::async_trait]
@@ -27,7 +30,11 @@ impl RouteSettings for Settings {
     }
 
     fn secrets(&self) -> Vec<(String, &SecretSource)> {
-        vec![("api_key".into(), &self.api_key)]
+        let mut secrets = vec![("api_key".into(), &self.api_key)];
+        if let Some(secret) = &self.webhook_secret {
+            secrets.push(("webhook_secret".into(), secret));
+        }
+        secrets
     }
 
     fn endpoint(&self) -> Option<String> {
@@ -43,12 +50,18 @@ impl RouteSettings for Settings {
             api_key: self.api_key.resolve("api_key")?,
             from: self.from.clone(),
             timeout: route.timeout,
+            webhook_secret: self
+                .webhook_secret
+                .as_ref()
+                .map(|secret| secret.resolve("webhook_secret"))
+                .transpose()?,
         })
         .map_err(|e| {
             let key = match e {
                 ResendError::BaseUrl { .. } => "base_url",
                 ResendError::ApiKey => "api_key",
                 ResendError::Client(_) => "",
+                ResendError::WebhookSecret(_) => "webhook_secret",
             };
             SettingsError::new(key, e)
         })?;

@@ -22,6 +22,10 @@ pub const INVALID_IDEMPOTENT_REQUEST: &str = "invalid_idempotent_request";
 #[cfg(feature = "fake")]
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 
+/// The tag that carries herald's provider key: Resend echoes an email's tags in every webhook
+/// event about it, so the key names the notification's attempts.
+pub const KEY_TAG: &str = "herald_key";
+
 /// `POST /emails` as the adapter writes it, borrowed from herald's message.
 #[derive(Debug, Serialize)]
 pub struct SendEmail<'a> {

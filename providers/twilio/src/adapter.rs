@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use herald_provider::callback::Callbacks;
 use herald_provider::http::{
     Answer, StatusRules, classify_failure_status, exchange, look_up, retry_after,
     unreadable_success, with_vendor_code,
@@ -17,8 +18,9 @@ use secrecy::{ExposeSecret, SecretString};
 use time::OffsetDateTime;
 use time::format_description::well_known::{Rfc2822, Rfc3339};
 
+use crate::callback::{StatusCallback, TwilioCallbacks};
 use crate::lookback;
-use crate::wire::{ErrorBody, MessagePage, MessageResource};
+use crate::wire::{ErrorBody, MessagePage, MessageResource, OPTED_OUT};
 
 /// Twilio's public REST endpoint.
 pub const DEFAULT_BASE_URL: &str = "https://api.twilio.com";
@@ -66,8 +68,15 @@ pub struct TwilioRoute {
     pub from: Option<String>,
     /// `MG…`: Twilio picks the sender from the service's pool.
     pub messaging_service_sid: Option<String>,
-    /// Sent as `StatusCallback`, for delivery reports.
+    /// herald's public URL for this route's status callbacks (e.g.
+    /// `https://herald.example.com/v1/callbacks/twilio-main`). Sent as `StatusCallback`, with
+    /// `herald_key=<provider key>` appended to its query; set, it turns on the route's callback
+    /// reader ([`Adapter::callbacks`]).
     pub status_callback: Option<String>,
+    /// The account's Auth Token, which Twilio signs status callbacks with. Needed with
+    /// `api_key_sid` (then `auth_token` is the API key's secret, which signs nothing);
+    /// otherwise `auth_token` is the Auth Token and this stays `None`.
+    pub callback_auth_token: Option<SecretString>,
     /// How long after its acceptance a message may still be missing from the Messages list.
     ///
     /// The list's `DateSent` filter only finds a message once Twilio has *sent* it, and Twilio
@@ -96,6 +105,7 @@ impl TwilioRoute {
             from: None,
             messaging_service_sid: None,
             status_callback: None,
+            callback_auth_token: None,
             visibility_lag: DEFAULT_VISIBILITY_LAG,
             timeout: Duration::from_secs(10),
         }
@@ -113,6 +123,17 @@ pub enum TwilioError {
     Sender,
     #[error("a Twilio route needs a visibility_lag above zero")]
     VisibilityLag,
+    #[error("the Twilio status_callback `{url}` cannot be used: {reason}")]
+    StatusCallback { url: String, reason: String },
+    /// The token itself is never part of the message.
+    #[error(
+        "a Twilio route that sends with an API key (api_key_sid) and reads status callbacks needs \
+         callback_auth_token: Twilio signs callbacks with the account's Auth Token, not the key's \
+         secret"
+    )]
+    CallbackAuthToken,
+    #[error("callback_auth_token is set but status_callback is not: nothing would use it")]
+    UnusedCallbackAuthToken,
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
 }
@@ -133,7 +154,8 @@ pub struct TwilioAdapter {
     user: String,
     auth_token: SecretString,
     sender: Sender,
-    status_callback: Option<String>,
+    /// Set when the route has a `status_callback`: the URL each send names, and its reader.
+    callbacks: Option<TwilioCallbacks>,
     validity_period_secs: u64,
     capabilities: Capabilities,
     /// Scrubs the credentials, in every form, from anything an answer might echo.
@@ -179,6 +201,23 @@ impl TwilioAdapter {
             .saturating_sub(LIST_ALLOWANCE)
             .as_secs()
             .clamp(1, 36_000);
+        let callbacks = match (route.status_callback, route.callback_auth_token) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(TwilioError::UnusedCallbackAuthToken),
+            (Some(url), token) => {
+                let parsed =
+                    StatusCallback::parse(&url).map_err(|reason| TwilioError::StatusCallback {
+                        url: url.clone(),
+                        reason,
+                    })?;
+                let token = match (token, &route.api_key_sid) {
+                    (Some(token), _) => token,
+                    (None, None) => route.auth_token.clone(),
+                    (None, Some(_)) => return Err(TwilioError::CallbackAuthToken),
+                };
+                Some(TwilioCallbacks::new(parsed, token))
+            }
+        };
         let user = route.api_key_sid.unwrap_or(route.account_sid);
         let redactor = Redactor::credentials(&user, route.auth_token.expose_secret());
         Ok(TwilioAdapter {
@@ -189,7 +228,7 @@ impl TwilioAdapter {
             auth_token: route.auth_token,
             redactor,
             sender,
-            status_callback: route.status_callback,
+            callbacks,
             validity_period_secs,
             capabilities: Capabilities {
                 idempotency_window: None,
@@ -264,7 +303,7 @@ impl Adapter for TwilioAdapter {
 
     /// The create request's form. herald stores it at the first attempt, so every later send
     /// and look-up uses the sender and text of the first, whatever the route says by then.
-    fn prepare(&self, message: &Message, _key: &ProviderKey) -> Result<Request, Evidence> {
+    fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         let body = self
             .body_of(message)
             .map_err(|detail| Evidence::new("request", detail))?;
@@ -275,14 +314,27 @@ impl Adapter for TwilioAdapter {
             Sender::From(from) => form.append_pair("From", from),
             Sender::Service(service) => form.append_pair("MessagingServiceSid", service),
         };
-        if let Some(callback) = &self.status_callback {
-            form.append_pair("StatusCallback", callback);
+        if let Some(callbacks) = &self.callbacks {
+            // Twilio echoes the URL in every status callback of the message: the key in it
+            // names the notification's attempts, which a message SID only does once herald
+            // has learnt it from Twilio's answer.
+            form.append_pair("StatusCallback", &callbacks.url.for_key(key));
         }
         form.append_pair("ValidityPeriod", &self.validity_period_secs.to_string());
         // The look-up matches the stored text exactly, so Twilio must not rewrite it (a
         // Messaging Service may have smart encoding on by default).
         form.append_pair("SmartEncoded", "false");
         Ok(Request::new(form.finish()))
+    }
+
+    fn callbacks(&self) -> Option<&dyn Callbacks> {
+        self.callbacks.as_ref().map(|c| c as &dyn Callbacks)
+    }
+
+    /// 21610: the recipient replied STOP, and Twilio refuses every message to them until they
+    /// reply START.
+    fn unsubscribed(&self, evidence: &Evidence) -> bool {
+        evidence.vendor_code.as_deref() == Some(OPTED_OUT)
     }
 
     async fn send_prepared(

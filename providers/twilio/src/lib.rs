@@ -11,12 +11,15 @@
 //! | outcome query | yes: `GET /2010-04-01/Accounts/{AccountSid}/Messages.json?To=&From=&DateSent>=&PageSize=`, matched on the text |
 //! | query visibility lag | [`TwilioRoute::visibility_lag`] (default 10 min), enforced through `ValidityPeriod` (below) |
 //! | payload limit | `Body` ≤ 1,600 characters (declared as 1,600 bytes, which never over-promises) |
+//! | delivery callbacks | status callbacks, when `status_callback` is set (below) |
 //!
 //! # Sending
 //! `POST /2010-04-01/Accounts/{AccountSid}/Messages.json`, form-encoded: `To`, `From` or
 //! `MessagingServiceSid`, `Body`, `StatusCallback` if configured, `ValidityPeriod`, and
 //! `SmartEncoded=false` (so that Twilio stores the text exactly as sent, which the look-up
 //! relies on). HTTP Basic auth: `AccountSid:AuthToken`, or an API key's `SID:secret`.
+//! `StatusCallback` is the route's `status_callback` with `herald_key=<provider key>` appended
+//! to its query (see "Status callbacks").
 //!
 //! | Twilio's answer | result |
 //! |---|---|
@@ -72,12 +75,46 @@
 //! takes it for. The docs do not say whether a still-queued message (no `date_sent` yet)
 //! matches the filter; the design does not depend on it.
 //!
+//! # Status callbacks
+//! With `status_callback` set (herald's public URL for the route, e.g.
+//! `https://herald.example.com/v1/callbacks/twilio-main`), Twilio posts each status change of a
+//! message there
+//! (<https://www.twilio.com/docs/messaging/guides/track-outbound-message-status>): a form with
+//! `MessageSid`, `MessageStatus`, `ErrorCode` (when it failed), `To` and more, which Twilio may
+//! add to without notice. It signs every request in `X-Twilio-Signature`
+//! (<https://www.twilio.com/docs/usage/webhooks/webhooks-security>): base64 of the HMAC-SHA1,
+//! keyed with the account's Auth Token, of the URL it requested followed by every POST
+//! parameter, sorted by name, as name then value. The reader rebuilds that URL from the
+//! configured `status_callback` without its query, plus the query herald received, and compares
+//! in constant time, with the default port both written and left out as Twilio's helper
+//! libraries do. A missing, wrong or undecodable signature, or one made by a Webhooks Rule's
+//! shared key (`X-Twilio-Webhooks-Signature-Settings`, which herald does not hold), is refused
+//! as unauthenticated. The Auth Token is `auth_token`, or `callback_auth_token` on a route that
+//! sends with an API key (whose secret signs nothing), which such a route must then set.
+//!
+//! | `MessageStatus` | receipt | suppresses the recipient |
+//! |---|---|---|
+//! | `sent` (handed to the carrier) | `sent` | no |
+//! | `delivered`; `read` (a read receipt, WhatsApp and RCS) | `delivered` | no |
+//! | `undelivered`, `failed` | `undeliverable` | with `ErrorCode` 21610 (the recipient replied STOP) |
+//! | `queued`, `accepted`, `scheduled`, `sending`, and any other | left out | |
+//! | no `MessageSid` or `MessageStatus` | refused as malformed | |
+//!
+//! The event id is `{MessageSid}:{MessageStatus}`: Twilio reports each status once per message.
+//! `vendor_status` is the `MessageStatus`, with `/{ErrorCode}` when there is one. The event
+//! names its notification by the `herald_key` in the URL, or, for a message sent before herald
+//! stamped its key, by the `MessageSid`. Status callbacks carry no time of the event.
+//!
+//! A send refused with 21610 ([`Adapter::unsubscribed`](herald_provider::Adapter::unsubscribed))
+//! says the same as the callback: the recipient opted out, and herald suppresses them.
+//!
 //! # Testing
 //! Feature `fake` adds [`fake`]: a local Twilio that speaks this API, keeps a ledger of real
 //! deliveries and injects faults.
 #![forbid(unsafe_code)]
 
 mod adapter;
+mod callback;
 mod lookback;
 mod settings;
 mod wire;

@@ -24,7 +24,13 @@ pub struct Settings {
     /// The sender; or `messaging_service_sid`, exactly one of the two.
     pub from: Option<String>,
     pub messaging_service_sid: Option<String>,
+    /// herald's public URL for this route's status callbacks, e.g.
+    /// `https://herald.example.com/v1/callbacks/twilio-main`. Sent as `StatusCallback` with
+    /// `herald_key=<provider key>` appended; set, herald reads the callbacks Twilio posts there.
     pub status_callback: Option<String>,
+    /// The account's Auth Token, which Twilio signs status callbacks with: needed with
+    /// `api_key_sid` and `status_callback` (`auth_token` is then the API key's secret).
+    pub callback_auth_token: Option<SecretSource>,
     /// How long a sent message may take to show in the Messages list (default 600 000).
     pub visibility_lag_ms: Option<u64>,
 }
@@ -36,7 +42,11 @@ impl RouteSettings for Settings {
     }
 
     fn secrets(&self) -> Vec<(String, &SecretSource)> {
-        vec![("auth_token".into(), &self.auth_token)]
+        let mut secrets = vec![("auth_token".into(), &self.auth_token)];
+        if let Some(token) = &self.callback_auth_token {
+            secrets.push(("callback_auth_token".into(), token));
+        }
+        secrets
     }
 
     fn endpoint(&self) -> Option<String> {
@@ -55,6 +65,11 @@ impl RouteSettings for Settings {
             from: self.from.clone(),
             messaging_service_sid: self.messaging_service_sid.clone(),
             status_callback: self.status_callback.clone(),
+            callback_auth_token: self
+                .callback_auth_token
+                .as_ref()
+                .map(|token| token.resolve("callback_auth_token"))
+                .transpose()?,
             visibility_lag: self
                 .visibility_lag_ms
                 .map_or(DEFAULT_VISIBILITY_LAG, Duration::from_millis),
@@ -66,6 +81,10 @@ impl RouteSettings for Settings {
                 TwilioError::AccountSid => "account_sid",
                 TwilioError::Sender => "from",
                 TwilioError::VisibilityLag => "visibility_lag_ms",
+                TwilioError::StatusCallback { .. } => "status_callback",
+                TwilioError::CallbackAuthToken | TwilioError::UnusedCallbackAuthToken => {
+                    "callback_auth_token"
+                }
                 TwilioError::Client(_) => "",
             };
             SettingsError::new(key, e)

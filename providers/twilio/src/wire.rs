@@ -8,6 +8,18 @@
 
 use serde::Deserialize;
 
+/// The header that carries a status callback's signature: base64 of the HMAC-SHA1, keyed with
+/// the account's Auth Token, of the URL Twilio requested followed by every POST parameter,
+/// sorted by name, as name and value.
+pub(crate) const SIGNATURE_HEADER: &str = "x-twilio-signature";
+/// Present when a Webhooks Rule signed the request with a shared key instead of the Auth Token.
+pub(crate) const SIGNATURE_SETTINGS_HEADER: &str = "x-twilio-webhooks-signature-settings";
+/// The query parameter the adapter appends to `StatusCallback`: herald's provider key, which
+/// Twilio echoes back in the URL of every status callback of the message.
+pub(crate) const KEY_PARAM: &str = "herald_key";
+/// Twilio's error code for a recipient who replied STOP (or another opt-out keyword).
+pub(crate) const OPTED_OUT: &str = "21610";
+
 /// A Message resource: the `201` answer to a create, and each entry of a list page.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct MessageResource {

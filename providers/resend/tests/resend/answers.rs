@@ -65,7 +65,11 @@ async fn a_sent_email_is_accepted_with_resends_id_and_the_request_has_the_docume
             "subject": "Your code",
             "html": "<p>123456</p>",
             "text": "123456",
-            "tags": [{"name": "herald_notification_id", "value": message.notification_id}],
+            "tags": [
+                {"name": "herald_notification_id", "value": message.notification_id},
+                // Resend echoes it in every webhook about the email.
+                {"name": "herald_key", "value": key.as_str()},
+            ],
         })
     );
     assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
@@ -243,6 +247,7 @@ fn a_base_url_that_is_not_http_is_refused_when_the_adapter_is_built() {
         api_key: SecretString::from("re_123"),
         from: SENDER.to_owned(),
         timeout: CLIENT_TIMEOUT,
+        webhook_secret: None,
     });
     assert!(
         matches!(built, Err(ResendError::BaseUrl { .. })),

@@ -21,6 +21,7 @@ fn routes_adapters_and_construction_errors_never_print_the_key() {
         api_key: SecretString::from(CANARY),
         from: SENDER.to_owned(),
         timeout: CLIENT_TIMEOUT,
+        webhook_secret: None,
     };
     assert_clean(&format!("{route:?}"));
     let adapter = ResendAdapter::new(route.clone()).unwrap();

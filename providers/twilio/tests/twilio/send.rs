@@ -55,9 +55,16 @@ async fn a_created_message_is_accepted_with_its_sid_and_the_request_has_the_docu
     assert_eq!(form.get("From"), Some(FROM));
     assert_eq!(form.get("Body"), Some(text.as_str()));
     assert_eq!(form.get("MessagingServiceSid"), None);
+    // The route's URL, stamped with the key so that every status callback names it.
     assert_eq!(
         form.get("StatusCallback"),
-        Some("https://herald.example/twilio/status")
+        Some(
+            format!(
+                "https://herald.example/twilio/status?herald_key={}",
+                key(&message)
+            )
+            .as_str()
+        )
     );
     // Twilio drops what it has not sent within the lag, less the list's allowance.
     let validity = DEFAULT_VISIBILITY_LAG.as_secs() - 30;
