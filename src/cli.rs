@@ -201,4 +201,25 @@ pub struct SandboxArgs {
     /// How long the `delay` fault holds its answer.
     #[arg(long, default_value_t = 30_000)]
     pub delay_ms: u64,
+    /// herald's callback URL for the route that sends here, e.g.
+    /// `http://127.0.0.1:8080/v1/callbacks/sandbox`: each delivery is then reported there,
+    /// signed with the secret in HERALD_SANDBOX_CALLBACK_SECRET (`whsec_…`).
+    #[arg(long, requires = "callback_secret")]
+    pub callback_url: Option<String>,
+    #[arg(
+        long,
+        env = "HERALD_SANDBOX_CALLBACK_SECRET",
+        hide_env_values = true,
+        hide = true
+    )]
+    pub callback_secret: Option<String>,
+    /// How long after a delivery its reports start.
+    #[arg(long, default_value_t = 0)]
+    pub callback_delay_ms: u64,
+    /// How many extra times each report is posted.
+    #[arg(long, default_value_t = 0)]
+    pub callback_duplicates: u32,
+    /// Post each delivery's reports last first.
+    #[arg(long)]
+    pub callback_reorder: bool,
 }

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use secrecy::ExposeSecret;
+use herald_provider::signature::SigningSecret;
+use secrecy::{ExposeSecret, SecretString};
 use tokio_util::sync::CancellationToken;
 
 use herald::app::App;
@@ -91,6 +92,17 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         visibility_lag: Duration::from_millis(args.lag_ms),
         faults: herald_sandbox::parse_faults(&args.faults)?,
         delay: Duration::from_millis(args.delay_ms),
+        callback_secret: args
+            .callback_secret
+            .map(|secret| SigningSecret::parse(&SecretString::from(secret)))
+            .transpose()
+            .context("HERALD_SANDBOX_CALLBACK_SECRET")?,
+        callbacks: args.callback_url.map(|url| herald_sandbox::CallbackTarget {
+            url,
+            delay_ms: args.callback_delay_ms,
+            duplicates: args.callback_duplicates,
+            reorder: args.callback_reorder,
+        }),
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

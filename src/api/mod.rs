@@ -5,6 +5,7 @@
 //! the field at fault.
 
 pub mod auth;
+mod callbacks;
 mod console;
 mod events;
 pub(crate) mod evidence;
@@ -62,6 +63,7 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
         .merge(routes::routes())
         .merge(console::routes())
         .merge(events::routes())
+        .merge(callbacks::routes())
         .merge(ops::routes())
         .fallback(|| async { Problem::not_found() })
         .method_not_allowed_fallback(|| async {

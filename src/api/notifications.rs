@@ -26,7 +26,7 @@ use super::problem::Problem;
 use super::{AppState, json_object, json_object_of_items, typed, without_nul};
 use crate::domain::{
     Attempt, Certainty, Channel, IdempotencyKey, Notification, NotificationId, NotificationRequest,
-    Resolution, State as NotificationState, check_metadata_key,
+    Receipt, ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,
 };
 use crate::store::{ListFilter, NewAccept, NotificationDetail};
 
@@ -48,8 +48,46 @@ pub fn routes() -> Router<AppState> {
 pub struct NotificationBody {
     #[serde(flatten)]
     pub notification: Notification,
+    /// Why it failed, for a `failed` notification: `suppressed` (the recipient is on the
+    /// suppression list; nothing was sent), `rejected` (refused for good) or `exhausted`
+    /// (retries spent on causes that may pass).
+    pub reason: Option<String>,
     pub attempts: Vec<Attempt>,
     pub review: Option<ReviewBody>,
+    /// Where the message stands by the vendor's callbacks; `none` until one arrives.
+    pub receipt: ReceiptBody,
+    /// The receipt's history, oldest first: it only moves forward.
+    pub receipts: Vec<Receipt>,
+}
+
+/// The latest receipt, or `status: none` and nulls before any callback.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReceiptBody {
+    pub status: ReceiptStatus,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub at: Option<OffsetDateTime>,
+    pub source: Option<String>,
+    pub vendor_status: Option<String>,
+}
+
+impl ReceiptBody {
+    fn of(receipts: &[Receipt]) -> Self {
+        match receipts.last() {
+            Some(r) => ReceiptBody {
+                status: r.status,
+                at: Some(r.at),
+                source: Some(r.source.clone()),
+                vendor_status: Some(r.vendor_status.clone()),
+            },
+            None => ReceiptBody {
+                status: ReceiptStatus::None,
+                at: None,
+                source: None,
+                vendor_status: None,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -68,6 +106,15 @@ impl From<NotificationDetail> for NotificationBody {
             open,
             resolutions: d.resolutions,
         });
+        let reason = (n.state == NotificationState::Failed).then(|| {
+            if crate::review::suppressed(&d.attempts) {
+                "suppressed".to_owned()
+            } else {
+                crate::review::reason(n, &d.attempts)
+                    .map_or("rejected", |r| r.as_str())
+                    .to_owned()
+            }
+        });
         let attempts = d
             .attempts
             .into_iter()
@@ -77,6 +124,9 @@ impl From<NotificationDetail> for NotificationBody {
             })
             .collect();
         NotificationBody {
+            reason,
+            receipt: ReceiptBody::of(&d.receipts),
+            receipts: d.receipts,
             notification: d.notification,
             attempts,
             review,
@@ -108,8 +158,11 @@ fn prepare(
     }
     let response = serde_json::to_value(NotificationBody {
         notification: notification.clone(),
+        reason: None,
         attempts: Vec::new(),
         review: None,
+        receipt: ReceiptBody::of(&[]),
+        receipts: Vec::new(),
     })
     .map_err(|e| {
         tracing::error!(%e, "cannot serialize a notification");

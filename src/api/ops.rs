@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use utoipa::{OpenApi, ToSchema};
 
 use super::problem::Problem;
-use super::{AppState, events, evidence, notifications, review, routes};
+use super::{AppState, callbacks, events, evidence, notifications, review, routes};
 use crate::store::StoreError;
 
 pub fn routes() -> Router<AppState> {
@@ -93,7 +93,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
           notifications::create, notifications::create_batch, notifications::show,
           notifications::list, notifications::cancel, events::receive,
           review::list, review::resolve_one, review::resolve_many, review::requery,
-          routes::list),
+          routes::list, callbacks::receive, callbacks::list, callbacks::add, callbacks::lift),
     components(schemas(Problem)),
     // Relative, so that it names wherever the document was fetched from: herald behind a proxy
     // or a port mapping does not know the address its clients use.

@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 24] = [
+pub const TYPES: [(&str, &str); 26] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -22,6 +22,14 @@ pub const TYPES: [(&str, &str); 24] = [
     (
         "body-too-large",
         "The request body is over server.max_body_bytes; send less, or a batch in parts.",
+    ),
+    (
+        "callback-unauthenticated",
+        "The callback's signature (or basic auth) is missing or wrong, or its timestamp is too old: it may not be the vendor's. Nothing was stored.",
+    ),
+    (
+        "callback-unknown-message",
+        "The callback names a message that was never sent on this route. Nothing was stored.",
     ),
     (
         "conflict",

@@ -25,8 +25,13 @@ pub use circuit::CircuitState;
 pub use routes::{Route, Routes, build_routes, check_route};
 
 use crate::config::DispatchConfig;
-use crate::domain::{Decision, Next, Notification, Sibling};
-use crate::store::{Claim, ClaimMode, GroupCommit, Recorded, Records, Store, StoreError};
+use crate::domain::{
+    AttemptResult, Decision, Next, Notification, Sibling, Suppression, SuppressionReason,
+    suppression_recipient,
+};
+use crate::store::{
+    Claim, ClaimMode, GroupCommit, NewSuppression, Recorded, Records, Store, StoreError,
+};
 use policy::{Asked, Attribution, Plan, Situation, Step};
 
 /// How the dispatcher paces itself; from `[dispatch]` in herald.toml. (The retry schedule is
@@ -253,6 +258,19 @@ struct Worker {
     wake: Arc<Notify>,
 }
 
+/// Whether a recorded decision leaves an ambiguous attempt on the claim's route unsettled.
+fn leaves_ambiguity(claim: &Claim, decision: &Decision) -> bool {
+    let own = decision.attempt.as_ref();
+    decision.settle.is_none()
+        && (own.is_some_and(|a| a.result == AttemptResult::Ambiguous)
+            || claim.attempts.iter().any(|a| {
+                a.result == AttemptResult::Ambiguous
+                    && a.settled_by.is_none()
+                    && a.route == claim.notification.route
+                    && own.is_none_or(|o| o.n != a.n)
+            }))
+}
+
 /// What a route's adapter is handed for a notification.
 pub(crate) fn message_of(n: &Notification) -> Message {
     Message {
@@ -290,7 +308,17 @@ impl Worker {
         };
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
-                let result = call.send().await;
+                let result = match self.suppression(&claim.notification).await {
+                    Some(refusal) => refusal,
+                    None => {
+                        let result = call.send().await;
+                        if route.unsubscribed(&result) {
+                            self.suppress_unsubscribed(&claim.notification, route.name(), &result)
+                                .await;
+                        }
+                        result
+                    }
+                };
                 let s = situation(route, &claim, &[]);
                 policy::decide(
                     &s,
@@ -308,6 +336,57 @@ impl Worker {
             },
         };
         self.commit(&claim, decision).await;
+    }
+
+    /// The refusal of a send to a suppressed recipient, made without calling the vendor; `None`
+    /// to send. A suppression list that cannot be read is a refusal that may pass: nothing
+    /// went out, and the retry reads it again.
+    async fn suppression(&self, n: &Notification) -> Option<SendResult> {
+        let recipient = suppression_recipient(n.channel, &n.to);
+        match self
+            .store
+            .suppressed(&n.tenant, n.channel, &recipient)
+            .await
+        {
+            Ok(false) => None,
+            Ok(true) => Some(SendResult::permanent(Evidence::new(
+                herald_provider::SUPPRESSED_STAGE,
+                format!(
+                    "{} is on the tenant's suppression list for {}; not sent",
+                    n.to, n.channel
+                ),
+            ))),
+            Err(err) => Some(SendResult::transient(
+                Evidence::new(
+                    "request",
+                    format!("cannot read the suppression list: {err}"),
+                ),
+                None,
+            )),
+        }
+    }
+
+    /// A vendor refused the recipient because they asked it to stop (an SMS STOP): suppress
+    /// them, as a hard bounce would. Best effort: if this fails, the vendor refuses the next
+    /// send the same way and it is tried again.
+    async fn suppress_unsubscribed(&self, n: &Notification, route: &str, result: &SendResult) {
+        let now = OffsetDateTime::now_utc();
+        let new = NewSuppression {
+            tenant: n.tenant.clone(),
+            suppression: Suppression {
+                channel: n.channel,
+                recipient: suppression_recipient(n.channel, &n.to),
+                reason: SuppressionReason::Unsubscribed,
+                source: format!("send:{route}"),
+                evidence: serde_json::json!({"notification_id": n.id, "answer": result.evidence()}),
+                note: None,
+                created_at: now,
+            },
+            principal: format!("send:{route}"),
+        };
+        if let Err(err) = self.store.suppress(&new).await {
+            tracing::warn!(%err, "cannot record the recipient's unsubscribe as a suppression");
+        }
     }
 
     /// Settles the ambiguity: ask, else replay under the same key, else apply the policy.
@@ -424,6 +503,9 @@ impl Worker {
                         crate::telemetry::settled(route, settlement.by, settlement.accepted);
                     }
                     self.observe(claim, &decision, &n);
+                    if leaves_ambiguity(claim, &decision) {
+                        self.settle_by_reports(claim).await;
+                    }
                     return;
                 }
                 // A sibling's settlement took the vendor message first: keep what this step
@@ -450,6 +532,28 @@ impl Worker {
                     return;
                 }
             }
+        }
+    }
+
+    /// A vendor's report may have come while the attempt was in flight, before there was an
+    /// ambiguity to settle: settle by it now that there is. (A report that comes later settles
+    /// as it is taken.) If this fails, the item waits in review with the report in its
+    /// receipts, and the vendor's next report settles it.
+    async fn settle_by_reports(&self, claim: &Claim) {
+        let route = &claim.notification.route;
+        let window = self
+            .routes
+            .get(route)
+            .and_then(|r| r.capabilities().idempotency_window);
+        let now = OffsetDateTime::now_utc();
+        match self
+            .store
+            .settle_by_reports(claim.notification.id, route, window, now)
+            .await
+        {
+            Ok(true) => tracing::info!("a vendor report settled the ambiguity"),
+            Ok(false) => {}
+            Err(err) => tracing::warn!(%err, "cannot settle by the vendor's reports"),
         }
     }
 

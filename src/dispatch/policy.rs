@@ -213,6 +213,14 @@ pub fn retry_delay(
 /// round: a failed look-up is asked again later unless a replay or the policy can act now; an
 /// inconclusive one leaves the decision to the replay or the policy at once.
 pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
+    // A vendor's callback settled the ambiguity while the notification waited to be reconciled:
+    // the vendor has the message, and nothing else is in doubt.
+    if s.unsettled(None).is_empty()
+        && !s.unsettled_elsewhere()
+        && s.here().any(|a| a.settled_by == Some(SettledBy::Callback))
+    {
+        return Plan::Record(Box::new(only(s.finish(State::Delivered, Certainty::Known))));
+    }
     if s.capabilities.query_visibility_lag.is_some() && asked == Asked::NotYet {
         return Plan::Query;
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use herald_provider::callback::Callbacks;
 use herald_provider::settings::RouteContext;
 use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Request, SendResult,
@@ -83,6 +84,17 @@ impl Route {
 
     pub fn capabilities(&self) -> &Capabilities {
         self.adapter.capabilities()
+    }
+
+    /// Its reader of vendor callbacks, if it takes them.
+    pub fn callbacks(&self) -> Option<&dyn Callbacks> {
+        self.adapter.callbacks()
+    }
+
+    /// Whether `result` refused the recipient because they asked the vendor to stop.
+    pub fn unsubscribed(&self, result: &SendResult) -> bool {
+        matches!(result, SendResult::Rejected { permanent: true, evidence, .. }
+            if self.adapter.unsubscribed(evidence))
     }
 
     /// The request this route would send for `message`; see [`Adapter::prepare`].

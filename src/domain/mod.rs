@@ -5,6 +5,7 @@
 pub mod cloudevent;
 mod email;
 mod notification;
+mod receipt;
 mod routing;
 mod states;
 mod transition;
@@ -15,7 +16,11 @@ pub use email::grants_sender;
 pub use herald_provider::Channel;
 pub use notification::{
     Attempt, CHANNEL_SCHEMA, Content, Notification, NotificationRequest, Resolution, Sibling,
-    channel_component, check_metadata_key,
+    channel_component, check_metadata_key, parse_recipient,
+};
+pub use receipt::{
+    Receipt, ReceiptStatus, Suppression, SuppressionReason, nothing_left_unsettled,
+    settled_by_callback, suppression_recipient,
 };
 pub use routing::{RouteInfo, Routing, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};

@@ -91,7 +91,7 @@ pub struct NotificationRequest {
 // `channel` and `delivery` are plain strings here, so that a wrong value gets herald's own error
 // naming the field; the document still types them as the `Channel` and `Delivery` enums that
 // notifications answer with, so that a generated client has one type for each.
-fn channel_schema() -> utoipa::openapi::Ref {
+pub(super) fn channel_schema() -> utoipa::openapi::Ref {
     utoipa::openapi::Ref::from_schema_name(CHANNEL_SCHEMA)
 }
 
@@ -276,7 +276,7 @@ impl NotificationRequest {
         let channel = Channel::parse(&self.channel).ok_or_else(|| {
             FieldError::new("channel", "must be one of email, sms, push, webhook")
         })?;
-        let to = parse_recipient(channel, &self.to)?;
+        let to = parse_recipient("to", channel, &self.to)?;
         if let Some(route) = &self.route {
             header_safe("route", route, MAX_ROUTE_BYTES)?;
         }
@@ -363,12 +363,13 @@ impl NotificationRequest {
     }
 }
 
-fn parse_recipient(channel: Channel, to: &str) -> Result<String, FieldError> {
+/// A recipient of `channel` in the form herald keeps it; errors name `field`.
+pub fn parse_recipient(field: &str, channel: Channel, to: &str) -> Result<String, FieldError> {
     Ok(match channel {
-        Channel::Email => EmailAddress::parse("to", to)?.as_str().to_owned(),
-        Channel::Sms => PhoneNumber::parse("to", to)?.as_str().to_owned(),
-        Channel::Push => PushTarget::parse("to", to)?.as_str().to_owned(),
-        Channel::Webhook => WebhookUrl::parse("to", to)?.as_str().to_owned(),
+        Channel::Email => EmailAddress::parse(field, to)?.as_str().to_owned(),
+        Channel::Sms => PhoneNumber::parse(field, to)?.as_str().to_owned(),
+        Channel::Push => PushTarget::parse(field, to)?.as_str().to_owned(),
+        Channel::Webhook => WebhookUrl::parse(field, to)?.as_str().to_owned(),
     })
 }
 

@@ -104,6 +104,8 @@ text_enum! {
         OutcomeQuery = "outcome_query",
         IdempotentReplay = "idempotent_replay",
         Review = "review",
+        /// A vendor's delivery callback named the attempt's provider key.
+        Callback = "callback",
     }
 }
 

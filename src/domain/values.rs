@@ -48,6 +48,16 @@ impl NotificationId {
     pub fn as_uuid(&self) -> Uuid {
         self.0
     }
+
+    /// The notification a provider key belongs to: every key starts with its notification's id
+    /// (see `Notification::provider_key`).
+    pub fn of_provider_key(key: &str) -> Option<NotificationId> {
+        let id = key.get(..36)?;
+        match key.as_bytes().get(36) {
+            None | Some(b'-') => Uuid::try_parse(id).ok().map(NotificationId),
+            Some(_) => None,
+        }
+    }
 }
 
 impl Default for NotificationId {

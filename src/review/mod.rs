@@ -71,6 +71,24 @@ impl fmt::Display for Reason {
     }
 }
 
+/// A person's note for the audit trail: required, trimmed, at most [`MAX_NOTE_CHARS`].
+pub fn parse_note(note: &str) -> Result<String, FieldError> {
+    let note = note.trim();
+    if note.is_empty() {
+        return Err(FieldError::new(
+            "note",
+            "is required: say what you know and why",
+        ));
+    }
+    if note.chars().count() > MAX_NOTE_CHARS {
+        return Err(FieldError::new(
+            "note",
+            format!("must be at most {MAX_NOTE_CHARS} characters"),
+        ));
+    }
+    Ok(note.to_owned())
+}
+
 /// Why `n` is in review, if it is.
 pub fn reason(n: &Notification, attempts: &[Attempt]) -> Option<Reason> {
     match (n.state, n.certainty) {
@@ -85,6 +103,13 @@ pub fn reason(n: &Notification, attempts: &[Attempt]) -> Option<Reason> {
         }),
         _ => None,
     }
+}
+
+/// Its last attempt was never made: the recipient is suppressed.
+pub fn suppressed(attempts: &[Attempt]) -> bool {
+    attempts
+        .last()
+        .is_some_and(|a| a.evidence["stage"] == herald_provider::SUPPRESSED_STAGE)
 }
 
 /// Its last attempt was refused for good.
@@ -181,19 +206,7 @@ impl Ask {
         note: &str,
         force: bool,
     ) -> Result<Ask, FieldError> {
-        let note = note.trim();
-        if note.is_empty() {
-            return Err(FieldError::new(
-                "note",
-                "is required: say what you know and why",
-            ));
-        }
-        if note.chars().count() > MAX_NOTE_CHARS {
-            return Err(FieldError::new(
-                "note",
-                format!("must be at most {MAX_NOTE_CHARS} characters"),
-            ));
-        }
+        let note = parse_note(note)?;
         match (outcome, then) {
             (Outcome::NotDelivered, None) => {
                 return Err(FieldError::new(

@@ -7,6 +7,7 @@
 
 mod group;
 mod postgres;
+mod receipts;
 mod sql;
 mod sqlite;
 mod timestamp;
@@ -21,12 +22,13 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::{
-    Attempt, Certainty, Channel, Decision, IdempotencyKey, Notification, NotificationId,
-    Resolution, Sibling, State,
+    Attempt, Certainty, Channel, Decision, IdempotencyKey, Notification, NotificationId, Receipt,
+    Resolution, Sibling, State, Suppression,
 };
 use crate::review::{Change, Outcome, Reason, Then};
 pub use group::{Accepts, GroupCommit, Records};
 use herald_provider::Request;
+use herald_provider::callback::CallbackEvent;
 pub use timestamp::Timestamp;
 
 /// Errors that callers branch on; everything else is `Internal`, with its context.
@@ -171,6 +173,8 @@ pub struct NotificationDetail {
     pub request: Option<Request>,
     /// Attempts up to this number were spent before a person's last resend.
     pub budget_from: i32,
+    /// Its receipt history from vendor callbacks, oldest first; the last is its receipt.
+    pub receipts: Vec<Receipt>,
 }
 
 /// `GET /v1/review` filters; results are oldest first, strictly newer than `after`.
@@ -471,6 +475,48 @@ pub trait Store: Send + Sync + 'static {
     /// maps to, each with its `accepted` event, in one transaction; an event recorded before
     /// creates nothing and answers the notification ids it created then.
     async fn receive_event(&self, event: &NewInboxEvent) -> StoreResult<InboxOutcome>;
+
+    /// Takes a route's callback events in one transaction. Each event is recorded once per
+    /// (route, event id), in the same transaction as its effects: a receipt step with its
+    /// `receipt` event where it moves the receipt forward, a suppression where it suppresses,
+    /// and the settlement of the ambiguous attempts it proves (`settled_by = callback`), which
+    /// finishes a notification in review or waiting to be sent again as `delivered`/`known`.
+    /// `NotFound` (and nothing stored) if an event names no message sent on the route.
+    async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken>;
+
+    /// Settles notification `id`'s ambiguous attempts on `route` by the vendor reports stored
+    /// for it, as taking a report does: for a worker that recorded an ambiguity after the
+    /// report had come. Whether anything was settled.
+    async fn settle_by_reports(
+        &self,
+        id: NotificationId,
+        route: &str,
+        idempotency_window: Option<Duration>,
+        now: OffsetDateTime,
+    ) -> StoreResult<bool>;
+
+    /// Whether the tenant's `recipient` (as [`crate::domain::suppression_recipient`] writes it)
+    /// is suppressed on `channel`.
+    async fn suppressed(
+        &self,
+        tenant: &str,
+        channel: Channel,
+        recipient: &str,
+    ) -> StoreResult<bool>;
+
+    async fn suppressions(
+        &self,
+        tenant: &str,
+        filter: &SuppressionFilter,
+    ) -> StoreResult<Vec<Suppression>>;
+
+    /// Adds a suppression with its audit record; `false` (and nothing written) if the recipient
+    /// was suppressed already.
+    async fn suppress(&self, new: &NewSuppression) -> StoreResult<bool>;
+
+    /// Lifts a suppression with its audit record, answering what was lifted; `NotFound` if
+    /// there was none.
+    async fn lift_suppression(&self, lift: &LiftSuppression) -> StoreResult<Suppression>;
 }
 
 /// An outbox event leased to one relay for one sink.
@@ -506,6 +552,58 @@ pub enum InboxOutcome {
     /// The event was received before: nothing new was stored; these are the notifications it
     /// created then.
     Duplicate(Vec<NotificationId>),
+}
+
+/// A route's authenticated callback events, taken in one transaction.
+#[derive(Debug, Clone)]
+pub struct NewCallbacks {
+    pub route: String,
+    pub events: Vec<CallbackEvent>,
+    /// The route's idempotency window, if its vendor deduplicates provider keys: decides which
+    /// ambiguous attempts a report naming a key settles (`domain::settled_by_callback`).
+    pub idempotency_window: Option<Duration>,
+    pub received_at: OffsetDateTime,
+}
+
+/// What became of a [`NewCallbacks`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallbacksTaken {
+    /// Events seen for the first time (their effects applied).
+    pub new: usize,
+    /// Events seen before: nothing changed for them.
+    pub repeats: usize,
+    /// Notifications whose ambiguity the callbacks settled, so that they left review or will
+    /// not be sent again.
+    pub settled: Vec<NotificationId>,
+}
+
+/// A suppression to add, with its audit record.
+#[derive(Debug, Clone)]
+pub struct NewSuppression {
+    pub tenant: String,
+    pub suppression: Suppression,
+    /// Who added it: the token's principal, or the route whose vendor reported the recipient.
+    pub principal: String,
+}
+
+/// `GET /v1/suppressions` filters; results in (channel, recipient) order, strictly after
+/// `after`.
+#[derive(Debug, Clone, Default)]
+pub struct SuppressionFilter {
+    pub channel: Option<Channel>,
+    pub after: Option<(Channel, String)>,
+    pub limit: u32,
+}
+
+/// A suppression to lift, with the audit record of who lifted it and why.
+#[derive(Debug, Clone)]
+pub struct LiftSuppression {
+    pub tenant: String,
+    pub channel: Channel,
+    pub recipient: String,
+    pub principal: String,
+    pub note: String,
+    pub at: OffsetDateTime,
 }
 
 /// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
@@ -610,16 +708,19 @@ pub enum EventType {
     Unknown,
     Resolved,
     Cancelled,
+    /// The receipt moved forward on a vendor's callback.
+    Receipt,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 6] = [
+    pub const ALL: [EventType; 7] = [
         EventType::Accepted,
         EventType::Delivered,
         EventType::Failed,
         EventType::Unknown,
         EventType::Resolved,
         EventType::Cancelled,
+        EventType::Receipt,
     ];
 
     pub fn parse(s: &str) -> Option<EventType> {
@@ -634,6 +735,7 @@ impl EventType {
             EventType::Unknown => "dev.herald.notification.unknown",
             EventType::Resolved => "dev.herald.notification.resolved",
             EventType::Cancelled => "dev.herald.notification.cancelled",
+            EventType::Receipt => "dev.herald.notification.receipt",
         }
     }
 }

@@ -63,6 +63,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "failover",
         include_str!("../../migrations/postgres/0009_failover.sql"),
     ),
+    (
+        10,
+        "callbacks",
+        include_str!("../../migrations/postgres/0010_callbacks.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.
@@ -226,6 +231,9 @@ impl Dialect for Postgres {
         resolution_columns!(),
         " FROM resolutions WHERE notification_id = ANY($1) ORDER BY notification_id, seq"
     );
+    const RECEIPTS_OF_MANY: &'static str =
+        "SELECT notification_id, status, at, source, vendor_status
+         FROM receipts WHERE notification_id = ANY($1) ORDER BY notification_id, seq";
 
     // Containment is equality here: enqueue stores only string values, and the wanted pairs
     // are strings.

@@ -22,14 +22,16 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::receipts::ReceiptWithOwner;
 use super::{
-    AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
-    NewAccept, NewInboxEvent, NewResolution, NotificationDetail, Outage, OutboxEvent, Prepare,
-    QueueStats, Recorded, ReviewFilter, Store, StoreError, StoreResult, Timestamp,
+    AcceptOutcome, Backlog, CallbacksTaken, Claim, ClaimMode, ClaimedEvent, EventType,
+    InboxOutcome, LiftSuppression, ListFilter, NewAccept, NewCallbacks, NewInboxEvent,
+    NewResolution, NewSuppression, NotificationDetail, Outage, OutboxEvent, Prepare, QueueStats,
+    Recorded, ReviewFilter, Store, StoreError, StoreResult, SuppressionFilter, Timestamp,
 };
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, Next, Notification,
-    NotificationId, Resolution, SettledBy, Settlement, Sibling, State,
+    NotificationId, Resolution, SettledBy, Settlement, Sibling, State, Suppression,
 };
 use crate::review::Reason;
 use herald_provider::Request;
@@ -156,6 +158,7 @@ impl From<Option<OffsetDateTime>> for Arg {
 macro_rules! args {
     ($($arg:expr),* $(,)?) => { vec![$(Arg::from($arg)),*] };
 }
+pub(super) use args;
 
 /// A row type both dialects can decode (`#[derive(FromRow)]` gives both).
 pub(super) trait Row:
@@ -279,6 +282,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
     const ATTEMPTS_OF_MANY: &'static str;
     /// `$1` ids → every resolution of those notifications, as [`ResolutionWithOwner`].
     const RESOLUTIONS_OF_MANY: &'static str;
+    /// `$1` ids → every receipt step of those notifications, as [`ReceiptWithOwner`].
+    const RECEIPTS_OF_MANY: &'static str;
     /// `GET /v1/notifications`: written once in [`list_statement!`], with the dialect's test of
     /// metadata put in.
     const LIST: &'static str;
@@ -460,7 +465,7 @@ pub(super) struct RetentionStatements {
     pub finished: &'static str,
     /// Each `$1` ids: the rows that belong to those notifications, in an order the foreign
     /// keys allow (an event's publication history goes with it, by cascade).
-    pub children: [&'static str; 4],
+    pub children: [&'static str; 6],
     /// `$1` ids: the notifications themselves.
     pub notifications: &'static str,
 }
@@ -497,6 +502,14 @@ macro_rules! retention_statements {
                     $in_ids!("notification_id", 1)
                 ),
                 concat!("DELETE FROM outbox WHERE ", $in_ids!("notification_id", 1)),
+                concat!(
+                    "DELETE FROM receipts WHERE ",
+                    $in_ids!("notification_id", 1)
+                ),
+                concat!(
+                    "DELETE FROM callbacks WHERE ",
+                    $in_ids!("notification_id", 1)
+                ),
             ],
             notifications: concat!("DELETE FROM notifications WHERE ", $in_ids!("id", 1)),
         }
@@ -741,7 +754,10 @@ impl<D: Dialect> SqlStore<D> {
             .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids.clone())])
             .await?;
         let resolutions: Vec<ResolutionWithOwner> = conn
-            .fetch_all(D::RESOLUTIONS_OF_MANY, vec![Arg::Uuids(ids)])
+            .fetch_all(D::RESOLUTIONS_OF_MANY, vec![Arg::Uuids(ids.clone())])
+            .await?;
+        let receipts: Vec<ReceiptWithOwner> = conn
+            .fetch_all(D::RECEIPTS_OF_MANY, vec![Arg::Uuids(ids)])
             .await?;
         let mut details = rows
             .into_iter()
@@ -753,6 +769,7 @@ impl<D: Dialect> SqlStore<D> {
                     notification: row.notification.try_into()?,
                     attempts: Vec::new(),
                     resolutions: Vec::new(),
+                    receipts: Vec::new(),
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -770,6 +787,14 @@ impl<D: Dialect> SqlStore<D> {
                 .find(|d| d.notification.id.as_uuid() == row.notification_id)
             {
                 d.resolutions.push(row.resolution.try_into()?);
+            }
+        }
+        for row in receipts {
+            if let Some(d) = details
+                .iter_mut()
+                .find(|d| d.notification.id.as_uuid() == row.notification_id)
+            {
+                d.receipts.push(row.try_into()?);
             }
         }
         Ok(details)
@@ -1004,7 +1029,7 @@ async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreRes
     .await
 }
 
-async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<()> {
+pub(super) async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<()> {
     conn.execute(
         INSERT_EVENT,
         vec![
@@ -1738,6 +1763,46 @@ impl<D: Dialect> Store for SqlStore<D> {
         Ok(deleted)
     }
 
+    async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {
+        self.take_callbacks(callbacks).await
+    }
+
+    async fn settle_by_reports(
+        &self,
+        id: NotificationId,
+        route: &str,
+        idempotency_window: Option<Duration>,
+        now: OffsetDateTime,
+    ) -> StoreResult<bool> {
+        self.settle_reported(id, route, idempotency_window, now)
+            .await
+    }
+
+    async fn suppressed(
+        &self,
+        tenant: &str,
+        channel: Channel,
+        recipient: &str,
+    ) -> StoreResult<bool> {
+        self.is_suppressed(tenant, channel, recipient).await
+    }
+
+    async fn suppressions(
+        &self,
+        tenant: &str,
+        filter: &SuppressionFilter,
+    ) -> StoreResult<Vec<Suppression>> {
+        self.list_suppressions(tenant, filter).await
+    }
+
+    async fn suppress(&self, new: &NewSuppression) -> StoreResult<bool> {
+        self.add_suppression(new).await
+    }
+
+    async fn lift_suppression(&self, lift: &LiftSuppression) -> StoreResult<Suppression> {
+        self.lift(lift).await
+    }
+
     #[tracing::instrument(skip_all, fields(source = %event.source, id = %event.id))]
     async fn receive_event(&self, event: &NewInboxEvent) -> StoreResult<InboxOutcome> {
         let mut tries = 0;
@@ -1821,14 +1886,14 @@ where
 
 /// A text column holds a name this build does not know: the database was written by another
 /// version, or by hand.
-fn corrupt(column: &str, value: &str) -> StoreError {
+pub(super) fn corrupt(column: &str, value: &str) -> StoreError {
     StoreError::Internal(anyhow::anyhow!(
         "unexpected {column} `{value}` in the database"
     ))
 }
 
 #[derive(FromRow)]
-struct NotificationRow {
+pub(super) struct NotificationRow {
     id: Uuid,
     tenant: String,
     channel: String,
@@ -1890,11 +1955,11 @@ pub(super) struct ClaimedRow {
     budget_from: i32,
     budget_since: Option<Timestamp>,
     #[sqlx(flatten)]
-    notification: NotificationRow,
+    pub(super) notification: NotificationRow,
 }
 
 #[derive(FromRow)]
-struct AttemptRow {
+pub(super) struct AttemptRow {
     n: i32,
     route: String,
     provider_idempotency_key: String,
@@ -1936,7 +2001,7 @@ impl TryFrom<AttemptRow> for Attempt {
 pub(super) struct AttemptWithOwner {
     notification_id: Uuid,
     #[sqlx(flatten)]
-    attempt: AttemptRow,
+    pub(super) attempt: AttemptRow,
 }
 
 /// An attempt of a look-alike, with its notification's id and age.

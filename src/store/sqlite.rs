@@ -74,6 +74,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "failover",
         include_str!("../../migrations/sqlite/0009_failover.sql"),
     ),
+    (
+        10,
+        "callbacks",
+        include_str!("../../migrations/sqlite/0010_callbacks.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;
@@ -337,6 +342,11 @@ impl Dialect for Sqlite {
         "SELECT notification_id, ",
         resolution_columns!(),
         " FROM resolutions WHERE notification_id IN ",
+        ids_in!(1),
+        " ORDER BY notification_id, seq"
+    );
+    const RECEIPTS_OF_MANY: &'static str = concat!(
+        "SELECT notification_id, status, at, source, vendor_status FROM receipts WHERE notification_id IN ",
         ids_in!(1),
         " ORDER BY notification_id, seq"
     );

@@ -47,6 +47,7 @@ pub const ACME: &str = "test-acme-send-read-0123456789abcdef";
 pub const ACME_READER: &str = "test-acme-read-only-0123456789abcdef";
 pub const ACME_REVIEWER: &str = "test-acme-review-0123456789abcdef";
 pub const GLOBEX: &str = "test-globex-send-read-0123456789abcdef";
+pub const ACME_ADMIN: &str = "test-acme-admin-0123456789abcdef";
 
 const TOKENS: &str = r#"
 [[tokens]]
@@ -68,6 +69,13 @@ name = "acme-oncall"
 tenant = "acme"
 scopes = ["review", "read"]
 secret = "test-acme-review-0123456789abcdef"
+routes = ["*"]
+
+[[tokens]]
+name = "acme-admin"
+tenant = "acme"
+scopes = ["admin"]
+secret = "test-acme-admin-0123456789abcdef"
 routes = ["*"]
 
 [[tokens]]

@@ -27,6 +27,10 @@ use herald_provider::{
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{StatusCode, Url};
 
+use herald_provider::callback::Callbacks;
+use herald_provider::signature::SigningSecret;
+
+use crate::callback::SandboxCallbacks;
 use crate::server::{Profile, SandboxHandle};
 use crate::wire::{
     AcceptedBody, CAPABILITIES, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, KEY_REUSED,
@@ -41,7 +45,7 @@ const RULES: StatusRules = StatusRules {
 
 /// A route's settings. The profile, window and lag must match the sandbox being called: they
 /// are what herald's reconciliation trusts.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct SandboxRoute {
     /// The sandbox's root, e.g. `http://127.0.0.1:4010`.
     pub base_url: String,
@@ -52,6 +56,8 @@ pub struct SandboxRoute {
     pub visibility_lag: Duration,
     /// The whole exchange, connect to last body byte.
     pub timeout: Duration,
+    /// The secret the sandbox signs its delivery reports with; set, the route takes them.
+    pub callback_secret: Option<SigningSecret>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +80,7 @@ pub struct SandboxAdapter {
     /// The in-process sandbox this adapter speaks to, if it started one: it runs as long as the
     /// adapter lives.
     vendor: Option<Arc<SandboxHandle>>,
+    callbacks: Option<SandboxCallbacks>,
 }
 
 impl SandboxAdapter {
@@ -124,6 +131,9 @@ impl SandboxAdapter {
             },
             capabilities,
             vendor: None,
+            callbacks: route
+                .callback_secret
+                .map(|secret| SandboxCallbacks { secret }),
         })
     }
 
@@ -157,6 +167,10 @@ impl SandboxAdapter {
 impl Adapter for SandboxAdapter {
     fn capabilities(&self) -> &Capabilities {
         &self.capabilities
+    }
+
+    fn callbacks(&self) -> Option<&dyn Callbacks> {
+        self.callbacks.as_ref().map(|c| c as &dyn Callbacks)
     }
 
     fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {

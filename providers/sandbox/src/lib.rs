@@ -10,13 +10,15 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+mod callback;
 pub mod server;
 mod settings;
 mod wire;
 
 pub use adapter::{SandboxAdapter, SandboxRoute, SandboxRouteError};
 pub use server::{
-    Fault, FaultRule, Ledger, Profile, SandboxClient, SandboxConfig, SandboxHandle, Trigger,
-    parse_faults, serve, spawn,
+    CallbackTarget, Fault, FaultRule, Ledger, Profile, SandboxClient, SandboxConfig, SandboxHandle,
+    Trigger, parse_faults, serve, spawn,
 };
 pub use settings::Settings;
+pub use wire::{CallbackBody, reports_for};

@@ -3,12 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_provider::settings::{RouteContext, RouteSettings, SettingsError, endpoint_of};
+use herald_provider::settings::{
+    RouteContext, RouteSettings, SecretSource, SettingsError, endpoint_of,
+};
+use herald_provider::signature::SigningSecret;
 use herald_provider::{Adapter, Channel};
 use serde::Deserialize;
 
 use crate::adapter::{SandboxAdapter, SandboxRoute};
-use crate::server::{Profile, SandboxConfig, spawn};
+use crate::server::{CallbackTarget, Profile, SandboxConfig, spawn};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +26,22 @@ pub struct Settings {
     pub visibility_lag_ms: u64,
     /// The sender named in each message, as a real vendor's `from` would be.
     pub from: Option<String>,
+    /// The Standard Webhooks secret (`whsec_…`) the sandbox signs its delivery reports with;
+    /// set, the route takes them at `POST /v1/callbacks/<route>`.
+    pub callback_secret: Option<SecretSource>,
+    /// Where the built-in sandbox posts its reports: herald's callback URL for this route,
+    /// e.g. `http://127.0.0.1:8080/v1/callbacks/sandbox`. (A separate `herald sandbox` is told
+    /// with `--callback-url`.)
+    pub callback_url: Option<String>,
+    /// How long after a delivery the built-in sandbox reports it.
+    #[serde(default)]
+    pub callback_delay_ms: u64,
+    /// How many extra times it posts each report.
+    #[serde(default)]
+    pub callback_duplicates: u32,
+    /// Whether it posts a delivery's reports last first.
+    #[serde(default)]
+    pub callback_reorder: bool,
 }
 
 fn idempotent() -> Profile {
@@ -39,6 +58,13 @@ impl RouteSettings for Settings {
         &Channel::ALL
     }
 
+    fn secrets(&self) -> Vec<(String, &SecretSource)> {
+        self.callback_secret
+            .iter()
+            .map(|secret| ("callback_secret".to_owned(), secret))
+            .collect()
+    }
+
     fn endpoint(&self) -> Option<String> {
         endpoint_of(Some(self.base_url.as_deref()?), "")
     }
@@ -50,6 +76,35 @@ impl RouteSettings for Settings {
     async fn adapter(&self, route: &RouteContext<'_>) -> Result<Arc<dyn Adapter>, SettingsError> {
         let idempotency_window = Duration::from_secs(self.idempotency_window_seconds);
         let visibility_lag = Duration::from_millis(self.visibility_lag_ms);
+        let callback_secret = self
+            .callback_secret
+            .as_ref()
+            .map(|secret| {
+                SigningSecret::parse(&secret.resolve("callback_secret")?)
+                    .map_err(|e| SettingsError::new("callback_secret", e.to_string()))
+            })
+            .transpose()?;
+        let target = match (&self.callback_url, &callback_secret) {
+            (None, _) => None,
+            (Some(_), _) if self.base_url.is_some() => {
+                return Err(SettingsError::new(
+                    "callback_url",
+                    "is for the built-in sandbox; tell a separate `herald sandbox` with --callback-url",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(SettingsError::new(
+                    "callback_url",
+                    "needs callback_secret, which signs the reports",
+                ));
+            }
+            (Some(url), Some(_)) => Some(CallbackTarget {
+                url: url.clone(),
+                delay_ms: self.callback_delay_ms,
+                duplicates: self.callback_duplicates,
+                reorder: self.callback_reorder,
+            }),
+        };
         let mut vendor = None;
         let base_url = match &self.base_url {
             Some(url) => url.clone(),
@@ -58,6 +113,8 @@ impl RouteSettings for Settings {
                     profile: self.profile,
                     idempotency_window,
                     visibility_lag,
+                    callback_secret: callback_secret.clone(),
+                    callbacks: target,
                     ..SandboxConfig::default()
                 })
                 .await
@@ -80,6 +137,7 @@ impl RouteSettings for Settings {
             idempotency_window,
             visibility_lag,
             timeout: route.timeout,
+            callback_secret,
         })
         .map_err(|e| SettingsError::new("base_url", e))?;
         Ok(Arc::new(match vendor {

@@ -133,6 +133,34 @@ pub struct DeliveryItem {
     pub accepted_at: String,
 }
 
+/// A delivery report the sandbox posts to its callback URL, one event per request, signed as
+/// Standard Webhooks (`webhook-id` is the event's id, the same on every repeat of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallbackBody {
+    /// The `reference` of the message (herald's provider key).
+    pub reference: String,
+    /// The sandbox's id of the message.
+    pub message_id: String,
+    pub to: String,
+    /// `sent`, `delivered`, `bounced` (a hard bounce) or `complained`.
+    pub status: String,
+    /// RFC 3339: when it happened.
+    pub at: String,
+}
+
+/// What the sandbox reports about a delivery, in the order it happens: addresses containing
+/// `bounce` bounce, those containing `complain` complain after delivery, the rest are sent and
+/// delivered. (Test addresses choose their fate, as Postmark's and Resend's test inboxes do.)
+pub fn reports_for(to: &str) -> &'static [&'static str] {
+    if to.contains("bounce") {
+        &["sent", "bounced"]
+    } else if to.contains("complain") {
+        &["sent", "delivered", "complained"]
+    } else {
+        &["sent", "delivered"]
+    }
+}
+
 /// What a sandbox offers, as its [`CAPABILITIES`] header says it:
 /// `profile=idempotent; window_ms=86400000; lag_ms=0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

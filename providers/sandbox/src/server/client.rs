@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::callbacks::CallbackTarget;
 use super::faults::FaultRule;
 
 /// Ground truth: what the sandbox really received and delivered.
@@ -58,6 +59,20 @@ impl SandboxClient {
     pub async fn clear_ledger(&self) -> Result<(), reqwest::Error> {
         self.http
             .delete(format!("{}/ledger", self.base_url))
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(())
+    }
+
+    /// Replaces where new deliveries are reported; `None` stops the reports.
+    pub async fn set_callbacks(
+        &self,
+        target: Option<&CallbackTarget>,
+    ) -> Result<(), reqwest::Error> {
+        self.http
+            .put(format!("{}/callbacks", self.base_url))
+            .json(&target)
             .send()
             .await?
             .error_for_status()?;

@@ -6,6 +6,7 @@
 //! can do that. The routes and the ledger live in `routes`, the fault rules in `faults`, and a
 //! small typed client for tests in `client`.
 
+mod callbacks;
 mod client;
 mod faults;
 mod routes;
@@ -24,6 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
+pub use callbacks::CallbackTarget;
 pub use client::{Ledger, SandboxClient};
 pub use faults::{Fault, FaultRule, ParseFaultError, Trigger, TriggerError, parse_faults};
 
@@ -31,7 +33,7 @@ pub use crate::wire::{Profile, UnknownProfile};
 
 /// How the sandbox behaves. Everything but `faults` is fixed for the server's lifetime; the
 /// fault rules can be replaced at runtime with `PUT /faults`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct SandboxConfig {
     pub profile: Profile,
     /// How long, from the first processing, a repeated `Idempotency-Key` is answered from the
@@ -42,6 +44,11 @@ pub struct SandboxConfig {
     pub faults: Vec<FaultRule>,
     /// How long the `delay` fault holds its answer; longer than any sane client timeout.
     pub delay: Duration,
+    /// The secret that signs delivery reports (Standard Webhooks); without it, the sandbox
+    /// reports nothing.
+    pub callback_secret: Option<herald_provider::signature::SigningSecret>,
+    /// Where each new delivery is reported, if anywhere; replaceable with `PUT /callbacks`.
+    pub callbacks: Option<CallbackTarget>,
 }
 
 impl Default for SandboxConfig {
@@ -52,6 +59,8 @@ impl Default for SandboxConfig {
             visibility_lag: Duration::ZERO,
             faults: Vec::new(),
             delay: Duration::from_secs(30),
+            callback_secret: None,
+            callbacks: None,
         }
     }
 }
@@ -69,7 +78,7 @@ pub async fn serve(
     config: SandboxConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let router = routes::router(config);
+    let router = routes::router(config).map_err(io::Error::other)?;
     let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {

@@ -40,12 +40,14 @@ use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use super::callbacks::{self, CallbackTarget};
 use super::faults::{self, Fault, FaultRule};
 use super::{ConnectionKill, Ledger, Profile, SandboxConfig};
 use crate::wire::{
     AcceptedBody, CAPABILITIES, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
     KEY_REUSED, MAX_MESSAGE_BYTES, MessageIn, Offer,
 };
+use herald_provider::signature::SigningSecret;
 
 /// What the routes share: the fixed settings, and the state behind its lock.
 struct Sandbox {
@@ -53,6 +55,8 @@ struct Sandbox {
     idempotency_window: Duration,
     visibility_lag: Duration,
     delay: Duration,
+    /// The secret that signs delivery reports, and the client that posts them.
+    reporter: Option<(SigningSecret, reqwest::Client)>,
     state: Mutex<State>,
 }
 
@@ -69,6 +73,8 @@ struct State {
     /// Per idempotency key, the answer to replay (profile `idempotent` only).
     replays: HashMap<String, StoredAnswer>,
     faults: Vec<FaultRule>,
+    /// Where new deliveries are reported.
+    callbacks: Option<CallbackTarget>,
 }
 
 struct Delivery {
@@ -98,14 +104,26 @@ impl Sandbox {
     }
 }
 
-pub(super) fn router(config: SandboxConfig) -> Router {
+pub(super) fn router(config: SandboxConfig) -> Result<Router, reqwest::Error> {
+    let reporter = match config.callback_secret {
+        Some(secret) => {
+            let http = reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .no_proxy()
+                .build()?;
+            Some((secret, http))
+        }
+        None => None,
+    };
     let sandbox = Arc::new(Sandbox {
         profile: config.profile,
         idempotency_window: config.idempotency_window,
         visibility_lag: config.visibility_lag,
         delay: config.delay,
+        reporter,
         state: Mutex::new(State {
             faults: config.faults,
+            callbacks: config.callbacks,
             ..State::default()
         }),
     });
@@ -115,11 +133,12 @@ pub(super) fn router(config: SandboxConfig) -> Router {
         visibility_lag: config.visibility_lag,
     };
     let offer = HeaderValue::from_str(&offer.header_value()).expect("an offer is header text");
-    Router::new()
+    Ok(Router::new()
         .route("/messages", get(list_messages).post(post_message))
         .route("/ledger", get(read_ledger).delete(clear_ledger))
         .route("/profile", get(read_profile))
         .route("/faults", axum::routing::put(replace_faults))
+        .route("/callbacks", axum::routing::put(replace_callbacks))
         .layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
         .layer(axum::middleware::map_response(
             move |mut response: Response| {
@@ -127,7 +146,7 @@ pub(super) fn router(config: SandboxConfig) -> Router {
                 async move { response }
             },
         ))
-        .with_state(sandbox)
+        .with_state(sandbox))
 }
 
 /// What processing a `POST /messages` decided, before any fault touches the answer.
@@ -244,6 +263,16 @@ fn process(
         status: "accepted".to_owned(),
     };
     tracing::debug!(%id, reference = %message.reference, channel = %message.channel, "delivered");
+    if let (Some((secret, http)), Some(target)) = (&sandbox.reporter, &state.callbacks) {
+        callbacks::report(
+            secret.clone(),
+            target.clone(),
+            http.clone(),
+            id.clone(),
+            message.reference.clone(),
+            message.to.clone(),
+        );
+    }
     *state
         .deliveries
         .entry(message.reference.clone())
@@ -416,6 +445,24 @@ async fn read_profile(AxumState(sandbox): AxumState<Arc<Sandbox>>) -> Json<Profi
         delay_ms: sandbox.delay.as_millis(),
         faults,
     })
+}
+
+/// Replaces where new deliveries are reported (`null`: nowhere). 409 if the sandbox has no
+/// secret to sign reports with.
+async fn replace_callbacks(
+    AxumState(sandbox): AxumState<Arc<Sandbox>>,
+    Json(target): Json<Option<CallbackTarget>>,
+) -> Response {
+    if sandbox.reporter.is_none() {
+        return problem(
+            StatusCode::CONFLICT,
+            "no_callback_secret",
+            "this sandbox was started without a callback secret; it cannot sign reports",
+        );
+    }
+    tracing::info!(?target, "callback target replaced");
+    sandbox.lock().callbacks = target;
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn replace_faults(

@@ -62,6 +62,7 @@ fn kit(profile: Profile) -> Kit {
             idempotency_window: WINDOW,
             visibility_lag: LAG,
             timeout,
+            callback_secret: None,
         };
         Subject::new(SandboxAdapter::new(route), message())
     })

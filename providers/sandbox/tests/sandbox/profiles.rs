@@ -228,6 +228,7 @@ async fn each_profile_declares_exactly_its_own_capability() {
             idempotency_window: window,
             visibility_lag: lag,
             timeout: Duration::from_secs(1),
+            callback_secret: None,
         });
         let Capabilities {
             idempotency_window,
@@ -251,6 +252,7 @@ async fn a_route_with_a_malformed_base_url_is_refused_at_start_up() {
         idempotency_window: Duration::ZERO,
         visibility_lag: Duration::ZERO,
         timeout: Duration::from_secs(1),
+        callback_secret: None,
     });
     assert!(matches!(built, Err(SandboxRouteError::BaseUrl { .. })));
 }
@@ -383,6 +385,7 @@ async fn a_sandbox_that_offers_another_profile_than_declared_settles_nothing() {
         idempotency_window: SandboxConfig::default().idempotency_window,
         visibility_lag: Duration::ZERO,
         timeout: Duration::from_secs(5),
+        callback_secret: None,
     };
     let adapter = SandboxAdapter::new(declared.clone());
     let mismatch = adapter.verify().await.unwrap_err();

@@ -34,6 +34,7 @@ pub async fn vendor_with_timeout(config: SandboxConfig, timeout: Duration) -> Ve
         idempotency_window: config.idempotency_window,
         visibility_lag: config.visibility_lag,
         timeout,
+        callback_secret: None,
     };
     let handle = spawn(config)
         .await

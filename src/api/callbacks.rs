@@ -1,0 +1,355 @@
+//! After the send: `POST /v1/callbacks/{route}`, where vendors report what became of a message,
+//! and the suppression list that their reports (and people) fill.
+//!
+//! A callback carries no bearer token: the route's adapter checks the vendor's own signature
+//! (or basic auth) before anything is read, and a refused one stores nothing. Events are taken
+//! once per (route, vendor event id); a repeat answers 200 and changes nothing, so a vendor
+//! that retries, or sends one event 46 times, does no harm.
+
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{delete, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use utoipa::{IntoParams, ToSchema};
+
+use super::auth::{Principal, Scope};
+use super::problem::Problem;
+use super::{AppState, body_bytes, json_object, typed};
+use crate::domain::{Channel, FieldError, Suppression, SuppressionReason, suppression_recipient};
+use crate::review::parse_note;
+use crate::store::{LiftSuppression, NewCallbacks, NewSuppression, StoreError, SuppressionFilter};
+use herald_provider::callback::{CallbackError, CallbackRequest};
+
+const DEFAULT_PAGE: u32 = 50;
+const MAX_PAGE: u32 = 200;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/callbacks/{route}", post(receive))
+        .route("/v1/suppressions", post(add).get(list))
+        .route("/v1/suppressions/{channel}/{recipient}", delete(lift))
+}
+
+/// What a callback request did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CallbackReceipt {
+    /// Events herald understood in it (opens, clicks and the like are left out).
+    pub events: usize,
+    /// Events seen for the first time, whose effects were applied.
+    pub new: usize,
+    /// Events seen before: nothing changed for them.
+    pub repeats: usize,
+}
+
+/// Take a vendor's delivery callback for a route.
+#[utoipa::path(post, path = "/v1/callbacks/{route}", operation_id = "receive_callback",
+    tag = "callbacks",
+    params(("route" = String, Path, description = "The route whose vendor sends the callback")),
+    request_body(content = String, content_type = "application/json",
+        description = "The vendor's own body: JSON (Resend, Mailjet, the sandbox) or a form \
+                       (Twilio), signed as that vendor signs."),
+    responses(
+        (status = 200, description = "Taken; repeats of events seen before changed nothing", body = CallbackReceipt),
+        (status = 400, description = "Signed, but not a callback this route's adapter can read", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or wrong signature, or a timestamp outside the tolerance; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such route, a route without callbacks, or a message never sent on it; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable; nothing was stored", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn receive(
+    State(state): State<AppState>,
+    Path(route_name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CallbackReceipt>, Problem> {
+    let body = body_bytes(body)?;
+    let Some(route) = state.routes.get(&route_name) else {
+        return Err(Problem::not_found());
+    };
+    let Some(reader) = route.callbacks() else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "Not found",
+            format!(
+                "route `{route_name}` takes no callbacks: its adapter has none, or the route configures no callback secret"
+            ),
+        ));
+    };
+    let now = OffsetDateTime::now_utc();
+    let request = CallbackRequest {
+        query: query.as_deref().unwrap_or(""),
+        headers: &headers,
+        body: &body,
+        now,
+    };
+    let outcome = |outcome: &'static str| {
+        metrics::counter!("herald_callbacks_total", "route" => route_name.clone(), "outcome" => outcome)
+            .increment(1);
+    };
+    let events = reader.read(&request).map_err(|err| {
+        tracing::info!(route = %route_name, %err, "callback refused");
+        match err {
+            CallbackError::Unauthenticated(detail) => {
+                outcome("unauthenticated");
+                Problem::new(
+                    StatusCode::UNAUTHORIZED,
+                    "callback-unauthenticated",
+                    "The callback is not authenticated",
+                    detail,
+                )
+            }
+            CallbackError::Malformed(detail) => {
+                outcome("malformed");
+                Problem::malformed(detail)
+            }
+        }
+    })?;
+    let count = events.len();
+    let taken = state
+        .store
+        .receive_callbacks(&NewCallbacks {
+            route: route_name.clone(),
+            events,
+            idempotency_window: route.capabilities().idempotency_window,
+            received_at: now,
+        })
+        .await
+        .map_err(|err| match err {
+            StoreError::NotFound => {
+                outcome("unknown_message");
+                Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "callback-unknown-message",
+                    "No such message",
+                    format!(
+                        "the callback names a message that was never sent on route `{route_name}`"
+                    ),
+                )
+            }
+            other => other.into(),
+        })?;
+    outcome(if taken.new > 0 { "taken" } else { "repeat" });
+    if !taken.settled.is_empty() {
+        tracing::info!(route = %route_name, settled = ?taken.settled, "callbacks settled ambiguous attempts");
+    }
+    Ok(Json(CallbackReceipt {
+        events: count,
+        new: taken.new,
+        repeats: taken.repeats,
+    }))
+}
+
+/// A page of suppressions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuppressionPage {
+    pub data: Vec<Suppression>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SuppressionQuery {
+    /// Only this channel's.
+    pub channel: Option<String>,
+    /// At most this many (default 50, at most 200).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// The tenant's suppressed recipients, by channel and recipient.
+#[utoipa::path(get, path = "/v1/suppressions", operation_id = "list_suppressions",
+    tag = "suppressions", params(SuppressionQuery), security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of suppressions", body = SuppressionPage),
+        (status = 422, description = "A parameter is invalid", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+    Query(query): Query<SuppressionQuery>,
+) -> Result<Json<SuppressionPage>, Problem> {
+    principal.require(Scope::Read)?;
+    let channel = query
+        .channel
+        .as_deref()
+        .map(|c| parse_channel("channel", c))
+        .transpose()?;
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(Problem::invalid_field(FieldError::new(
+            "limit",
+            format!("must be 1 to {MAX_PAGE}"),
+        )));
+    }
+    let after = query.cursor.as_deref().map(parse_cursor).transpose()?;
+    let data = state
+        .store
+        .suppressions(
+            &principal.tenant,
+            &SuppressionFilter {
+                channel,
+                after,
+                limit,
+            },
+        )
+        .await?;
+    let next_cursor = (data.len() == limit as usize)
+        .then(|| {
+            data.last()
+                .map(|s| format!("{}/{}", s.channel, s.recipient))
+        })
+        .flatten();
+    Ok(Json(SuppressionPage { data, next_cursor }))
+}
+
+/// `POST /v1/suppressions`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSuppressionBody {
+    #[schema(schema_with = crate::domain::channel_component)]
+    pub channel: String,
+    #[schema(example = "ada@example.com")]
+    pub recipient: String,
+    /// Why, for the audit trail.
+    #[schema(example = "asked by phone not to be mailed")]
+    pub note: String,
+}
+
+/// Suppress a recipient on a channel for the tenant: its notifications then fail `known`,
+/// reason `suppressed`, without a vendor call.
+#[utoipa::path(post, path = "/v1/suppressions", operation_id = "add_suppression",
+    tag = "suppressions", request_body = NewSuppressionBody, security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Suppressed", body = Suppression),
+        (status = 200, description = "It was suppressed already: the suppression as it stands", body = Suppression),
+        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid (the note is required)", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn add(
+    State(state): State<AppState>,
+    principal: Principal,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Suppression>), Problem> {
+    principal.require(Scope::Admin)?;
+    let body: NewSuppressionBody = typed(json_object(body)?)?;
+    let channel = parse_channel("channel", &body.channel)?;
+    let recipient = parse_recipient(channel, &body.recipient)?;
+    let note = parse_note(&body.note).map_err(Problem::invalid_field)?;
+    let suppression = Suppression {
+        channel,
+        recipient: recipient.clone(),
+        reason: SuppressionReason::Manual,
+        source: principal.name.clone(),
+        evidence: Value::Object(Default::default()),
+        note: Some(note),
+        created_at: OffsetDateTime::now_utc(),
+    };
+    let added = state
+        .store
+        .suppress(&NewSuppression {
+            tenant: principal.tenant.clone(),
+            suppression: suppression.clone(),
+            principal: principal.name.clone(),
+        })
+        .await?;
+    if added {
+        return Ok((StatusCode::CREATED, Json(suppression)));
+    }
+    let standing = state
+        .store
+        .suppressions(
+            &principal.tenant,
+            &SuppressionFilter {
+                channel: Some(channel),
+                after: None,
+                limit: MAX_PAGE,
+            },
+        )
+        .await?
+        .into_iter()
+        .find(|s| s.recipient == recipient);
+    // Lifted between the two reads: what was asked for is what holds now, as far as we know.
+    Ok((StatusCode::OK, Json(standing.unwrap_or(suppression))))
+}
+
+/// `DELETE /v1/suppressions/{channel}/{recipient}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LiftBody {
+    /// Why, for the audit trail.
+    #[schema(example = "the address works again; confirmed with the customer")]
+    pub note: String,
+}
+
+/// Lift a suppression; the audit trail keeps who lifted it, when and why.
+#[utoipa::path(delete, path = "/v1/suppressions/{channel}/{recipient}",
+    operation_id = "lift_suppression", tag = "suppressions",
+    params(("channel" = String, Path, description = "The channel"),
+           ("recipient" = String, Path, description = "The recipient, percent-encoded")),
+    request_body = LiftBody, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Lifted: the suppression that was", body = Suppression),
+        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not suppressed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid (the note is required)", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn lift(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path((channel, recipient)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Suppression>, Problem> {
+    principal.require(Scope::Admin)?;
+    let body: LiftBody = typed(json_object(body)?)?;
+    let channel = parse_channel("channel", &channel)?;
+    let note = parse_note(&body.note).map_err(Problem::invalid_field)?;
+    let lifted = state
+        .store
+        .lift_suppression(&LiftSuppression {
+            tenant: principal.tenant.clone(),
+            channel,
+            recipient: suppression_recipient(channel, &recipient),
+            principal: principal.name.clone(),
+            note,
+            at: OffsetDateTime::now_utc(),
+        })
+        .await?;
+    Ok(Json(lifted))
+}
+
+fn parse_channel(field: &str, value: &str) -> Result<Channel, Problem> {
+    Channel::parse(value).ok_or_else(|| {
+        Problem::invalid_field(FieldError::new(
+            field,
+            "must be one of email, sms, push, webhook",
+        ))
+    })
+}
+
+/// A recipient as the send would hold it: validated and written as the channel's recipients are.
+fn parse_recipient(channel: Channel, value: &str) -> Result<String, Problem> {
+    let to = crate::domain::parse_recipient("recipient", channel, value)
+        .map_err(Problem::invalid_field)?;
+    Ok(suppression_recipient(channel, &to))
+}
+
+fn parse_cursor(cursor: &str) -> Result<(Channel, String), Problem> {
+    let invalid =
+        || Problem::invalid_field(FieldError::new("cursor", "is not a cursor herald gave"));
+    let (channel, recipient) = cursor.split_once('/').ok_or_else(invalid)?;
+    Ok((
+        Channel::parse(channel).ok_or_else(invalid)?,
+        recipient.to_owned(),
+    ))
+}

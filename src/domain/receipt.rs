@@ -1,0 +1,150 @@
+//! What herald hears after a send: delivery receipts from vendor callbacks, and the recipients
+//! it must not send to again.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+use super::{Attempt, AttemptResult, Channel};
+pub use herald_provider::callback::ReceiptStatus;
+
+/// One step of a notification's receipt history. The history only moves forward; its last
+/// step is the notification's `receipt`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Receipt {
+    pub status: ReceiptStatus,
+    /// When the vendor says it happened (when herald heard of it, if the vendor does not say).
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: OffsetDateTime,
+    /// Who said it: `callback:<route>`.
+    pub source: String,
+    /// The vendor's own word for it.
+    pub vendor_status: String,
+}
+
+/// Why a recipient is suppressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SuppressionReason {
+    /// A hard bounce: the address does not exist.
+    Bounced,
+    /// The recipient marked a message as spam.
+    Complained,
+    /// The recipient asked the vendor to stop (an SMS STOP, an unsubscribe link).
+    Unsubscribed,
+    /// A person added it through the API.
+    Manual,
+}
+
+impl SuppressionReason {
+    pub const ALL: [SuppressionReason; 4] = [
+        SuppressionReason::Bounced,
+        SuppressionReason::Complained,
+        SuppressionReason::Unsubscribed,
+        SuppressionReason::Manual,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuppressionReason::Bounced => "bounced",
+            SuppressionReason::Complained => "complained",
+            SuppressionReason::Unsubscribed => "unsubscribed",
+            SuppressionReason::Manual => "manual",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SuppressionReason> {
+        SuppressionReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// The reason a callback's suppressing event gives.
+    pub fn of_receipt(status: ReceiptStatus) -> SuppressionReason {
+        match status {
+            ReceiptStatus::Bounced | ReceiptStatus::Undeliverable => SuppressionReason::Bounced,
+            ReceiptStatus::Complained => SuppressionReason::Complained,
+            ReceiptStatus::None | ReceiptStatus::Sent | ReceiptStatus::Delivered => {
+                SuppressionReason::Unsubscribed
+            }
+        }
+    }
+}
+
+/// A recipient a tenant's notifications on one channel are not sent to.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Suppression {
+    #[schema(schema_with = super::notification::channel_schema)]
+    pub channel: Channel,
+    pub recipient: String,
+    pub reason: SuppressionReason,
+    /// Who added it: `callback:<route>`, `send:<route>` (the vendor refused the recipient), or
+    /// the principal of the token that added it by hand.
+    pub source: String,
+    /// What showed it: the vendor's event or answer, or nothing for one added by hand.
+    #[schema(value_type = Object)]
+    pub evidence: Value,
+    pub note: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: OffsetDateTime,
+}
+
+/// The form in which a recipient is suppressed and looked up: email addresses compare without
+/// regard to case (every mailbox provider herald reaches treats them so), everything else as
+/// written.
+pub fn suppression_recipient(channel: Channel, to: &str) -> String {
+    match channel {
+        Channel::Email => to.trim().to_lowercase(),
+        Channel::Sms | Channel::Push | Channel::Webhook => to.trim().to_owned(),
+    }
+}
+
+/// The attempts that a callback naming provider key `key` on `route` settles: its unsettled
+/// ambiguous attempts under that key. Where the vendor deduplicates the key and every send under
+/// it fell within its `idempotency_window` (so it delivered one message for them all), all of
+/// them; otherwise only a lone one that no other
+/// unrefused send under the same key stands beside, because two sends under one key may both
+/// have delivered and one report cannot say which.
+pub fn settled_by_callback(
+    attempts: &[Attempt],
+    route: &str,
+    key: &str,
+    idempotency_window: Option<Duration>,
+) -> Vec<i32> {
+    let same_key = || {
+        attempts
+            .iter()
+            .filter(|a| a.route == route && a.provider_idempotency_key == key)
+    };
+    let unsettled: Vec<i32> = same_key()
+        .filter(|a| a.result == AttemptResult::Ambiguous && a.settled_by.is_none())
+        .map(|a| a.n)
+        .collect();
+    // Refused sends delivered nothing; anything else under the key (accepted, in flight,
+    // ambiguous) may have.
+    let may_have_delivered = same_key()
+        .filter(|a| a.result != AttemptResult::Rejected)
+        .count();
+    let first = same_key().map(|a| a.started_at).min();
+    let last = same_key().map(|a| a.started_at).max();
+    let deduplicated = match (idempotency_window, first, last) {
+        (Some(window), Some(first), Some(last)) => last - first < window,
+        _ => false,
+    };
+    if deduplicated || (unsettled.len() == 1 && may_have_delivered == 1) {
+        unsettled
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether settling `settled` leaves no ambiguity anywhere in the notification's history, so
+/// that the vendor's report proves the outcome.
+pub fn nothing_left_unsettled(attempts: &[Attempt], settled: &[i32]) -> bool {
+    attempts.iter().all(|a| {
+        a.result != AttemptResult::Ambiguous || a.settled_by.is_some() || settled.contains(&a.n)
+    })
+}

@@ -1,0 +1,453 @@
+//! The store's side of vendor callbacks: the callback inbox, receipts, the settlements they
+//! prove, and suppressions with their audit trail. Same text in both dialects, as in `sql`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::FromRow;
+use sqlx::types::Json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::sql::{Arg, ClaimedRow, Conn, Dialect, SqlStore, args, corrupt};
+use super::{
+    CallbacksTaken, EventType, LiftSuppression, NewCallbacks, NewSuppression, OutboxEvent,
+    StoreError, StoreResult, SuppressionFilter, Timestamp,
+};
+use crate::domain::{
+    Attempt, Channel, Notification, NotificationId, Receipt, ReceiptStatus, SettledBy, Suppression,
+    SuppressionReason, nothing_left_unsettled, settled_by_callback, suppression_recipient,
+};
+use herald_provider::callback::{CallbackEvent, CallbackRef};
+
+const RECORD_CALLBACK: &str = "INSERT INTO callbacks
+         (route, event_id, notification_id, provider_key, status, received_at)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (route, event_id) DO NOTHING";
+/// The provider keys on route `$2` that the vendor reported a message of notification `$1`
+/// under: each report with a receipt says the vendor took the message sent under that key.
+const REPORTED_KEYS: &str = "SELECT DISTINCT provider_key FROM callbacks
+     WHERE notification_id = $1 AND route = $2 AND provider_key IS NOT NULL AND status <> 'none'";
+/// The attempt on route `$1` whose key is `$3`, of notification `$2`: a key names its
+/// notification (it starts with the notification's id), and only a message sent on this route
+/// is this route's vendor's to report.
+const SENT_UNDER_KEY: &str = "SELECT notification_id FROM attempts
+     WHERE notification_id = $2 AND route = $1 AND provider_idempotency_key = $3 LIMIT 1";
+const SENT_AS_REF: &str = "SELECT notification_id FROM attempts
+     WHERE route = $1 AND provider_ref = $2 LIMIT 1";
+/// Takes the notification's row lock (a write that changes nothing) before reading it: two
+/// callbacks about one notification, or a callback and a worker's record, then apply one after
+/// the other on PostgreSQL, each on what the other committed. SQLite has one writer anyway.
+const LOCK: &str = "UPDATE notifications SET generation = generation WHERE id = $1";
+const FIND_BY_ID: &str = concat!(
+    "SELECT ",
+    super::sql::claimed_columns!(),
+    " FROM notifications WHERE id = $1"
+);
+const RECEIPT_RANK: &str = "SELECT coalesce(max(rank), 0) FROM receipts WHERE notification_id = $1";
+const INSERT_RECEIPT: &str = "INSERT INTO receipts
+         (notification_id, seq, status, rank, at, source, vendor_status, event_id, received_at)
+     VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM receipts WHERE notification_id = $1),
+             $2, $3, $4, $5, $6, $7, $8)";
+const SETTLE_ATTEMPT: &str = "UPDATE attempts
+     SET settled_by = 'callback', evidence = json_patch(evidence, $3)
+     WHERE notification_id = $1 AND n = $2 AND result = 'ambiguous' AND settled_by IS NULL";
+/// A notification in review, or waiting to be sent again after an ambiguity, whose every
+/// ambiguous attempt is now settled by the vendor's report: delivered, known.
+const FINISH_DELIVERED: &str = concat!(
+    "UPDATE notifications
+     SET state = 'delivered', certainty = 'known', acknowledged = false, finished_at = $2,
+         updated_at = $2, generation = generation + 1
+     WHERE id = $1 AND state IN ('unknown', 'queued')
+     RETURNING ",
+    super::sql::notification_columns!()
+);
+const INSERT_SUPPRESSION: &str = "INSERT INTO suppressions
+         (tenant, channel, recipient, reason, source, evidence, note, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (tenant, channel, recipient) DO NOTHING";
+const LOG_SUPPRESSION: &str = "INSERT INTO suppression_log
+         (tenant, channel, recipient, action, reason, principal, note, evidence, at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+const SUPPRESSED: &str =
+    "SELECT 1 FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3";
+const SUPPRESSIONS: &str = "SELECT channel, recipient, reason, source, evidence, note, created_at
+     FROM suppressions
+     WHERE tenant = $1 AND ($2 IS NULL OR channel = $2)
+       AND ($3 IS NULL OR channel > $3 OR (channel = $3 AND recipient > $4))
+     ORDER BY channel, recipient LIMIT $5";
+const LIFT: &str = "DELETE FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3
+     RETURNING channel, recipient, reason, source, evidence, note, created_at";
+
+/// What one event did, within its transaction.
+enum Taken {
+    Repeat,
+    New { settled: bool },
+}
+
+impl<D: Dialect> SqlStore<D> {
+    pub(super) async fn take_callbacks(
+        &self,
+        callbacks: &NewCallbacks,
+    ) -> StoreResult<CallbacksTaken> {
+        let mut tx = self.0.begin().await?;
+        let mut taken = CallbacksTaken::default();
+        for event in &callbacks.events {
+            let id = sent_on_route(&mut *tx, &callbacks.route, &event.reference).await?;
+            match take_one::<D>(&mut tx, callbacks, event, id).await? {
+                Taken::Repeat => taken.repeats += 1,
+                Taken::New { settled } => {
+                    taken.new += 1;
+                    if settled && !taken.settled.contains(&id) {
+                        taken.settled.push(id);
+                    }
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(taken)
+    }
+
+    pub(super) async fn settle_reported(
+        &self,
+        id: NotificationId,
+        route: &str,
+        idempotency_window: Option<Duration>,
+        now: OffsetDateTime,
+    ) -> StoreResult<bool> {
+        let mut tx = self.0.begin().await?;
+        tx.execute(LOCK, args![id]).await?;
+        let settled = settle::<D>(&mut tx, id, route, idempotency_window, now).await?;
+        tx.commit().await?;
+        Ok(settled)
+    }
+
+    pub(super) async fn is_suppressed(
+        &self,
+        tenant: &str,
+        channel: Channel,
+        recipient: &str,
+    ) -> StoreResult<bool> {
+        let row: Option<(i32,)> = self
+            .0
+            .read()
+            .await?
+            .fetch_optional(SUPPRESSED, args![tenant, channel.as_str(), recipient])
+            .await?;
+        Ok(row.is_some())
+    }
+
+    pub(super) async fn list_suppressions(
+        &self,
+        tenant: &str,
+        filter: &SuppressionFilter,
+    ) -> StoreResult<Vec<Suppression>> {
+        let (after_channel, after_recipient) = match &filter.after {
+            Some((channel, recipient)) => (Some(channel.as_str()), Some(recipient.as_str())),
+            None => (None, None),
+        };
+        let rows: Vec<SuppressionRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_all(
+                SUPPRESSIONS,
+                args![
+                    tenant,
+                    filter.channel.map(Channel::as_str),
+                    after_channel,
+                    after_recipient,
+                    i64::from(filter.limit),
+                ],
+            )
+            .await?;
+        rows.into_iter().map(Suppression::try_from).collect()
+    }
+
+    pub(super) async fn add_suppression(&self, new: &NewSuppression) -> StoreResult<bool> {
+        let mut tx = self.0.begin().await?;
+        let added = suppress(&mut *tx, new).await?;
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    pub(super) async fn lift(&self, lift: &LiftSuppression) -> StoreResult<Suppression> {
+        let mut tx = self.0.begin().await?;
+        let row: Option<SuppressionRow> = tx
+            .fetch_optional(
+                LIFT,
+                args![&lift.tenant, lift.channel.as_str(), &lift.recipient],
+            )
+            .await?;
+        let lifted = Suppression::try_from(row.ok_or(StoreError::NotFound)?)?;
+        tx.execute(
+            LOG_SUPPRESSION,
+            vec![
+                Arg::from(&lift.tenant),
+                Arg::from(lift.channel.as_str()),
+                Arg::from(&lift.recipient),
+                Arg::from("lifted"),
+                Arg::from(lifted.reason.as_str()),
+                Arg::from(&lift.principal),
+                Arg::from(lift.note.as_str()),
+                Arg::json(&lifted.evidence),
+                Arg::from(lift.at),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(lifted)
+    }
+}
+
+/// The notification a callback event is about, if a message it names was sent on `route`.
+async fn sent_on_route(
+    conn: &mut impl Conn,
+    route: &str,
+    reference: &CallbackRef,
+) -> StoreResult<NotificationId> {
+    let row: Option<(Uuid,)> = match reference {
+        CallbackRef::Key(key) => match NotificationId::of_provider_key(key) {
+            Some(id) => {
+                conn.fetch_optional(SENT_UNDER_KEY, args![route, id, key.as_str()])
+                    .await?
+            }
+            None => None,
+        },
+        CallbackRef::ProviderRef(provider_ref) => {
+            conn.fetch_optional(SENT_AS_REF, args![route, provider_ref.as_str()])
+                .await?
+        }
+    };
+    row.map(|(id,)| NotificationId::from_uuid(id))
+        .ok_or(StoreError::NotFound)
+}
+
+/// One new event's effects, or nothing for a repeat.
+async fn take_one<D: Dialect>(
+    tx: &mut sqlx::Transaction<'static, D::Db>,
+    callbacks: &NewCallbacks,
+    event: &CallbackEvent,
+    id: NotificationId,
+) -> StoreResult<Taken> {
+    let now = callbacks.received_at;
+    let route = callbacks.route.as_str();
+    let key = match &event.reference {
+        CallbackRef::Key(key) => Some(key.as_str()),
+        CallbackRef::ProviderRef(_) => None,
+    };
+    let recorded = tx
+        .execute(
+            RECORD_CALLBACK,
+            args![
+                route,
+                event.event_id.as_str(),
+                id,
+                key,
+                event.status.as_str(),
+                now
+            ],
+        )
+        .await?;
+    if recorded == 0 {
+        return Ok(Taken::Repeat);
+    }
+    tx.execute(LOCK, args![id]).await?;
+    let row: ClaimedRow = tx.fetch_one(FIND_BY_ID, args![id]).await?;
+    let notification: Notification = row.notification.try_into()?;
+    let source = format!("callback:{route}");
+    if event.status != ReceiptStatus::None {
+        let (rank,): (i32,) = tx.fetch_one(RECEIPT_RANK, args![id]).await?;
+        if i32::from(event.status.rank()) > rank {
+            let receipt = Receipt {
+                status: event.status,
+                at: event.at.unwrap_or(now),
+                source: source.clone(),
+                vendor_status: event.vendor_status.clone(),
+            };
+            tx.execute(
+                INSERT_RECEIPT,
+                vec![
+                    Arg::from(id),
+                    Arg::from(receipt.status.as_str()),
+                    Arg::from(i32::from(receipt.status.rank())),
+                    Arg::from(receipt.at),
+                    Arg::from(&receipt.source),
+                    Arg::from(&receipt.vendor_status),
+                    Arg::from(event.event_id.as_str()),
+                    Arg::from(now),
+                ],
+            )
+            .await?;
+            let mut outbox = OutboxEvent::for_notification(&notification, EventType::Receipt, now);
+            outbox.data["receipt"] = serde_json::to_value(&receipt).unwrap_or(Value::Null);
+            super::sql::insert_event(&mut **tx, &outbox).await?;
+        }
+    }
+
+    if event.suppress {
+        let suppression = Suppression {
+            channel: notification.channel,
+            recipient: suppression_recipient(notification.channel, &notification.to),
+            reason: SuppressionReason::of_receipt(event.status),
+            source: source.clone(),
+            evidence: json!({"notification_id": id, "event_id": event.event_id,
+                             "vendor_status": event.vendor_status}),
+            note: None,
+            created_at: now,
+        };
+        let new = NewSuppression {
+            tenant: notification.tenant.clone(),
+            suppression,
+            principal: source.clone(),
+        };
+        suppress(&mut **tx, &new).await?;
+    }
+
+    let settled = settle::<D>(tx, id, route, callbacks.idempotency_window, now).await?;
+    Ok(Taken::New { settled })
+}
+
+/// Settles the ambiguous attempts on `route` that the vendor's stored reports prove (any
+/// receipt means the vendor took the message sent under the key it names), and finishes the
+/// notification as `delivered`/`known` if a report proved an attempt, nothing is left
+/// unsettled, and it was in review or waiting to be sent again. A notification being sent
+/// (`sending`) keeps its state: the worker holding it records its own decision, and settles by
+/// the reports again once it has. Whether anything changed.
+async fn settle<D: Dialect>(
+    tx: &mut sqlx::Transaction<'static, D::Db>,
+    id: NotificationId,
+    route: &str,
+    idempotency_window: Option<Duration>,
+    now: OffsetDateTime,
+) -> StoreResult<bool> {
+    let keys: Vec<(String,)> = tx.fetch_all(REPORTED_KEYS, args![id, route]).await?;
+    if keys.is_empty() {
+        return Ok(false);
+    }
+    let rows: Vec<super::sql::AttemptWithOwner> = tx
+        .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(vec![id.as_uuid()])])
+        .await?;
+    let attempts = rows
+        .into_iter()
+        .map(|row| row.attempt.try_into())
+        .collect::<StoreResult<Vec<Attempt>>>()?;
+    let settled: Vec<i32> = keys
+        .iter()
+        .flat_map(|(key,)| settled_by_callback(&attempts, route, key, idempotency_window))
+        .collect();
+    let settlement = json!({"settlement": {"outcome": "accepted", "by": "callback",
+        "detail": format!("route `{route}`'s vendor reported the message sent under this key")}});
+    for n in &settled {
+        tx.execute(SETTLE_ATTEMPT, args![id, *n, Arg::json(&settlement)])
+            .await?;
+    }
+    // Settled now, or earlier while a worker held it (whose record then left it in review).
+    let proven = !settled.is_empty()
+        || attempts
+            .iter()
+            .any(|a| a.settled_by == Some(SettledBy::Callback));
+    let mut finished = false;
+    if proven && nothing_left_unsettled(&attempts, &settled) {
+        let row: Option<super::sql::NotificationRow> =
+            tx.fetch_optional(FINISH_DELIVERED, args![id, now]).await?;
+        if let Some(row) = row {
+            let n: Notification = row.try_into()?;
+            let event = OutboxEvent::for_notification(&n, EventType::Delivered, now);
+            super::sql::insert_event(&mut **tx, &event).await?;
+            finished = true;
+        }
+    }
+    Ok(!settled.is_empty() || finished)
+}
+
+/// Adds a suppression and its audit record; `false` if the recipient was suppressed already.
+async fn suppress(conn: &mut impl Conn, new: &NewSuppression) -> StoreResult<bool> {
+    let s = &new.suppression;
+    let added = conn
+        .execute(
+            INSERT_SUPPRESSION,
+            vec![
+                Arg::from(&new.tenant),
+                Arg::from(s.channel.as_str()),
+                Arg::from(&s.recipient),
+                Arg::from(s.reason.as_str()),
+                Arg::from(&s.source),
+                Arg::json(&s.evidence),
+                Arg::from(s.note.as_deref()),
+                Arg::from(s.created_at),
+            ],
+        )
+        .await?
+        == 1;
+    if added {
+        conn.execute(
+            LOG_SUPPRESSION,
+            vec![
+                Arg::from(&new.tenant),
+                Arg::from(s.channel.as_str()),
+                Arg::from(&s.recipient),
+                Arg::from("added"),
+                Arg::from(s.reason.as_str()),
+                Arg::from(&new.principal),
+                Arg::from(s.note.as_deref()),
+                Arg::json(&s.evidence),
+                Arg::from(s.created_at),
+            ],
+        )
+        .await?;
+    }
+    Ok(added)
+}
+
+#[derive(FromRow)]
+struct SuppressionRow {
+    channel: String,
+    recipient: String,
+    reason: String,
+    source: String,
+    evidence: Json<Value>,
+    note: Option<String>,
+    created_at: Timestamp,
+}
+
+impl TryFrom<SuppressionRow> for Suppression {
+    type Error = StoreError;
+
+    fn try_from(row: SuppressionRow) -> Result<Self, StoreError> {
+        Ok(Suppression {
+            channel: Channel::parse(&row.channel)
+                .ok_or_else(|| corrupt("channel", &row.channel))?,
+            recipient: row.recipient,
+            reason: SuppressionReason::parse(&row.reason)
+                .ok_or_else(|| corrupt("reason", &row.reason))?,
+            source: row.source,
+            evidence: row.evidence.0,
+            note: row.note,
+            created_at: row.created_at.into_inner(),
+        })
+    }
+}
+
+#[derive(FromRow)]
+pub(super) struct ReceiptWithOwner {
+    pub(super) notification_id: Uuid,
+    status: String,
+    at: Timestamp,
+    source: String,
+    vendor_status: String,
+}
+
+impl TryFrom<ReceiptWithOwner> for Receipt {
+    type Error = StoreError;
+
+    fn try_from(row: ReceiptWithOwner) -> Result<Self, StoreError> {
+        Ok(Receipt {
+            status: ReceiptStatus::parse(&row.status)
+                .ok_or_else(|| corrupt("receipt status", &row.status))?,
+            at: row.at.into_inner(),
+            source: row.source,
+            vendor_status: row.vendor_status,
+        })
+    }
+}

@@ -1,0 +1,581 @@
+//! After the send, over real HTTP on both databases: the sandbox vendor posts signed delivery
+//! reports to `POST /v1/callbacks/{route}`, late, repeated and out of order; receipts only move
+//! forward; a report settles a send whose answer was lost; a hard bounce suppresses its
+//! recipient; and what is not the vendor's, or names no message, stores nothing.
+
+mod support;
+
+use std::time::Duration;
+
+use base64::Engine;
+use herald_provider::signature::SigningSecret;
+use herald_sandbox::{CallbackTarget, Profile, SandboxConfig, SandboxHandle, parse_faults};
+use reqwest::StatusCode;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+use support::{
+    ACME, ACME_ADMIN, ACME_REVIEWER, Backend, GLOBEX, TestApp, email, eventually, problem,
+    spawn_app_with,
+};
+
+on_both_backends!(
+    reports_move_the_receipt_forward_once_whatever_their_order_and_repeats,
+    one_report_twenty_times_and_a_history_in_reverse_leave_one_receipt_history,
+    a_report_settles_a_send_whose_answer_was_lost,
+    a_report_that_came_before_the_ambiguity_settles_it_once_recorded,
+    a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it,
+    callbacks_that_are_not_the_vendors_or_name_no_message_store_nothing,
+);
+
+/// The secret the sandbox signs its reports with, as the route configures it.
+const SECRET: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+fn secret() -> SigningSecret {
+    SigningSecret::parse(&SecretString::from(SECRET)).unwrap()
+}
+
+/// A sandbox that signs reports with [`SECRET`], and a herald whose route `vendor` reaches it
+/// and takes its reports; the sandbox reports to herald as `target` says (none: it does not).
+async fn vendor_and_herald(
+    backend: Backend,
+    profile: Profile,
+    faults: &str,
+    target: Option<CallbackTarget>,
+) -> Option<(SandboxHandle, TestApp)> {
+    support::install_crypto();
+    let sandbox = herald_sandbox::spawn(SandboxConfig {
+        profile,
+        faults: parse_faults(faults).unwrap(),
+        delay: Duration::from_secs(3),
+        callback_secret: Some(secret()),
+        ..SandboxConfig::default()
+    })
+    .await
+    .unwrap();
+    let app = spawn_app_with(
+        backend,
+        &format!(
+            "[dispatch]\nretry_base_ms = 50\nretry_max_seconds = 1\n\
+             [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"{profile}\"\n\
+             timeout_seconds = 1\ncallback_secret = \"{SECRET}\"\n\
+             [routes.quiet]\nprovider = \"sandbox\"\nbase_url = \"{0}\"\nprofile = \"{profile}\"\n\
+             [channels]\nemail = \"vendor\"\n",
+            sandbox.base_url()
+        ),
+    )
+    .await?;
+    if let Some(mut target) = target {
+        target.url = app.url("/v1/callbacks/vendor");
+        let client = sandbox.client().unwrap();
+        client.set_callbacks(Some(&target)).await.unwrap();
+    }
+    Some((sandbox, app))
+}
+
+fn target(delay_ms: u64, duplicates: u32, reorder: bool) -> Option<CallbackTarget> {
+    Some(CallbackTarget {
+        url: String::new(),
+        delay_ms,
+        duplicates,
+        reorder,
+    })
+}
+
+/// Polls the notification until `check` holds; on timeout, fails showing it as it stands.
+async fn settled(app: &TestApp, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let n = app.show(id).await;
+        if check(&n) {
+            return n;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}; the notification stands as {n:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn statuses(n: &Value) -> Vec<&str> {
+    n["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect()
+}
+
+async fn reports_move_the_receipt_forward_once_whatever_their_order_and_repeats(backend: Backend) {
+    // Each report three times, `delivered` before `sent`.
+    let Some((_sandbox, app)) =
+        vendor_and_herald(backend, Profile::Idempotent, "", target(0, 2, true)).await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let n = settled(&app, &id, "the delivery report", |n| {
+        n["receipt"]["status"] == "delivered" && n["state"] == "delivered"
+    })
+    .await;
+    assert_eq!(
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("delivered"), Some("known"))
+    );
+    assert_eq!(n["receipt"]["source"], "callback:vendor");
+    assert_eq!(n["receipt"]["vendor_status"], "delivered");
+    // Every repeat of both reports has arrived once the inbox holds them both and the sandbox's
+    // six posts are answered; `sent`, late, moved nothing.
+    eventually("both reports taken", Duration::from_secs(20), || async {
+        (app.db.count("callbacks").await == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n = app.show(&id).await;
+    assert_eq!(statuses(&n), ["delivered"], "{n:#}");
+    let uuid: uuid::Uuid = id.parse().unwrap();
+    let receipts = app
+        .db
+        .event_types(uuid)
+        .await
+        .into_iter()
+        .filter(|t| t == "dev.herald.notification.receipt")
+        .count();
+    assert_eq!(receipts, 1, "one event per move of the receipt");
+}
+
+/// Signs a sandbox report as the sandbox does, stamped `at` seconds from now.
+fn signed(id: &str, body: &Value, skew: i64) -> (Vec<u8>, [(String, String); 3]) {
+    let body = serde_json::to_vec(body).unwrap();
+    let timestamp = time::OffsetDateTime::now_utc().unix_timestamp() + skew;
+    let signature = secret().sign(id, timestamp, &body);
+    (
+        body,
+        [
+            ("webhook-id".into(), id.into()),
+            ("webhook-timestamp".into(), timestamp.to_string()),
+            ("webhook-signature".into(), signature),
+        ],
+    )
+}
+
+async fn post_report(
+    app: &TestApp,
+    route: &str,
+    body: Vec<u8>,
+    headers: &[(String, String)],
+) -> reqwest::Response {
+    let mut request = app
+        .http
+        .post(app.url(&format!("/v1/callbacks/{route}")))
+        .header("content-type", "application/json")
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    request.send().await.unwrap()
+}
+
+fn report(key: &str, status: &str) -> Value {
+    json!({"reference": key, "message_id": "sbx_1", "to": "ada@example.com", "status": status,
+           "at": "2026-12-01T10:00:00Z"})
+}
+
+async fn sent_key(app: &TestApp, id: &str) -> String {
+    let n = settled(app, id, "the send", |n| n["state"] == "delivered").await;
+    n["attempts"][0]["provider_idempotency_key"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn one_report_twenty_times_and_a_history_in_reverse_leave_one_receipt_history(
+    backend: Backend,
+) {
+    let Some((_sandbox, app)) = vendor_and_herald(backend, Profile::Idempotent, "", None).await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let key = sent_key(&app, &id).await;
+    for (i, status) in ["complained", "delivered", "sent"].into_iter().enumerate() {
+        let event = format!("evt_{i}");
+        for round in 0..20 {
+            let (body, headers) = signed(&event, &report(&key, status), 0);
+            let answer = post_report(&app, "vendor", body, &headers).await;
+            assert_eq!(answer.status(), StatusCode::OK);
+            let taken: Value = answer.json().await.unwrap();
+            let new = if round == 0 { 1 } else { 0 };
+            assert_eq!(taken, json!({"events": 1, "new": new, "repeats": 1 - new}));
+        }
+    }
+    let n = app.show(&id).await;
+    assert_eq!(statuses(&n), ["complained"], "{n:#}");
+    assert_eq!(n["receipt"]["at"], "2026-12-01T10:00:00Z");
+    assert_eq!(app.db.count("callbacks").await, 3);
+    assert_eq!(app.db.count("receipts").await, 1);
+    // The complaint suppressed the recipient, once.
+    let list: Value = app
+        .get(ACME, "/v1/suppressions")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["data"].as_array().unwrap().len(), 1, "{list:#}");
+    assert_eq!(list["data"][0]["reason"], "complained");
+    assert_eq!(app.db.count("suppression_log").await, 1);
+}
+
+async fn a_report_settles_a_send_whose_answer_was_lost(backend: Backend) {
+    // The vendor takes the message and drops the connection; it reports 1.5 s later, by which
+    // time herald (at_most_once, nothing to ask) has put it in review.
+    let Some((sandbox, app)) = vendor_and_herald(
+        backend,
+        Profile::Plain,
+        "accept_then_drop:nth=1",
+        target(1500, 0, false),
+    )
+    .await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let n = settled(&app, &id, "review", |n| n["state"] == "unknown").await;
+    assert_eq!(n["attempts"][0]["result"], "ambiguous");
+    let n = settled(&app, &id, "the report to settle it", |n| {
+        n["state"] == "delivered"
+    })
+    .await;
+    assert_eq!(n["certainty"], "known", "{n:#}");
+    assert_eq!(n["attempts"].as_array().unwrap().len(), 1, "not sent again");
+    assert_eq!(
+        n["attempts"][0]["result"], "ambiguous",
+        "what the attempt saw stays"
+    );
+    assert_eq!(n["attempts"][0]["settled_by"], "callback");
+    assert!(n["review"].is_null(), "never was a person's: {n:#}");
+    let review: Value = app
+        .get(ACME_REVIEWER, "/v1/review")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(review["data"], json!([]), "out of review by itself");
+    let types = app.db.event_types(id.parse().unwrap()).await;
+    assert!(
+        types.ends_with(&["dev.herald.notification.unknown".to_owned()])
+            || types.contains(&"dev.herald.notification.delivered".to_owned()),
+        "{types:?}"
+    );
+    assert!(
+        types.contains(&"dev.herald.notification.delivered".to_owned()),
+        "{types:?}"
+    );
+    let ledger = sandbox.client().unwrap().ledger().await.unwrap();
+    assert_eq!(ledger.total_deliveries(), 1, "known: it was delivered once");
+}
+
+async fn a_report_that_came_before_the_ambiguity_settles_it_once_recorded(backend: Backend) {
+    // The vendor holds its answer for 3 s, past the route's 1 s timeout, and reports at once:
+    // the report arrives while the attempt is still in flight, before there is an ambiguity.
+    let Some((sandbox, app)) =
+        vendor_and_herald(backend, Profile::Plain, "delay:nth=1", target(0, 0, false)).await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let n = settled(&app, &id, "the report to settle it", |n| {
+        n["state"] == "delivered"
+    })
+    .await;
+    assert_eq!(n["certainty"], "known", "{n:#}");
+    assert_eq!(n["attempts"][0]["result"], "ambiguous");
+    assert_eq!(n["attempts"][0]["settled_by"], "callback");
+    assert_eq!(n["receipt"]["status"], "delivered");
+    let ledger = sandbox.client().unwrap().ledger().await.unwrap();
+    assert_eq!(ledger.total_deliveries(), 1);
+}
+
+async fn a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it(backend: Backend) {
+    let Some((sandbox, app)) =
+        vendor_and_herald(backend, Profile::Idempotent, "", target(0, 0, false)).await
+    else {
+        return;
+    };
+    let ledger = sandbox.client().unwrap();
+    let first = app.enqueue_id("k-1", &email("bounce@example.com")).await;
+    settled(&app, &first, "the bounce", |n| {
+        n["receipt"]["status"] == "bounced"
+    })
+    .await;
+    let list: Value = app
+        .get(ACME, "/v1/suppressions?channel=email")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let suppression = &list["data"][0];
+    assert_eq!(suppression["recipient"], "bounce@example.com", "{list:#}");
+    assert_eq!(suppression["reason"], "bounced");
+    assert_eq!(suppression["source"], "callback:vendor");
+    assert_eq!(suppression["evidence"]["notification_id"], first);
+
+    // The same address in other case: refused without a call to the vendor.
+    let calls = ledger.ledger().await.unwrap().requests;
+    let second = app.enqueue_id("k-2", &email("Bounce@Example.com")).await;
+    let n = settled(&app, &second, "the refusal", |n| n["state"] == "failed").await;
+    assert_eq!(n["certainty"], "known");
+    assert_eq!(n["reason"], "suppressed", "{n:#}");
+    assert_eq!(n["attempts"][0]["evidence"]["stage"], "suppressed");
+    assert_eq!(
+        ledger.ledger().await.unwrap().requests,
+        calls,
+        "no vendor call"
+    );
+    // Another tenant's sends to it are its own business.
+    let globex = app
+        .enqueue(GLOBEX, "k-g", &email("bounce@example.com"))
+        .await;
+    assert_eq!(globex.status(), StatusCode::ACCEPTED);
+    let globex: Value = globex.json().await.unwrap();
+    let globex_id = globex["id"].as_str().unwrap();
+    eventually("globex's send", Duration::from_secs(20), || async {
+        let n: Value = app
+            .get(GLOBEX, &format!("/v1/notifications/{globex_id}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        (n["state"] == "delivered").then_some(())
+    })
+    .await;
+
+    // Lifting needs `admin` and a note, and is audited.
+    let path = "/v1/suppressions/email/bounce%40example.com";
+    let lift = |token: &'static str, body: Value| {
+        let request = app
+            .http
+            .delete(app.url(path))
+            .bearer_auth(token)
+            .json(&body);
+        async move { request.send().await.unwrap() }
+    };
+    problem(
+        lift(ACME, json!({"note": "fixed"})).await,
+        StatusCode::FORBIDDEN,
+    )
+    .await;
+    let missing = problem(
+        lift(ACME_ADMIN, json!({"note": " "})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(missing["field"], "note");
+    let lifted = lift(ACME_ADMIN, json!({"note": "the mailbox exists again"})).await;
+    assert_eq!(lifted.status(), StatusCode::OK);
+    problem(
+        lift(ACME_ADMIN, json!({"note": "again"})).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    let list: Value = app
+        .get(ACME, "/v1/suppressions")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["data"], json!([]));
+    // Globex's own send bounced too: its suppression stays, and only acme's was lifted.
+    let lifted_log = app
+        .db
+        .scalar("SELECT count(*) FROM suppression_log WHERE tenant = 'acme'")
+        .await;
+    assert_eq!(lifted_log, 2, "added, then lifted");
+    let third = app.enqueue_id("k-3", &email("bounce@example.com")).await;
+    settled(&app, &third, "the send after lifting", |n| {
+        n["state"] == "delivered"
+    })
+    .await;
+
+    // A person may suppress a recipient by hand, with a note.
+    let add = |token: &'static str, body: Value| {
+        let request = app
+            .http
+            .post(app.url("/v1/suppressions"))
+            .bearer_auth(token)
+            .json(&body);
+        async move { request.send().await.unwrap() }
+    };
+    let body = json!({"channel": "sms", "recipient": "+14155550100", "note": "asked by phone"});
+    problem(add(ACME, body.clone()).await, StatusCode::FORBIDDEN).await;
+    let bad = json!({"channel": "sms", "recipient": "not a number", "note": "x"});
+    let refused = problem(add(ACME_ADMIN, bad).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(refused["field"], "recipient");
+    let added = add(ACME_ADMIN, body.clone()).await;
+    assert_eq!(added.status(), StatusCode::CREATED);
+    let added: Value = added.json().await.unwrap();
+    assert_eq!(
+        (added["reason"].as_str(), added["source"].as_str()),
+        (Some("manual"), Some("acme-admin"))
+    );
+    assert_eq!(
+        add(ACME_ADMIN, body).await.status(),
+        StatusCode::OK,
+        "already suppressed"
+    );
+    let others: Value = app
+        .get(GLOBEX, "/v1/suppressions")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let recipients: Vec<&str> = others["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["recipient"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        recipients,
+        ["bounce@example.com"],
+        "a tenant sees only its own"
+    );
+}
+
+async fn callbacks_that_are_not_the_vendors_or_name_no_message_store_nothing(backend: Backend) {
+    let Some((_sandbox, app)) = vendor_and_herald(backend, Profile::Idempotent, "", None).await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let key = sent_key(&app, &id).await;
+    let good = report(&key, "delivered");
+
+    let (body, headers) = signed("evt_1", &good, 0);
+    let unsigned = post_report(&app, "vendor", body.clone(), &headers[..2]).await;
+    let detail = problem(unsigned, StatusCode::UNAUTHORIZED).await;
+    assert!(
+        detail["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("callback-unauthenticated")
+    );
+
+    let mut tampered = body.clone();
+    tampered.extend_from_slice(b" ");
+    problem(
+        post_report(&app, "vendor", tampered, &headers).await,
+        StatusCode::UNAUTHORIZED,
+    )
+    .await;
+
+    let other = SigningSecret::parse(&SecretString::from(format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode([9u8; 32])
+    )))
+    .unwrap();
+    let mut forged = headers.clone();
+    forged[2].1 = other.sign("evt_1", headers[1].1.parse().unwrap(), &body);
+    problem(
+        post_report(&app, "vendor", body.clone(), &forged).await,
+        StatusCode::UNAUTHORIZED,
+    )
+    .await;
+
+    let (old_body, old) = signed("evt_1", &good, -600);
+    problem(
+        post_report(&app, "vendor", old_body, &old).await,
+        StatusCode::UNAUTHORIZED,
+    )
+    .await;
+
+    let (bad_body, bad) = signed("evt_2", &json!({"reference": key}), 0);
+    problem(
+        post_report(&app, "vendor", bad_body, &bad).await,
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    let (text, text_headers) = {
+        let body = b"not json".to_vec();
+        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
+        let signature = secret().sign("evt_3", timestamp, &body);
+        (
+            body,
+            [
+                ("webhook-id".to_owned(), "evt_3".to_owned()),
+                ("webhook-timestamp".to_owned(), timestamp.to_string()),
+                ("webhook-signature".to_owned(), signature),
+            ],
+        )
+    };
+    problem(
+        post_report(&app, "vendor", text, &text_headers).await,
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+
+    let nobody = report(&uuid::Uuid::now_v7().to_string(), "delivered");
+    let (body_x, headers_x) = signed("evt_4", &nobody, 0);
+    let unknown = problem(
+        post_report(&app, "vendor", body_x, &headers_x).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    assert!(
+        unknown["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("callback-unknown-message")
+    );
+    // A key of a message sent on another route is not this route's vendor's to report.
+    let elsewhere = app
+        .enqueue_id(
+            "k-2",
+            &json!({"channel": "email", "to": "bo@example.com", "route": "quiet",
+                                    "subject": "Hi", "text": "hello"}),
+        )
+        .await;
+    let elsewhere_key = sent_key(&app, &elsewhere).await;
+    let (body_y, headers_y) = signed("evt_5", &report(&elsewhere_key, "delivered"), 0);
+    problem(
+        post_report(&app, "vendor", body_y, &headers_y).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    let (body_q, headers_q) = signed("evt_6", &good, 0);
+    let no_callbacks = problem(
+        post_report(&app, "quiet", body_q.clone(), &headers_q).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    assert!(
+        no_callbacks["detail"]
+            .as_str()
+            .unwrap()
+            .contains("takes no callbacks"),
+        "{no_callbacks}"
+    );
+    problem(
+        post_report(&app, "nowhere", body_q, &headers_q).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    let huge = vec![b' '; 300 * 1024];
+    let (_, huge_headers) = signed("evt_7", &good, 0);
+    problem(
+        post_report(&app, "vendor", huge, &huge_headers).await,
+        StatusCode::PAYLOAD_TOO_LARGE,
+    )
+    .await;
+
+    for table in ["callbacks", "receipts", "suppressions"] {
+        assert_eq!(app.db.count(table).await, 0, "{table}: nothing stored");
+    }
+    // And the genuine report is taken.
+    let answer = post_report(&app, "vendor", body, &headers).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(app.show(&id).await["receipt"]["status"], "delivered");
+}
