@@ -46,8 +46,9 @@
 //! - `server`: the scripted HTTP/1.1 server.
 //! - `report`: what a run found.
 //! - `ledger` (public): the checks played against a vendor's own fake.
-//! - `support` (public): a fake with its adapter, keys, messages, the crypto provider and the
-//!   readers of results, for the vendors' tests.
+//! - `support` (public): a fake with its adapter, keys, messages, the crypto provider, the
+//!   readers of results, and a `python3` runner (a vendor's SDK, skipped loudly where it is
+//!   missing, a failure under `CI=true`), for the vendors' tests.
 //!
 //! ```no_run
 //! # use std::time::Duration;

@@ -9,7 +9,8 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::io;
+use std::io::{self, Write};
+use std::process::{Command, Stdio};
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -241,4 +242,78 @@ impl Form {
         let mut pairs = self.0.iter();
         pairs.find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
+}
+
+/// `CI=true` (or `1`): a test that cannot run here fails instead of skipping.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Whether `python3` runs and can import every module of `modules` (none: whether it runs at
+/// all), for a test that checks the adapter against a vendor's own SDK. Where it cannot, the
+/// test says loudly that it was skipped, with `install_hint` (`pip install svix, the version
+/// .ci/run pins`), and returns; with `CI=true` it fails instead.
+#[track_caller]
+pub fn python_with(modules: &[&str], install_hint: &str) -> bool {
+    let imports = modules
+        .iter()
+        .map(|module| format!("import {module}\n"))
+        .collect::<String>();
+    let found = Command::new("python3")
+        .args(["-c", &imports])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        let missing = if modules.is_empty() {
+            "python3 does not run".to_owned()
+        } else {
+            format!("python3 cannot import {}", modules.join(", "))
+        };
+        assert!(!in_ci(), "CI=true and {missing} ({install_hint})");
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("a python test")
+            .to_owned();
+        eprintln!(
+            "\n*** TEST SKIPPED: {test}: {missing} ({install_hint}); with CI=true this fails\n"
+        );
+    }
+    found
+}
+
+/// What `python3 script` prints as JSON on its stdout, given `input` as JSON on its stdin: a
+/// vendor's SDK signing what a test posts, or an independent check of what the adapter signed.
+/// Panics, with the script's stderr, if it fails or prints anything but JSON. Ask
+/// [`python_with`] first where the script imports more than Python's standard library.
+#[track_caller]
+pub fn run_python(script: &str, input: &serde_json::Value) -> serde_json::Value {
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("python3 runs {script}: {err}"));
+    child
+        .stdin
+        .take()
+        .expect("the script's stdin")
+        .write_all(input.to_string().as_bytes())
+        .unwrap_or_else(|err| panic!("{script} reads its input: {err}"));
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|err| panic!("{script} finishes: {err}"));
+    assert!(
+        output.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{script} prints JSON ({err}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
 }

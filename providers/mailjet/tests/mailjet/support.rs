@@ -1,7 +1,6 @@
 //! Shared set-up: a fake Mailjet per test, an adapter pointed at it, and distinct keys. The
 //! crypto provider, result readers and look-up waits are the conformance kit's (`support`).
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use herald_mailjet::fake::{self, FakeConfig, FakeHandle};
@@ -65,35 +64,15 @@ pub fn key(message: &Message) -> ProviderKey {
     ProviderKey::new(format!("ntf-{}", message.notification_id))
 }
 
-/// `CI=true` (or `1`): a test that cannot run here fails instead of skipping.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// The `Authorization` header a client sends for `https://user:password@…`, built by Python's
-/// own `base64` (Mailjet signs nothing, so HTTP Basic is all there is to check). `None`, said
-/// loudly, where there is no `python3`; with `CI=true` that fails instead.
-pub fn python_basic_auth(user: &str, password: &str) -> Option<String> {
-    let output = Command::new("python3")
-        .args([
-            "-c",
-            "import base64, sys; \
-             print('Basic ' + base64.b64encode((sys.argv[1] + ':' + sys.argv[2]).encode()).decode())",
-            user,
-            password,
-        ])
-        .stderr(Stdio::inherit())
-        .output();
-    match output {
-        Ok(output) if output.status.success() => {
-            Some(String::from_utf8(output.stdout).unwrap().trim().to_owned())
-        }
-        _ => {
-            assert!(!in_ci(), "CI=true and python3 cannot run");
-            eprintln!(
-                "\n*** PYTHON BASIC AUTH TEST SKIPPED: no python3; with CI=true this fails\n"
-            );
-            None
-        }
-    }
+/// The `Authorization` header a client sends for `https://user:password@…`, for each
+/// `(user, password)`, built by Python's own `base64` (`basic_auth.py`): Mailjet signs nothing,
+/// so HTTP Basic is all there is to check. Ask `support::python_with(&[], …)` first.
+pub fn python_basic_auth(credentials: &[(&str, &str)]) -> Vec<String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mailjet/basic_auth.py");
+    let input: Vec<serde_json::Value> = credentials
+        .iter()
+        .map(|(user, password)| serde_json::json!({"user": user, "password": password}))
+        .collect();
+    serde_json::from_value(support::run_python(script, &input.into()))
+        .expect("the script prints a JSON list")
 }

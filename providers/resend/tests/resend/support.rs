@@ -1,8 +1,6 @@
 //! Shared set-up: a fake Resend per test, an adapter pointed at it, and the message it sends.
 //! Keys, result readers and the crypto provider are the conformance kit's (`support`).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use herald_provider::{Channel, Message};
@@ -61,34 +59,6 @@ pub fn documented_message(json: &str) -> String {
         .to_owned()
 }
 
-/// `CI=true` (or `1`): a test that cannot run here fails instead of skipping.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// Whether `python3` can import Svix's library (PyPI `svix`, pinned in `.ci/run`), which signs
-/// Resend's webhooks. Without it a test says loudly that it was skipped; with `CI=true` it
-/// fails instead.
-pub fn svix_sdk_present() -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import svix.webhooks"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        assert!(
-            !in_ci(),
-            "CI=true and python3 cannot import svix (pip install svix; .ci/run pins it)"
-        );
-        eprintln!(
-            "\n*** SVIX SDK TEST SKIPPED: python3 cannot import svix (pip install svix, the \
-             version .ci/run pins); with CI=true this fails\n"
-        );
-    }
-    found
-}
-
 /// One webhook for `sign.py` to sign: Svix's library signs `payload` as message `id` sent at
 /// `timestamp` with `secret`.
 pub struct ToSign<'a> {
@@ -113,24 +83,6 @@ pub fn svix_signatures(webhooks: &[ToSign<'_>]) -> Vec<String> {
             })
         })
         .collect();
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(serde_json::Value::from(input).to_string().as_bytes())
-        .expect("the signer reads its input");
-    let output = child.wait_with_output().expect("the signer finishes");
-    assert!(
-        output.status.success(),
-        "the signer failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("the signer prints a JSON list")
+    serde_json::from_value(support::run_python(script, &input.into()))
+        .expect("the signer prints a JSON list")
 }

@@ -1,8 +1,6 @@
 //! Shared set-up: a fake Twilio per test, an adapter pointed at it, and distinct texts. The
 //! crypto provider, result readers and look-up waits are the conformance kit's (`support`).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -71,33 +69,6 @@ pub fn key(message: &Message) -> ProviderKey {
     ProviderKey::new(format!("ntf-{}", message.notification_id))
 }
 
-/// `CI=true` (or `1`): a test that cannot run here fails instead of skipping.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// Whether `python3` can import Twilio's helper library (PyPI `twilio`, pinned in `.ci/run`).
-/// Without it a test says loudly that it was skipped; with `CI=true` it fails instead.
-pub fn twilio_sdk_present() -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import twilio.request_validator"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        assert!(
-            !in_ci(),
-            "CI=true and python3 cannot import twilio (pip install twilio; .ci/run pins it)"
-        );
-        eprintln!(
-            "\n*** TWILIO SDK TEST SKIPPED: python3 cannot import twilio (pip install twilio, \
-             the version .ci/run pins); with CI=true this fails\n"
-        );
-    }
-    found
-}
-
 /// One request for `sign.py`: Twilio's SDK signs `params` posted to `url` with `token`.
 pub struct ToSign<'a> {
     pub token: &'a str,
@@ -113,24 +84,6 @@ pub fn sdk_signatures(requests: &[ToSign<'_>]) -> Vec<String> {
         .iter()
         .map(|r| serde_json::json!({"token": r.token, "url": r.url, "params": r.params}))
         .collect();
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(serde_json::Value::from(input).to_string().as_bytes())
-        .expect("the signer reads its input");
-    let output = child.wait_with_output().expect("the signer finishes");
-    assert!(
-        output.status.success(),
-        "the signer failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("the signer prints a JSON list")
+    serde_json::from_value(support::run_python(script, &input.into()))
+        .expect("the signer prints a JSON list")
 }

@@ -1,13 +1,12 @@
 //! Shared set-up: secrets, keys, messages, an adapter, and the independent Python verifier.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use herald_provider::{Channel, Message, ProviderKey};
+use herald_provider_testkit::support::run_python;
 use herald_webhook::fake::{self, FakeConfig, FakeHandle, Received};
 use herald_webhook::{WebhookAdapter, WebhookRoute};
 use secrecy::SecretString;
@@ -123,24 +122,5 @@ pub fn python_verify_raw(
         "signature": signature,
         "body_b64": STANDARD.encode(body),
     });
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("the verifier reads its input");
-    let output = child.wait_with_output().expect("the verifier finishes");
-    assert!(
-        output.status.success(),
-        "the verifier failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("the verifier prints a JSON list")
+    serde_json::from_value(run_python(script, &input)).expect("the verifier prints a JSON list")
 }
