@@ -19,6 +19,7 @@
 //! | outcome query | none: notifications are viewed by OneSignal's own id, not by our key (its docs name no look-up by key); a replay inside the window is the reconciliation | <https://documentation.onesignal.com/reference/push-notification> |
 //! | payload limit | none stated: OneSignal gives display guidance (title ~50, content ~150 characters), not a byte limit | <https://documentation.onesignal.com/docs/mobile-push-notifications-guide> |
 //! | rate limit | create message: 150 requests/s/app (free), 6 000 (paid); 429 with `Retry-After` in seconds | <https://documentation.onesignal.com/reference/rate-limits> |
+//! | delivery callbacks | none read: OneSignal signs none of its reports. Its web push webhooks (display, click, dismiss) are set up in the web SDK and sent from the subscriber's browser; its Event Streams post a body and headers the account writes itself, authenticated only by a static header it chooses, so a reader would first have to prescribe both | <https://documentation.onesignal.com/docs/webhooks>, <https://documentation.onesignal.com/docs/event-streams> |
 //!
 //! # Classification
 //! Sources: the 200 description of create message in OneSignal's API description (the
