@@ -26,7 +26,7 @@ pub use routes::{Route, Routes, build_routes, check_route};
 
 use crate::config::DispatchConfig;
 use crate::domain::{
-    AttemptResult, Decision, Next, Notification, Sibling, Suppression, SuppressionReason,
+    Decision, Next, Notification, SettledBy, Sibling, State, Suppression, SuppressionReason,
     suppression_recipient,
 };
 use crate::store::{
@@ -256,19 +256,6 @@ struct Worker {
     routes: Arc<Routes>,
     settings: Settings,
     wake: Arc<Notify>,
-}
-
-/// Whether a recorded decision leaves an ambiguous attempt on the claim's route unsettled.
-fn leaves_ambiguity(claim: &Claim, decision: &Decision) -> bool {
-    let own = decision.attempt.as_ref();
-    decision.settle.is_none()
-        && (own.is_some_and(|a| a.result == AttemptResult::Ambiguous)
-            || claim.attempts.iter().any(|a| {
-                a.result == AttemptResult::Ambiguous
-                    && a.settled_by.is_none()
-                    && a.route == claim.notification.route
-                    && own.is_none_or(|o| o.n != a.n)
-            }))
 }
 
 /// What a route's adapter is handed for a notification.
@@ -502,10 +489,24 @@ impl Worker {
                         let route = &claim.notification.route;
                         crate::telemetry::settled(route, settlement.by, settlement.accepted);
                     }
-                    self.observe(claim, &decision, &n);
-                    if leaves_ambiguity(claim, &decision) {
-                        self.settle_by_reports(claim).await;
+                    // A vendor's report, taken while the attempt was in flight, proved what
+                    // this step could not: the record finished it delivered.
+                    if n.state == State::Delivered
+                        && !matches!(
+                            decision.next,
+                            Next::Finish {
+                                state: State::Delivered,
+                                ..
+                            }
+                        )
+                    {
+                        crate::telemetry::settled(
+                            &claim.notification.route,
+                            SettledBy::Callback,
+                            true,
+                        );
                     }
+                    self.observe(claim, &decision, &n);
                     return;
                 }
                 // A sibling's settlement took the vendor message first: keep what this step
@@ -532,28 +533,6 @@ impl Worker {
                     return;
                 }
             }
-        }
-    }
-
-    /// A vendor's report may have come while the attempt was in flight, before there was an
-    /// ambiguity to settle: settle by it now that there is. (A report that comes later settles
-    /// as it is taken.) If this fails, the item waits in review with the report in its
-    /// receipts, and the vendor's next report settles it.
-    async fn settle_by_reports(&self, claim: &Claim) {
-        let route = &claim.notification.route;
-        let window = self
-            .routes
-            .get(route)
-            .and_then(|r| r.capabilities().idempotency_window);
-        let now = OffsetDateTime::now_utc();
-        match self
-            .store
-            .settle_by_reports(claim.notification.id, route, window, now)
-            .await
-        {
-            Ok(true) => tracing::info!("a vendor report settled the ambiguity"),
-            Ok(false) => {}
-            Err(err) => tracing::warn!(%err, "cannot settle by the vendor's reports"),
         }
     }
 

@@ -484,17 +484,6 @@ pub trait Store: Send + Sync + 'static {
     /// `NotFound` (and nothing stored) if an event names no message sent on the route.
     async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken>;
 
-    /// Settles notification `id`'s ambiguous attempts on `route` by the vendor reports stored
-    /// for it, as taking a report does: for a worker that recorded an ambiguity after the
-    /// report had come. Whether anything was settled.
-    async fn settle_by_reports(
-        &self,
-        id: NotificationId,
-        route: &str,
-        idempotency_window: Option<Duration>,
-        now: OffsetDateTime,
-    ) -> StoreResult<bool>;
-
     /// Whether the tenant's `recipient` (as [`crate::domain::suppression_recipient`] writes it)
     /// is suppressed on `channel`.
     async fn suppressed(

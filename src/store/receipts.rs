@@ -11,12 +11,13 @@ use uuid::Uuid;
 
 use super::sql::{Arg, ClaimedRow, Conn, Dialect, SqlStore, args, corrupt};
 use super::{
-    CallbacksTaken, EventType, LiftSuppression, NewCallbacks, NewSuppression, OutboxEvent,
+    CallbacksTaken, Claim, EventType, LiftSuppression, NewCallbacks, NewSuppression, OutboxEvent,
     StoreError, StoreResult, SuppressionFilter, Timestamp,
 };
 use crate::domain::{
-    Attempt, Channel, Notification, NotificationId, Receipt, ReceiptStatus, SettledBy, Suppression,
-    SuppressionReason, nothing_left_unsettled, settled_by_callback, suppression_recipient,
+    Attempt, AttemptResult, Channel, Decision, Notification, NotificationId, Receipt,
+    ReceiptStatus, SettledBy, Suppression, SuppressionReason, nothing_left_unsettled,
+    settled_by_callback, suppression_recipient,
 };
 use herald_provider::callback::{CallbackEvent, CallbackRef};
 
@@ -106,20 +107,6 @@ impl<D: Dialect> SqlStore<D> {
         }
         tx.commit().await?;
         Ok(taken)
-    }
-
-    pub(super) async fn settle_reported(
-        &self,
-        id: NotificationId,
-        route: &str,
-        idempotency_window: Option<Duration>,
-        now: OffsetDateTime,
-    ) -> StoreResult<bool> {
-        let mut tx = self.0.begin().await?;
-        tx.execute(LOCK, args![id]).await?;
-        let settled = settle::<D>(&mut tx, id, route, idempotency_window, now).await?;
-        tx.commit().await?;
-        Ok(settled)
     }
 
     pub(super) async fn is_suppressed(
@@ -304,8 +291,10 @@ async fn take_one<D: Dialect>(
         suppress(&mut **tx, &new).await?;
     }
 
-    let settled = settle::<D>(tx, id, route, callbacks.idempotency_window, now).await?;
-    Ok(Taken::New { settled })
+    let (settled, finished) = settle::<D>(tx, id, route, callbacks.idempotency_window, now).await?;
+    Ok(Taken::New {
+        settled: settled || finished.is_some(),
+    })
 }
 
 /// Settles the ambiguous attempts on `route` that the vendor's stored reports prove (any
@@ -320,10 +309,10 @@ async fn settle<D: Dialect>(
     route: &str,
     idempotency_window: Option<Duration>,
     now: OffsetDateTime,
-) -> StoreResult<bool> {
+) -> StoreResult<(bool, Option<Notification>)> {
     let keys: Vec<(String,)> = tx.fetch_all(REPORTED_KEYS, args![id, route]).await?;
     if keys.is_empty() {
-        return Ok(false);
+        return Ok((false, None));
     }
     let rows: Vec<super::sql::AttemptWithOwner> = tx
         .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(vec![id.as_uuid()])])
@@ -336,8 +325,10 @@ async fn settle<D: Dialect>(
         .iter()
         .flat_map(|(key,)| settled_by_callback(&attempts, route, key, idempotency_window))
         .collect();
-    let settlement = json!({"settlement": {"outcome": "accepted", "by": "callback",
-        "detail": format!("route `{route}`'s vendor reported the message sent under this key")}});
+    let settlement = json!({"settlement": {"outcome": "accepted", "evidence": {
+        "stage": "callback",
+        "detail": format!("route `{route}`'s vendor reported the message sent under this key"),
+    }}});
     for n in &settled {
         tx.execute(SETTLE_ATTEMPT, args![id, *n, Arg::json(&settlement)])
             .await?;
@@ -347,7 +338,7 @@ async fn settle<D: Dialect>(
         || attempts
             .iter()
             .any(|a| a.settled_by == Some(SettledBy::Callback));
-    let mut finished = false;
+    let mut finished = None;
     if proven && nothing_left_unsettled(&attempts, &settled) {
         let row: Option<super::sql::NotificationRow> =
             tx.fetch_optional(FINISH_DELIVERED, args![id, now]).await?;
@@ -355,10 +346,35 @@ async fn settle<D: Dialect>(
             let n: Notification = row.try_into()?;
             let event = OutboxEvent::for_notification(&n, EventType::Delivered, now);
             super::sql::insert_event(&mut **tx, &event).await?;
-            finished = true;
+            finished = Some(n);
         }
     }
-    Ok(!settled.is_empty() || finished)
+    Ok((!settled.is_empty(), finished))
+}
+
+/// After a worker's record, in its transaction: a vendor report may have come while the
+/// attempt was in flight, before there was an ambiguity to settle; settle by it now that there
+/// is, so that no crash between the two can leave a proven send in review. Conservative about
+/// keys (no idempotency window: only a lone send under the key is proven). The notification
+/// as it ends, if the report finished it.
+pub(super) async fn settle_recorded<D: Dialect>(
+    tx: &mut sqlx::Transaction<'static, D::Db>,
+    claim: &Claim,
+    decision: &Decision,
+    now: OffsetDateTime,
+) -> StoreResult<Option<Notification>> {
+    let own = decision.attempt.as_ref();
+    let route = &claim.notification.route;
+    let ambiguous = decision.settle.is_none()
+        && (own.is_some_and(|a| a.result == AttemptResult::Ambiguous)
+            || claim.attempts.iter().any(|a| {
+                a.result == AttemptResult::Ambiguous && a.settled_by.is_none() && &a.route == route
+            }));
+    if !ambiguous {
+        return Ok(None);
+    }
+    let (_, finished) = settle::<D>(tx, claim.notification.id, route, None, now).await?;
+    Ok(finished)
 }
 
 /// Adds a suppression and its audit record; `false` if the recipient was suppressed already.

@@ -1363,7 +1363,14 @@ impl<D: Dialect> Store for SqlStore<D> {
         let mut tx = self.0.begin().await?;
         let mut recorded = Vec::with_capacity(items.len());
         for (claim, decision) in items {
-            recorded.push(Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?);
+            let mut outcome = Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?;
+            if let Recorded::Applied(_) = outcome
+                && let Some(finished) =
+                    super::receipts::settle_recorded::<D>(&mut tx, claim, decision, now).await?
+            {
+                outcome = Recorded::Applied(Box::new(finished));
+            }
+            recorded.push(outcome);
         }
         tx.commit().await?;
         Ok(recorded)
@@ -1765,17 +1772,6 @@ impl<D: Dialect> Store for SqlStore<D> {
 
     async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {
         self.take_callbacks(callbacks).await
-    }
-
-    async fn settle_by_reports(
-        &self,
-        id: NotificationId,
-        route: &str,
-        idempotency_window: Option<Duration>,
-        now: OffsetDateTime,
-    ) -> StoreResult<bool> {
-        self.settle_reported(id, route, idempotency_window, now)
-            .await
     }
 
     async fn suppressed(
