@@ -386,6 +386,14 @@ fn timeline(n: &Value, why: Option<&str>) -> String {
     if let Some(next) = n["next_attempt_at"].as_str() {
         let _ = writeln!(out, "next try   {next}");
     }
+    if let Some(reason) = n["failure_reason"].as_str() {
+        let _ = writeln!(out, "failed     {reason}");
+    }
+    let _ = writeln!(
+        out,
+        "receipt    {}",
+        n["receipt"]["status"].as_str().unwrap_or("none")
+    );
     if let Some(why) = why {
         let _ = writeln!(out, "in review  {why}");
     }
@@ -440,6 +448,20 @@ fn timeline(n: &Value, why: Option<&str>) -> String {
         if let Some(to) = evidence["failover"]["to"].as_str() {
             let because = text(&evidence["failover"]["because"]);
             let _ = writeln!(out, "      then failed over to `{to}`: {because}");
+        }
+    }
+    let receipts = n["receipts"].as_array().cloned().unwrap_or_default();
+    if !receipts.is_empty() {
+        let _ = writeln!(out, "\nreceipts");
+        for r in &receipts {
+            let _ = writeln!(
+                out,
+                "  {} {}  ({}: {})",
+                text(&r["at"]),
+                text(&r["status"]),
+                text(&r["source"]),
+                text(&r["vendor_status"])
+            );
         }
     }
     let resolutions = n["review"]["resolutions"]
@@ -518,7 +540,41 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("settled by review: accepted"), "{text}");
+        assert!(text.contains("receipt    none"), "{text}");
         assert!(text.contains("oncall: delivered"), "{text}");
+    }
+
+    #[test]
+    fn a_timeline_shows_the_receipt_history_and_why_a_send_failed() {
+        let n = json!({
+            "id": "n-2", "channel": "email", "to": "ada@example.com", "route": "mail",
+            "state": "delivered", "certainty": "known", "delivery": "at_most_once",
+            "created_at": "2026-11-30T12:00:00Z", "updated_at": "2026-11-30T12:05:00Z",
+            "attempts": [{"n": 1, "started_at": "2026-11-30T12:00:01Z", "finished_at": null,
+                          "route": "mail", "result": "ambiguous", "provider_idempotency_key": "k",
+                          "settled_by": "callback",
+                          "evidence": {"stage": "awaiting_response", "detail": "timed out",
+                                       "settlement": {"outcome": "accepted"}}}],
+            "receipt": {"status": "bounced", "at": "2026-11-30T12:02:00Z",
+                        "source": "callback:mail", "vendor_status": "email.bounced"},
+            "receipts": [{"status": "sent", "at": "2026-11-30T12:01:00Z",
+                          "source": "callback:mail", "vendor_status": "email.sent"},
+                         {"status": "bounced", "at": "2026-11-30T12:02:00Z",
+                          "source": "callback:mail", "vendor_status": "email.bounced"}]
+        });
+        let text = timeline(&n, None);
+        assert!(text.contains("receipt    bounced"), "{text}");
+        assert!(text.contains("settled by callback: accepted"), "{text}");
+        assert!(
+            text.contains("2026-11-30T12:01:00Z sent  (callback:mail: email.sent)"),
+            "{text}"
+        );
+        assert!(!text.contains("failed  "), "{text}");
+        let failed = json!({"state": "failed", "certainty": "known", "failure_reason": "suppressed",
+                            "attempts": [], "receipt": {"status": "none"}, "receipts": []});
+        let text = timeline(&failed, None);
+        assert!(text.contains("failed     suppressed"), "{text}");
+        assert!(!text.contains("\nreceipts"), "{text}");
     }
 
     #[test]

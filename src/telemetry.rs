@@ -53,7 +53,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 20] = [
+pub const FAMILIES: [(&str, Kind, &str); 21] = [
     (
         "herald_notifications_accepted_total",
         Kind::Counter,
@@ -87,7 +87,12 @@ pub const FAMILIES: [(&str, Kind, &str); 20] = [
     (
         "herald_settlements_total",
         Kind::Counter,
-        "Ambiguous attempts settled, once per notification and settlement, by route, what settled them (settled_by: outcome_query, idempotent_replay, review) and whether the vendor had the message (accepted: true, false).",
+        "Ambiguous attempts settled, once per notification and settlement, by route, what settled them (settled_by: outcome_query, idempotent_replay, review, callback) and whether the vendor had the message (accepted: true, false).",
+    ),
+    (
+        "herald_callbacks_total",
+        Kind::Counter,
+        "Vendor callback requests, by route and outcome (taken, repeat, unauthenticated, malformed, unknown_message).",
     ),
     (
         "herald_queue_depth",
@@ -201,6 +206,7 @@ pub fn preregister(config: &Config) {
             SettledBy::OutcomeQuery,
             SettledBy::IdempotentReplay,
             SettledBy::Review,
+            SettledBy::Callback,
         ] {
             for accepted in ["true", "false"] {
                 metrics::counter!("herald_settlements_total", "route" => route.clone(), "settled_by" => by.as_str(), "accepted" => accepted).increment(0);

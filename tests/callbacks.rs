@@ -326,7 +326,7 @@ async fn a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it(backend:
     let second = app.enqueue_id("k-2", &email("Bounce@Example.com")).await;
     let n = settled(&app, &second, "the refusal", |n| n["state"] == "failed").await;
     assert_eq!(n["certainty"], "known");
-    assert_eq!(n["reason"], "suppressed", "{n:#}");
+    assert_eq!(n["failure_reason"], "suppressed", "{n:#}");
     assert_eq!(n["attempts"][0]["evidence"]["stage"], "suppressed");
     assert_eq!(
         ledger.ledger().await.unwrap().requests,

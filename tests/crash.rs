@@ -10,7 +10,8 @@
 //! - `at_most_once` ⇒ delivered at most once, and never `duplicate_possible`;
 //! - `unknown` ⇒ an ambiguous attempt is still unsettled; `duplicate_possible` ⇒ at least two
 //!   sends may have been taken;
-//! - its outbox holds exactly one `accepted` event and one event for its final state, nothing else.
+//! - its outbox holds exactly one `accepted` event and one event for its final state, besides
+//!   one event per move of its receipt (and an `unknown` before a vendor report's settlement).
 //!
 //! The run as a whole: the vendor delivered nothing outside the test's notifications, and the
 //! database holds exactly the notifications enqueued. A run also proves its *premises*, or it
@@ -26,7 +27,10 @@
 //! (settled by replaying the idempotency key), the Twilio fake (settled by its outcome query,
 //! with look-up faults), and the Twilio fake with notifications in same-text groups to one
 //! number, whose look-ups find each other's messages (look-alikes): the ledger cannot say which
-//! member holds which message, so it is checked per group. `HERALD_CRASH_SCALE=10` soaks ten
+//! member holds which message, so it is checked per group. A plain sandbox that reports every
+//! delivery in signed callbacks (late, twice, last first, into processes being killed) runs on
+//! both databases: its reports are its only means of settling, and a notification still
+//! `unknown` is allowed only where no report came. `HERALD_CRASH_SCALE=10` soaks ten
 //! times longer, `HERALD_CRASH_SCALE=0.2` is a short run for iterating (the default, 1, is 3,000
 //! notifications and 40 kills per run).
 
@@ -37,7 +41,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use herald_sandbox::{Profile, SandboxConfig, SandboxHandle};
+use herald_provider::signature::SigningSecret;
+use herald_sandbox::{CallbackTarget, Profile, SandboxConfig, SandboxHandle};
 use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -72,6 +77,8 @@ crash_tests! {
     sqlite_plain_vendor: Sqlite, Vendor::Sandbox(Profile::Plain);
     postgres_failover_chain: Postgres, Vendor::Chain;
     sqlite_failover_chain: Sqlite, Vendor::Chain;
+    postgres_reporting_vendor: Postgres, Vendor::Reporting;
+    sqlite_reporting_vendor: Sqlite, Vendor::Reporting;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,12 +90,16 @@ enum Vendor {
     TwilioLookAlikes,
     /// An idempotent sandbox whose route falls back to a plain one.
     Chain,
+    /// A plain sandbox (neither key nor look-up) that reports every delivery to herald in
+    /// signed callbacks, each twice and last first: its reports are all that settles.
+    Reporting,
 }
 
 /// A running vendor, with the fault injectors of the fakes (whose faults are set one request
 /// at a time).
 enum Running {
     Sandbox(SandboxHandle, Profile),
+    Reporting(SandboxHandle),
     Chain {
         primary: SandboxHandle,
         backup: SandboxHandle,
@@ -163,6 +174,9 @@ fn inject_lookup_faults(
 /// How the vendor settles an ambiguous attempt, as `settled_by` records it.
 const BY_QUERY: &str = "outcome_query";
 const BY_REPLAY: &str = "idempotent_replay";
+const BY_CALLBACK: &str = "callback";
+/// The secret the reporting sandbox signs with, and its route checks.
+const REPORT_SECRET: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 impl Vendor {
     fn name(self) -> &'static str {
@@ -172,6 +186,7 @@ impl Vendor {
             Vendor::Twilio => "twilio",
             Vendor::TwilioLookAlikes => "twilio-look-alikes",
             Vendor::Chain => "failover-chain",
+            Vendor::Reporting => "reporting-plain",
         }
     }
 
@@ -185,6 +200,7 @@ impl Vendor {
             Vendor::Sandbox(Profile::Idempotent) | Vendor::Resend | Vendor::Chain => {
                 Some(BY_REPLAY)
             }
+            Vendor::Reporting => Some(BY_CALLBACK),
         }
     }
 
@@ -201,13 +217,18 @@ impl Vendor {
     }
 
     /// Where an ambiguity may stay unsettled (I4): with neither an outcome query nor an
-    /// idempotency key (the plain sandbox, and the chain's plain fallback); and where the
-    /// look-up finds look-alikes whose counts cannot say whose they are (`unknown` under
-    /// `at_most_once`, a resend and `duplicate_possible` under `at_least_once`).
+    /// idempotency key (the plain sandbox, and the chain's plain fallback); where the look-up
+    /// finds look-alikes whose counts cannot say whose they are (`unknown` under
+    /// `at_most_once`, a resend and `duplicate_possible` under `at_least_once`); and where only
+    /// reports settle, for a send the vendor never made (nothing to report) and under
+    /// `at_least_once` for a resend that went out before the report came.
     fn may_leave_unsettled(self) -> bool {
         matches!(
             self,
-            Vendor::Sandbox(Profile::Plain) | Vendor::TwilioLookAlikes | Vendor::Chain
+            Vendor::Sandbox(Profile::Plain)
+                | Vendor::TwilioLookAlikes
+                | Vendor::Chain
+                | Vendor::Reporting
         )
     }
 
@@ -216,8 +237,10 @@ impl Vendor {
         match self {
             Vendor::Resend => "email",
             Vendor::Twilio | Vendor::TwilioLookAlikes => "sms",
-            Vendor::Sandbox(_) | Vendor::Chain if i.is_multiple_of(2) => "email",
-            Vendor::Sandbox(_) | Vendor::Chain => "sms",
+            Vendor::Sandbox(_) | Vendor::Chain | Vendor::Reporting if i.is_multiple_of(2) => {
+                "email"
+            }
+            Vendor::Sandbox(_) | Vendor::Chain | Vendor::Reporting => "sms",
         }
     }
 
@@ -273,6 +296,21 @@ impl Vendor {
                 primary: sandbox(Profile::Idempotent, FAULTS).await,
                 backup: sandbox(Profile::Plain, FAULTS).await,
             },
+            Vendor::Reporting => Running::Reporting(
+                herald_sandbox::spawn(SandboxConfig {
+                    profile: Profile::Plain,
+                    visibility_lag: Duration::from_millis(300),
+                    faults: herald_sandbox::parse_faults(FAULTS).expect("fault syntax"),
+                    delay: Duration::from_millis(1500),
+                    callback_secret: Some(
+                        SigningSecret::parse(&REPORT_SECRET.to_owned().into())
+                            .expect("a whsec_ secret"),
+                    ),
+                    ..SandboxConfig::default()
+                })
+                .await
+                .expect("sandbox starts"),
+            ),
             Vendor::Resend => {
                 use herald_resend::fake::{self, Fault, Faults};
                 let config = fake::FakeConfig {
@@ -394,6 +432,10 @@ impl Running {
     fn route(&self) -> String {
         match self {
             Running::Sandbox(vendor, profile) => sandbox_route(vendor, *profile),
+            Running::Reporting(vendor) => format!(
+                "{}callback_secret = \"{REPORT_SECRET}\"\n",
+                sandbox_route(vendor, Profile::Plain)
+            ),
             Running::Chain { primary, .. } => format!(
                 "{}fallback = \"backup\"\ncircuit_failures = 3\ncircuit_open_seconds = 1\n",
                 sandbox_route(primary, Profile::Idempotent)
@@ -407,6 +449,24 @@ impl Running {
                 "provider = \"twilio\"\nbase_url = \"{}\"\naccount_sid = \"{TWILIO_SID}\"\nauth_token = \"{TWILIO_TOKEN}\"\nfrom = \"+15005550006\"\nvisibility_lag_ms = 500\n",
                 vendor.base_url()
             ),
+        }
+    }
+
+    /// Points the reporting sandbox at herald `base`'s callback URL: reports then come late
+    /// (up to the herald kills), twice, and last first. The other vendors report nothing.
+    async fn report_to(&self, base: &str) {
+        if let Running::Reporting(vendor) = self {
+            let target = CallbackTarget {
+                url: format!("{base}/v1/callbacks/vendor"),
+                delay_ms: 200,
+                duplicates: 1,
+                reorder: true,
+            };
+            let client = vendor.client().unwrap();
+            client
+                .set_callbacks(Some(&target))
+                .await
+                .expect("the sandbox takes a target");
         }
     }
 
@@ -440,7 +500,7 @@ impl Running {
                     messages: HashMap::new(),
                 }
             }
-            Running::Sandbox(vendor, _) => {
+            Running::Sandbox(vendor, _) | Running::Reporting(vendor) => {
                 let ledger = vendor.client().unwrap().ledger().await.expect("ledger");
                 Ledger {
                     total: ledger.total_deliveries(),
@@ -542,6 +602,7 @@ max_attempts = {MAX_ATTEMPTS}
         fleet.push(HeraldProcess::start(&config, dir.path(), &format!("herald-{i}")).await);
     }
     let bases: Arc<Vec<String>> = Arc::new(fleet.iter().map(|p| p.base.clone()).collect());
+    running.report_to(&bases[0]).await;
     let fleet = Arc::new(Mutex::new(fleet));
 
     // Enqueue at a pace that spreads the notifications over the kills.
@@ -697,7 +758,7 @@ max_attempts = {MAX_ATTEMPTS}
 
     let tally = Tally::of(&seen);
     println!(
-        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {processes} processes | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted){} | failed look-ups {failed_lookups} | vendor deliveries {}",
+        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {processes} processes | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {}",
         vendor.name(),
         tally.state("delivered", "known"),
         tally.state("delivered", "duplicate_possible"),
@@ -711,6 +772,7 @@ max_attempts = {MAX_ATTEMPTS}
         tally.settled(BY_QUERY, "not_accepted"),
         tally.settled(BY_REPLAY, "accepted") + tally.settled(BY_REPLAY, "not_accepted"),
         tally.settled(BY_REPLAY, "not_accepted"),
+        tally.settled(BY_CALLBACK, "accepted"),
         if grouped {
             format!(
                 " | look-alike settlements {}, inconclusive look-ups {}",
@@ -849,6 +911,10 @@ fn primary_ran_out(attempts: &[Value]) -> bool {
     on_primary().count() >= MAX_ATTEMPTS && on_primary().any(unsettled_ambiguous)
 }
 
+fn settled_by_callback(attempts: &[Value]) -> bool {
+    attempts.iter().any(|a| a["settled_by"] == BY_CALLBACK)
+}
+
 fn unsettled_ambiguous(a: &Value) -> bool {
     a["result"] == "ambiguous" && a["settled_by"].is_null()
 }
@@ -929,6 +995,9 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
             }
             let unavoidable = match vendor {
                 Vendor::Sandbox(Profile::Plain) => true,
+                // A report settles the lone send it proves: still unknown is right only where
+                // none came (the vendor never made the send, or gave up reporting it).
+                Vendor::Reporting => s.n["receipts"].as_array().is_none_or(Vec::is_empty),
                 // Only the plain fallback leaves an ambiguity unsettled, or a primary whose
                 // replays ran out of attempts (see I4 below).
                 Vendor::Chain => {
@@ -983,11 +1052,37 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
         format!("dev.herald.notification.{}", s.state()),
     ];
     let last = if s.certainty() == "-" { 1 } else { 2 };
-    if s.events != expected[..last] {
+    // Each move of the receipt has its own event; and a report that settles a notification in
+    // review finishes it a second time, `unknown` then `delivered`.
+    let receipt_moves = s.n["receipts"].as_array().map_or(0, Vec::len);
+    let mut states: Vec<String> = s
+        .events
+        .iter()
+        .filter(|t| *t != "dev.herald.notification.receipt")
+        .cloned()
+        .collect();
+    let settled_in_review = settled_by_callback(attempts)
+        && states.len() == 3
+        && states[1] == "dev.herald.notification.unknown";
+    if settled_in_review {
+        states.remove(1);
+    }
+    if states != expected[..last]
+        || s.events.len() - states.len() != receipt_moves + usize::from(settled_in_review)
+    {
         wrong.push(format!(
-            "events must be exactly {expected:?}, are {:?}",
+            "events must be exactly {expected:?} (with `unknown` before a callback's settlement, \
+             and one receipt event per receipt step), are {:?}",
             s.events
         ));
+    }
+    if s.state() == "delivered"
+        && s.certainty() == "known"
+        && vendor == Vendor::Reporting
+        && !settled_by_callback(attempts)
+        && attempts.iter().any(|a| a["result"] == "ambiguous")
+    {
+        wrong.push("I3: known after an ambiguity, yet no report settled it".into());
     }
     wrong
 }

@@ -20,7 +20,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Principal, Scope};
 use super::problem::Problem;
 use super::{AppState, body_bytes, json_object, typed};
-use crate::domain::{Channel, FieldError, Suppression, SuppressionReason, suppression_recipient};
+use crate::domain::{
+    Channel, FieldError, SettledBy, Suppression, SuppressionReason, suppression_recipient,
+};
 use crate::review::parse_note;
 use crate::store::{LiftSuppression, NewCallbacks, NewSuppression, StoreError, SuppressionFilter};
 use herald_provider::callback::{CallbackError, CallbackRequest};
@@ -136,8 +138,9 @@ pub async fn receive(
             other => other.into(),
         })?;
     outcome(if taken.new > 0 { "taken" } else { "repeat" });
-    if !taken.settled.is_empty() {
-        tracing::info!(route = %route_name, settled = ?taken.settled, "callbacks settled ambiguous attempts");
+    for id in &taken.settled {
+        tracing::info!(route = %route_name, notification_id = %id, "a vendor report settled an ambiguous send");
+        crate::telemetry::settled(&route_name, SettledBy::Callback, true);
     }
     Ok(Json(CallbackReceipt {
         events: count,

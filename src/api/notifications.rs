@@ -50,8 +50,9 @@ pub struct NotificationBody {
     pub notification: Notification,
     /// Why it failed, for a `failed` notification: `suppressed` (the recipient is on the
     /// suppression list; nothing was sent), `rejected` (refused for good) or `exhausted`
-    /// (retries spent on causes that may pass).
-    pub reason: Option<String>,
+    /// (retries spent on causes that may pass). (A review item's own `reason` says why it is
+    /// in review.)
+    pub failure_reason: Option<String>,
     pub attempts: Vec<Attempt>,
     pub review: Option<ReviewBody>,
     /// Where the message stands by the vendor's callbacks; `none` until one arrives.
@@ -106,7 +107,7 @@ impl From<NotificationDetail> for NotificationBody {
             open,
             resolutions: d.resolutions,
         });
-        let reason = (n.state == NotificationState::Failed).then(|| {
+        let failure_reason = (n.state == NotificationState::Failed).then(|| {
             if crate::review::suppressed(&d.attempts) {
                 "suppressed".to_owned()
             } else {
@@ -124,7 +125,7 @@ impl From<NotificationDetail> for NotificationBody {
             })
             .collect();
         NotificationBody {
-            reason,
+            failure_reason,
             receipt: ReceiptBody::of(&d.receipts),
             receipts: d.receipts,
             notification: d.notification,
@@ -158,7 +159,7 @@ fn prepare(
     }
     let response = serde_json::to_value(NotificationBody {
         notification: notification.clone(),
-        reason: None,
+        failure_reason: None,
         attempts: Vec::new(),
         review: None,
         receipt: ReceiptBody::of(&[]),

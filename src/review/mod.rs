@@ -150,6 +150,10 @@ pub fn why(reason: Reason, attempts: &[Attempt]) -> String {
             "failed after {} attempt(s) for a cause that may pass. Last: {last}",
             attempts.len()
         ),
+        Reason::Rejected if suppressed(attempts) => format!(
+            "not sent: the recipient is on the suppression list; lift the suppression before a \
+             forced resend. Last: {last}"
+        ),
         Reason::Rejected => format!("refused for good by the vendor. Last: {last}"),
     }
 }

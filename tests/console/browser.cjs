@@ -38,6 +38,7 @@ function check(condition, what) {
     check(evidence.includes('<script>alert(\\"xss\\")</script>'), `the evidence shows as text: ${evidence}`);
     check(evidence.includes('<img src=x onerror=alert(2)>'), 'the attribute breaker shows as text');
     check((await page.$$('pre.evidence img, script:not([src])')).length === 0, 'no markup from evidence');
+    check((await page.textContent('#receipts')).includes('No delivery report'), 'no receipt yet, and it says so');
     await page.screenshot({ path: `${SHOTS}/console-notification.png`, fullPage: true });
 
     // The note is required: the browser refuses an empty one before anything is sent.

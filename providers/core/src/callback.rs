@@ -27,8 +27,8 @@ pub struct CallbackRequest<'a> {
 }
 
 /// Where a message stands after the vendor accepted it. Ordered: a receipt only moves to a
-/// status of higher [`rank`](ReceiptStatus::rank), so a `sent` arriving after `delivered`
-/// changes nothing.
+/// status of higher rank (`sent` < `delivered` < `bounced` = `undeliverable` < `complained`),
+/// so a `sent` arriving after `delivered` changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -440,6 +440,7 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
             principal => session.principal.name,
             n => serde_json::to_value(n).unwrap_or_default(),
             attempts => attempts,
+            receipts => serde_json::to_value(&body.receipts).unwrap_or_default(),
             resolutions => body.review.as_ref().map(|r| serde_json::to_value(&r.resolutions).unwrap_or_default()),
             reason => reason.map(|r| r.as_str()),
             why => why,
