@@ -92,7 +92,7 @@ pub const FAMILIES: [(&str, Kind, &str); 21] = [
     (
         "herald_callbacks_total",
         Kind::Counter,
-        "Vendor callback requests, by route and outcome (taken, repeat, unauthenticated, malformed, unknown_message).",
+        "Vendor callback requests, by route and result (taken, repeat, ignored: nothing herald reads, unauthenticated, malformed, unknown_message).",
     ),
     (
         "herald_queue_depth",

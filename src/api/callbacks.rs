@@ -46,6 +46,9 @@ pub struct CallbackReceipt {
     pub new: usize,
     /// Events seen before: nothing changed for them.
     pub repeats: usize,
+    /// Events about messages never sent on this route (the vendor account may send for
+    /// others too): left alone.
+    pub unknown: usize,
 }
 
 /// Take a vendor's delivery callback for a route.
@@ -59,7 +62,7 @@ pub struct CallbackReceipt {
         (status = 200, description = "Taken; repeats of events seen before changed nothing", body = CallbackReceipt),
         (status = 400, description = "Signed, but not a callback this route's adapter can read", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong signature, or a timestamp outside the tolerance; nothing stored", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such route, a route without callbacks, or a message never sent on it; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such route, a route without callbacks, or no event about a message sent on it; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable; nothing was stored", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -92,7 +95,7 @@ pub async fn receive(
         now,
     };
     let outcome = |outcome: &'static str| {
-        metrics::counter!("herald_callbacks_total", "route" => route_name.clone(), "outcome" => outcome)
+        metrics::counter!("herald_callbacks_total", "route" => route_name.clone(), "result" => outcome)
             .increment(1);
     };
     let events = reader.read(&request).map_err(|err| {
@@ -131,13 +134,17 @@ pub async fn receive(
                     "callback-unknown-message",
                     "No such message",
                     format!(
-                        "the callback names a message that was never sent on route `{route_name}`"
+                        "no event of the callback names a message sent on route `{route_name}`"
                     ),
                 )
             }
             other => other.into(),
         })?;
-    outcome(if taken.new > 0 { "taken" } else { "repeat" });
+    outcome(match (taken.new, taken.repeats) {
+        (0, 0) => "ignored",
+        (0, _) => "repeat",
+        _ => "taken",
+    });
     for id in &taken.settled {
         tracing::info!(route = %route_name, notification_id = %id, "a vendor report settled an ambiguous send");
         crate::telemetry::settled(&route_name, SettledBy::Callback, true);
@@ -146,6 +153,7 @@ pub async fn receive(
         events: count,
         new: taken.new,
         repeats: taken.repeats,
+        unknown: taken.unknown,
     }))
 }
 
@@ -200,6 +208,7 @@ pub async fn list(
             &principal.tenant,
             &SuppressionFilter {
                 channel,
+                recipient: None,
                 after,
                 limit,
             },
@@ -274,15 +283,20 @@ pub async fn add(
             &principal.tenant,
             &SuppressionFilter {
                 channel: Some(channel),
+                recipient: Some(recipient),
                 after: None,
-                limit: MAX_PAGE,
+                limit: 1,
             },
         )
         .await?
-        .into_iter()
-        .find(|s| s.recipient == recipient);
-    // Lifted between the two reads: what was asked for is what holds now, as far as we know.
-    Ok((StatusCode::OK, Json(standing.unwrap_or(suppression))))
+        .pop();
+    match standing {
+        Some(standing) => Ok((StatusCode::OK, Json(standing))),
+        // Lifted between the insert that found it and this read: nothing stands to show.
+        None => Err(Problem::conflict(
+            "the suppression was lifted while this request added it; send it again",
+        )),
+    }
 }
 
 /// `DELETE /v1/suppressions/{channel}/{recipient}`.

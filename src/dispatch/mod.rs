@@ -443,7 +443,16 @@ impl Worker {
                     };
                     let n = attempt.n;
                     claim.attempts.push(attempt);
-                    let result = call.send().await;
+                    // A resend is a new message: not to a recipient suppressed meanwhile. (A
+                    // replay asks about the message already sent.)
+                    let suppressed = match replay {
+                        true => None,
+                        false => self.suppression(&claim.notification).await,
+                    };
+                    let result = match suppressed {
+                        Some(refusal) => refusal,
+                        None => call.send().await,
+                    };
                     let s = situation(route, claim, &[]);
                     break policy::decide(&s, Step::Sent { n, replay, result }, rand::random());
                 }

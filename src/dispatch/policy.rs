@@ -32,7 +32,7 @@ use time::OffsetDateTime;
 
 use crate::domain::{
     Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, Next, NotificationId,
-    SettledBy, Settlement, Sibling, State,
+    SettledBy, Settlement, Sibling, State, messages_proven,
 };
 
 /// What the worker knows about one claimed notification.
@@ -214,10 +214,9 @@ pub fn retry_delay(
 /// inconclusive one leaves the decision to the replay or the policy at once.
 pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
     // A vendor's callback settled the ambiguity while the notification waited to be reconciled:
-    // the vendor has the message, and nothing else is in doubt.
-    if s.unsettled(None).is_empty()
-        && !s.unsettled_elsewhere()
-        && s.here().any(|a| a.settled_by == Some(SettledBy::Callback))
+    // the vendor has the message, and no other send may have delivered another.
+    if s.here().any(|a| a.settled_by == Some(SettledBy::Callback))
+        && messages_proven(s.attempts, &[], &[]) == Some(1)
     {
         return Plan::Record(Box::new(only(s.finish(State::Delivered, Certainty::Known))));
     }

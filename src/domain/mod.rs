@@ -19,8 +19,8 @@ pub use notification::{
     channel_component, check_metadata_key, parse_recipient,
 };
 pub use receipt::{
-    Receipt, ReceiptStatus, Suppression, SuppressionReason, nothing_left_unsettled,
-    settled_by_callback, suppression_recipient,
+    Receipt, ReceiptStatus, Suppression, SuppressionReason, messages_proven, settled_by_callback,
+    suppression_recipient,
 };
 pub use routing::{RouteInfo, Routing, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};

@@ -1,6 +1,7 @@
 //! What herald hears after a send: delivery receipts from vendor callbacks, and the recipients
 //! it must not send to again.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -141,10 +142,141 @@ pub fn settled_by_callback(
     }
 }
 
-/// Whether settling `settled` leaves no ambiguity anywhere in the notification's history, so
-/// that the vendor's report proves the outcome.
-pub fn nothing_left_unsettled(attempts: &[Attempt], settled: &[i32]) -> bool {
-    attempts.iter().all(|a| {
-        a.result != AttemptResult::Ambiguous || a.settled_by.is_some() || settled.contains(&a.n)
-    })
+/// How many messages the vendors may hold for a notification once `settled` are settled as
+/// accepted, given the (route, provider key) pairs that vendors' reports named: each pair that a
+/// report names or whose send may have been taken counts once. `None` while an ambiguous
+/// attempt is still unsettled, for then nothing is proven. One means the reports prove exactly
+/// one delivery; more, that the recipient may have several.
+pub fn messages_proven(
+    attempts: &[Attempt],
+    settled: &[i32],
+    reported: &[(String, String)],
+) -> Option<usize> {
+    let mut messages: BTreeSet<(&str, &str)> = reported
+        .iter()
+        .map(|(route, key)| (route.as_str(), key.as_str()))
+        .collect();
+    for a in attempts {
+        let taken = match a.result {
+            AttemptResult::Accepted => true,
+            AttemptResult::Ambiguous if settled.contains(&a.n) => true,
+            // A send still in flight, or an ambiguity unsettled, may add a message.
+            AttemptResult::InFlight => return None,
+            AttemptResult::Ambiguous if a.settled_by.is_none() => return None,
+            AttemptResult::Ambiguous => a.evidence["settlement"]["outcome"] != "not_accepted",
+            AttemptResult::Rejected => false,
+        };
+        if taken {
+            messages.insert((a.route.as_str(), a.provider_idempotency_key.as_str()));
+        }
+    }
+    Some(messages.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::domain::SettledBy;
+
+    fn attempt(n: i32, route: &str, key: &str, result: AttemptResult) -> Attempt {
+        Attempt {
+            n,
+            route: route.into(),
+            provider_idempotency_key: key.into(),
+            started_at: datetime!(2026-12-01 10:00 UTC) + time::Duration::seconds(i64::from(n)),
+            finished_at: None,
+            result,
+            permanent: None,
+            provider_ref: None,
+            settled_by: None,
+            evidence: json!({}),
+        }
+    }
+
+    fn reported(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(r, k)| ((*r).into(), (*k).into()))
+            .collect()
+    }
+
+    #[test]
+    fn a_report_settles_a_lone_send_or_every_send_a_vendor_deduplicated() {
+        use AttemptResult::*;
+        let lone = [
+            attempt(1, "a", "k", Rejected),
+            attempt(2, "a", "k", Ambiguous),
+        ];
+        assert_eq!(settled_by_callback(&lone, "a", "k", None), [2]);
+        assert!(
+            settled_by_callback(&lone, "b", "k", None).is_empty(),
+            "another route's"
+        );
+        assert!(
+            settled_by_callback(&lone, "a", "k2", None).is_empty(),
+            "another key's"
+        );
+        // Two sends under one key to a vendor that keeps no keys: both may have delivered.
+        let twice = [
+            attempt(1, "a", "k", Ambiguous),
+            attempt(2, "a", "k", Ambiguous),
+        ];
+        assert!(settled_by_callback(&twice, "a", "k", None).is_empty());
+        assert_eq!(
+            settled_by_callback(&twice, "a", "k", Some(Duration::from_secs(60))),
+            [1, 2]
+        );
+        assert!(
+            settled_by_callback(&twice, "a", "k", Some(Duration::from_millis(500))).is_empty(),
+            "the second send came after the window"
+        );
+        let beside_an_acceptance = [
+            attempt(1, "a", "k", Ambiguous),
+            attempt(2, "a", "k", Accepted),
+        ];
+        assert!(settled_by_callback(&beside_an_acceptance, "a", "k", None).is_empty());
+    }
+
+    #[test]
+    fn reports_prove_one_message_only_where_nothing_else_may_have_delivered() {
+        use AttemptResult::*;
+        let failover = [
+            attempt(1, "a", "k", Ambiguous),
+            attempt(2, "b", "k-f1", Ambiguous),
+        ];
+        assert_eq!(
+            messages_proven(&failover, &[1], &reported(&[("a", "k")])),
+            None,
+            "b unsettled"
+        );
+        assert_eq!(
+            messages_proven(&failover, &[1, 2], &reported(&[("a", "k"), ("b", "k-f1")])),
+            Some(2),
+            "each vendor delivered one"
+        );
+        // A person said "not delivered"; the vendor's report says otherwise, and counts.
+        let mut overruled = attempt(1, "a", "k", Ambiguous);
+        overruled.settled_by = Some(SettledBy::Review);
+        overruled.evidence = json!({"settlement": {"outcome": "not_accepted"}});
+        let resent = [overruled, attempt(2, "a", "k-1", Ambiguous)];
+        assert_eq!(
+            messages_proven(&resent, &[2], &reported(&[("a", "k"), ("a", "k-1")])),
+            Some(2)
+        );
+        assert_eq!(
+            messages_proven(&resent, &[2], &reported(&[("a", "k-1")])),
+            Some(1)
+        );
+        let in_flight = [
+            attempt(1, "a", "k", Ambiguous),
+            attempt(2, "a", "k", InFlight),
+        ];
+        assert_eq!(
+            messages_proven(&in_flight, &[1], &reported(&[("a", "k")])),
+            None
+        );
+    }
 }

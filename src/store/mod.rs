@@ -481,7 +481,8 @@ pub trait Store: Send + Sync + 'static {
     /// `receipt` event where it moves the receipt forward, a suppression where it suppresses,
     /// and the settlement of the ambiguous attempts it proves (`settled_by = callback`), which
     /// finishes a notification in review or waiting to be sent again as `delivered`/`known`.
-    /// `NotFound` (and nothing stored) if an event names no message sent on the route.
+    /// Events that name no message sent on the route are left alone and counted; `NotFound`
+    /// (and nothing stored) if no event names one.
     async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken>;
 
     /// Whether the tenant's `recipient` (as [`crate::domain::suppression_recipient`] writes it)
@@ -561,6 +562,9 @@ pub struct CallbacksTaken {
     pub new: usize,
     /// Events seen before: nothing changed for them.
     pub repeats: usize,
+    /// Events about messages never sent on the route (a vendor account may also send for
+    /// others): left alone.
+    pub unknown: usize,
     /// Notifications whose ambiguity the callbacks settled, so that they left review or will
     /// not be sent again.
     pub settled: Vec<NotificationId>,
@@ -580,6 +584,8 @@ pub struct NewSuppression {
 #[derive(Debug, Clone, Default)]
 pub struct SuppressionFilter {
     pub channel: Option<Channel>,
+    /// Only this recipient's (as `suppression_recipient` writes it).
+    pub recipient: Option<String>,
     pub after: Option<(Channel, String)>,
     pub limit: u32,
 }

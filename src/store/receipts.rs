@@ -15,8 +15,8 @@ use super::{
     StoreError, StoreResult, SuppressionFilter, Timestamp,
 };
 use crate::domain::{
-    Attempt, AttemptResult, Channel, Decision, Notification, NotificationId, Receipt,
-    ReceiptStatus, SettledBy, Suppression, SuppressionReason, nothing_left_unsettled,
+    Attempt, AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
+    ReceiptStatus, SettledBy, Settlement, Suppression, SuppressionReason, messages_proven,
     settled_by_callback, suppression_recipient,
 };
 use herald_provider::callback::{CallbackEvent, CallbackRef};
@@ -25,10 +25,11 @@ const RECORD_CALLBACK: &str = "INSERT INTO callbacks
          (route, event_id, notification_id, provider_key, status, received_at)
      VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (route, event_id) DO NOTHING";
-/// The provider keys on route `$2` that the vendor reported a message of notification `$1`
-/// under: each report with a receipt says the vendor took the message sent under that key.
-const REPORTED_KEYS: &str = "SELECT DISTINCT provider_key FROM callbacks
-     WHERE notification_id = $1 AND route = $2 AND provider_key IS NOT NULL AND status <> 'none'";
+/// The (route, provider key) pairs under which vendors reported a message of notification
+/// `$1`: each report with a receipt says that route's vendor took the message sent under that
+/// key.
+const REPORTED_KEYS: &str = "SELECT DISTINCT route, provider_key FROM callbacks
+     WHERE notification_id = $1 AND provider_key IS NOT NULL AND status <> 'none'";
 /// The attempt on route `$1` whose key is `$3`, of notification `$2`: a key names its
 /// notification (it starts with the notification's id), and only a message sent on this route
 /// is this route's vendor's to report.
@@ -54,10 +55,11 @@ const SETTLE_ATTEMPT: &str = "UPDATE attempts
      SET settled_by = 'callback', evidence = json_patch(evidence, $3)
      WHERE notification_id = $1 AND n = $2 AND result = 'ambiguous' AND settled_by IS NULL";
 /// A notification in review, or waiting to be sent again after an ambiguity, whose every
-/// ambiguous attempt is now settled by the vendor's report: delivered, known.
+/// ambiguous attempt is now settled by the vendors' reports: delivered, `known` where they
+/// prove one message, `duplicate_possible` where several.
 const FINISH_DELIVERED: &str = concat!(
     "UPDATE notifications
-     SET state = 'delivered', certainty = 'known', acknowledged = false, finished_at = $2,
+     SET state = 'delivered', certainty = $3, acknowledged = false, finished_at = $2,
          updated_at = $2, generation = generation + 1
      WHERE id = $1 AND state IN ('unknown', 'queued')
      RETURNING ",
@@ -74,9 +76,13 @@ const SUPPRESSED: &str =
     "SELECT 1 FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3";
 const SUPPRESSIONS: &str = "SELECT channel, recipient, reason, source, evidence, note, created_at
      FROM suppressions
-     WHERE tenant = $1 AND ($2 IS NULL OR channel = $2)
+     WHERE tenant = $1 AND ($2 IS NULL OR channel = $2) AND ($6 IS NULL OR recipient = $6)
        AND ($3 IS NULL OR channel > $3 OR (channel = $3 AND recipient > $4))
      ORDER BY channel, recipient LIMIT $5";
+/// The `unknown` event a worker's record wrote in this transaction, for a notification that a
+/// stored report then finished in the same transaction: a state nobody could see.
+const UNSEEN_UNKNOWN_EVENT: &str = "DELETE FROM outbox
+     WHERE notification_id = $1 AND type = $2 AND created_at = $3";
 const LIFT: &str = "DELETE FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3
      RETURNING channel, recipient, reason, source, evidence, note, created_at";
 
@@ -91,10 +97,39 @@ impl<D: Dialect> SqlStore<D> {
         &self,
         callbacks: &NewCallbacks,
     ) -> StoreResult<CallbacksTaken> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.try_take_callbacks(callbacks).await {
+                Err(err) if tries < super::sql::ACCEPT_TRIES && D::retryable(&err) => {
+                    tracing::debug!(%err, "taking callbacks collided with another transaction; retrying");
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// One try at [`SqlStore::take_callbacks`]. Every event's notification is found first and
+    /// they are taken in notification order: row locks taken in id order, as the worker's
+    /// group commit takes them, cannot deadlock with it.
+    async fn try_take_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {
         let mut tx = self.0.begin().await?;
         let mut taken = CallbacksTaken::default();
+        let mut known = Vec::with_capacity(callbacks.events.len());
         for event in &callbacks.events {
-            let id = sent_on_route(&mut *tx, &callbacks.route, &event.reference).await?;
+            match sent_on_route(&mut *tx, &callbacks.route, &event.reference).await {
+                Ok(id) => known.push((id, event)),
+                // A vendor account may send for others than herald: such an event is not ours.
+                Err(StoreError::NotFound) => taken.unknown += 1,
+                Err(err) => return Err(err),
+            }
+        }
+        if known.is_empty() && taken.unknown > 0 {
+            return Err(StoreError::NotFound);
+        }
+        // Stable: one notification's events keep the order the vendor sent them in.
+        known.sort_by_key(|(id, _)| id.as_uuid());
+        for (id, event) in known {
             match take_one::<D>(&mut tx, callbacks, event, id).await? {
                 Taken::Repeat => taken.repeats += 1,
                 Taken::New { settled } => {
@@ -145,6 +180,7 @@ impl<D: Dialect> SqlStore<D> {
                     after_channel,
                     after_recipient,
                     i64::from(filter.limit),
+                    filter.recipient.as_deref(),
                 ],
             )
             .await?;
@@ -297,12 +333,14 @@ async fn take_one<D: Dialect>(
     })
 }
 
-/// Settles the ambiguous attempts on `route` that the vendor's stored reports prove (any
-/// receipt means the vendor took the message sent under the key it names), and finishes the
-/// notification as `delivered`/`known` if a report proved an attempt, nothing is left
-/// unsettled, and it was in review or waiting to be sent again. A notification being sent
-/// (`sending`) keeps its state: the worker holding it records its own decision, and settles by
-/// the reports again once it has. Whether anything changed.
+/// Settles the ambiguous attempts that the stored vendor reports prove (any receipt means that
+/// route's vendor took the message sent under the key it names; `idempotency_window` is
+/// `route`'s, and the other routes' reports are read without one), and finishes the
+/// notification if a report proved an attempt, nothing is left unsettled, and it was in review
+/// or waiting to be sent again: `delivered`, `known` where exactly one message is proven,
+/// `duplicate_possible` where more may be. A notification being sent (`sending`) keeps its
+/// state: the worker holding it records its own decision, and settles by the reports in that
+/// record's transaction. Whether anything was settled, and the notification if it finished.
 async fn settle<D: Dialect>(
     tx: &mut sqlx::Transaction<'static, D::Db>,
     id: NotificationId,
@@ -310,8 +348,8 @@ async fn settle<D: Dialect>(
     idempotency_window: Option<Duration>,
     now: OffsetDateTime,
 ) -> StoreResult<(bool, Option<Notification>)> {
-    let keys: Vec<(String,)> = tx.fetch_all(REPORTED_KEYS, args![id, route]).await?;
-    if keys.is_empty() {
+    let reported: Vec<(String, String)> = tx.fetch_all(REPORTED_KEYS, args![id]).await?;
+    if reported.is_empty() {
         return Ok((false, None));
     }
     let rows: Vec<super::sql::AttemptWithOwner> = tx
@@ -321,17 +359,24 @@ async fn settle<D: Dialect>(
         .into_iter()
         .map(|row| row.attempt.try_into())
         .collect::<StoreResult<Vec<Attempt>>>()?;
-    let settled: Vec<i32> = keys
-        .iter()
-        .flat_map(|(key,)| settled_by_callback(&attempts, route, key, idempotency_window))
-        .collect();
-    let settlement = json!({"settlement": {"outcome": "accepted", "evidence": {
-        "stage": "callback",
-        "detail": format!("route `{route}`'s vendor reported the message sent under this key"),
-    }}});
-    for n in &settled {
-        tx.execute(SETTLE_ATTEMPT, args![id, *n, Arg::json(&settlement)])
+    let mut settled = Vec::new();
+    for (on, key) in &reported {
+        let window = idempotency_window.filter(|_| on == route);
+        for n in settled_by_callback(&attempts, on, key, window) {
+            let settlement = Settlement {
+                by: SettledBy::Callback,
+                accepted: true,
+                evidence: json!({"stage": "callback", "route": on,
+                    "detail": format!("route `{on}`'s vendor reported the message sent under key {key}")}),
+                provider_ref: None,
+            };
+            tx.execute(
+                SETTLE_ATTEMPT,
+                args![id, n, Arg::json(&settlement.record(now))],
+            )
             .await?;
+            settled.push(n);
+        }
     }
     // Settled now, or earlier while a worker held it (whose record then left it in review).
     let proven = !settled.is_empty()
@@ -339,9 +384,15 @@ async fn settle<D: Dialect>(
             .iter()
             .any(|a| a.settled_by == Some(SettledBy::Callback));
     let mut finished = None;
-    if proven && nothing_left_unsettled(&attempts, &settled) {
-        let row: Option<super::sql::NotificationRow> =
-            tx.fetch_optional(FINISH_DELIVERED, args![id, now]).await?;
+    if let (true, Some(messages)) = (proven, messages_proven(&attempts, &settled, &reported)) {
+        let certainty = if messages == 1 {
+            Certainty::Known
+        } else {
+            Certainty::DuplicatePossible
+        };
+        let row: Option<super::sql::NotificationRow> = tx
+            .fetch_optional(FINISH_DELIVERED, args![id, now, certainty.as_str()])
+            .await?;
         if let Some(row) = row {
             let n: Notification = row.try_into()?;
             let event = OutboxEvent::for_notification(&n, EventType::Delivered, now);
@@ -356,7 +407,8 @@ async fn settle<D: Dialect>(
 /// attempt was in flight, before there was an ambiguity to settle; settle by it now that there
 /// is, so that no crash between the two can leave a proven send in review. Conservative about
 /// keys (no idempotency window: only a lone send under the key is proven). The notification
-/// as it ends, if the report finished it.
+/// as it ends, if the reports finished it; the `unknown` event the record wrote for it then
+/// goes, for nobody could see that state.
 pub(super) async fn settle_recorded<D: Dialect>(
     tx: &mut sqlx::Transaction<'static, D::Db>,
     claim: &Claim,
@@ -364,16 +416,24 @@ pub(super) async fn settle_recorded<D: Dialect>(
     now: OffsetDateTime,
 ) -> StoreResult<Option<Notification>> {
     let own = decision.attempt.as_ref();
-    let route = &claim.notification.route;
     let ambiguous = decision.settle.is_none()
         && (own.is_some_and(|a| a.result == AttemptResult::Ambiguous)
-            || claim.attempts.iter().any(|a| {
-                a.result == AttemptResult::Ambiguous && a.settled_by.is_none() && &a.route == route
-            }));
+            || claim
+                .attempts
+                .iter()
+                .any(|a| a.result == AttemptResult::Ambiguous && a.settled_by.is_none()));
     if !ambiguous {
         return Ok(None);
     }
-    let (_, finished) = settle::<D>(tx, claim.notification.id, route, None, now).await?;
+    let id = claim.notification.id;
+    let (_, finished) = settle::<D>(tx, id, &claim.notification.route, None, now).await?;
+    if finished.is_some() {
+        tx.execute(
+            UNSEEN_UNKNOWN_EVENT,
+            args![id, EventType::Unknown.as_str(), now],
+        )
+        .await?;
+    }
     Ok(finished)
 }
 

@@ -306,7 +306,7 @@ pub(super) trait Dialect: Send + Sync + 'static {
 }
 
 /// How often an enqueue that collided with a concurrent one runs again.
-const ACCEPT_TRIES: usize = 3;
+pub(super) const ACCEPT_TRIES: usize = 3;
 
 /// `tenants(tenant)`: each tenant with queued or sending notifications, found by skipping
 /// through `notifications_due_by_tenant` one tenant at a time (the last row is NULL).
