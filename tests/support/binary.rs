@@ -64,7 +64,10 @@ impl HeraldProcess {
         let url = format!("{}/readyz", self.base);
         let log = self.log.clone();
         let child = &mut self.child;
-        eventually("herald to become ready", Duration::from_secs(30), || {
+        // Generous: under a full CI run four crash tests restart processes at once on two cores
+        // (load average near 20), and a start that took over 30 s failed a run whose herald was
+        // only slow. A process that is not ready in 90 s is broken.
+        eventually("herald to become ready", Duration::from_secs(90), || {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!(
                     "herald exited with {status} before it was ready:\n{}",
