@@ -28,9 +28,9 @@
 //! with look-up faults), and the Twilio fake with notifications in same-text groups to one
 //! number, whose look-ups find each other's messages (look-alikes): the ledger cannot say which
 //! member holds which message, so it is checked per group. A plain sandbox that reports every
-//! delivery in signed callbacks (late, twice, last first, into processes being killed) runs on
-//! both databases: its reports are its only means of settling, and a notification still
-//! `unknown` is allowed only where no report came. `HERALD_CRASH_SCALE=10` soaks ten
+//! delivery in signed callbacks (late, twice, last first, into a process being killed) runs on
+//! SQLite: its reports are its only means of settling, and a notification still `unknown` is
+//! allowed only where no report came. `HERALD_CRASH_SCALE=10` soaks ten
 //! times longer, `HERALD_CRASH_SCALE=0.2` is a short run for iterating (the default, 1, is 3,000
 //! notifications and 40 kills per run).
 
@@ -77,7 +77,6 @@ crash_tests! {
     sqlite_plain_vendor: Sqlite, Vendor::Sandbox(Profile::Plain);
     postgres_failover_chain: Postgres, Vendor::Chain;
     sqlite_failover_chain: Sqlite, Vendor::Chain;
-    postgres_reporting_vendor: Postgres, Vendor::Reporting;
     sqlite_reporting_vendor: Sqlite, Vendor::Reporting;
 }
 
