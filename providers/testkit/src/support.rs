@@ -15,6 +15,7 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use herald_provider::callback::{CallbackError, CallbackEvent};
 use herald_provider::{
     Adapter, Channel, EmailOptions, Evidence, Message, ProviderKey, QueryResult, SendResult,
 };
@@ -316,4 +317,21 @@ pub fn run_python(script: &str, input: &serde_json::Value) -> serde_json::Value 
             String::from_utf8_lossy(&output.stdout)
         )
     })
+}
+
+/// The reason a callback reader refused a request as not the vendor's; panics on anything else.
+pub fn unauthenticated(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
+    match result {
+        Err(CallbackError::Unauthenticated(why)) => why,
+        other => panic!("expected a refusal as unauthenticated, got {other:?}"),
+    }
+}
+
+/// The reason a callback reader refused a signed request it cannot read; panics on anything
+/// else.
+pub fn malformed(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
+    match result {
+        Err(CallbackError::Malformed(why)) => why,
+        other => panic!("expected a refusal as malformed, got {other:?}"),
+    }
 }

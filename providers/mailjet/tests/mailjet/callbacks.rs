@@ -12,7 +12,7 @@ use herald_provider::callback::{
 };
 use herald_provider::settings::{RouteContext, RouteSettings};
 use herald_provider::{Adapter, ProviderKey};
-use herald_provider_testkit::support::{json, python_with};
+use herald_provider_testkit::support::{json, malformed, python_with, unauthenticated};
 use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -75,20 +75,6 @@ fn read_with(
 /// `body`, posted with the route's credentials.
 fn read(body: &str) -> Result<Vec<CallbackEvent>, CallbackError> {
     read_with(&adapter(), Some(&basic(USER, PASSWORD)), body)
-}
-
-fn unauthenticated(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
-    match result {
-        Err(CallbackError::Unauthenticated(why)) => why,
-        other => panic!("expected a refusal as unauthenticated, got {other:?}"),
-    }
-}
-
-fn malformed(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
-    match result {
-        Err(CallbackError::Malformed(why)) => why,
-        other => panic!("expected a refusal as malformed, got {other:?}"),
-    }
 }
 
 /// Mailjet's documented sample of `kind` (guides/_event-api.md), with `CustomID` = herald's key.

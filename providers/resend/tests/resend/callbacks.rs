@@ -12,7 +12,7 @@ use herald_provider::callback::{
 use herald_provider::settings::{RouteContext, RouteSettings};
 use herald_provider::signature::SigningSecret;
 use herald_provider::{Adapter, ProviderKey};
-use herald_provider_testkit::support::{json, python_with, unique_key};
+use herald_provider_testkit::support::{json, malformed, python_with, unauthenticated, unique_key};
 use herald_resend::{ResendAdapter, ResendError, ResendRoute, Settings};
 use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::SecretString;
@@ -118,20 +118,6 @@ impl Posted {
 
 fn secret(text: &str) -> SigningSecret {
     SigningSecret::parse(&SecretString::from(text)).expect("a valid secret")
-}
-
-fn unauthenticated(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
-    match result {
-        Err(CallbackError::Unauthenticated(why)) => why,
-        other => panic!("expected a refusal as unauthenticated, got {other:?}"),
-    }
-}
-
-fn malformed(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
-    match result {
-        Err(CallbackError::Malformed(why)) => why,
-        other => panic!("expected a refusal as malformed, got {other:?}"),
-    }
 }
 
 /// The one event a signed `body` reads as.

@@ -11,7 +11,9 @@ use herald_provider::callback::{
 };
 use herald_provider::settings::{RouteContext, RouteSettings};
 use herald_provider::{Adapter, Evidence, ProviderKey};
-use herald_provider_testkit::support::{Form, permanent_rejection, python_with};
+use herald_provider_testkit::support::{
+    Form, malformed, permanent_rejection, python_with, unauthenticated,
+};
 use herald_twilio::{Settings, TwilioAdapter, TwilioError, TwilioRoute};
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -132,20 +134,6 @@ impl Posted {
             assert!(!err.to_string().contains(TOKEN), "the token leaked: {err}");
         }
         result
-    }
-}
-
-fn unauthenticated(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
-    match result {
-        Err(CallbackError::Unauthenticated(why)) => why,
-        other => panic!("expected a refusal as unauthenticated, got {other:?}"),
-    }
-}
-
-fn malformed(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
-    match result {
-        Err(CallbackError::Malformed(why)) => why,
-        other => panic!("expected a refusal as malformed, got {other:?}"),
     }
 }
 
