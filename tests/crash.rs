@@ -447,7 +447,7 @@ impl Running {
             Running::Twilio { vendor, .. } => format!(
                 "provider = \"twilio\"\nbase_url = \"{}\"\naccount_sid = \"{TWILIO_SID}\"\nauth_token = \"{TWILIO_TOKEN}\"\nfrom = \"+15005550006\"\nvisibility_lag_ms = {}\n",
                 vendor.base_url(),
-                HERALD_LAG.as_millis()
+                TWILIO_LAG.as_millis()
             ),
         }
     }
@@ -540,20 +540,22 @@ fn sandbox_route(vendor: &SandboxHandle, profile: Profile) -> String {
         "provider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"{}\"\nvisibility_lag_ms = {}\n",
         vendor.base_url(),
         profile.as_str(),
-        HERALD_LAG.as_millis()
+        VENDOR_LAG.as_millis()
     )
 }
 
-/// How long after processing a send the fakes' message lists show it.
+/// How long after processing a send the fakes' message lists show it. A sandbox route declares
+/// its sandbox's own lag (herald checks it), so a look-up proves absence with the route's timeout
+/// to spare: the sandbox must act on a send within that second.
 const VENDOR_LAG: Duration = Duration::from_millis(300);
 
-/// The visibility lag herald is told. A look-up's "not found" proves "not accepted" only if the
-/// vendor acts on a send within the route's timeout plus this lag. The fakes run in this test
-/// process, on two cores shared with another crash run, their herald processes and the rest of the
-/// suite, where a send can wait seconds before the fake acts on it (a CI run saw one act more than
-/// 2 s after it was sent, and herald resent a message the fake had). The slack is for this
-/// machine, not for any vendor.
-const HERALD_LAG: Duration = Duration::from_millis(2500);
+/// The visibility lag herald is told for Twilio. A look-up's "not found" proves "not accepted"
+/// only if the vendor acts on a send within the route's timeout plus this lag. The fakes run in
+/// this test process, on two cores shared with another crash run, their herald processes and the
+/// rest of the suite, where a send can wait seconds before the fake acts on it: a CI run saw the
+/// Twilio fake act more than 2 s after herald sent, when herald had been told 500 ms, and herald
+/// resent messages the fake had. The slack is for this machine, not for any vendor.
+const TWILIO_LAG: Duration = Duration::from_millis(2500);
 
 /// Attempts each route of a run may make for one notification.
 const MAX_ATTEMPTS: usize = 25;
