@@ -8,9 +8,11 @@
 //! of what a send did ([`Records`]).
 
 use std::cmp::Ordering;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::FutureExt;
 use time::OffsetDateTime;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -23,7 +25,7 @@ const MAX_GROUP: usize = 256;
 /// One kind of write that can share a transaction with others of its kind.
 #[async_trait]
 pub trait Batch: Send + Sync + 'static {
-    type Item: Send + 'static;
+    type Item: Send + Sync + 'static;
     type Outcome: Send + 'static;
 
     /// The order of a group's items in its transaction: two groups on PostgreSQL that touch the
@@ -129,7 +131,7 @@ async fn commit_groups<B: Batch>(
         }
         group.sort_by(|(a, _), (b, _)| B::order(a, b));
         let (items, answers): (Vec<B::Item>, Vec<_>) = group.into_iter().unzip();
-        match B::commit(&*store, &items).await {
+        match commit::<B>(&*store, &items).await {
             Ok(outcomes) => {
                 for (answer, outcome) in answers.into_iter().zip(outcomes) {
                     let _ = answer.send(Ok(outcome));
@@ -150,7 +152,7 @@ async fn commit_groups<B: Batch>(
             }
             Err(_) => {
                 for (item, answer) in items.into_iter().zip(answers) {
-                    let outcome = B::commit(&*store, std::slice::from_ref(&item)).await;
+                    let outcome = commit::<B>(&*store, std::slice::from_ref(&item)).await;
                     let _ = answer.send(outcome.and_then(|mut o| {
                         o.pop().ok_or_else(|| {
                             StoreError::Internal(anyhow::anyhow!("a commit answered nothing"))
@@ -160,6 +162,25 @@ async fn commit_groups<B: Batch>(
             }
         }
     }
+}
+
+/// [`Batch::commit`], with a panic turned into an error: the committer must outlive it, or every
+/// later write of its kind would hear only that the committer has stopped. The transaction the
+/// panic left is dropped, and so rolled back.
+async fn commit<B: Batch>(store: &dyn Store, items: &[B::Item]) -> StoreResult<Vec<B::Outcome>> {
+    AssertUnwindSafe(B::commit(store, items))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(StoreError::Internal(anyhow::anyhow!(
+                "a commit panicked: {why}"
+            )))
+        })
 }
 
 #[cfg(test)]
@@ -206,6 +227,45 @@ mod tests {
             *GROUPS.lock().unwrap(),
             [vec![-1, 1, 3], vec![-1], vec![1], vec![3]],
             "one ordered group, then each write alone"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Commits anything but zero, at which it panics.
+    struct Panicking;
+
+    #[async_trait]
+    impl Batch for Panicking {
+        type Item = i32;
+        type Outcome = i32;
+
+        fn order(a: &i32, b: &i32) -> Ordering {
+            a.cmp(b)
+        }
+
+        async fn commit(_: &dyn Store, items: &[i32]) -> StoreResult<Vec<i32>> {
+            assert!(!items.contains(&0), "zero");
+            Ok(items.to_vec())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_panicking_write_fails_only_itself_and_the_committer_goes_on() {
+        let dir = std::env::temp_dir().join(format!("herald-group-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("group.db").display());
+        let store = crate::store::connect(&url, 1).await.unwrap();
+        let group = GroupCommit::<Panicking>::start(store);
+        let (zero, five) = tokio::join!(group.submit(0), group.submit(5));
+        match zero {
+            Err(StoreError::Internal(why)) => assert!(why.to_string().contains("panicked: zero")),
+            other => panic!("the panicking write should fail, got {other:?}"),
+        }
+        assert_eq!(five.unwrap(), 5, "its group-mate commits alone");
+        assert_eq!(
+            group.submit(7).await.unwrap(),
+            7,
+            "later writes still commit"
         );
         std::fs::remove_dir_all(dir).unwrap();
     }
