@@ -1160,6 +1160,7 @@ async fn operations_endpoints_answer(backend: Backend) {
         "/v1/notifications",
         "/v1/notifications/{id}",
         "/v1/notifications/batch",
+        "/problems/{slug}",
     ] {
         assert!(spec["paths"].get(path).is_some(), "openapi lists {path}");
     }

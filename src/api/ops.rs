@@ -22,7 +22,13 @@ pub fn routes() -> Router<AppState> {
         .route("/problems/{slug}", get(problem_type))
 }
 
-/// What a problem type means: the page its `type` reference points at.
+/// What a problem type means: the page a problem's `type` reference points at.
+#[utoipa::path(get, path = "/problems/{slug}", tag = "operations",
+    params(("slug" = String, Path, description = "The last part of a problem's `type`, e.g. `invalid-field`")),
+    responses(
+        (status = 200, description = "The problem type's meaning, in prose", body = String, content_type = "text/plain"),
+        (status = 404, description = "No such problem type", body = Problem, content_type = "application/problem+json"),
+    ))]
 async fn problem_type(
     axum::extract::Path(slug): axum::extract::Path<String>,
 ) -> axum::response::Response {
@@ -89,7 +95,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "herald", description = "A notification dispatcher that never claims more than it knows."),
-    paths(healthz, readyz, metrics,
+    paths(healthz, readyz, metrics, problem_type,
           notifications::create, notifications::create_batch, notifications::show,
           notifications::list, notifications::cancel, events::receive,
           review::list, review::resolve_one, review::resolve_many, review::requery,
