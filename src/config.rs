@@ -1269,7 +1269,10 @@ mod tests {
             "{err}"
         );
         assert!(
-            err.contains("routes.box.profile: unknown variant `sometimes`"),
+            err.contains(
+                "routes.box.profile: unknown sandbox profile `sometimes`: expected idempotent, \
+                 queryable or plain"
+            ),
             "{err}"
         );
     }

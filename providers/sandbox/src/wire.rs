@@ -15,7 +15,8 @@ use std::str::FromStr;
 /// Which capability the sandbox offers, so that each of herald's reconciliation paths can be
 /// exercised against a vendor that has exactly that one and nothing else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+// One parser, `FromStr`, for the CLI, the config and the wire: each says the same when it fails.
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum Profile {
     /// `Idempotency-Key` deduplicates within the window; no outcome query.
     Idempotent,
@@ -51,6 +52,14 @@ impl FromStr for Profile {
             .into_iter()
             .find(|profile| profile.as_str() == s)
             .ok_or_else(|| UnknownProfile(s.to_owned()))
+    }
+}
+
+impl TryFrom<String> for Profile {
+    type Error = UnknownProfile;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
     }
 }
 
