@@ -187,6 +187,15 @@ async fn commit<B: Batch>(store: &dyn Store, items: &[B::Item]) -> StoreResult<V
 mod tests {
     use super::*;
 
+    /// A committer of `B` on a new SQLite store, in the directory returned.
+    async fn committer<B: Batch>() -> (GroupCommit<B>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("herald-group-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("group.db").display());
+        let store = crate::store::connect(&url, 1).await.unwrap();
+        (GroupCommit::start(store), dir)
+    }
+
     /// Doubles numbers; a group holding a negative one fails as a whole. Keeps every group it
     /// was asked to commit.
     struct Doubling;
@@ -214,11 +223,7 @@ mod tests {
     // One thread: every submit below is queued before the committer first runs.
     #[tokio::test(flavor = "current_thread")]
     async fn writes_queued_together_commit_together_and_a_bad_one_fails_only_itself() {
-        let dir = std::env::temp_dir().join(format!("herald-group-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}", dir.join("group.db").display());
-        let store = crate::store::connect(&url, 1).await.unwrap();
-        let group = GroupCommit::<Doubling>::start(store);
+        let (group, dir) = committer::<Doubling>().await;
         let (a, b, c) = tokio::join!(group.submit(3), group.submit(-1), group.submit(1));
         assert_eq!(a.unwrap(), 6);
         assert!(matches!(b, Err(StoreError::Conflict(_))));
@@ -251,11 +256,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_panicking_write_fails_only_itself_and_the_committer_goes_on() {
-        let dir = std::env::temp_dir().join(format!("herald-group-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}", dir.join("group.db").display());
-        let store = crate::store::connect(&url, 1).await.unwrap();
-        let group = GroupCommit::<Panicking>::start(store);
+        let (group, dir) = committer::<Panicking>().await;
         let (zero, five) = tokio::join!(group.submit(0), group.submit(5));
         match zero {
             Err(StoreError::Internal(why)) => assert!(why.to_string().contains("panicked: zero")),
