@@ -20,7 +20,7 @@ use support::{Backend, TempDir, TestDb, eventually, http_client, in_ci, test_con
 
 /// Generated cases per operation and phase: enough to explore, few enough for every test run.
 const MAX_EXAMPLES: &str = "30";
-/// Each run; schemathesis usually needs a few seconds.
+/// Each run: about half a minute alone, nearly three beside two crash runs on two cores.
 const TIME_BOUND: Duration = Duration::from_secs(300);
 const TOKEN: &str = "test-schemathesis-all-scopes-0123456789";
 
