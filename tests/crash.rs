@@ -678,35 +678,48 @@ max_attempts = {MAX_ATTEMPTS}
         .scalar("SELECT count(*) FROM notifications WHERE state IN ('queued', 'sending')")
         .await;
 
-    let ledger = running.ledger().await;
-    let events = events_by_notification(&db).await;
+    // A consistent read: every change herald makes writes an outbox event, and a vendor's late
+    // report still changes a finished notification (its receipt), so the outbox and the
+    // notifications are read again until no event was written while they were read.
+    let last_event = "SELECT coalesce(max(seq), 0) FROM outbox";
     let http = http_client();
-    let mut seen = Vec::with_capacity(notifications);
-    for i in 0..notifications {
-        let id = &ids[&i];
-        let n: Value = http
-            .get(format!("{}/v1/notifications/{id}", bases[0]))
-            .bearer_auth(ACME)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let spec = vendor.spec(i);
-        let reference = spec.reference(vendor, id);
-        seen.push(Seen {
-            events: events
-                .get(&id.replace('-', ""))
-                .cloned()
-                .unwrap_or_default(),
-            delivered: ledger.deliveries.get(&reference).copied().unwrap_or(0),
-            reference,
-            spec,
-            id: id.clone(),
-            n,
-        });
-    }
+    let mut reads = 0;
+    let (ledger, events, seen) = loop {
+        reads += 1;
+        let before = db.scalar(last_event).await;
+        let ledger = running.ledger().await;
+        let events = events_by_notification(&db).await;
+        let mut seen = Vec::with_capacity(notifications);
+        for i in 0..notifications {
+            let id = &ids[&i];
+            let n: Value = http
+                .get(format!("{}/v1/notifications/{id}", bases[0]))
+                .bearer_auth(ACME)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let spec = vendor.spec(i);
+            let reference = spec.reference(vendor, id);
+            seen.push(Seen {
+                events: events
+                    .get(&id.replace('-', ""))
+                    .cloned()
+                    .unwrap_or_default(),
+                delivered: ledger.deliveries.get(&reference).copied().unwrap_or(0),
+                reference,
+                spec,
+                id: id.clone(),
+                n,
+            });
+        }
+        if reads == READS || db.scalar(last_event).await == before {
+            break (ledger, events, seen);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
 
     let logs: Vec<String> = fleet.lock().await.iter().map(|p| p.log()).collect();
     let failed_lookups = logs
@@ -772,7 +785,7 @@ max_attempts = {MAX_ATTEMPTS}
 
     let tally = Tally::of(&seen);
     println!(
-        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {processes} processes | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {}",
+        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {processes} processes | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
         vendor.name(),
         tally.state("delivered", "known"),
         tally.state("delivered", "duplicate_possible"),
@@ -847,6 +860,10 @@ max_attempts = {MAX_ATTEMPTS}
         );
     }
 }
+
+/// How many times the final state is read before it is checked as it is: a read that saw an
+/// event written during it is taken again (late reports come within a second or two).
+const READS: usize = 5;
 
 /// How long the processes, left running after the last kill, have to finish everything.
 const SETTLING: Duration = Duration::from_secs(120);
