@@ -673,7 +673,7 @@ max_attempts = {MAX_ATTEMPTS}
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Reported as such: what finishes after this point is read below with events from before.
+    // Reported as such, even if it finishes while the final state is read below.
     let unfinished = db
         .scalar("SELECT count(*) FROM notifications WHERE state IN ('queued', 'sending')")
         .await;
