@@ -47,7 +47,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use support::binary::{HeraldProcess, free_port};
+use support::binary::{HeraldProcess, free_port, show};
 use support::{ACME, Backend, TempDir, TestDb, http_client, test_config_text};
 
 const FAULTS: &str = "accept_then_drop:0.03,delay:0.02,error_after_processing:0.03,unavailable_before_processing:0.03,rate_limited:0.03";
@@ -692,15 +692,7 @@ max_attempts = {MAX_ATTEMPTS}
         let mut seen = Vec::with_capacity(notifications);
         for i in 0..notifications {
             let id = &ids[&i];
-            let n: Value = http
-                .get(format!("{}/v1/notifications/{id}", bases[0]))
-                .bearer_auth(ACME)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let n = show(&http, &bases[0], id).await;
             let spec = vendor.spec(i);
             let reference = spec.reference(vendor, id);
             seen.push(Seen {

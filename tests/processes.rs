@@ -10,7 +10,7 @@ use herald_sandbox::{Profile, SandboxConfig, SandboxHandle};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use support::binary::{HeraldProcess, free_port};
+use support::binary::{HeraldProcess, free_port, show};
 use support::{ACME, Backend, TempDir, TestDb, email, eventually, http_client, test_config_text};
 
 /// A route to `vendor`, with polling so slow (one minute) that only a wake-up can explain a
@@ -154,21 +154,9 @@ async fn enqueue(base: &str, key: &str) -> String {
     body["id"].as_str().unwrap().to_owned()
 }
 
-async fn show(base: &str, id: &str) -> Value {
-    http_client()
-        .get(format!("{base}/v1/notifications/{id}"))
-        .bearer_auth(ACME)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn state_becomes(base: &str, id: &str, state: &str, within: Duration) -> Value {
     eventually(&format!("{id} to be {state}"), within, || async {
-        let n = show(base, id).await;
+        let n = show(&http_client(), base, id).await;
         (n["state"] == state).then_some(n)
     })
     .await

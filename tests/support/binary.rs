@@ -14,6 +14,18 @@ pub struct HeraldProcess {
     env: Vec<(String, String)>,
 }
 
+/// `GET /v1/notifications/{id}` from the herald at `base`, as the tests' sender (`ACME`).
+pub async fn show(http: &reqwest::Client, base: &str, id: &str) -> serde_json::Value {
+    http.get(format!("{base}/v1/notifications/{id}"))
+        .bearer_auth(super::ACME)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// A free loopback port (the kernel's choice, released for the child to take).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
