@@ -6,7 +6,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::Config;
-use crate::domain::{Certainty, SettledBy, State};
+use crate::domain::{Certainty, HoldReason, SettledBy, State};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -53,7 +53,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 21] = [
+pub const FAMILIES: [(&str, Kind, &str); 24] = [
     (
         "herald_notifications_accepted_total",
         Kind::Counter,
@@ -67,7 +67,22 @@ pub const FAMILIES: [(&str, Kind, &str); 21] = [
     (
         "herald_attempts_total",
         Kind::Counter,
-        "Provider attempts by route, result (accepted, rejected, ambiguous) and reason (rate_limited, vendor_unavailable, connection_refused, not_sent_locally, paced, permanent, transient, key_reused, accepted, ambiguous).",
+        "Provider attempts by route, result (accepted, rejected, ambiguous) and reason (rate_limited, vendor_unavailable, connection_refused, not_sent_locally, circuit_open, suppressed, permanent, transient, key_reused, accepted, ambiguous).",
+    ),
+    (
+        "herald_holds_total",
+        Kind::Counter,
+        "Sends herald held back itself, by route and reason (paced, paused, circuit_open, deadline): no attempt, no budget spent; the notification waits until the route can take it.",
+    ),
+    (
+        "herald_reopened_total",
+        Kind::Counter,
+        "Notifications reopened because later evidence contradicted what was recorded, by route and cause (late_result: an answer read after the lease was lost; callback: a vendor's report).",
+    ),
+    (
+        "herald_duplicates_total",
+        Kind::Counter,
+        "Reopenings that showed a duplicate: the recipient may have a message more than once where the record said once, by route and cause.",
     ),
     (
         "herald_send_seconds",
@@ -201,6 +216,14 @@ pub fn preregister(config: &Config) {
             ] {
                 metrics::counter!("herald_notifications_finished_total", "route" => route.clone(), "channel" => channel.as_str(), "state" => state.as_str(), "certainty" => certainty.as_str()).increment(0);
             }
+        }
+        for reason in HoldReason::ALL {
+            metrics::counter!("herald_holds_total", "route" => route.clone(), "reason" => reason.as_str()).increment(0);
+        }
+        for cause in ["late_result", "callback"] {
+            metrics::counter!("herald_reopened_total", "route" => route.clone(), "cause" => cause)
+                .increment(0);
+            metrics::counter!("herald_duplicates_total", "route" => route.clone(), "cause" => cause).increment(0);
         }
         for by in [
             SettledBy::OutcomeQuery,

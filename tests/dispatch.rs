@@ -11,8 +11,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use herald::dispatch::Dispatcher;
-use herald::domain::{AttemptOutcome, AttemptResult, Certainty, Decision, Next, State};
-use herald::store::{ClaimMode, Recorded};
+use herald::domain::{
+    AttemptOutcome, AttemptResult, Certainty, Decision, Next, SettledBy, Settlement, State,
+};
+use herald::store::{ClaimMode, Recorded, RouteSlot};
 use support::{Backend, TestApp, email, spawn_stepped};
 
 on_both_backends!(
@@ -22,8 +24,13 @@ on_both_backends!(
 );
 
 /// The one route of the rig.
-fn vendor() -> Vec<String> {
-    vec!["vendor".to_owned()]
+/// A slot on route `vendor` as its dispatcher would offer it.
+fn vendor() -> Vec<RouteSlot> {
+    vec![RouteSlot {
+        route: "vendor".to_owned(),
+        take: 10,
+        send_window: Duration::from_secs(1),
+    }]
 }
 
 /// A herald with one route, `vendor`, to a sandbox of the given profile and faults.
@@ -481,26 +488,44 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
         .unwrap()
         .remove(0);
     // Another worker claims it after the lease: attempt 1 becomes ambiguous, generation moves on.
+    let later = now + lease + Duration::from_secs(1);
     let fresh = store
-        .claim(
-            now + lease + Duration::from_secs(1),
-            lease,
-            10,
-            &vendor(),
-            &|_| None,
-        )
+        .claim(later, lease, 10, &vendor(), &|_| None)
         .await
         .unwrap()
         .remove(0);
     assert_eq!(fresh.mode, ClaimMode::Reconcile);
     assert_eq!(fresh.generation, stale.generation + 1);
 
-    let late_acceptance = Decision {
+    // Its look-up finds nothing once attempt 1 could have shown, and it sends again: delivered,
+    // known, as far as anything recorded can tell.
+    let not_found = Decision {
+        attempt: None,
+        settle: Some(Settlement {
+            by: SettledBy::OutcomeQuery,
+            accepted: false,
+            evidence: serde_json::json!({"detail": "not found"}),
+            provider_ref: None,
+        }),
+        findings: None,
+        next: Next::Retry { at: later },
+    };
+    assert!(matches!(
+        store.record(&fresh, &not_found, later).await.unwrap(),
+        Recorded::Applied(_)
+    ));
+    let resend = store
+        .claim(later, lease, 10, &vendor(), &|_| None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(resend.mode, ClaimMode::Send { n: 2 });
+    let accepted = |n, reference: &str| Decision {
         attempt: Some(AttemptOutcome {
-            n: 1,
+            n,
             result: AttemptResult::Accepted,
             permanent: None,
-            provider_ref: Some("late-ref".into()),
+            provider_ref: Some(reference.into()),
             evidence: serde_json::json!({"stage": "response", "status": 202}),
         }),
         settle: None,
@@ -511,28 +536,27 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
         },
     };
     assert!(matches!(
-        store.record(&stale, &late_acceptance, now).await.unwrap(),
-        Recorded::Fenced
-    ));
-    let reviewed = Decision {
-        attempt: None,
-        settle: None,
-        findings: None,
-        next: Next::Finish {
-            state: State::Unknown,
-            certainty: Certainty::Unknown,
-        },
-    };
-    assert!(matches!(
-        store.record(&fresh, &reviewed, now).await.unwrap(),
+        store
+            .record(&resend, &accepted(2, "resent-ref"), later)
+            .await
+            .unwrap(),
         Recorded::Applied(_)
     ));
-
     let n = rig.show(&id).await;
     assert_eq!(
         (n["state"].as_str(), n["certainty"].as_str()),
-        (Some("unknown"), Some("unknown"))
+        (Some("delivered"), Some("known"))
     );
+
+    // Then the stale worker reads the answer it was sent: the vendor had taken attempt 1 too.
+    assert!(matches!(
+        store
+            .record(&stale, &accepted(1, "late-ref"), later)
+            .await
+            .unwrap(),
+        Recorded::Fenced
+    ));
+    let n = rig.show(&id).await;
     let first = &n["attempts"][0];
     assert_eq!(
         first["result"], "ambiguous",
@@ -540,14 +564,27 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
     );
     assert_eq!(first["provider_ref"], Value::Null);
     assert_eq!(
-        first["evidence"]["late_result"]["result"], "accepted",
-        "but its answer is kept as evidence: {first}"
+        first["evidence"]["late_result"]["provider_ref"], "late-ref",
+        "its answer is kept as evidence: {first}"
     );
     assert_eq!(
-        rig.app
-            .db
-            .scalar("SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.delivered'")
-            .await,
-        0
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("delivered"), Some("duplicate_possible")),
+        "the evidence contradicts the known delivery: {n:#}"
     );
+    let why = n["contradiction"]["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("attempt 1 was answered `accepted` (late-ref)")
+            && why.contains("2 message(s)"),
+        "{why}"
+    );
+    let db = &rig.app.db;
+    let count = |event: &'static str| async move {
+        db.scalar(&format!(
+            "SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.{event}'"
+        ))
+        .await
+    };
+    assert_eq!(count("delivered").await, 1, "one delivery recorded");
+    assert_eq!(count("reopened").await, 1, "and one reopening");
 }

@@ -11,13 +11,13 @@ use serde_json::{Map, json};
 use time::OffsetDateTime;
 
 use herald::domain::{
-    AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, IdempotencyKey,
-    Next, Notification, NotificationId, SettledBy, Settlement, State,
+    AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, HoldReason,
+    IdempotencyKey, Next, Notification, NotificationId, SettledBy, Settlement, State,
 };
 use herald::review::{Change, Outcome, Reason, Resend, Then};
 use herald::store::{
     AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
-    NewAccept, NewInboxEvent, NewResolution, Recorded, ReviewFilter, Store, StoreError,
+    NewAccept, NewInboxEvent, NewResolution, Recorded, ReviewFilter, RouteSlot, Store, StoreError,
 };
 use herald_provider::Request;
 use support::{Backend, TestDb};
@@ -28,6 +28,8 @@ on_both_backends!(
     a_batch_answers_each_item_in_order_and_commits_together,
     a_claim_takes_due_work_on_the_given_routes_up_to_its_limit,
     a_claim_fixes_the_provider_request_once,
+    a_claim_takes_no_more_of_a_route_than_its_slot_and_fixes_each_send_deadline,
+    a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event,
     a_lease_that_ends_turns_the_attempt_ambiguous_for_reconciliation,
     a_lost_claim_changes_nothing_but_its_own_attempts_evidence,
     a_decision_settles_unsettled_attempts_and_attributes_the_message_once,
@@ -59,6 +61,8 @@ on_both_backends!(
 );
 
 const LEASE: Duration = Duration::from_secs(30);
+/// How long after a claim its sends may start their calls.
+const SEND_WINDOW: Duration = Duration::from_secs(19);
 
 struct Rig {
     db: TestDb,
@@ -109,6 +113,8 @@ fn notification(
         updated_at: at,
         key_epoch: 0,
         failovers: 0,
+        late_evidence: false,
+        contradiction: None,
     }
 }
 
@@ -132,8 +138,16 @@ async fn accepted(store: &dyn Store, n: Notification) -> Notification {
     n
 }
 
-fn routes(names: &[&str]) -> Vec<String> {
-    names.iter().map(|r| (*r).to_owned()).collect()
+/// Slots on `names` that take as much as a claim asks for.
+fn routes(names: &[&str]) -> Vec<RouteSlot> {
+    names
+        .iter()
+        .map(|r| RouteSlot {
+            route: (*r).to_owned(),
+            take: 1000,
+            send_window: SEND_WINDOW,
+        })
+        .collect()
 }
 
 async fn claim(store: &dyn Store, at: OffsetDateTime, limit: u32, on: &[&str]) -> Vec<Claim> {
@@ -363,6 +377,156 @@ async fn a_claim_takes_due_work_on_the_given_routes_up_to_its_limit(backend: Bac
     );
 }
 
+async fn a_claim_takes_no_more_of_a_route_than_its_slot_and_fixes_each_send_deadline(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    for i in 0..4 {
+        accepted(
+            store,
+            notification("acme", "slow", "+1", &format!("s{i}"), t),
+        )
+        .await;
+        accepted(
+            store,
+            notification("acme", "fast", "+1", &format!("f{i}"), t),
+        )
+        .await;
+    }
+    let slots = [
+        RouteSlot {
+            route: "slow".into(),
+            take: 1,
+            send_window: Duration::from_secs(7),
+        },
+        RouteSlot {
+            route: "fast".into(),
+            take: 3,
+            send_window: Duration::from_secs(2),
+        },
+    ];
+    let claims = store.claim(t, LEASE, 64, &slots, &|_| None).await.unwrap();
+    let on = |route: &str| {
+        claims
+            .iter()
+            .filter(|c| c.notification.route == route)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (on("slow").len(), on("fast").len()),
+        (1, 3),
+        "each route gets its slot's worth, however much is due"
+    );
+    for (route, window) in [("slow", 7), ("fast", 2)] {
+        for c in on(route) {
+            assert_eq!(
+                c.attempts[0].send_deadline,
+                t + Duration::from_secs(window),
+                "{route}: the call starts within the route's send window of the claim"
+            );
+        }
+    }
+    let detail = store
+        .notification("acme", on("slow")[0].notification.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        detail.attempts[0].send_deadline,
+        t + Duration::from_secs(7),
+        "the deadline is stored with the intent, for other workers' proofs"
+    );
+}
+
+async fn a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = accepted(store, notification("acme", "a", "+1", "held", t)).await;
+    let events = || {
+        rig.db
+            .scalar("SELECT count(*) FROM outbox WHERE type <> 'dev.herald.notification.accepted'")
+    };
+
+    // A first send held at its pace: no attempt left, due again when the route can take it.
+    let c = claim(store, t, 10, &["a"]).await.remove(0);
+    let due = t + Duration::from_secs(3);
+    let held = |attempt, reconciling| {
+        decision(Next::Hold {
+            attempt,
+            reason: HoldReason::Paced,
+            at: due,
+            reconciling,
+        })
+    };
+    let after = applied(store, &c, &held(1, false), t).await;
+    assert_eq!(after.state, State::Queued);
+    assert_eq!(after.next_attempt_at, Some(due));
+    let detail = store.notification("acme", n.id).await.unwrap();
+    assert!(detail.attempts.is_empty(), "{:?}", detail.attempts);
+    assert_eq!(events().await, 0, "a hold changes no state anyone sees");
+    assert!(
+        claim(store, t, 10, &["a"]).await.is_empty(),
+        "not before it is due"
+    );
+
+    // Claimed again, it sends as attempt 1: the hold spent nothing.
+    let c = claim(store, due, 10, &["a"]).await.remove(0);
+    assert_eq!(c.mode, ClaimMode::Send { n: 1 });
+    let d = Decision {
+        attempt: Some(outcome(1, AttemptResult::Ambiguous, None)),
+        ..decision(Next::Reconcile { at: due })
+    };
+    applied(store, &c, &d, due).await;
+
+    // A replay held while it is reconciled: withdrawn, and still reconciling.
+    let c = claim(store, due, 10, &["a"]).await.remove(0);
+    assert_eq!(c.mode, ClaimMode::Reconcile);
+    let replay = store
+        .start_attempt(&c, due, LEASE, due + SEND_WINDOW)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(replay.n, 2);
+    let later = due + Duration::from_secs(3);
+    let after = applied(
+        store,
+        &c,
+        &decision(Next::Hold {
+            attempt: 2,
+            reason: HoldReason::Deadline,
+            at: later,
+            reconciling: true,
+        }),
+        due,
+    )
+    .await;
+    assert_eq!(after.state, State::Sending);
+    let detail = store.notification("acme", n.id).await.unwrap();
+    assert_eq!(
+        detail
+            .attempts
+            .iter()
+            .map(|a| (a.n, a.result))
+            .collect::<Vec<_>>(),
+        [(1, AttemptResult::Ambiguous)]
+    );
+    let c = claim(store, later, 10, &["a"]).await.remove(0);
+    assert_eq!(c.mode, ClaimMode::Reconcile, "reconciled, not sent afresh");
+    let next = store
+        .start_attempt(&c, later, LEASE, later + SEND_WINDOW)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.n, 2, "the withdrawn number is given back");
+    assert_eq!(events().await, 0);
+}
+
 async fn a_claim_fixes_the_provider_request_once(backend: Backend) {
     let Some(rig) = rig(backend).await else {
         return;
@@ -454,7 +618,7 @@ async fn a_lost_claim_changes_nothing_but_its_own_attempts_evidence(backend: Bac
 
     assert!(
         store
-            .start_attempt(&stale, t, LEASE)
+            .start_attempt(&stale, t, LEASE, t + SEND_WINDOW)
             .await
             .unwrap()
             .is_none(),
@@ -475,14 +639,42 @@ async fn a_lost_claim_changes_nothing_but_its_own_attempts_evidence(backend: Bac
     assert_eq!(first.provider_ref, None);
     assert_eq!(first.evidence["late_result"]["provider_ref"], "late-ref");
 
-    // The fresh claim still works: a replay starts attempt 2.
+    // The fresh claim still works: a resend starts attempt 2, with its own send deadline.
     let attempt = store
-        .start_attempt(&fresh, t, LEASE)
+        .start_attempt(&fresh, t, LEASE, t + SEND_WINDOW)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(attempt.n, 2);
     assert_eq!(attempt.result, AttemptResult::InFlight);
+    assert_eq!(attempt.send_deadline, t + SEND_WINDOW);
+
+    // Its acceptance, recorded after the late one, is held against it: two messages.
+    let mut fresh = fresh;
+    fresh.attempts.push(attempt);
+    let resent = Decision {
+        attempt: Some(outcome(2, AttemptResult::Accepted, Some("resent-ref"))),
+        ..decision(finish(State::Delivered, Certainty::Known))
+    };
+    let Recorded::Applied(n) = store.record(&fresh, &resent, t).await.unwrap() else {
+        panic!("the fresh claim records");
+    };
+    assert_eq!(
+        (n.state, n.certainty),
+        (State::Delivered, Some(Certainty::DuplicatePossible)),
+        "the late acceptance and the resend are two messages"
+    );
+    let why = n.contradiction.expect("reopened").why;
+    assert!(
+        why.contains("attempt 1 was answered `accepted` (late-ref)"),
+        "{why}"
+    );
+    assert_eq!(
+        rig.db
+            .scalar("SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.reopened'")
+            .await,
+        1
+    );
 }
 
 async fn a_decision_settles_unsettled_attempts_and_attributes_the_message_once(backend: Backend) {

@@ -32,7 +32,7 @@ use crate::domain::{
 use crate::store::{
     Claim, ClaimMode, GroupCommit, NewSuppression, Recorded, Records, Store, StoreError,
 };
-use policy::{Asked, Attribution, Plan, Situation, Step};
+use policy::{Asked, Attribution, Hold, Plan, Situation, Step};
 
 /// How the dispatcher paces itself; from `[dispatch]` in herald.toml. (The retry schedule is
 /// each route's, in its [`policy::Limits`].)
@@ -113,17 +113,17 @@ impl Dispatcher {
                 }
             }
             let now = OffsetDateTime::now_utc();
-            let ready = self.routes.ready();
-            let held_back = ready.len() < self.routes.count();
+            let slots = self.routes.slots(self.settings.lease);
+            let held_back = slots.len() < self.routes.count();
             // Every route saturated: a claim could take nothing, yet would still walk the due
             // rows of every tenant looking for a route it may take.
-            if ready.is_empty() {
+            if slots.is_empty() {
                 self.idle(&shutdown, held_back, &mut tasks).await;
                 continue;
             }
             let claims = match self
                 .store
-                .claim(now, self.settings.lease, free as u32, &ready, &|n| {
+                .claim(now, self.settings.lease, free as u32, &slots, &|n| {
                     self.routes.prepare(n)
                 })
                 .await
@@ -173,16 +173,21 @@ impl Dispatcher {
         let worker = self.worker();
         loop {
             let now = OffsetDateTime::now_utc();
-            let claims = self
-                .store
-                .claim(
-                    now,
-                    self.settings.lease,
-                    self.settings.batch_size,
-                    &self.routes.names(),
-                    &|n| self.routes.prepare(n),
-                )
-                .await?;
+            let slots = self.routes.slots(self.settings.lease);
+            let claims = match slots.is_empty() {
+                true => Vec::new(),
+                false => {
+                    self.store
+                        .claim(
+                            now,
+                            self.settings.lease,
+                            self.settings.batch_size,
+                            &slots,
+                            &|n| self.routes.prepare(n),
+                        )
+                        .await?
+                }
+            };
             if !claims.is_empty() {
                 let mut tasks = JoinSet::new();
                 for claim in claims {
@@ -198,6 +203,11 @@ impl Dispatcher {
                 Some(due) if due <= now + horizon => {
                     let wait =
                         Duration::try_from(due - OffsetDateTime::now_utc()).unwrap_or_default();
+                    // Work is due on a route that cannot take it yet: look again shortly.
+                    let wait = match slots.len() < self.routes.count() {
+                        true => wait.max(HELD_BACK_LOOK_AGAIN),
+                        false => wait,
+                    };
                     tokio::time::sleep(wait).await;
                 }
                 _ => return Ok(()),
@@ -295,27 +305,21 @@ impl Worker {
         };
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
-                let result = match self.suppression(&claim.notification).await {
-                    Some(refusal) => refusal,
+                let sent = match self.suppression(&claim.notification).await {
+                    Some(refusal) => Ok(refusal),
                     None => {
-                        let result = call.send().await;
-                        if route.unsubscribed(&result) {
-                            self.suppress_unsubscribed(&claim.notification, route.name(), &result)
+                        let sent = call.send(deadline_of(&claim, n)).await;
+                        if let Ok(result) = &sent
+                            && route.unsubscribed(result)
+                        {
+                            self.suppress_unsubscribed(&claim.notification, route.name(), result)
                                 .await;
                         }
-                        result
+                        sent
                     }
                 };
                 let s = situation(route, &claim, &[]);
-                policy::decide(
-                    &s,
-                    Step::Sent {
-                        n,
-                        replay: false,
-                        result,
-                    },
-                    rand::random(),
-                )
+                policy::decide(&s, step(n, false, false, sent), rand::random())
             }
             ClaimMode::Reconcile => match self.reconcile(&call, &mut claim).await {
                 Some(decision) => decision,
@@ -429,10 +433,9 @@ impl Worker {
                 plan @ (Plan::Replay | Plan::Resend) => {
                     let replay = plan == Plan::Replay;
                     let now = OffsetDateTime::now_utc();
-                    let attempt = match self
-                        .store
-                        .start_attempt(claim, now, self.settings.lease)
-                        .await
+                    let lease = self.settings.lease;
+                    let deadline = now + route.send_window(lease);
+                    let attempt = match self.store.start_attempt(claim, now, lease, deadline).await
                     {
                         Ok(Some(attempt)) => attempt,
                         Ok(None) => return None,
@@ -449,12 +452,12 @@ impl Worker {
                         true => None,
                         false => self.suppression(&claim.notification).await,
                     };
-                    let result = match suppressed {
-                        Some(refusal) => refusal,
-                        None => call.send().await,
+                    let sent = match suppressed {
+                        Some(refusal) => Ok(refusal),
+                        None => call.send(deadline).await,
                     };
                     let s = situation(route, claim, &[]);
-                    break policy::decide(&s, Step::Sent { n, replay, result }, rand::random());
+                    break policy::decide(&s, step(n, replay, true, sent), rand::random());
                 }
                 Plan::Record(decision) => break *decision,
             }
@@ -573,6 +576,10 @@ impl Worker {
                 tracing::warn!(from = %claim.notification.route, to = %route, %because, "failing over");
                 self.wake.notify_one();
             }
+            Next::Hold { reason, at, .. } => {
+                tracing::debug!(%reason, due = %at, "held back by herald; no attempt spent");
+                self.wake.notify_one();
+            }
         }
     }
 }
@@ -600,12 +607,36 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    async fn send(&self) -> SendResult {
-        self.route.send(self.request, self.message, self.key).await
+    async fn send(&self, deadline: OffsetDateTime) -> Result<SendResult, Hold> {
+        self.route
+            .send(self.request, self.message, self.key, deadline)
+            .await
     }
 
     async fn query(&self) -> QueryResult {
         self.route.query(self.request, self.message, self.key).await
+    }
+}
+
+/// The send deadline of attempt `n`, which the claim started: a claim always carries the
+/// attempts it started, so a missing one is a claim read wrongly, and sends nothing.
+fn deadline_of(claim: &Claim, n: i32) -> OffsetDateTime {
+    claim
+        .attempts
+        .iter()
+        .find(|a| a.n == n)
+        .map_or(OffsetDateTime::UNIX_EPOCH, |a| a.send_deadline)
+}
+
+/// The policy's step for attempt `n`'s call: the vendor's answer, or herald's own hold.
+fn step(n: i32, replay: bool, reconciling: bool, sent: Result<SendResult, Hold>) -> Step {
+    match sent {
+        Ok(result) => Step::Sent { n, replay, result },
+        Err(hold) => Step::Held {
+            n,
+            hold,
+            reconciling,
+        },
     }
 }
 

@@ -2,11 +2,16 @@
 //! `rate_limit_per_second` and `burst`), and a route-wide pause when the vendor says "slow
 //! down" (a transient rejection with `Retry-After`, e.g. 429). Both are per process.
 //!
-//! A route that is paused or out of tokens is left out of the next claims, so its notifications
-//! wait in the queue rather than in workers, and other routes keep their pace.
+//! A route that is paused or out of tokens is left out of the next claims, and a claim takes no
+//! more of its work than its tokens allow before the sends' deadline, so its notifications wait
+//! in the queue rather than in workers, and other routes keep their pace. A send that would
+//! still have to wait past its deadline is held ([`HoldReason::Paced`] or
+//! [`HoldReason::Paused`]): no attempt, no budget spent.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::domain::HoldReason;
 
 #[derive(Debug)]
 pub struct Pace {
@@ -67,10 +72,24 @@ impl Pace {
         paused.max(starved)
     }
 
-    /// Takes a token, waiting for a pause to end or a token to refill for at most `patience`;
-    /// `Err` with the remaining wait if that would take longer (the caller then does not send).
-    pub async fn take(&self, patience: Duration) -> Result<(), Duration> {
-        let deadline = Instant::now() + patience;
+    /// How many sends may start within `window` of `now`, beyond the `waiting` ones already
+    /// claimed: the tokens there are and those that refill meanwhile (none while paused).
+    /// `None`: no limit of its own.
+    pub fn capacity(&self, now: Instant, window: Duration, waiting: usize) -> Option<u32> {
+        let mut state = self.state.lock().expect("pace lock");
+        if state.paused_until.is_some_and(|until| until > now) {
+            return Some(0);
+        }
+        let (per_second, burst) = self.rate?;
+        state.refill(now, per_second, burst);
+        let tokens = (state.tokens + per_second * window.as_secs_f64()).floor() - waiting as f64;
+        Some(tokens.clamp(0.0, f64::from(u32::MAX)) as u32)
+    }
+
+    /// Takes a token, waiting for a pause to end or a token to refill until `deadline`; where
+    /// that would take longer, `Err` with why and for how much longer (the caller then does not
+    /// send).
+    pub async fn take(&self, deadline: Instant) -> Result<(), (HoldReason, Duration)> {
         loop {
             let now = Instant::now();
             let wait = self.wait(now);
@@ -83,7 +102,12 @@ impl Pace {
                 continue; // another task took it between the look and the take
             }
             if now + wait > deadline {
-                return Err(wait);
+                let reason = if self.paused_for(now).is_zero() {
+                    HoldReason::Paced
+                } else {
+                    HoldReason::Paused
+                };
+                return Err((reason, wait));
             }
             tokio::time::sleep(wait).await;
         }
@@ -145,16 +169,49 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn take_waits_for_a_token_within_its_patience() {
+    async fn take_waits_for_a_token_until_its_deadline() {
         let pace = Pace::new(Some(20.0), 1);
         let started = Instant::now();
-        pace.take(Duration::ZERO).await.unwrap();
-        pace.take(Duration::from_secs(1)).await.unwrap();
+        pace.take(started).await.unwrap();
+        pace.take(Instant::now() + Duration::from_secs(1))
+            .await
+            .unwrap();
         assert!(
             started.elapsed() >= Duration::from_millis(45),
             "the second token needs ~50 ms"
         );
-        let short = pace.take(Duration::from_millis(1)).await.unwrap_err();
-        assert!(short > Duration::from_millis(1));
+        let (reason, wait) = pace
+            .take(Instant::now() + Duration::from_millis(1))
+            .await
+            .unwrap_err();
+        assert_eq!(reason, HoldReason::Paced);
+        assert!(wait > Duration::from_millis(1));
+        pace.pause_until(Instant::now() + Duration::from_secs(60));
+        let (reason, wait) = pace.take(Instant::now()).await.unwrap_err();
+        assert_eq!(reason, HoldReason::Paused);
+        assert!(wait > Duration::from_secs(59), "{wait:?}");
+    }
+
+    #[test]
+    fn capacity_is_the_tokens_there_and_those_refilled_before_the_deadline() {
+        let t0 = Instant::now();
+        assert_eq!(
+            Pace::new(None, 1).capacity(t0, Duration::from_secs(9), 3),
+            None
+        );
+        let pace = Pace::new(Some(2.0), 3);
+        assert_eq!(pace.capacity(t0, Duration::from_secs(10), 0), Some(23));
+        assert_eq!(
+            pace.capacity(t0, Duration::from_secs(10), 5),
+            Some(18),
+            "the sends claimed before take their tokens first"
+        );
+        assert_eq!(pace.capacity(t0, Duration::from_secs(10), 40), Some(0));
+        pace.pause_until(t0 + Duration::from_secs(1));
+        assert_eq!(
+            pace.capacity(t0, Duration::from_secs(10), 0),
+            Some(0),
+            "paused"
+        );
     }
 }

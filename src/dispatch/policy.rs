@@ -18,9 +18,17 @@
 //! - Retries use exponential backoff with full jitter, never sooner than `Retry-After`, and stop
 //!   at the route's caps on attempts and on age.
 //! - A route with a fallback hands a notification on when the route is known not to have taken
-//!   it: a transient rejection (not herald's own pacing), a refusal of the route itself (its
-//!   credentials or account), or an ambiguity settled "not accepted". An unsettled ambiguity
-//!   moves on only under `at_least_once`. A refusal of the message or its recipient does not.
+//!   it: a transient rejection, a refusal of the route itself (its credentials or account), or
+//!   an ambiguity settled "not accepted". An unsettled ambiguity moves on only under
+//!   `at_least_once`. A refusal of the message or its recipient does not.
+//! - herald's own hold (its pace, a vendor's pause, an open circuit without a fallback, a send
+//!   deadline reached before the request was written) is not an attempt: the attempt started
+//!   for it is withdrawn, no budget is spent, nothing fails over, and it waits until the route
+//!   can take it.
+//! - A send's call starts by its attempt's send deadline or not at all, and is cut at the
+//!   route's timeout: what proves it was not taken ("not found once it could last have been
+//!   processed and become visible") reads that deadline, never a moment the sender did not
+//!   promise to keep.
 //! - Only a route's own vendor settles its attempts; an ambiguity left unsettled on a route it
 //!   failed over from makes any acceptance `duplicate_possible` and any failure `unknown`.
 
@@ -31,9 +39,22 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::domain::{
-    Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, Next, NotificationId,
-    SettledBy, Settlement, Sibling, State, messages_proven,
+    Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, HoldReason, Next,
+    NotificationId, SettledBy, Settlement, Sibling, State, messages_proven,
 };
+
+/// How much longer than its route's timeout a call may run before herald cuts it (the adapter's
+/// own timeout should fire first): a call started by its send deadline has ended by the
+/// deadline, the timeout and this.
+pub const CALL_SLACK: Duration = Duration::from_secs(1);
+
+/// herald's own hold on a send (see [`HoldReason`]): nothing was sent, and the route may take
+/// it again after `wait`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hold {
+    pub reason: HoldReason,
+    pub wait: Duration,
+}
 
 /// What the worker knows about one claimed notification.
 #[derive(Debug, Clone)]
@@ -108,6 +129,13 @@ pub enum Step {
     Queried {
         result: QueryResult,
         asked_at: OffsetDateTime,
+    },
+    /// herald held attempt `n` back before writing anything; `reconciling` where it was a
+    /// replay or a resend of a notification being reconciled.
+    Held {
+        n: i32,
+        hold: Hold,
+        reconciling: bool,
     },
 }
 
@@ -316,6 +344,18 @@ pub fn decide(s: &Situation<'_>, step: Step, jitter: f64) -> Decision {
     match step {
         Step::Sent { n, replay, result } => decide_sent(s, n, replay, result, jitter),
         Step::Queried { result, asked_at } => decide_queried(s, result, asked_at, jitter),
+        // Nothing left herald: the attempt is withdrawn, and the route takes it again once it
+        // can (a reconciliation goes on where it stood).
+        Step::Held {
+            n,
+            hold,
+            reconciling,
+        } => only(Next::Hold {
+            attempt: n,
+            reason: hold.reason,
+            at: s.now + hold.wait,
+            reconciling,
+        }),
     }
 }
 
@@ -387,9 +427,7 @@ fn decide_sent(
             retry_after,
             ..
         } => {
-            // herald's own pace held it back: the route is busy, not failing.
-            let paced = result.reason() == "paced";
-            let may_leave = !paced && (!unsettled || s.delivery == Delivery::AtLeastOnce);
+            let may_leave = !unsettled || s.delivery == Delivery::AtLeastOnce;
             let failover = (!replay && may_leave)
                 .then(|| s.failover(because()))
                 .flatten();
@@ -540,10 +578,11 @@ fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision
     settled(query_settles(false, evidence_json(evidence), None), next)
 }
 
-/// When a send may last have been processed: its timeout after it started, or later still if
-/// herald only learnt its fate later (a lease that expired, a worker held back).
+/// When a send may last have been processed: its call started by its send deadline or never,
+/// and was cut at the route's timeout (and [`CALL_SLACK`]). Whether its worker crashed, froze
+/// or waited, nothing of it reaches the vendor later.
 fn processed_until(limits: &Limits, a: &Attempt) -> OffsetDateTime {
-    (a.started_at + limits.timeout).max(a.finished_at.unwrap_or(a.started_at))
+    a.send_deadline + limits.timeout + CALL_SLACK
 }
 
 /// When every send in `also` and this notification's unsettled ones is visible to the look-up:
@@ -740,6 +779,7 @@ mod tests {
             route: "r".into(),
             provider_idempotency_key: "k".into(),
             started_at: T0,
+            send_deadline: T0,
             finished_at: None,
             result,
             permanent: None,
@@ -1326,7 +1366,7 @@ mod tests {
         let missing = || QueryResult::NotFoundYet {
             evidence: Evidence::new("query", "none"),
         };
-        let visible_by = T0 + Duration::from_secs(10 + 5);
+        let visible_by = T0 + Duration::from_secs(10 + 5) + CALL_SLACK;
         let early = decide(&s, queried(missing(), s.now), 0.5);
         assert_eq!(
             (early.next, early.settle),
@@ -1352,17 +1392,12 @@ mod tests {
         );
         assert_eq!(slow_answer.next, Next::Reconcile { at: visible_by });
 
-        // An attempt whose fate herald learnt late could have been processed until then.
+        // When herald learnt of the attempt's fate proves nothing: its send deadline does.
         let mut late_news = history.clone();
         late_news[0].finished_at = Some(T0 + Duration::from_secs(30));
         let s = situation(Delivery::AtMostOnce, &c, &late_news, visible_by);
         let d = decide(&s, queried(missing(), visible_by), 0.5);
-        assert_eq!(
-            d.next,
-            Next::Reconcile {
-                at: T0 + Duration::from_secs(35)
-            }
-        );
+        assert!(!d.settle.unwrap().accepted);
     }
 
     #[test]
@@ -1469,7 +1504,77 @@ mod tests {
             Next::Retry { .. } => "retry".to_owned(),
             Next::Reconcile { .. } => "reconcile".to_owned(),
             Next::Finish { state, certainty } => format!("{state}/{certainty}"),
+            Next::Hold { reason, .. } => format!("hold ({reason})"),
         }
+    }
+
+    #[test]
+    fn a_hold_of_herald_s_own_spends_nothing_and_waits_for_the_route() {
+        let c = caps(false, false);
+        // The budget is spent and a fallback waits: neither matters to a hold.
+        let history: Vec<Attempt> = (1..=4)
+            .map(|n| attempt(n, AttemptResult::Rejected, false))
+            .collect();
+        let now = T0 + Duration::from_secs(1);
+        let mut s = situation(Delivery::AtMostOnce, &c, &history, now);
+        s.fallback = Some("b");
+        for reason in HoldReason::ALL {
+            for reconciling in [false, true] {
+                let wait = Duration::from_secs(7);
+                let step = Step::Held {
+                    n: 4,
+                    hold: Hold {
+                        reason: *reason,
+                        wait,
+                    },
+                    reconciling,
+                };
+                assert_eq!(
+                    decide(&s, step, 0.5),
+                    only(Next::Hold {
+                        attempt: 4,
+                        reason: *reason,
+                        at: now + wait,
+                        reconciling,
+                    }),
+                    "{reason}, reconciling: {reconciling}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_send_is_proven_absent_only_after_its_deadline_and_timeout_and_the_lag() {
+        // Claimed at T0, its call could start until T0 + 20 s: a worker that waited for the
+        // route that long may have written it then.
+        let c = caps(false, true);
+        let mut stalled = attempt(1, Amb, false);
+        stalled.send_deadline = T0 + Duration::from_secs(20);
+        let history = [stalled];
+        let processed = T0 + Duration::from_secs(20) + limits().timeout + CALL_SLACK;
+        let visible = processed + Duration::from_secs(5);
+        let not_found = || QueryResult::NotFoundYet {
+            evidence: Evidence::new("query", "no message"),
+        };
+        let early = visible - Duration::from_millis(1);
+        let s = situation(Delivery::AtMostOnce, &c, &history, early);
+        assert_eq!(
+            decide(&s, queried(not_found(), early), 0.5).next,
+            Next::Reconcile { at: visible },
+            "absence before then proves nothing"
+        );
+        let s = situation(Delivery::AtMostOnce, &c, &history, visible);
+        let decision = decide(&s, queried(not_found(), visible), 0.5);
+        assert!(
+            matches!(
+                decision.settle,
+                Some(Settlement {
+                    accepted: false,
+                    ..
+                })
+            ),
+            "{decision:?}"
+        );
     }
 
     fn sent(result: SendResult) -> Step {
@@ -1488,11 +1593,6 @@ mod tests {
             retry_after: None,
             evidence: Evidence::new("response", "invalid API key").with_status(401),
         };
-        let paced = SendResult::Rejected {
-            permanent: false,
-            retry_after: Some(Duration::from_secs(1)),
-            evidence: Evidence::new("paced", "held back"),
-        };
         let circuit_open = SendResult::Rejected {
             permanent: false,
             retry_after: Some(Duration::from_secs(30)),
@@ -1507,7 +1607,6 @@ mod tests {
             ),
             ("an open circuit", circuit_open, "failover to b"),
             ("the recipient refused", rejected(true), "failed/known"),
-            ("herald's own pace", paced, "retry"),
             ("an ambiguity", ambiguous(), "reconcile"),
         ];
         for (case, result, expected) in cases {

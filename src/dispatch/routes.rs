@@ -1,11 +1,19 @@
 //! Routes at run time: each configured route's adapter, limits, pace and concurrency, and the
 //! one way to call a route's vendor ([`Route::send`], [`Route::query`]). [`build_routes`] turns
 //! each route's configuration into its vendor's adapter.
+//!
+//! A send is bounded by its attempt's send deadline: every wait before the request is written
+//! (the route's permit, its pace, its circuit) ends by it, the last look at the clock comes
+//! right before the call, and the call is cut at the route's timeout (and [`CALL_SLACK`]). A
+//! send that cannot start in time is held, never sent late: the proof that another worker makes
+//! of "not sent" rests on that deadline.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use time::OffsetDateTime;
 
 use herald_provider::callback::Callbacks;
 use herald_provider::settings::RouteContext;
@@ -16,9 +24,10 @@ use tokio::sync::Semaphore;
 
 use super::circuit::{Circuit, CircuitState};
 use super::pacing::Pace;
-use super::policy::Limits;
+use super::policy::{CALL_SLACK, Hold, Limits};
 use crate::config::{Config, RouteConfig};
-use crate::domain::AttemptResult;
+use crate::domain::{AttemptResult, HoldReason};
+use crate::store::RouteSlot;
 
 pub struct Route {
     name: String,
@@ -37,10 +46,6 @@ pub struct Route {
     timeout: Duration,
     limits: Limits,
 }
-
-/// The longest a claimed send waits for its route's pace: far inside any lease (which outlasts
-/// the route's timeout by at least 2 s), so a held send is never mistaken for a crashed one.
-const PACE_PATIENCE: Duration = Duration::from_secs(1);
 
 impl Route {
     /// Whether new claims should leave this route out: it has as much work as it can run, or
@@ -62,6 +67,34 @@ impl Route {
 
     pub fn concurrency(&self) -> usize {
         self.concurrency
+    }
+
+    /// How long after its attempt starts a send may still begin its call, under a `lease`: the
+    /// call, cut at the timeout and [`CALL_SLACK`], then ends by the time the lease does.
+    /// (Configuration keeps the lease at least 2 s above every route's timeout.)
+    pub fn send_window(&self, lease: Duration) -> Duration {
+        lease.saturating_sub(self.timeout + CALL_SLACK)
+    }
+
+    /// The slot new claims may fill on this route: the sends it can start before their
+    /// deadline, within its concurrency and its pace; `None` while it is saturated.
+    fn slot(&self, now: Instant, lease: Duration) -> Option<RouteSlot> {
+        if self.saturated(now) {
+            return None;
+        }
+        let pending = self.pending.load(Ordering::Relaxed);
+        let window = self.send_window(lease);
+        let free = self.concurrency.saturating_sub(pending);
+        let paced = self
+            .pace
+            .capacity(now, window, pending)
+            .map_or(free, |n| n as usize);
+        let take = free.min(paced);
+        (take > 0).then(|| RouteSlot {
+            route: self.name.clone(),
+            take: u32::try_from(take).unwrap_or(u32::MAX),
+            send_window: window,
+        })
     }
 
     /// Calls per second and burst of its own limit, and how much longer a vendor's "slow down"
@@ -101,45 +134,51 @@ impl Route {
     pub fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         self.adapter.prepare(message, key)
     }
-    /// One provider call, within the route's concurrency limit and timeout. A timeout here is
-    /// ambiguous: the adapter's own should have fired first, so the request may be out.
+    /// One provider call, within the route's concurrency limit, its pace and its timeout, started
+    /// by `deadline` or not at all: `Err` where herald held it back itself (nothing was sent). A
+    /// timeout here is ambiguous: the adapter's own should have fired first, so the request may
+    /// be out.
     pub async fn send(
         &self,
         request: &Result<Request, Evidence>,
         message: &Message,
         key: &ProviderKey,
-    ) -> SendResult {
+        deadline: OffsetDateTime,
+    ) -> Result<SendResult, Hold> {
         let route = self;
         let request = match request {
             Ok(request) => request,
-            Err(evidence) => return SendResult::permanent(evidence.clone()),
+            Err(evidence) => return Ok(SendResult::permanent(evidence.clone())),
         };
+        let until = Instant::now()
+            + Duration::try_from(deadline - OffsetDateTime::now_utc()).unwrap_or_default();
+        let late = || Instant::now() >= until || OffsetDateTime::now_utc() >= deadline;
         // A resting route is refused before it waits for a permit or its pace: its work goes
-        // to the fallback at once.
+        // to the fallback at once, or waits.
         if let Some(wait) = route.circuit.resting(Instant::now()) {
             return route.circuit_open(wait);
         }
-        let _permit = route
-            .permits
-            .acquire()
-            .await
-            .expect("route semaphores are never closed");
-        if let Err(wait) = route.pace.take(PACE_PATIENCE).await {
-            return route.not_called(
-                "paced",
-                format!(
-                    "not sent: the route is paused or at its rate limit for {} ms more",
-                    wait.as_millis()
-                ),
-                wait,
-            );
+        let Ok(permit) = tokio::time::timeout_at(until.into(), route.permits.acquire()).await
+        else {
+            return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
+        };
+        let _permit = permit.expect("route semaphores are never closed");
+        if let Err((reason, wait)) = route.pace.take(until).await {
+            return Err(route.hold(reason, wait));
+        }
+        // The last look at the clock before the request is written (a frozen process wakes
+        // here past its deadline, and writes nothing).
+        if late() {
+            return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
         }
         if let Err(wait) = route.circuit.admit(Instant::now()) {
             return route.circuit_open(wait);
         }
         let started = Instant::now();
+        // The call is polled before the timer: a process that wakes from a freeze reads the
+        // answer that waits for it, which is evidence even when its claim was lost meanwhile.
         let result = match tokio::time::timeout(
-            route.timeout + Duration::from_secs(1),
+            route.timeout + CALL_SLACK,
             route.adapter.send_prepared(request, message, key),
         )
         .await
@@ -182,30 +221,35 @@ impl Route {
             // The vendor asked for a pause: it holds for the whole route, not this message only.
             route.pace.pause_until(std::time::Instant::now() + *wait);
         }
-        result
+        Ok(result)
     }
 
-    /// Not sent: the route's recent sends failed, and it rests until its probe.
-    fn circuit_open(&self, wait: Duration) -> SendResult {
-        self.not_called(
-            "circuit_open",
-            format!(
-                "not sent: the route's circuit is open after failures in a row, for {} ms more",
-                wait.as_millis()
-            ),
-            wait,
-        )
-    }
-
-    /// herald held the send back itself (its `stage` is also the attempt's metric reason): a
-    /// rejection it can prove, due again after `wait`.
-    fn not_called(&self, stage: &'static str, detail: String, wait: Duration) -> SendResult {
+    /// Not sent: the route's recent sends failed, and it rests until its probe. With a fallback
+    /// that is a refusal it can prove, which hands the work on; without one, a hold.
+    fn circuit_open(&self, wait: Duration) -> Result<SendResult, Hold> {
+        if self.fallback.is_none() {
+            return Err(self.hold(HoldReason::CircuitOpen, wait));
+        }
+        let stage = HoldReason::CircuitOpen.as_str();
         metrics::counter!("herald_attempts_total", "route" => self.name.clone(), "result" => AttemptResult::Rejected.as_str(), "reason" => stage).increment(1);
-        SendResult::Rejected {
+        Ok(SendResult::Rejected {
             permanent: false,
             retry_after: Some(wait),
-            evidence: Evidence::new(stage, detail),
-        }
+            evidence: Evidence::new(
+                stage,
+                format!(
+                    "not sent: the route's circuit is open after failures in a row, for {} ms more",
+                    wait.as_millis()
+                ),
+            ),
+        })
+    }
+
+    /// herald holds the send back itself, for `wait` at least.
+    fn hold(&self, reason: HoldReason, wait: Duration) -> Hold {
+        metrics::counter!("herald_holds_total", "route" => self.name.clone(), "reason" => reason.as_str()).increment(1);
+        tracing::debug!(route = %self.name, reason = reason.as_str(), wait_ms = wait.as_millis(), "send held");
+        Hold { reason, wait }
     }
 
     /// The route's outcome query about the stored request.
@@ -240,15 +284,11 @@ impl Routes {
         })
     }
 
-    /// The routes new claims may take work for: every configured route but the saturated ones
-    /// (see [`Route::saturated`]).
-    pub fn ready(&self) -> Vec<String> {
+    /// The routes new claims may take work for under `lease`, and how much of each: every
+    /// configured route but the saturated ones (see [`Route::saturated`]).
+    pub fn slots(&self, lease: Duration) -> Vec<RouteSlot> {
         let now = Instant::now();
-        self.0
-            .values()
-            .filter(|r| !r.saturated(now))
-            .map(|r| r.name.clone())
-            .collect()
+        self.0.values().filter_map(|r| r.slot(now, lease)).collect()
     }
 
     /// The provider request `n`'s route would send for it; `None` where the route is not

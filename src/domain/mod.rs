@@ -3,6 +3,7 @@
 //! these types first, so the rest of herald cannot hold an invalid value.
 
 pub mod cloudevent;
+mod contradiction;
 mod email;
 mod notification;
 mod receipt;
@@ -12,18 +13,19 @@ mod transition;
 mod values;
 
 pub use cloudevent::CloudEvent;
+pub use contradiction::{Reopen, reopen};
 pub use email::grants_sender;
 pub use herald_provider::Channel;
 pub use notification::{
-    Attempt, CHANNEL_SCHEMA, Content, Notification, NotificationRequest, Resolution, Sibling,
-    channel_component, check_metadata_key, parse_recipient,
+    Attempt, CHANNEL_SCHEMA, Content, Contradiction, Notification, NotificationRequest, Resolution,
+    Sibling, channel_component, check_metadata_key, parse_recipient,
 };
 pub use receipt::{
     Receipt, ReceiptStatus, Suppression, SuppressionReason, messages_proven, settled_by_callback,
     suppression_recipient,
 };
 pub use routing::{RouteInfo, Routing, Template, Templates};
-pub use states::{AttemptResult, Certainty, Delivery, SettledBy, State};
+pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, State};
 pub use transition::{AttemptOutcome, Decision, Next, Settlement};
 pub use values::{
     EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,

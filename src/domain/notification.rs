@@ -174,6 +174,22 @@ pub struct Notification {
     /// How many times it moved to its route's fallback; on a fallback it sends under a provider
     /// key of its own.
     pub failovers: i32,
+    /// Evidence came for it from outside its dispatcher's step (a late answer to an attempt
+    /// whose lease was lost, a vendor's report): every later record holds the record against it.
+    #[serde(skip)]
+    pub late_evidence: bool,
+    /// Set when later evidence contradicted what was recorded and reopened it.
+    pub contradiction: Option<Contradiction>,
+}
+
+/// Why later evidence reopened a notification, and when. It waits in review (reason
+/// `contradicted`) until a person acknowledges it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Contradiction {
+    pub why: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: OffsetDateTime,
 }
 
 /// One try at handing a notification to its provider. Append-only: a later settlement adds
@@ -186,6 +202,11 @@ pub struct Attempt {
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub started_at: OffsetDateTime,
+    /// Its call to the vendor started no later than this, or not at all, and was cut at the
+    /// route's timeout: every proof that the vendor did not take it rests on this time.
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub send_deadline: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub finished_at: Option<OffsetDateTime>,
@@ -323,6 +344,8 @@ impl NotificationRequest {
             updated_at: now,
             key_epoch: 0,
             failovers: 0,
+            late_evidence: false,
+            contradiction: None,
         })
     }
 

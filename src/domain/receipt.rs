@@ -187,6 +187,7 @@ mod tests {
             route: route.into(),
             provider_idempotency_key: key.into(),
             started_at: datetime!(2026-12-01 10:00 UTC) + time::Duration::seconds(i64::from(n)),
+            send_deadline: datetime!(2026-12-01 10:00 UTC) + time::Duration::seconds(i64::from(n)),
             finished_at: None,
             result,
             permanent: None,

@@ -109,6 +109,22 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// Why herald held a send back on its own account. A hold is not an attempt: it leaves no
+    /// attempt row, spends no budget and fails nothing over; the notification waits until the
+    /// route can take it (`herald_holds_total{route,reason}` counts them).
+    HoldReason {
+        /// The route's own rate limit had no token left before the send deadline.
+        Paced = "paced",
+        /// The route is paused: its vendor asked for a pause (`Retry-After`).
+        Paused = "paused",
+        /// The route's circuit is open and it has no fallback to hand the work to.
+        CircuitOpen = "circuit_open",
+        /// The send deadline passed before the request could be written: nothing was sent.
+        Deadline = "deadline",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::{AttemptResult, Certainty, SettledBy, State};
+use super::{AttemptResult, Certainty, HoldReason, SettledBy, State};
 
 /// The outcome of a step, for the store to commit in one transaction.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +59,16 @@ pub enum Next {
     Failover {
         route: String,
         because: String,
+    },
+    /// herald held the send back itself before writing anything: attempt `attempt`, started
+    /// for it, is withdrawn (no row, no budget spent), and the notification waits until `at` —
+    /// `queued` again, or still `sending` where it was being reconciled (`reconciling`), so that
+    /// the next claim reconciles rather than sends afresh.
+    Hold {
+        attempt: i32,
+        reason: HoldReason,
+        at: OffsetDateTime,
+        reconciling: bool,
     },
 }
 

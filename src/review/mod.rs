@@ -373,6 +373,8 @@ mod tests {
             updated_at: T0,
             key_epoch: 0,
             failovers: 0,
+            late_evidence: false,
+            contradiction: None,
         }
     }
 
@@ -382,6 +384,7 @@ mod tests {
             route: "r".into(),
             provider_idempotency_key: n.provider_key(),
             started_at: T0,
+            send_deadline: T0,
             finished_at: Some(T0),
             result,
             permanent,

@@ -5,6 +5,7 @@
 //!
 //! Every state change writes its outbox event in the same transaction as the change itself.
 
+mod evidence;
 mod group;
 mod postgres;
 mod receipts;
@@ -260,6 +261,18 @@ pub struct Claim {
     pub budget_since: Option<OffsetDateTime>,
 }
 
+/// A route a claim may take work for, and how much.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSlot {
+    pub route: String,
+    /// At most this many of its notifications: the sends it can start before their deadline.
+    pub take: u32,
+    /// How long after the claim an attempt may still start its call (its send deadline): far
+    /// enough inside the lease that the call, cut at the route's timeout, ends before the
+    /// lease does.
+    pub send_window: Duration,
+}
+
 /// Prepares the provider request of a notification claimed for the first time (pure: the
 /// route's adapter builds it from the notification, without I/O). `None` where it cannot.
 pub type Prepare<'a> = &'a (dyn Fn(&Notification) -> Option<Request> + Send + Sync);
@@ -319,18 +332,18 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Notification>;
 
     /// Claims up to `limit` due notifications in one transaction: `queued` ones get an
-    /// `in_flight` attempt (the intent, committed before any call), `sending` ones past their
-    /// lease have their `in_flight` attempt marked `ambiguous`. Each gets a new generation and a
-    /// lease until `now + lease`. Only notifications on `routes` are claimed: the routes this
-    /// process has configured and can take work for now (not paused, not saturated). A
-    /// notification without a provider request gets one from `prepare`, stored in the same
-    /// transaction: it is fixed before anything is sent.
+    /// `in_flight` attempt (the intent, committed before any call) with its send deadline,
+    /// `sending` ones past their lease have their `in_flight` attempt marked `ambiguous`. Each
+    /// gets a new generation and a lease until `now + lease`. Only notifications on `routes` are
+    /// claimed, no more of each than its slot takes: the routes this process has configured and
+    /// can start work on now. A notification without a provider request gets one from
+    /// `prepare`, stored in the same transaction: it is fixed before anything is sent.
     async fn claim(
         &self,
         now: OffsetDateTime,
         lease: Duration,
         limit: u32,
-        routes: &[String],
+        routes: &[RouteSlot],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>>;
 
@@ -343,18 +356,23 @@ pub trait Store: Send + Sync + 'static {
         created_since: OffsetDateTime,
     ) -> StoreResult<Vec<Sibling>>;
 
-    /// Commits a new `in_flight` attempt for a claimed notification (a replay or a resend) and
-    /// renews the lease; `None` if the claim was lost.
+    /// Commits a new `in_flight` attempt for a claimed notification (a replay or a resend),
+    /// whose call must start by `send_deadline`, and renews the lease; `None` if the claim was
+    /// lost.
     async fn start_attempt(
         &self,
         claim: &Claim,
         now: OffsetDateTime,
         lease: Duration,
+        send_deadline: OffsetDateTime,
     ) -> StoreResult<Option<Attempt>>;
 
     /// Commits a decision for a claimed notification, with its outbox event if it finished.
     /// `Conflict` when its settlement attributes a vendor message that another notification's
-    /// settlement already holds: nothing is changed, and the worker looks again.
+    /// settlement already holds: nothing is changed, and the worker looks again. A claim that
+    /// was lost changes nothing but its attempt's evidence (`late_result`); either way,
+    /// evidence that contradicts what is recorded reopens the notification
+    /// ([`crate::domain::reopen`]).
     async fn record(
         &self,
         claim: &Claim,
@@ -705,10 +723,13 @@ pub enum EventType {
     Cancelled,
     /// The receipt moved forward on a vendor's callback.
     Receipt,
+    /// Later evidence contradicted what was recorded: the notification is delivered after all,
+    /// or may have been delivered twice, and waits in review.
+    Reopened,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 7] = [
+    pub const ALL: [EventType; 8] = [
         EventType::Accepted,
         EventType::Delivered,
         EventType::Failed,
@@ -716,6 +737,7 @@ impl EventType {
         EventType::Resolved,
         EventType::Cancelled,
         EventType::Receipt,
+        EventType::Reopened,
     ];
 
     pub fn parse(s: &str) -> Option<EventType> {
@@ -731,6 +753,7 @@ impl EventType {
             EventType::Resolved => "dev.herald.notification.resolved",
             EventType::Cancelled => "dev.herald.notification.cancelled",
             EventType::Receipt => "dev.herald.notification.receipt",
+            EventType::Reopened => "dev.herald.notification.reopened",
         }
     }
 }

@@ -68,6 +68,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "callbacks",
         include_str!("../../migrations/postgres/0010_callbacks.sql"),
     ),
+    (
+        11,
+        "deadlines",
+        include_str!("../../migrations/postgres/0011_deadlines.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.
@@ -189,16 +194,22 @@ impl Dialect for Postgres {
         due_tenants!(),
         "SELECT id, state FROM notifications
          WHERE id IN (
-             SELECT id FROM (
-                 SELECT d.id, d.due_at,
-                        row_number() OVER (PARTITION BY t.tenant ORDER BY d.due_at) AS turn
-                 FROM tenants t, LATERAL (
-                     SELECT id, due_at FROM notifications
-                     WHERE tenant = t.tenant AND state IN ('queued', 'sending')
-                       AND due_at <= $1 AND route = ANY($3)
-                     ORDER BY due_at LIMIT $2) d
+             SELECT due.id FROM (
+                 SELECT id, route, turn, due_at,
+                        row_number() OVER (PARTITION BY route ORDER BY turn, due_at) AS place
+                 FROM (
+                     SELECT d.id, d.route, d.due_at,
+                            row_number() OVER (PARTITION BY t.tenant ORDER BY d.due_at) AS turn
+                     FROM tenants t, LATERAL (
+                         SELECT id, route, due_at FROM notifications
+                         WHERE tenant = t.tenant AND state IN ('queued', 'sending')
+                           AND due_at <= $1 AND route = ANY($3)
+                         ORDER BY due_at LIMIT $2) d
+                 ) turns
              ) due
-             ORDER BY turn, due_at LIMIT $2)
+             JOIN jsonb_to_recordset($4) AS r(route text, take bigint) ON r.route = due.route
+             WHERE due.place <= r.take
+             ORDER BY due.turn, due.due_at LIMIT $2)
          FOR UPDATE SKIP LOCKED"
     );
     const CLAIM_TAKE: &'static str = concat!(
@@ -217,10 +228,11 @@ impl Dialect for Postgres {
          FROM jsonb_to_recordset($1) AS r(id uuid, request jsonb) WHERE n.id = r.id";
     const CLAIM_START_ATTEMPTS: &'static str = "INSERT INTO attempts
              (notification_id, n, generation, route, provider_idempotency_key, started_at,
-              result, evidence)
-         SELECT a.id, a.n, a.generation, a.route, a.key, $2, 'in_flight', '{}'
+              send_deadline, result, evidence)
+         SELECT a.id, a.n, a.generation, a.route, a.key, $2, a.send_deadline, 'in_flight', '{}'
          FROM jsonb_to_recordset($1)
-             AS a(id uuid, n integer, generation bigint, route text, key text)";
+             AS a(id uuid, n integer, generation bigint, route text, key text,
+                  send_deadline timestamptz)";
     const ATTEMPTS_OF_MANY: &'static str = concat!(
         "SELECT notification_id, ",
         attempt_columns!(),

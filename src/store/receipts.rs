@@ -15,7 +15,7 @@ use super::{
     StoreError, StoreResult, SuppressionFilter, Timestamp,
 };
 use crate::domain::{
-    Attempt, AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
+    AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
     ReceiptStatus, SettledBy, Settlement, Suppression, SuppressionReason, messages_proven,
     settled_by_callback, suppression_recipient,
 };
@@ -28,7 +28,7 @@ const RECORD_CALLBACK: &str = "INSERT INTO callbacks
 /// The (route, provider key) pairs under which vendors reported a message of notification
 /// `$1`: each report with a receipt says that route's vendor took the message sent under that
 /// key.
-const REPORTED_KEYS: &str = "SELECT DISTINCT route, provider_key FROM callbacks
+pub(super) const REPORTED_KEYS: &str = "SELECT DISTINCT route, provider_key FROM callbacks
      WHERE notification_id = $1 AND provider_key IS NOT NULL AND status <> 'none'";
 /// The attempt on route `$1` whose key is `$3`, of notification `$2`: a key names its
 /// notification (it starts with the notification's id), and only a message sent on this route
@@ -37,10 +37,11 @@ const SENT_UNDER_KEY: &str = "SELECT notification_id FROM attempts
      WHERE notification_id = $2 AND route = $1 AND provider_idempotency_key = $3 LIMIT 1";
 const SENT_AS_REF: &str = "SELECT notification_id FROM attempts
      WHERE route = $1 AND provider_ref = $2 LIMIT 1";
-/// Takes the notification's row lock (a write that changes nothing) before reading it: two
-/// callbacks about one notification, or a callback and a worker's record, then apply one after
-/// the other on PostgreSQL, each on what the other committed. SQLite has one writer anyway.
-const LOCK: &str = "UPDATE notifications SET generation = generation WHERE id = $1";
+/// Takes the notification's row lock before reading it, and marks that a vendor's report came
+/// (a worker holding the notification holds its record against it): two callbacks about one
+/// notification, or a callback and a worker's record, then apply one after the other on
+/// PostgreSQL, each on what the other committed. SQLite has one writer anyway.
+const LOCK: &str = "UPDATE notifications SET late_evidence = true WHERE id = $1";
 const FIND_BY_ID: &str = concat!(
     "SELECT ",
     super::sql::claimed_columns!(),
@@ -328,8 +329,12 @@ async fn take_one<D: Dialect>(
     }
 
     let (settled, finished) = settle::<D>(tx, id, route, callbacks.idempotency_window, now).await?;
+    let settled = settled || finished.is_some();
+    let reopened =
+        super::evidence::hold_against_evidence::<D>(tx, finished.unwrap_or(notification), now)
+            .await?;
     Ok(Taken::New {
-        settled: settled || finished.is_some(),
+        settled: settled || reopened.is_some(),
     })
 }
 
@@ -352,13 +357,7 @@ async fn settle<D: Dialect>(
     if reported.is_empty() {
         return Ok((false, None));
     }
-    let rows: Vec<super::sql::AttemptWithOwner> = tx
-        .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(vec![id.as_uuid()])])
-        .await?;
-    let attempts = rows
-        .into_iter()
-        .map(|row| row.attempt.try_into())
-        .collect::<StoreResult<Vec<Attempt>>>()?;
+    let attempts = super::sql::attempts_of::<D>(&mut **tx, id).await?;
     let mut settled = Vec::new();
     for (on, key) in &reported {
         let window = idempotency_window.filter(|_| on == route);

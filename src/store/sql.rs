@@ -27,11 +27,12 @@ use super::{
     AcceptOutcome, Backlog, CallbacksTaken, Claim, ClaimMode, ClaimedEvent, EventType,
     InboxOutcome, LiftSuppression, ListFilter, NewAccept, NewCallbacks, NewInboxEvent,
     NewResolution, NewSuppression, NotificationDetail, Outage, OutboxEvent, Prepare, QueueStats,
-    Recorded, ReviewFilter, Store, StoreError, StoreResult, SuppressionFilter, Timestamp,
+    Recorded, ReviewFilter, RouteSlot, Store, StoreError, StoreResult, SuppressionFilter,
+    Timestamp,
 };
 use crate::domain::{
-    Attempt, AttemptResult, Certainty, Channel, Content, Decision, Delivery, Next, Notification,
-    NotificationId, Resolution, SettledBy, Settlement, Sibling, State, Suppression,
+    Attempt, AttemptResult, Certainty, Channel, Content, Contradiction, Decision, Delivery, Next,
+    Notification, NotificationId, Resolution, SettledBy, Settlement, Sibling, State, Suppression,
 };
 use crate::review::Reason;
 use herald_provider::Request;
@@ -53,6 +54,7 @@ struct StartedAttempt {
     generation: i64,
     route: String,
     key: String,
+    send_deadline: Timestamp,
 }
 
 /// The smallest UUIDv7 of `t`'s millisecond: a notification id (a UUIDv7) below it was made
@@ -262,8 +264,9 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// Write transactions worth running at once (see [`Store::writers`]).
     const WRITERS: usize;
 
-    /// `$1` now, `$2` limit, `$3` routes → `(id, state)` of due notifications, tenants taking
-    /// turns (each one's oldest due first), each locked against other claimers until the
+    /// `$1` now, `$2` limit, `$3` routes, `$4` a JSON array of `{route, take}` → `(id, state)`
+    /// of due notifications, tenants taking turns (each one's oldest due first) and no route
+    /// given more than its `take`, each locked against other claimers until the
     /// transaction ends. It reads at most `$2` rows of each tenant with work (through
     /// [`due_tenants!`]), whatever the backlog: sorting every due row made each claim cost as
     /// much as the whole backlog (47 ms at 20,000 queued on SQLite, against 1 ms now).
@@ -274,8 +277,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
     const CLAIM_EXPIRE: &'static str;
     /// `$1` a JSON array of `{id, request}`: each notification's provider request, fixed.
     const CLAIM_FIX_REQUESTS: &'static str;
-    /// `$1` a JSON array of `{id, n, generation, route, key}`, `$2` now: an `in_flight`
-    /// attempt each. (One statement for a whole claim, not two per notification: a claim of 64
+    /// `$1` a JSON array of `{id, n, generation, route, key, send_deadline}`, `$2` now: an
+    /// `in_flight` attempt each. (One statement for a whole claim, not two per notification: a claim of 64
     /// made 128 round trips while it held its rows.)
     const CLAIM_START_ATTEMPTS: &'static str;
     /// `$1` ids → every attempt of those notifications, as [`AttemptWithOwner`].
@@ -566,7 +569,8 @@ impl LastOutage {
 macro_rules! notification_columns {
     () => {
         "id, tenant, channel, recipient, route, delivery, content, metadata, state, certainty, \
-         acknowledged, send_at, due_at, created_at, updated_at, key_epoch, failovers"
+         acknowledged, send_at, due_at, created_at, updated_at, key_epoch, failovers, \
+         late_evidence, contradiction, contradicted_at"
     };
 }
 
@@ -584,15 +588,15 @@ pub(super) use {claimed_columns, notification_columns};
 macro_rules! look_alike_columns {
     () => {
         "a.notification_id, n.created_at AS notification_created_at, a.n, a.route, \
-         a.provider_idempotency_key, a.started_at, a.finished_at, a.result, a.permanent, \
-         a.provider_ref, a.settled_by, a.evidence"
+         a.provider_idempotency_key, a.started_at, a.send_deadline, a.finished_at, a.result, \
+         a.permanent, a.provider_ref, a.settled_by, a.evidence"
     };
 }
 
 macro_rules! attempt_columns {
     () => {
-        "n, route, provider_idempotency_key, started_at, finished_at, result, permanent, \
-         provider_ref, settled_by, evidence"
+        "n, route, provider_idempotency_key, started_at, send_deadline, finished_at, result, \
+         permanent, provider_ref, settled_by, evidence"
     };
 }
 pub(super) use attempt_columns;
@@ -625,8 +629,8 @@ const INSERT_NOTIFICATION: &str = "INSERT INTO notifications
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)";
 const INSERT_ATTEMPT: &str = concat!(
     "INSERT INTO attempts (notification_id, n, generation, route, provider_idempotency_key,
-                           started_at, result, evidence)
-     VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', '{}')
+                           started_at, send_deadline, result, evidence)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'in_flight', '{}')
      RETURNING ",
     attempt_columns!()
 );
@@ -639,7 +643,8 @@ const SETTLE: &str = "UPDATE attempts
      WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2
        AND ($7 IS NULL OR route = $7)";
 /// A worker's record: only while its claim holds. A failover (`$8`, the fallback) moves it to
-/// that route with a fresh budget and forgets the request prepared for the route it leaves.
+/// that route with a fresh budget and forgets the request prepared for the route it leaves; a
+/// hold gives back the number of the attempt it withdraws (`$9`).
 ///
 /// The fences here, in `start_attempt` and in `cancel` test `state || ''`, not `state`: the same test, but
 /// one PostgreSQL cannot answer from a partial index on state. Given `state = 'sending'` it chose
@@ -653,7 +658,8 @@ const RECORD: &str = concat!(
          failovers = failovers + CASE WHEN $8 IS NULL THEN 0 ELSE 1 END,
          provider_request = CASE WHEN $8 IS NULL THEN provider_request ELSE NULL END,
          budget_from = CASE WHEN $8 IS NULL THEN budget_from ELSE attempt_count END,
-         budget_since = CASE WHEN $8 IS NULL THEN budget_since ELSE $7 END
+         budget_since = CASE WHEN $8 IS NULL THEN budget_since ELSE $7 END,
+         attempt_count = attempt_count - CASE WHEN $9 IS NULL THEN 0 ELSE 1 END
      WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
      RETURNING ",
     notification_columns!()
@@ -713,6 +719,14 @@ const REVIEW: &str = concat!(
     "))
      ORDER BY id LIMIT $10"
 );
+/// Marks that evidence came from outside the holder's step, and takes the row's lock.
+const MARK_LATE_EVIDENCE: &str = concat!(
+    "UPDATE notifications SET late_evidence = true WHERE id = $1 RETURNING ",
+    notification_columns!()
+);
+/// The attempt a hold withdraws: it never called the vendor.
+const WITHDRAW_ATTEMPT: &str =
+    "DELETE FROM attempts WHERE notification_id = $1 AND n = $2 AND result = 'in_flight'";
 const ANNOTATE_UNSETTLED: &str = "UPDATE attempts SET evidence = json_patch(evidence, $2)
      WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND route = $3";
 const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
@@ -817,32 +831,42 @@ impl<D: Dialect> SqlStore<D> {
             Next::Failover { route, .. } => Some(route.as_str()),
             _ => None,
         };
-        let row: Option<NotificationRow> = tx
-            .fetch_optional(
-                update,
-                args![
-                    id,
-                    claim.generation,
-                    state.as_str(),
-                    certainty.map(|c| c.as_str()),
-                    due_at,
-                    finished_at,
-                    now,
-                    failover,
-                ],
-            )
-            .await?;
+        let withdrawn = match &decision.next {
+            Next::Hold { attempt, .. } => Some(*attempt),
+            _ => None,
+        };
+        let mut args = args![
+            id,
+            claim.generation,
+            state.as_str(),
+            certainty.map(|c| c.as_str()),
+            due_at,
+            finished_at,
+            now,
+            failover,
+        ];
+        if !in_review {
+            args.push(Arg::from(withdrawn));
+        }
+        let row: Option<NotificationRow> = tx.fetch_optional(update, args).await?;
         let Some(row) = row else {
             if let Some((n, late)) = decision.late_evidence() {
+                // Marked first: the mark waits for whoever holds the notification now to
+                // commit, and their record, made later, sees it.
+                let row: NotificationRow = tx.fetch_one(MARK_LATE_EVIDENCE, args![id]).await?;
                 tx.execute(
                     ANNOTATE_ATTEMPT,
                     vec![Arg::from(id), Arg::from(n), Arg::json(&late)],
                 )
                 .await?;
+                super::evidence::hold_against_evidence::<D>(tx, row.try_into()?, now).await?;
             }
             return Ok(Recorded::Fenced);
         };
         let notification: Notification = row.try_into()?;
+        if let Some(n) = withdrawn {
+            tx.execute(WITHDRAW_ATTEMPT, args![id, n]).await?;
+        }
         if let Some(a) = &decision.attempt {
             tx.execute(
                 "UPDATE attempts
@@ -1029,6 +1053,17 @@ async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreRes
     .await
 }
 
+/// Every attempt of notification `id`, oldest first.
+pub(super) async fn attempts_of<D: Dialect>(
+    conn: &mut impl Conn,
+    id: NotificationId,
+) -> StoreResult<Vec<Attempt>> {
+    let rows: Vec<AttemptWithOwner> = conn
+        .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(vec![id.as_uuid()])])
+        .await?;
+    rows.into_iter().map(|row| row.attempt.try_into()).collect()
+}
+
 pub(super) async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<()> {
     conn.execute(
         INSERT_EVENT,
@@ -1180,9 +1215,13 @@ impl<D: Dialect> Store for SqlStore<D> {
         now: OffsetDateTime,
         lease: Duration,
         limit: u32,
-        routes: &[String],
+        routes: &[RouteSlot],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
+        let takes: Vec<Value> = routes
+            .iter()
+            .map(|slot| serde_json::json!({"route": slot.route, "take": slot.take}))
+            .collect();
         let mut tx = self.0.begin().await?;
         let due: Vec<(Uuid, String)> = tx
             .fetch_all(
@@ -1190,7 +1229,8 @@ impl<D: Dialect> Store for SqlStore<D> {
                 vec![
                     Arg::from(now),
                     Arg::from(i64::from(limit)),
-                    Arg::Texts(routes.to_vec()),
+                    Arg::Texts(routes.iter().map(|slot| slot.route.clone()).collect()),
+                    Arg::json(&takes),
                 ],
             )
             .await?;
@@ -1240,12 +1280,17 @@ impl<D: Dialect> Store for SqlStore<D> {
                 }
             }
             let mode = if first {
+                let window = routes
+                    .iter()
+                    .find(|slot| slot.route == notification.route)
+                    .map_or(Duration::ZERO, |slot| slot.send_window);
                 started.push(StartedAttempt {
                     id: notification.id.as_uuid(),
                     n: row.attempt_count,
                     generation: row.generation,
                     route: notification.route.clone(),
                     key: notification.provider_key(),
+                    send_deadline: (now + window).into(),
                 });
                 ClaimMode::Send {
                     n: row.attempt_count,
@@ -1322,6 +1367,7 @@ impl<D: Dialect> Store for SqlStore<D> {
         claim: &Claim,
         now: OffsetDateTime,
         lease: Duration,
+        send_deadline: OffsetDateTime,
     ) -> StoreResult<Option<Attempt>> {
         let n = &claim.notification;
         let mut tx = self.0.begin().await?;
@@ -1346,7 +1392,8 @@ impl<D: Dialect> Store for SqlStore<D> {
                     claim.generation,
                     &n.route,
                     n.provider_key(),
-                    now
+                    now,
+                    send_deadline
                 ],
             )
             .await?;
@@ -1369,6 +1416,14 @@ impl<D: Dialect> Store for SqlStore<D> {
                     super::receipts::settle_recorded::<D>(&mut tx, claim, decision, now).await?
             {
                 outcome = Recorded::Applied(Box::new(finished));
+            }
+            // Evidence came while it was being sent: hold this record against it.
+            if let Recorded::Applied(n) = &outcome
+                && n.late_evidence
+                && let Some(reopened) =
+                    super::evidence::hold_against_evidence::<D>(&mut tx, (**n).clone(), now).await?
+            {
+                outcome = Recorded::Applied(Box::new(reopened));
             }
             recorded.push(outcome);
         }
@@ -1864,6 +1919,16 @@ fn next_columns(
         Next::Retry { at } => (State::Queued, None, *at, None),
         Next::Reconcile { at } => (State::Sending, None, *at, None),
         Next::Failover { .. } => (State::Queued, None, now, None),
+        Next::Hold {
+            at, reconciling, ..
+        } => {
+            let state = if *reconciling {
+                State::Sending
+            } else {
+                State::Queued
+            };
+            (state, None, *at, None)
+        }
     }
 }
 
@@ -1907,6 +1972,9 @@ pub(super) struct NotificationRow {
     updated_at: Timestamp,
     key_epoch: i32,
     failovers: i32,
+    late_evidence: bool,
+    contradiction: Option<String>,
+    contradicted_at: Option<Timestamp>,
 }
 
 impl TryFrom<NotificationRow> for Notification {
@@ -1938,6 +2006,14 @@ impl TryFrom<NotificationRow> for Notification {
             updated_at: row.updated_at.into_inner(),
             key_epoch: row.key_epoch,
             failovers: row.failovers,
+            late_evidence: row.late_evidence,
+            contradiction: match (row.contradiction, row.contradicted_at) {
+                (Some(why), Some(at)) => Some(Contradiction {
+                    why,
+                    at: at.into_inner(),
+                }),
+                _ => None,
+            },
         })
     }
 }
@@ -1960,6 +2036,7 @@ pub(super) struct AttemptRow {
     route: String,
     provider_idempotency_key: String,
     started_at: Timestamp,
+    send_deadline: Timestamp,
     finished_at: Option<Timestamp>,
     result: String,
     permanent: Option<bool>,
@@ -1981,6 +2058,7 @@ impl TryFrom<AttemptRow> for Attempt {
             route: row.route,
             provider_idempotency_key: row.provider_idempotency_key,
             started_at: row.started_at.into_inner(),
+            send_deadline: row.send_deadline.into_inner(),
             finished_at: row.finished_at.map(Timestamp::into_inner),
             result: AttemptResult::parse(&row.result)
                 .ok_or_else(|| corrupt("result", &row.result))?,

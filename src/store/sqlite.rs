@@ -79,6 +79,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "callbacks",
         include_str!("../../migrations/sqlite/0010_callbacks.sql"),
     ),
+    (
+        11,
+        "deadlines",
+        include_str!("../../migrations/sqlite/0011_deadlines.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;
@@ -293,16 +298,23 @@ impl Dialect for Sqlite {
         due_tenants!(),
         "SELECT id, state FROM notifications
          WHERE id IN (
-             SELECT id FROM (
-                 SELECT n.id, n.due_at,
-                        row_number() OVER (PARTITION BY n.tenant ORDER BY n.due_at) AS turn
-                 FROM tenants t JOIN notifications n ON n.id IN (
-                     SELECT id FROM notifications
-                     WHERE tenant = t.tenant AND state IN ('queued', 'sending')
-                       AND due_at <= $1 AND route IN (SELECT value FROM json_each($3))
-                     ORDER BY due_at LIMIT $2)
+             SELECT due.id FROM (
+                 SELECT id, route, turn, due_at,
+                        row_number() OVER (PARTITION BY route ORDER BY turn, due_at) AS place
+                 FROM (
+                     SELECT n.id, n.route, n.due_at,
+                            row_number() OVER (PARTITION BY n.tenant ORDER BY n.due_at) AS turn
+                     FROM tenants t JOIN notifications n ON n.id IN (
+                         SELECT id FROM notifications
+                         WHERE tenant = t.tenant AND state IN ('queued', 'sending')
+                           AND due_at <= $1 AND route IN (SELECT value FROM json_each($3))
+                         ORDER BY due_at LIMIT $2)
+                 ) turns
              ) due
-             ORDER BY turn, due_at LIMIT $2)"
+             JOIN (SELECT value ->> 'route' AS route, value ->> 'take' AS take FROM json_each($4)) r
+                 ON r.route = due.route
+             WHERE due.place <= r.take
+             ORDER BY due.turn, due.due_at LIMIT $2)"
     );
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
@@ -327,9 +339,10 @@ impl Dialect for Sqlite {
          WHERE notifications.id = r.id";
     const CLAIM_START_ATTEMPTS: &'static str = "INSERT INTO attempts
              (notification_id, n, generation, route, provider_idempotency_key, started_at,
-              result, evidence)
+              send_deadline, result, evidence)
          SELECT unhex(replace(value ->> 'id', '-', '')), value ->> 'n', value ->> 'generation',
-                value ->> 'route', value ->> 'key', $2, 'in_flight', '{}'
+                value ->> 'route', value ->> 'key', $2, value ->> 'send_deadline', 'in_flight',
+                '{}'
          FROM json_each($1)";
     const ATTEMPTS_OF_MANY: &'static str = concat!(
         "SELECT notification_id, ",

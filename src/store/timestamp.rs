@@ -31,6 +31,19 @@ impl From<OffsetDateTime> for Timestamp {
     }
 }
 
+/// In a JSON document handed to a statement (the attempts a claim starts): the text SQLite
+/// stores, which PostgreSQL reads as a `timestamptz` too.
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = self
+            .0
+            .to_offset(UtcOffset::UTC)
+            .format(SQLITE_FORMAT)
+            .map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(&text)
+    }
+}
+
 impl Type<Postgres> for Timestamp {
     fn type_info() -> PgTypeInfo {
         <OffsetDateTime as Type<Postgres>>::type_info()

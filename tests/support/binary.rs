@@ -104,12 +104,28 @@ impl HeraldProcess {
 
     /// SIGTERM, then waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("send SIGTERM");
+        self.signal("TERM");
         self.child.wait().expect("reap herald")
+    }
+
+    /// SIGSTOP: the process stands still, mid-send or mid-wait, as a stalled machine or a
+    /// paused VM would; its leases run out meanwhile.
+    pub fn freeze(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after [`HeraldProcess::freeze`]: it goes on from where it stood.
+    pub fn thaw(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "SIG{name} to herald {pid}");
     }
 
     /// Starts the same configuration again (after a kill).

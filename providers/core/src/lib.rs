@@ -304,11 +304,10 @@ impl SendResult {
 
     /// Every value [`SendResult::reason`] gives, with the attempt result it goes with: the
     /// series a dashboard can count on finding, at zero before the first attempt.
-    pub const REASONS: [(&'static str, &'static str); 12] = [
+    pub const REASONS: [(&'static str, &'static str); 11] = [
         ("accepted", "accepted"),
         ("ambiguous", "ambiguous"),
         ("rejected", "key_reused"),
-        ("rejected", "paced"),
         ("rejected", "circuit_open"),
         ("rejected", "connection_refused"),
         ("rejected", "not_sent_locally"),
@@ -332,10 +331,9 @@ impl SendResult {
                 evidence,
                 ..
             } => match (evidence.stage.as_str(), evidence.status) {
-                // herald held it back: the route's own pace or a vendor's Retry-After.
+                // herald did not call it: the recipient is suppressed, or the route's circuit
+                // breaker is open (and the work goes to its fallback).
                 (SUPPRESSED_STAGE, _) => "suppressed",
-                ("paced", _) => "paced",
-                // herald did not call it: the route's circuit breaker is open.
                 ("circuit_open", _) => "circuit_open",
                 ("connect", _) => "connection_refused",
                 // Refused before anything left: the message, its destination, or a name that

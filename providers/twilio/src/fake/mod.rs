@@ -43,6 +43,9 @@ pub struct FakeConfig {
     pub visibility_lag: Duration,
     /// How long the [`Fault::Delay`] fault holds its answer; longer than any client timeout.
     pub delay: Duration,
+    /// How long every create that it processed waits before it answers: a slow vendor, whose
+    /// answers still come inside a client's timeout.
+    pub answer_after: Duration,
     /// The largest page the list serves (Twilio: 1000); a test lowers it to exercise paging.
     pub max_page_size: usize,
 }
@@ -56,6 +59,7 @@ impl FakeConfig {
             api_key: None,
             visibility_lag: Duration::ZERO,
             delay: Duration::from_secs(30),
+            answer_after: Duration::ZERO,
             max_page_size: 1000,
         }
     }
@@ -165,6 +169,12 @@ impl FakeHandle {
     pub fn received(&self) -> Vec<Received> {
         self.shared.lock().received.clone()
     }
+
+    /// The most creates the fake was handling at one time (from receipt to answer): what a
+    /// client's concurrency limit is held to.
+    pub fn most_creates_at_once(&self) -> usize {
+        self.shared.lock().most_creates_at_once
+    }
 }
 
 /// What the routes share; behind one lock so that taking a fault and processing is one step.
@@ -175,4 +185,7 @@ struct State {
     send_faults: VecDeque<Fault>,
     lookup_faults: VecDeque<Fault>,
     received: Vec<Received>,
+    /// Creates being handled now, and the most there ever were at once.
+    creates_now: usize,
+    most_creates_at_once: usize,
 }

@@ -83,6 +83,7 @@ async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let _counted = InFlight::enter(&shared);
     let (fault, answer) = {
         let mut state = shared.lock();
         record(&mut state, "POST", &uri, &headers, &body);
@@ -96,7 +97,28 @@ async fn create(
         };
         (fault, answer)
     };
+    if answer.is_some() {
+        tokio::time::sleep(shared.config.answer_after).await;
+    }
     finish(&shared, kill, fault, answer).await
+}
+
+/// Counts a create from its receipt until its answer is made (or its connection drops).
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        let mut state = shared.lock();
+        state.creates_now += 1;
+        state.most_creates_at_once = state.most_creates_at_once.max(state.creates_now);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.lock().creates_now -= 1;
+    }
 }
 
 async fn list(

@@ -1,0 +1,468 @@
+//! Evidence that arrives after a step was recorded — the answer a worker read after its lease
+//! was lost, a vendor's report — is held against the record, for herald never records more
+//! certainty than it has *now*. Where later evidence shows a message that the record denies (a
+//! send settled "not accepted", a notification failed, cancelled, left unknown or waiting to be
+//! sent again), or a second message beside a `known` delivery, the notification is reopened:
+//! `delivered`, with the certainty the evidence allows, and in review (reason `contradicted`)
+//! until a person acknowledges it. Evidence that agrees with the record changes nothing.
+//!
+//! Messages are told apart as far as herald can: by the vendor's reference where one is known,
+//! else one per attempt; a replay that settled an earlier send under the same key delivered the
+//! same message (the vendor deduplicated it), and a vendor's report under a provider key counts
+//! as one message only where no send under that key is already counted. So the count is what
+//! the evidence proves at least, never more than was sent.
+
+use std::collections::BTreeSet;
+
+use super::{Attempt, AttemptResult, Certainty, Notification, SettledBy, State};
+
+/// What later evidence makes of a notification.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reopen {
+    /// Always `delivered`: every contradiction herald can see is a message the record denied.
+    pub state: State,
+    pub certainty: Certainty,
+    /// The recipient may have it more than once where the record said once (or never).
+    pub duplicate: bool,
+    /// What brought the contradiction: `late_result` (an answer read after the lease was lost)
+    /// or `callback` (a vendor's report).
+    pub cause: &'static str,
+    /// One sentence for a person: the evidence, and what the record said.
+    pub why: String,
+}
+
+/// A message a vendor may hold, as far as herald can tell one from another.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Message<'a> {
+    /// The vendor's reference for it, on a route.
+    Ref(&'a str, &'a str),
+    /// The message of this attempt, whose reference nothing recorded.
+    Attempt(i32),
+    /// A message a vendor reported under a (route, provider key) that no counted send accounts
+    /// for.
+    Reported(&'a str, &'a str),
+}
+
+/// The answer a worker read after its lease was lost (kept as `late_result` evidence), if it
+/// says the vendor took the message: with the vendor's reference, where it named one.
+fn late_acceptance(a: &Attempt) -> Option<Option<&str>> {
+    let late = &a.evidence["late_result"];
+    let reference = late["provider_ref"].as_str();
+    (late["result"] == "accepted" || reference.is_some()).then_some(reference)
+}
+
+/// How a settlement of `a` came out, if one did.
+fn settled(a: &Attempt) -> Option<&str> {
+    a.settled_by
+        .and(a.evidence["settlement"]["outcome"].as_str())
+}
+
+/// The message `a` delivered, if anything shows it took one.
+fn message<'a>(a: &'a Attempt, attempts: &'a [Attempt]) -> Option<Message<'a>> {
+    let taken = a.result == AttemptResult::Accepted
+        || (a.result == AttemptResult::Ambiguous && settled(a) == Some("accepted"))
+        || late_acceptance(a).is_some();
+    if !taken {
+        return None;
+    }
+    // A replay under the same key settled it: the vendor answered the replay with the message
+    // it already had.
+    if a.settled_by == Some(SettledBy::IdempotentReplay)
+        && let Some(replay) = a.evidence["settlement"]["evidence"]["attempt"].as_i64()
+        && let Some(replay) = attempts
+            .iter()
+            .find(|r| i64::from(r.n) == replay && r.result == AttemptResult::Accepted)
+    {
+        return message(replay, attempts);
+    }
+    match a
+        .provider_ref
+        .as_deref()
+        .or_else(|| late_acceptance(a).flatten())
+    {
+        Some(reference) => Some(Message::Ref(a.route.as_str(), reference)),
+        None => Some(Message::Attempt(a.n)),
+    }
+}
+
+/// What later evidence makes of notification `n`, given its attempts (with any `late_result`
+/// evidence) and the (route, provider key) pairs under which vendors reported a message of
+/// it; `None` where the evidence agrees with the record, or while a worker holds it (its
+/// record is held against the evidence when it is made).
+pub fn reopen(
+    n: &Notification,
+    attempts: &[Attempt],
+    reported: &[(String, String)],
+) -> Option<Reopen> {
+    let mut messages: BTreeSet<Message> = attempts
+        .iter()
+        .filter_map(|a| message(a, attempts))
+        .collect();
+    let mut reports = Vec::new();
+    for (route, key) in reported {
+        let counted = attempts.iter().any(|a| {
+            &a.route == route
+                && &a.provider_idempotency_key == key
+                && message(a, attempts).is_some()
+        });
+        if !counted {
+            messages.insert(Message::Reported(route, key));
+            reports.push(format!(
+                "route `{route}`'s vendor reported a message sent under key {key}"
+            ));
+        }
+    }
+    let late: Vec<String> = attempts
+        .iter()
+        .filter_map(|a| {
+            let reference = late_acceptance(a)?;
+            let denied = match (a.result, settled(a)) {
+                (AttemptResult::Accepted, _) | (_, Some("accepted")) => return None,
+                (_, Some(_)) => " (it had been settled not accepted)",
+                _ => "",
+            };
+            Some(match reference {
+                Some(r) => format!(
+                    "attempt {} was answered `accepted` ({r}) after its worker's lease ended{denied}",
+                    a.n
+                ),
+                None => format!(
+                    "attempt {} was answered `accepted` after its worker's lease ended{denied}",
+                    a.n
+                ),
+            })
+        })
+        .collect();
+    // A send in flight, or an ambiguity that nothing settled, may have delivered one more.
+    let open = attempts.iter().any(|a| {
+        a.result == AttemptResult::InFlight
+            || (a.result == AttemptResult::Ambiguous
+                && a.settled_by.is_none()
+                && late_acceptance(a).is_none())
+    });
+    let count = messages.len();
+    let certainty = if count == 1 && !open {
+        Certainty::Known
+    } else {
+        Certainty::DuplicatePossible
+    };
+    let contradicted = match (n.state, n.certainty) {
+        (State::Delivered, Some(Certainty::Known)) => count >= 2,
+        (State::Queued | State::Failed | State::Unknown | State::Cancelled, _) => count >= 1,
+        (State::Delivered, _) | (State::Sending, _) => false,
+    };
+    if !contradicted {
+        return None;
+    }
+    let record = match n.certainty {
+        Some(c) => format!("{}/{c}", n.state),
+        None => n.state.to_string(),
+    };
+    let cause = if late.is_empty() {
+        "callback"
+    } else {
+        "late_result"
+    };
+    let evidence: Vec<String> = late.into_iter().chain(reports).collect();
+    let evidence = if evidence.is_empty() {
+        "later evidence shows a message the record does not account for".to_owned()
+    } else {
+        evidence.join("; ")
+    };
+    Some(Reopen {
+        state: State::Delivered,
+        certainty,
+        duplicate: count >= 2,
+        cause,
+        why: format!(
+            "{evidence}, while the record said {record}: the vendor took {count} message(s){}",
+            if certainty == Certainty::Known {
+                ""
+            } else {
+                ", so the recipient may have it more than once"
+            }
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use time::OffsetDateTime;
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::domain::{Channel, Content, Delivery, NotificationId};
+
+    const T0: OffsetDateTime = datetime!(2026-12-02 12:00 UTC);
+
+    fn notification(state: State, certainty: Option<Certainty>) -> Notification {
+        Notification {
+            id: NotificationId::new(),
+            tenant: "acme".into(),
+            channel: Channel::Sms,
+            to: "+14155550100".into(),
+            route: "fallback".into(),
+            delivery: Delivery::AtMostOnce,
+            state,
+            certainty,
+            acknowledged: false,
+            content: Content::default(),
+            metadata: Default::default(),
+            send_at: None,
+            next_attempt_at: None,
+            created_at: T0,
+            updated_at: T0,
+            key_epoch: 0,
+            failovers: 0,
+            late_evidence: true,
+            contradiction: None,
+        }
+    }
+
+    fn attempt(n: i32, route: &str, result: AttemptResult, provider_ref: Option<&str>) -> Attempt {
+        Attempt {
+            n,
+            route: route.into(),
+            provider_idempotency_key: format!("k-{route}"),
+            started_at: T0,
+            send_deadline: T0,
+            finished_at: Some(T0),
+            result,
+            permanent: (result == AttemptResult::Rejected).then_some(true),
+            provider_ref: provider_ref.map(str::to_owned),
+            settled_by: None,
+            evidence: json!({}),
+        }
+    }
+
+    fn settled(mut a: Attempt, by: SettledBy, outcome: &str, extra: Value) -> Attempt {
+        a.settled_by = Some(by);
+        a.evidence["settlement"] = json!({"outcome": outcome, "evidence": extra});
+        a
+    }
+
+    fn late(mut a: Attempt, result: &str, provider_ref: Option<&str>) -> Attempt {
+        a.evidence["late_result"] = json!({"result": result, "provider_ref": provider_ref});
+        a
+    }
+
+    use AttemptResult::{Accepted, Ambiguous, Rejected};
+
+    /// The stale worker's attempt 1, reclaimed as ambiguous and settled "not accepted" by a
+    /// look-up, then answered late.
+    fn stale(answer: &str, provider_ref: Option<&str>) -> Attempt {
+        late(
+            settled(
+                attempt(1, "primary", Ambiguous, None),
+                SettledBy::OutcomeQuery,
+                "not_accepted",
+                json!({}),
+            ),
+            answer,
+            provider_ref,
+        )
+    }
+
+    /// (what reopen makes of it) as "state/certainty duplicate cause", or "unchanged".
+    fn verdict(n: &Notification, attempts: &[Attempt], reported: &[(&str, &str)]) -> String {
+        let reported: Vec<(String, String)> = reported
+            .iter()
+            .map(|(r, k)| ((*r).to_owned(), (*k).to_owned()))
+            .collect();
+        match reopen(n, attempts, &reported) {
+            None => "unchanged".to_owned(),
+            Some(r) => format!(
+                "{}/{}{} {}",
+                r.state,
+                r.certainty,
+                if r.duplicate { " duplicate" } else { "" },
+                r.cause
+            ),
+        }
+    }
+
+    #[test]
+    fn late_evidence_reopens_only_what_it_contradicts() {
+        let known = notification(State::Delivered, Some(Certainty::Known));
+        let duplicate = notification(State::Delivered, Some(Certainty::DuplicatePossible));
+        let failed = notification(State::Failed, Some(Certainty::Known));
+        let unknown = notification(State::Unknown, Some(Certainty::Unknown));
+        let queued = notification(State::Queued, None);
+        let sending = notification(State::Sending, None);
+        let resent = attempt(2, "primary", Accepted, Some("SM2"));
+        let failed_over = attempt(2, "fallback", Accepted, Some("SM9"));
+        let refused = attempt(2, "primary", Rejected, None);
+        let by_person = |a: Attempt| settled(a, SettledBy::Review, "not_accepted", json!({}));
+        // (case, the record, its attempts, reported (route, key) pairs, what reopen makes of it)
+        type Case<'a> = (
+            &'a str,
+            &'a Notification,
+            Vec<Attempt>,
+            Vec<(&'a str, &'a str)>,
+            &'a str,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "late accepted after a look-up said not found and a resend was accepted",
+                &known,
+                vec![stale("accepted", Some("SM1")), resent.clone()],
+                vec![],
+                "delivered/duplicate_possible duplicate late_result",
+            ),
+            (
+                "...the same, after a failover",
+                &known,
+                vec![stale("accepted", Some("SM1")), failed_over.clone()],
+                vec![],
+                "delivered/duplicate_possible duplicate late_result",
+            ),
+            (
+                "late accepted after the notification failed",
+                &failed,
+                vec![stale("accepted", Some("SM1")), refused.clone()],
+                vec![],
+                "delivered/known late_result",
+            ),
+            (
+                "late accepted while it waits to be sent again",
+                &queued,
+                vec![stale("accepted", None)],
+                vec![],
+                "delivered/known late_result",
+            ),
+            (
+                "late accepted on the very ambiguity left unknown",
+                &unknown,
+                vec![late(
+                    attempt(1, "primary", Ambiguous, None),
+                    "accepted",
+                    Some("SM1"),
+                )],
+                vec![],
+                "delivered/known late_result",
+            ),
+            (
+                "late rejected agrees with any record",
+                &known,
+                vec![stale("rejected", None), resent.clone()],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "late ambiguous proves nothing",
+                &failed,
+                vec![stale("ambiguous", None), refused.clone()],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "late accepted on a send a look-up found agrees",
+                &known,
+                vec![late(
+                    settled(
+                        attempt(1, "primary", Ambiguous, Some("SM1")),
+                        SettledBy::OutcomeQuery,
+                        "accepted",
+                        json!({}),
+                    ),
+                    "accepted",
+                    Some("SM1"),
+                )],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "late accepted on a send a replay settled is the replay's message",
+                &known,
+                vec![
+                    late(
+                        settled(
+                            attempt(1, "primary", Ambiguous, None),
+                            SettledBy::IdempotentReplay,
+                            "accepted",
+                            json!({"attempt": 2}),
+                        ),
+                        "accepted",
+                        Some("SM2"),
+                    ),
+                    resent.clone(),
+                ],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "a duplicate already recorded stays as it is",
+                &duplicate,
+                vec![stale("accepted", Some("SM1")), resent.clone()],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "a worker holds it: its record is held against the evidence",
+                &sending,
+                vec![
+                    stale("accepted", Some("SM1")),
+                    attempt(2, "primary", AttemptResult::InFlight, None),
+                ],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "a report after a person closed it not delivered",
+                &failed,
+                vec![by_person(attempt(1, "primary", Ambiguous, None))],
+                vec![("primary", "k-primary")],
+                "delivered/known callback",
+            ),
+            (
+                "a report after a person asked for a resend, before it went",
+                &queued,
+                vec![by_person(attempt(1, "primary", Ambiguous, None))],
+                vec![("primary", "k-primary")],
+                "delivered/known callback",
+            ),
+            (
+                "a report of the primary's message beside the fallback's delivery",
+                &known,
+                vec![
+                    settled(
+                        attempt(1, "primary", Ambiguous, None),
+                        SettledBy::OutcomeQuery,
+                        "not_accepted",
+                        json!({}),
+                    ),
+                    failed_over.clone(),
+                ],
+                vec![("primary", "k-primary")],
+                "delivered/duplicate_possible duplicate callback",
+            ),
+            (
+                "a report of the message the record has agrees",
+                &known,
+                vec![attempt(1, "primary", Accepted, Some("SM1"))],
+                vec![("primary", "k-primary")],
+                "unchanged",
+            ),
+        ];
+        for (case, n, attempts, reported, expected) in cases {
+            assert_eq!(verdict(n, &attempts, &reported), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn the_reason_names_the_evidence_and_the_record() {
+        let n = notification(State::Delivered, Some(Certainty::Known));
+        let attempts = [
+            stale("accepted", Some("SM1")),
+            attempt(2, "primary", Accepted, Some("SM2")),
+        ];
+        let why = reopen(&n, &attempts, &[]).unwrap().why;
+        assert_eq!(
+            why,
+            "attempt 1 was answered `accepted` (SM1) after its worker's lease ended (it had been \
+             settled not accepted), while the record said delivered/known: the vendor took 2 \
+             message(s), so the recipient may have it more than once"
+        );
+    }
+}

@@ -1,0 +1,68 @@
+//! Later evidence held against the record: after a lost claim's late answer, a vendor's report,
+//! or a record made while either came, the store reads what it now knows of the notification
+//! and applies what [`crate::domain::reopen`] makes of it, in the same transaction.
+
+use time::OffsetDateTime;
+
+use super::sql::{Arg, Conn, Dialect, NotificationRow, args, attempts_of, insert_event};
+use super::{EventType, OutboxEvent, StoreResult};
+use crate::domain::{Notification, reopen};
+
+/// Reopens a notification: delivered after all (or perhaps twice), in review until a person
+/// acknowledges it, under a new generation so that a resolution read before is refused.
+const REOPEN: &str = concat!(
+    "UPDATE notifications
+     SET state = $2, certainty = $3, acknowledged = false, contradiction = $4,
+         contradicted_at = $5, finished_at = $5, updated_at = $5, generation = generation + 1
+     WHERE id = $1
+     RETURNING ",
+    super::sql::notification_columns!()
+);
+
+/// Holds `n` (as it stands in this transaction, its row locked) against every piece of evidence
+/// stored about it, and reopens it where the evidence contradicts it, with its `reopened` event.
+/// The notification as reopened, if it was.
+pub(super) async fn hold_against_evidence<D: Dialect>(
+    tx: &mut sqlx::Transaction<'static, D::Db>,
+    n: Notification,
+    now: OffsetDateTime,
+) -> StoreResult<Option<Notification>> {
+    let attempts = attempts_of::<D>(&mut **tx, n.id).await?;
+    let reported: Vec<(String, String)> = tx
+        .fetch_all(super::receipts::REPORTED_KEYS, args![n.id])
+        .await?;
+    let Some(reopen) = reopen(&n, &attempts, &reported) else {
+        return Ok(None);
+    };
+    let row: NotificationRow = tx
+        .fetch_one(
+            REOPEN,
+            args![
+                n.id,
+                reopen.state.as_str(),
+                reopen.certainty.as_str(),
+                reopen.why.as_str(),
+                now
+            ],
+        )
+        .await?;
+    let reopened: Notification = row.try_into()?;
+    let mut event = OutboxEvent::for_notification(&reopened, EventType::Reopened, now);
+    event.data["contradiction"] = reopen.why.clone().into();
+    insert_event(&mut **tx, &event).await?;
+    tracing::warn!(
+        notification_id = %n.id,
+        route = %n.route,
+        before = %n.state,
+        certainty = %reopen.certainty,
+        why = %reopen.why,
+        "later evidence contradicts the record; reopened for review"
+    );
+    metrics::counter!("herald_reopened_total", "route" => n.route.clone(), "cause" => reopen.cause)
+        .increment(1);
+    if reopen.duplicate {
+        metrics::counter!("herald_duplicates_total", "route" => n.route.clone(), "cause" => reopen.cause)
+            .increment(1);
+    }
+    Ok(Some(reopened))
+}
