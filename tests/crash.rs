@@ -4,14 +4,16 @@
 //!
 //! - I1 no loss: it reaches a final state (nothing is left `queued` or `sending`);
 //! - I2 no silent duplicate: delivered more than once ⇒ `duplicate_possible` or `unknown`;
-//! - I3 no false certainty: `delivered`/`known` ⇒ delivered exactly once; `failed`/`known` ⇒ never;
+//! - I3 no false certainty: `delivered`/`known` ⇒ delivered exactly once; `failed`/`known` ⇒ never
+//!   (and no answer read after a lease, kept as `late_result`, says otherwise);
 //! - I4 unknown only where unavoidable: with an outcome query or an idempotency key, no `unknown`
 //!   (and no `duplicate_possible` either: such a vendor settles every ambiguity);
 //! - `at_most_once` ⇒ delivered at most once, and never `duplicate_possible`;
 //! - `unknown` ⇒ an ambiguous attempt is still unsettled; `duplicate_possible` ⇒ at least two
 //!   sends may have been taken;
 //! - its outbox holds exactly one `accepted` event and one event for its final state, besides
-//!   one event per move of its receipt (and an `unknown` before a vendor report's settlement).
+//!   one event per move of its receipt (and an `unknown` before a vendor report's settlement, a
+//!   `reopened` after a record that later evidence contradicted).
 //!
 //! The run as a whole: the vendor delivered nothing outside the test's notifications, and the
 //! database holds exactly the notifications enqueued. A run also proves its *premises*, or it
@@ -30,7 +32,13 @@
 //! member holds which message, so it is checked per group. A plain sandbox that reports every
 //! delivery in signed callbacks (late, twice, last first, into a process being killed) runs on
 //! SQLite: its reports are its only means of settling, and a notification still `unknown` is
-//! allowed only where no report came. `HERALD_CRASH_SCALE=10` soaks ten
+//! allowed only where no report came. The Twilio fake also runs on both databases with its
+//! processes frozen (SIGSTOP past the lease, then SIGCONT) as often as killed: a process that
+//! wakes with sends it started before its lease ended writes none after their deadline, and the
+//! answers it then reads are held against the record. Only a freeze between a worker's last look
+//! at the clock and its write escapes the deadline (the README's residue): such a notification
+//! must have been reopened by the answer, and is told apart by a freeze across its attempt's
+//! deadline. `HERALD_CRASH_SCALE=10` soaks ten
 //! times longer, `HERALD_CRASH_SCALE=0.2` is a short run for iterating (the default, 1, is 3,000
 //! notifications and 40 kills per run).
 
@@ -45,6 +53,8 @@ use herald_provider::signature::SigningSecret;
 use herald_sandbox::{CallbackTarget, Profile, SandboxConfig, SandboxHandle};
 use rand::Rng;
 use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use tokio::sync::Mutex;
 
 use support::binary::{HeraldProcess, free_port, show};
@@ -59,25 +69,48 @@ const LOOKUP_FAULTS: &str = "lookup_error:0.1,lookup_delay:0.03";
 const FAILED_LOOKUP_LOG: &str = "the outcome query proved nothing";
 
 macro_rules! crash_tests {
-    ($($name:ident: $backend:ident, $vendor:expr;)*) => {
+    ($($name:ident: $backend:ident, $vendor:expr, $disruption:ident;)*) => {
         $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-          async fn $name() { crash(Backend::$backend, $vendor).await })*
+          async fn $name() { crash(Backend::$backend, $vendor, Disruption::$disruption).await })*
     };
 }
 
 crash_tests! {
-    postgres_idempotent_vendor: Postgres, Vendor::Sandbox(Profile::Idempotent);
-    postgres_queryable_vendor: Postgres, Vendor::Sandbox(Profile::Queryable);
-    postgres_plain_vendor: Postgres, Vendor::Sandbox(Profile::Plain);
-    postgres_resend: Postgres, Vendor::Resend;
-    postgres_twilio: Postgres, Vendor::Twilio;
-    postgres_twilio_look_alikes: Postgres, Vendor::TwilioLookAlikes;
-    sqlite_idempotent_vendor: Sqlite, Vendor::Sandbox(Profile::Idempotent);
-    sqlite_queryable_vendor: Sqlite, Vendor::Sandbox(Profile::Queryable);
-    sqlite_plain_vendor: Sqlite, Vendor::Sandbox(Profile::Plain);
-    postgres_failover_chain: Postgres, Vendor::Chain;
-    sqlite_failover_chain: Sqlite, Vendor::Chain;
-    sqlite_reporting_vendor: Sqlite, Vendor::Reporting;
+    postgres_idempotent_vendor: Postgres, Vendor::Sandbox(Profile::Idempotent), Kills;
+    postgres_queryable_vendor: Postgres, Vendor::Sandbox(Profile::Queryable), Kills;
+    postgres_plain_vendor: Postgres, Vendor::Sandbox(Profile::Plain), Kills;
+    postgres_resend: Postgres, Vendor::Resend, Kills;
+    postgres_twilio: Postgres, Vendor::Twilio, Kills;
+    postgres_twilio_look_alikes: Postgres, Vendor::TwilioLookAlikes, Kills;
+    sqlite_idempotent_vendor: Sqlite, Vendor::Sandbox(Profile::Idempotent), Kills;
+    sqlite_queryable_vendor: Sqlite, Vendor::Sandbox(Profile::Queryable), Kills;
+    sqlite_plain_vendor: Sqlite, Vendor::Sandbox(Profile::Plain), Kills;
+    postgres_failover_chain: Postgres, Vendor::Chain, Kills;
+    sqlite_failover_chain: Sqlite, Vendor::Chain, Kills;
+    sqlite_reporting_vendor: Sqlite, Vendor::Reporting, Kills;
+    postgres_twilio_frozen: Postgres, Vendor::Twilio, KillsAndFreezes;
+    sqlite_twilio_frozen: Sqlite, Vendor::Twilio, KillsAndFreezes;
+}
+
+/// What befalls the herald processes of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Disruption {
+    /// SIGKILL and a restart, again and again.
+    Kills,
+    /// As many freezes as kills besides: SIGSTOP for longer than the lease, then SIGCONT. The
+    /// frozen process wakes with sends it started before its lease ended (in flight, or waiting
+    /// for the route), which another worker (or its own claim loop) has taken over meanwhile.
+    KillsAndFreezes,
+}
+
+/// How long a freeze lasts: past the run's 3 s lease, so that the process wakes without it.
+const FROZEN: std::ops::RangeInclusive<u64> = 4000..=5500;
+
+/// When a process stood still, by the test's clock (the same machine's as herald's).
+#[derive(Debug, Clone, Copy)]
+struct Freeze {
+    from: OffsetDateTime,
+    until: OffsetDateTime,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -447,7 +480,7 @@ impl Running {
             Running::Twilio { vendor, .. } => format!(
                 "provider = \"twilio\"\nbase_url = \"{}\"\naccount_sid = \"{TWILIO_SID}\"\nauth_token = \"{TWILIO_TOKEN}\"\nfrom = \"+15005550006\"\nvisibility_lag_ms = {}\n",
                 vendor.base_url(),
-                TWILIO_LAG.as_millis()
+                VENDOR_LAG.as_millis()
             ),
         }
     }
@@ -544,18 +577,11 @@ fn sandbox_route(vendor: &SandboxHandle, profile: Profile) -> String {
     )
 }
 
-/// How long after processing a send the fakes' message lists show it. A sandbox route declares
-/// its sandbox's own lag (herald checks it), so a look-up proves absence with the route's timeout
-/// to spare: the sandbox must act on a send within that second.
+/// How long after processing a send the fakes' message lists show it, and the lag each route
+/// declares (a sandbox route must declare its sandbox's own: herald checks it). A look-up's
+/// "not found" proves "not accepted" once the send's call, started by its deadline, was cut at
+/// the route's timeout and this lag has passed.
 const VENDOR_LAG: Duration = Duration::from_millis(300);
-
-/// The visibility lag herald is told for Twilio. A look-up's "not found" proves "not accepted"
-/// only if the vendor acts on a send within the route's timeout plus this lag. The fakes run in
-/// this test process, on two cores shared with another crash run, their herald processes and the
-/// rest of the suite, where a send can wait seconds before the fake acts on it: a CI run saw the
-/// Twilio fake act more than 2 s after herald sent, when herald had been told 500 ms, and herald
-/// resent messages the fake had. The slack is for this machine, not for any vendor.
-const TWILIO_LAG: Duration = Duration::from_millis(2500);
 
 /// Attempts each route of a run may make for one notification.
 const MAX_ATTEMPTS: usize = 25;
@@ -569,7 +595,7 @@ fn scale() -> f64 {
         .unwrap_or(1.0)
 }
 
-async fn crash(backend: Backend, vendor: Vendor) {
+async fn crash(backend: Backend, vendor: Vendor, disruption: Disruption) {
     let Some(db) = TestDb::new(backend).await else {
         return;
     };
@@ -642,12 +668,25 @@ max_attempts = {MAX_ATTEMPTS}
         .collect();
 
     let mut kills = 0;
+    let mut freezes: Vec<Freeze> = Vec::new();
     let enqueue_done = || enqueuers.iter().all(|e| e.is_finished());
     while kills < min_kills || !enqueue_done() {
         let pause = rand::rng().random_range(200..=2000);
         tokio::time::sleep(Duration::from_millis(pause)).await;
         let mut fleet = fleet.lock().await;
         let victim = rand::rng().random_range(0..fleet.len());
+        if disruption == Disruption::KillsAndFreezes && rand::random::<bool>() {
+            let from = OffsetDateTime::now_utc();
+            fleet[victim].freeze();
+            let frozen = rand::rng().random_range(FROZEN);
+            tokio::time::sleep(Duration::from_millis(frozen)).await;
+            fleet[victim].thaw();
+            freezes.push(Freeze {
+                from,
+                until: OffsetDateTime::now_utc(),
+            });
+            continue;
+        }
         fleet[victim].kill();
         kills += 1;
         fleet[victim].restart().await;
@@ -728,7 +767,7 @@ max_attempts = {MAX_ATTEMPTS}
     }
     let grouped = vendor == Vendor::TwilioLookAlikes;
     for s in &seen {
-        let mut wrong = check_notification(vendor, s, grouped);
+        let mut wrong = check_notification(vendor, s, grouped, &freezes);
         if vendor.is_twilio() {
             wrong.extend(check_references(s, &ledger));
         }
@@ -777,8 +816,14 @@ max_attempts = {MAX_ATTEMPTS}
 
     let tally = Tally::of(&seen);
     println!(
-        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {processes} processes | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
+        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {}, reopened {} (by a freeze before the write {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
         vendor.name(),
+        freezes.len(),
+        tally.late_answers,
+        tally.reopened,
+        seen.iter()
+            .filter(|s| written_after_a_freeze(s, &freezes))
+            .count(),
         tally.state("delivered", "known"),
         tally.state("delivered", "duplicate_possible"),
         tally.state("unknown", "unknown"),
@@ -831,6 +876,14 @@ max_attempts = {MAX_ATTEMPTS}
         assert!(
             tally.settled(by, "accepted") + tally.settled(by, "not_accepted") > 0,
             "the vendor settles by {by}, and no attempt was settled so"
+        );
+    }
+    if disruption == Disruption::KillsAndFreezes {
+        assert!(
+            tally.late_answers > 0,
+            "{} freezes, and no frozen worker read an answer after its lease: none caught a send \
+             in flight",
+            freezes.len()
         );
     }
     if vendor.has_lookup_faults() {
@@ -971,13 +1024,43 @@ fn inconclusive(a: &Value) -> bool {
     !a["evidence"]["look_up"].is_null()
 }
 
+/// An answer read after its worker's lease ended (kept as `late_result`) that says the vendor
+/// took the message.
+fn late_acceptance(a: &Value) -> bool {
+    a["evidence"]["late_result"]["result"] == "accepted"
+}
+
+/// The residue no deadline can close: a worker frozen between its last look at the clock and
+/// its write wrote when it woke, after another worker had proved the send absent — and then
+/// read the vendor's answer, which reopened the record (so nothing false is recorded). Shown by
+/// a freeze that began by the attempt's send deadline (with 250 ms for a loaded machine between
+/// the look and the write) and ended after it.
+fn written_after_a_freeze(s: &Seen, freezes: &[Freeze]) -> bool {
+    let deadline = |a: &Value| {
+        a["send_deadline"]
+            .as_str()
+            .and_then(|d| OffsetDateTime::parse(d, &Rfc3339).ok())
+    };
+    !s.n["contradiction"].is_null()
+        && s.attempts().iter().any(|a| {
+            late_acceptance(a)
+                && deadline(a).is_some_and(|d| {
+                    freezes
+                        .iter()
+                        .any(|f| f.from <= d + time::Duration::milliseconds(250) && f.until > d)
+                })
+        })
+}
+
 /// Everything that must hold for one notification. In the look-alike run (`grouped`) the
 /// ledger counts the whole group, so the checks that need its own count are left to the group.
-fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
+fn check_notification(vendor: Vendor, s: &Seen, grouped: bool, freezes: &[Freeze]) -> Vec<String> {
     let mut wrong = Vec::new();
     let attempts = s.attempts();
     let delivered = (!grouped).then_some(s.delivered);
-    let at_most_once = s.delivery() == "at_most_once";
+    // The residue keeps no promise of `at_most_once` nor of a settling vendor; it keeps I2/I3.
+    let residue = written_after_a_freeze(s, freezes);
+    let at_most_once = s.delivery() == "at_most_once" && !residue;
     if s.delivery() != s.spec.delivery {
         wrong.push(format!(
             "delivery {} but enqueued {}",
@@ -999,7 +1082,7 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
         ("delivered", "duplicate_possible") => {
             if at_most_once {
                 wrong.push("at_most_once, yet duplicate_possible".into());
-            } else if !vendor.may_leave_unsettled() {
+            } else if !vendor.may_leave_unsettled() && !residue {
                 wrong.push(format!(
                     "duplicate_possible, though the vendor settles by {}",
                     vendor.settles_by().unwrap_or("-")
@@ -1067,6 +1150,21 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
     if delivered.is_some_and(|d| d > 1) && s.certainty() == "known" {
         wrong.push("I2: delivered more than once, recorded known".into());
     }
+    // A late answer is evidence like any other: no `known` may stand against it.
+    let held = s.references();
+    for a in attempts.iter().filter(|a| late_acceptance(a)) {
+        let late = a["evidence"]["late_result"]["provider_ref"].as_str();
+        match (s.state(), s.certainty(), late) {
+            ("failed", "known", _) => {
+                wrong.push("I3: failed/known, yet a late answer says the vendor took it".into())
+            }
+            ("delivered", "known", Some(r)) if !held.is_empty() && !held.contains(&r) => wrong
+                .push(format!(
+                    "I3: delivered/known holding {held:?}, yet a late answer names {r}"
+                )),
+            _ => {}
+        }
+    }
     if at_most_once && delivered.is_some_and(|d| d > 1) {
         wrong.push("at_most_once, delivered more than once".into());
     }
@@ -1090,12 +1188,23 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool) -> Vec<String> {
     if settled_in_review {
         states.remove(1);
     }
+    // Reopened by later evidence: its final state then, and the reopening after it.
+    let reopened = !s.n["contradiction"].is_null()
+        && states.len() == 3
+        && states[2] == "dev.herald.notification.reopened";
+    if reopened {
+        states.pop();
+        if let Some(before) = states.get_mut(1) {
+            before.clone_from(&expected[1]);
+        }
+    }
     if states != expected[..last]
         || s.events.len() - states.len() != receipt_moves + usize::from(settled_in_review)
     {
         wrong.push(format!(
             "events must be exactly {expected:?} (with `unknown` before a callback's settlement, \
-             and one receipt event per receipt step), are {:?}",
+             a `reopened` after a contradicted record, and one receipt event per receipt step), \
+             are {:?}",
             s.events
         ));
     }
@@ -1249,6 +1358,10 @@ struct Tally {
     /// Notifications that moved to a fallback, and attempts an open circuit kept from a vendor.
     failed_over: usize,
     circuit_open: usize,
+    /// Answers a worker read after its lease ended (of any result), and notifications that
+    /// later evidence reopened.
+    late_answers: usize,
+    reopened: usize,
 }
 
 impl Tally {
@@ -1270,7 +1383,9 @@ impl Tally {
                 .entry((s.state().to_owned(), s.certainty().to_owned()))
                 .or_default() += 1;
             t.failed_over += usize::from(s.n["failovers"].as_i64().unwrap_or(0) > 0);
+            t.reopened += usize::from(!s.n["contradiction"].is_null());
             for a in s.attempts() {
+                t.late_answers += usize::from(!a["evidence"]["late_result"].is_null());
                 t.circuit_open += usize::from(a["evidence"]["stage"] == "circuit_open");
                 t.ambiguous += usize::from(a["result"] == "ambiguous");
                 if lease_expired(a) {

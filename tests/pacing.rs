@@ -1,5 +1,6 @@
 //! A route's pace: its own rate limit, and a route-wide pause when its vendor answers 429 with
-//! `Retry-After` — while other routes keep going.
+//! `Retry-After` — while other routes keep going. Waiting on herald's own account (its pace, an
+//! open circuit without a fallback) is a hold: no attempt, no budget spent, however long.
 
 mod support;
 
@@ -15,6 +16,8 @@ use support::{ACME, Backend, TestApp, eventually, spawn_app_with};
 on_both_backends!(
     a_route_keeps_to_its_rate_limit,
     a_429_pauses_its_route_and_no_other,
+    a_burst_far_above_the_rate_waits_for_the_route_and_spends_no_attempt,
+    an_open_circuit_without_a_fallback_holds_its_work_until_a_probe_closes_it,
 );
 
 async fn vendor(faults: &str) -> SandboxHandle {
@@ -163,4 +166,144 @@ async fn a_429_pauses_its_route_and_no_other(backend: Backend) {
             .total_deliveries(),
         2
     );
+}
+
+/// The burst: `HERALD_BURST=COUNT@RATE` (the was `1000@2`, 500 s), else 120 at 20/s.
+fn burst() -> (usize, u32) {
+    std::env::var("HERALD_BURST")
+        .ok()
+        .and_then(|b| {
+            let (count, rate) = b.split_once('@')?;
+            Some((count.parse().ok()?, rate.parse().ok()?))
+        })
+        .unwrap_or((120, 20))
+}
+
+async fn a_burst_far_above_the_rate_waits_for_the_route_and_spends_no_attempt(backend: Backend) {
+    let (count, rate) = burst();
+    let vendor = vendor("").await;
+    // Every other setting at its default: 8 attempts, a 30 s lease.
+    let config = route("slow", &vendor, &format!("rate_limit_per_second = {rate}"));
+    let Some(app) = spawn_app_with(backend, &config).await else {
+        return;
+    };
+    let items: Vec<Value> = (0..count)
+        .map(|i| {
+            json!({"idempotency_key": format!("burst-{i}"), "channel": "sms",
+                   "to": "+14155550100", "text": format!("burst {i}"), "route": "slow"})
+        })
+        .collect();
+    let answer: Value = app
+        .post_json(ACME, "/v1/notifications/batch", &json!({ "items": items }))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<String> = answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["notification"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), count);
+    let waiting = Duration::from_secs(30 + 3 * count as u64 / u64::from(rate));
+    eventually("the burst delivered", waiting, || async {
+        let delivered = app
+            .db
+            .scalar("SELECT count(*) FROM notifications WHERE state = 'delivered'")
+            .await;
+        (delivered == count as i64).then_some(())
+    })
+    .await;
+    for id in &ids {
+        let n: Value = app
+            .get(ACME, &format!("/v1/notifications/{id}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let attempts = n["attempts"].as_array().unwrap();
+        assert_eq!(
+            attempts.len(),
+            1,
+            "one attempt, the vendor's: the pace held it, and a hold is no attempt: {n}"
+        );
+        assert_eq!(
+            (n["state"].as_str(), attempts[0]["result"].as_str()),
+            (Some("delivered"), Some("accepted"))
+        );
+    }
+    let ledger = vendor.client().unwrap().ledger().await.unwrap();
+    assert_eq!(
+        (ledger.requests, ledger.total_deliveries()),
+        (count as u64, count as u64),
+        "one vendor call a notification"
+    );
+    let holds = metric_sum(&app, "herald_holds_total{").await;
+    eprintln!(
+        "{count} at {rate}/s: {count} delivered, {} vendor calls, {holds} holds",
+        ledger.requests
+    );
+}
+
+async fn an_open_circuit_without_a_fallback_holds_its_work_until_a_probe_closes_it(
+    backend: Backend,
+) {
+    let vendor = vendor("unavailable_before_processing:1").await;
+    let config = format!(
+        "[dispatch]\nretry_base_ms = 50\nretry_max_seconds = 1\n{}",
+        route(
+            "lone",
+            &vendor,
+            "circuit_failures = 2\ncircuit_open_seconds = 1\nmax_attempts = 3"
+        )
+    );
+    let Some(app) = spawn_app_with(backend, &config).await else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(enqueue(&app, &format!("lone-{i}"), "lone").await);
+    }
+    // Held while it rests: with 3 attempts each, spent holds would have failed them by now.
+    eventually(
+        "the circuit to open and hold",
+        Duration::from_secs(20),
+        || async {
+            (metric_sum(
+                &app,
+                "herald_holds_total{route=\"lone\",reason=\"circuit_open\"}",
+            )
+            .await
+                >= 3.0)
+                .then_some(())
+        },
+    )
+    .await;
+    vendor
+        .client()
+        .unwrap()
+        .set_faults(&[] as &[herald_sandbox::FaultRule])
+        .await
+        .unwrap();
+    for id in &ids {
+        let n = delivered(&app, id).await;
+        let vendors_answers = n["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["evidence"]["stage"] != "circuit_open");
+        assert!(vendors_answers, "no attempt for a hold: {n}");
+        assert_eq!(n["certainty"], "known", "{n}");
+    }
+}
+
+/// The sum of every series of the metric family that `prefix` starts (up to and with `{` and
+/// any labels to match).
+async fn metric_sum(app: &TestApp, prefix: &str) -> f64 {
+    let text = app.get(ACME, "/metrics").await.text().await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 
 use herald_provider::callback::Callbacks;
 use herald_provider::settings::RouteContext;
+use herald_provider::timeout::within;
 use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Request, SendResult,
 };
@@ -175,16 +176,12 @@ impl Route {
             return route.circuit_open(wait);
         }
         let started = Instant::now();
-        // The call is polled before the timer: a process that wakes from a freeze reads the
-        // answer that waits for it, which is evidence even when its claim was lost meanwhile.
-        let result = match tokio::time::timeout(
-            route.timeout + CALL_SLACK,
-            route.adapter.send_prepared(request, message, key),
-        )
-        .await
-        {
-            Ok(result) => bounded_pause(result),
-            Err(_) => SendResult::Ambiguous {
+        // A process that wakes from a freeze reads the answer that waits for it, which is
+        // evidence even when its claim was lost meanwhile.
+        let call = route.adapter.send_prepared(request, message, key);
+        let result = match within(route.timeout + CALL_SLACK, call).await {
+            Some(result) => bounded_pause(result),
+            None => SendResult::Ambiguous {
                 evidence: Evidence::new(
                     "awaiting_response",
                     "the adapter did not return within the route's timeout",

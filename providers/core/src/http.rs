@@ -13,6 +13,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, StatusCode};
 
+use crate::timeout::{OUT_OF_THE_WAY, within};
 use crate::{Evidence, SendResult};
 
 /// A vendor's answer, read to its end: what is left to classify once the exchange has come
@@ -38,7 +39,28 @@ pub struct Answer {
 ///
 /// The `Err` is then the send's result as it stands. The request is built before any I/O, so
 /// that a failure to build is never mistaken for one after the request was written.
-pub async fn exchange(request: RequestBuilder) -> Result<Answer, SendResult> {
+///
+/// The exchange is cut after `timeout` by [`within`], which reads an answer that waits for a
+/// process woken from a freeze. reqwest's own timer would fire first on waking and lose the
+/// answer, so it is set out of the way ([`OUT_OF_THE_WAY`]).
+pub async fn exchange(request: RequestBuilder, timeout: Duration) -> Result<Answer, SendResult> {
+    let request = request.timeout(OUT_OF_THE_WAY);
+    within(timeout, exchange_whole(request))
+        .await
+        .unwrap_or_else(|| Err(no_answer_within(timeout)))
+}
+
+/// A request written (perhaps) and no answer within `timeout`: anything may have happened.
+pub fn no_answer_within(timeout: Duration) -> SendResult {
+    SendResult::Ambiguous {
+        evidence: Evidence::new(
+            "awaiting_response",
+            format!("timed out: no answer within {} ms", timeout.as_millis()),
+        ),
+    }
+}
+
+async fn exchange_whole(request: RequestBuilder) -> Result<Answer, SendResult> {
     let (client, request) = request.build_split();
     let request = request.map_err(|err| {
         SendResult::permanent(Evidence::new(

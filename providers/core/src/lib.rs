@@ -18,6 +18,7 @@ pub mod http;
 mod redact;
 pub mod settings;
 pub mod signature;
+pub mod timeout;
 
 pub use redact::Redactor;
 

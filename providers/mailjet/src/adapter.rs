@@ -116,6 +116,8 @@ pub enum MailjetError {
 
 #[derive(Debug, Clone)]
 pub struct MailjetAdapter {
+    /// How long one call may take: the route's timeout.
+    timeout: Duration,
     http: reqwest::Client,
     send_url: Url,
     message_url: Url,
@@ -175,6 +177,7 @@ impl MailjetAdapter {
         let http = reqwest::Client::builder().timeout(route.timeout).build()?;
         let redactor = Redactor::credentials(&route.api_key, route.api_secret.expose_secret());
         Ok(MailjetAdapter {
+            timeout: route.timeout,
             http,
             send_url,
             message_url,
@@ -272,7 +275,7 @@ impl Adapter for MailjetAdapter {
                 .authorized(self.http.post(self.send_url.clone()))
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(request.body.clone());
-            match exchange(request).await {
+            match exchange(request, self.timeout).await {
                 Ok(answer) => classify_answer(answer.status, &answer.headers, &answer.body),
                 Err(result) => result,
             }

@@ -68,6 +68,8 @@ pub enum OneSignalError {
 }
 
 pub struct OneSignalAdapter {
+    /// How long one call may take: the route's timeout.
+    timeout: Duration,
     http: reqwest::Client,
     notifications_url: Url,
     app_id: String,
@@ -117,6 +119,7 @@ impl OneSignalAdapter {
             .build()
             .map_err(OneSignalError::Client)?;
         Ok(OneSignalAdapter {
+            timeout: route.timeout,
             http,
             notifications_url,
             app_id: route.app_id,
@@ -149,7 +152,7 @@ impl OneSignalAdapter {
             status,
             headers,
             body: text,
-        } = match exchange(request).await {
+        } = match exchange(request, self.timeout).await {
             Ok(answer) => answer,
             Err(result) => return result,
         };

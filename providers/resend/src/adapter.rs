@@ -84,6 +84,8 @@ pub enum ResendError {
 }
 
 pub struct ResendAdapter {
+    /// How long one call may take: the route's timeout.
+    timeout: Duration,
     http: reqwest::Client,
     emails_url: Url,
     /// `Bearer <key>`, marked sensitive so that no header dump shows it.
@@ -136,6 +138,7 @@ impl ResendAdapter {
             .build()
             .map_err(ResendError::Client)?;
         Ok(ResendAdapter {
+            timeout: route.timeout,
             http,
             emails_url,
             authorization,
@@ -176,7 +179,7 @@ impl ResendAdapter {
             status,
             headers,
             body: text,
-        } = match exchange(request).await {
+        } = match exchange(request, self.timeout).await {
             Ok(answer) => answer,
             Err(result) => return result,
         };

@@ -70,6 +70,8 @@ pub enum SandboxRouteError {
 
 #[derive(Debug, Clone)]
 pub struct SandboxAdapter {
+    /// How long one call may take: the route's timeout.
+    timeout: Duration,
     http: reqwest::Client,
     base_url: Url,
     messages_url: Url,
@@ -120,6 +122,7 @@ impl SandboxAdapter {
             tags: true,
         };
         Ok(SandboxAdapter {
+            timeout: route.timeout,
             http,
             base_url,
             messages_url,
@@ -209,7 +212,7 @@ impl Adapter for SandboxAdapter {
             status,
             headers,
             body: text,
-        } = match exchange(request).await {
+        } = match exchange(request, self.timeout).await {
             Ok(answer) => answer,
             Err(result) => return result,
         };

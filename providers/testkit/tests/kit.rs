@@ -45,6 +45,7 @@ enum Flaw {
 /// "reference"}]}`: a message listed under our key is `Accepted`, none is `NotFoundYet`, and
 /// one under another key means the filter did not hold (`Unsupported`).
 struct Tiny {
+    timeout: Duration,
     http: reqwest::Client,
     url: String,
     messages_url: String,
@@ -67,6 +68,7 @@ impl Tiny {
     /// `queryable`: the vendor offers the look-up, and the adapter declares it.
     fn new(base_url: &str, timeout: Duration, flaw: Flaw, queryable: bool) -> Tiny {
         Tiny {
+            timeout,
             http: reqwest::Client::builder()
                 .timeout(timeout)
                 .build()
@@ -92,7 +94,7 @@ impl Tiny {
             .header("idempotency-key", key)
             .header(CONTENT_TYPE, "application/json")
             .body(request.body.clone());
-        let answer = match exchange(request).await {
+        let answer = match exchange(request, self.timeout).await {
             Ok(answer) => answer,
             Err(result) => return result,
         };

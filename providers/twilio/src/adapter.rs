@@ -147,6 +147,8 @@ enum Sender {
 
 #[derive(Debug, Clone)]
 pub struct TwilioAdapter {
+    /// How long one call may take: the route's timeout.
+    timeout: Duration,
     http: reqwest::Client,
     /// The API root, to resolve `next_page_uri` against and to check that it stays there.
     base: Url,
@@ -221,6 +223,7 @@ impl TwilioAdapter {
         let user = route.api_key_sid.unwrap_or(route.account_sid);
         let redactor = Redactor::credentials(&user, route.auth_token.expose_secret());
         Ok(TwilioAdapter {
+            timeout: route.timeout,
             http,
             base,
             messages_url,
@@ -352,7 +355,7 @@ impl Adapter for TwilioAdapter {
                 status,
                 headers,
                 body: text,
-            } = match exchange(request).await {
+            } = match exchange(request, self.timeout).await {
                 Ok(answer) => answer,
                 Err(result) => return result,
             };

@@ -7,8 +7,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, classify_transport_error, error_chain, retry_after,
+    StatusRules, classify_failure_status, classify_transport_error, error_chain, no_answer_within,
+    retry_after,
 };
+use herald_provider::timeout::{OUT_OF_THE_WAY, within};
 use herald_provider::{
     Adapter, Capabilities, Channel, EVIDENCE_EXCERPT_BYTES, Evidence, Message, ProviderKey,
     Request, SendResult, excerpt,
@@ -69,6 +71,8 @@ pub enum WebhookError {
 
 #[derive(Debug, Clone)]
 pub struct WebhookAdapter {
+    /// How long one call may take: the route's timeout.
+    timeout: Duration,
     http: reqwest::Client,
     secrets: Vec<SigningSecret>,
     /// `application/json` unless [`WebhookAdapter::with_content_type`] says otherwise.
@@ -112,6 +116,7 @@ impl WebhookAdapter {
             builder = builder.dns_resolver(std::sync::Arc::new(GuardedResolver));
         }
         Ok(WebhookAdapter {
+            timeout: route.timeout,
             http: builder.build()?,
             secrets,
             content_type: HeaderValue::from_static("application/json"),
@@ -237,7 +242,9 @@ impl Adapter for WebhookAdapter {
             .map_or(0, |since| since.as_secs() as i64);
         // Signed here, over the stored bytes, so that the signed bytes are the sent bytes.
         let signature = signature_header(&self.secrets, id, timestamp, request.body.as_bytes());
-        let response = match self
+        // Cut by `within`, which reads an answer that waits for a process woken from a freeze;
+        // reqwest's own timer would fire first and lose it, so it is only a backstop.
+        let call = self
             .http
             .post(url)
             .header(CONTENT_TYPE, self.content_type.clone())
@@ -245,13 +252,15 @@ impl Adapter for WebhookAdapter {
             .header(WEBHOOK_TIMESTAMP, timestamp)
             .header(WEBHOOK_SIGNATURE, signature)
             .body(request.body.clone())
-            .send()
-            .await
-        {
-            Ok(response) => response,
+            .timeout(OUT_OF_THE_WAY)
+            .send();
+        let started = tokio::time::Instant::now();
+        let response = match within(self.timeout, call).await {
+            Some(Ok(response)) => response,
+            None => return no_answer_within(self.timeout),
             // The attempt already records its URL, which may carry a receiver's token in its
             // path; the error text does not need it.
-            Err(err) => {
+            Some(Err(err)) => {
                 let err = err.without_url();
                 return match find_refusal(&err) {
                     Some(refused) => SendResult::permanent(refusal_evidence(refused)),
@@ -259,15 +268,19 @@ impl Adapter for WebhookAdapter {
                 };
             }
         };
-        classify_answer(response).await
+        let left = self.timeout.saturating_sub(started.elapsed());
+        classify_answer(response, left).await
     }
 }
 
 /// Classifies a receiver's answer by status (spec, "Delivery success and failure").
-async fn classify_answer(response: Response) -> SendResult {
+/// `left`: how much of the route's timeout the body may still take.
+async fn classify_answer(response: Response, left: Duration) -> SendResult {
     let status = response.status();
     let headers = response.headers().clone();
-    let body = read_excerpt(response).await;
+    let body = within(left, read_excerpt(response))
+        .await
+        .unwrap_or_else(|| Err("the body did not come within the route's timeout".to_owned()));
     if status.is_success() {
         // The status line is the receiver's verdict; its body carries nothing herald needs, so
         // a body that breaks off does not make the acceptance doubtful.
