@@ -116,8 +116,9 @@ impl App {
             wake,
             metrics,
             sessions: Arc::default(),
+            review: config.review.policy(),
         };
-        telemetry::preregister(&config);
+        telemetry::preregister(&config, &state.routing, &state.routes);
         let router = api::router(
             state,
             config.server.max_body_bytes,
@@ -135,7 +136,7 @@ impl App {
             store,
             dispatcher,
             relay,
-            retention: crate::retention::Settings::from(&config.retention),
+            retention: crate::retention::Settings::from(&config),
             nats_inbox,
             generated_dev_token,
         })
@@ -176,6 +177,7 @@ impl App {
         let nats_inbox = self
             .nats_inbox
             .map(|n| tokio::spawn(n.run(shutdown.clone())));
+        let readiness = tokio::spawn(report_readiness(self.store.clone(), shutdown.clone()));
         crate::server::serve(self.listener, self.router, self.limits, shutdown.clone()).await;
         // Whatever ended the server ends the dispatcher too.
         shutdown.cancel();
@@ -186,10 +188,31 @@ impl App {
             relay.await.context("the relay panicked")?;
         }
         retention.await.context("retention panicked")?;
+        readiness.await.context("the readiness check panicked")?;
         if let Some(nats_inbox) = nats_inbox {
             nats_inbox.await.context("the NATS inbox panicked")?;
         }
         Ok(())
+    }
+}
+
+/// How often `herald_ready` is checked.
+const READINESS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Keeps `herald_ready` at what `/readyz` would answer, so that an alert sees a herald that is
+/// up but cannot work (its database away, full or read-only, its schema behind) without
+/// anything probing it.
+async fn report_readiness(store: Arc<dyn Store>, shutdown: CancellationToken) {
+    loop {
+        let ready = store
+            .check_ready(time::OffsetDateTime::now_utc())
+            .await
+            .is_ok();
+        metrics::gauge!("herald_ready").set(if ready { 1.0 } else { 0.0 });
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(READINESS_INTERVAL) => {}
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! about a config before serving, reported all at once, each problem naming its key and where
 //! its value came from.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::config::{Config, ConfigProblems, SinkConfig};
@@ -9,10 +10,28 @@ use crate::config::{Config, ConfigProblems, SinkConfig};
 /// How long `--connect` waits for each host.
 const REACH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Reads the config and checks it: every problem of both steps in one report, so that one run
+/// lists everything (a broken `[channels]` entry and a missing secret alike).
+pub async fn load(
+    path: Option<&Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+    connect: bool,
+) -> Result<Config, ConfigProblems> {
+    let (config, mut problems) = Config::read(path, env)?;
+    if let Err(ConfigProblems(more)) = check(&config, connect).await {
+        problems.extend(more);
+    }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigProblems(problems))
+    }
+}
+
 /// Resolves every secret, checks the tokens, builds every route's adapter and every webhook
 /// sink as `serve` would (sending nothing, starting nothing). With `connect`, also reaches the
-/// database, each vendor's host, each NATS server, and asks each vendor that can to confirm
-/// what its route declares.
+/// database, each vendor's host, each NATS server and webhook sink (a connection, no request),
+/// and asks each vendor that can to confirm what its route declares.
 pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems> {
     let mut problems = Vec::new();
     // Parts whose secrets are missing are not built: their one problem is already named.
@@ -66,8 +85,12 @@ pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems>
         if let Err(err) = crate::relay::check_sink(name, sink).await {
             problems.push(format!("{key}: {err:#} ({})", config.origins.of(&key)));
         }
+        let url = match sink {
+            SinkConfig::Nats { url, .. } | SinkConfig::Webhook { url, .. } => Some(url),
+            SinkConfig::Log { .. } => None,
+        };
         if connect
-            && let SinkConfig::Nats { url, .. } = sink
+            && let Some(url) = url
             && let Err(err) = reach_url(url, 4222).await
         {
             problems.push(format!("{key}.url: cannot reach {url}: {err}"));
@@ -105,13 +128,14 @@ async fn reach(endpoint: &str) -> std::io::Result<()> {
     }
 }
 
-/// [`reach`] for a `nats://host[:port]` URL (or a bare `host:port`).
+/// [`reach`] for a URL: `http(s)://` on its scheme's port, `nats://` on `default_port` unless
+/// it names one (or a bare `host:port`).
 async fn reach_url(url: &str, default_port: u16) -> std::io::Result<()> {
     let endpoint = match url::Url::parse(url) {
         Ok(parsed) if parsed.host_str().is_some() => format!(
             "{}:{}",
             parsed.host_str().unwrap_or_default(),
-            parsed.port().unwrap_or(default_port)
+            parsed.port_or_known_default().unwrap_or(default_port)
         ),
         _ => url.to_owned(),
     };

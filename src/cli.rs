@@ -13,30 +13,46 @@ use crate::telemetry::LogFormat;
     about = "A notification dispatcher that never claims more than it knows"
 )]
 pub struct Cli {
-    /// herald.toml; without one, herald runs on SQLite with the built-in sandbox route.
-    #[arg(long, global = true, env = "HERALD_CONFIG")]
-    pub config: Option<PathBuf>,
-    #[arg(long, global = true, value_enum, default_value = "text")]
-    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// For the commands that read the config: where it is, and how to log.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    /// herald.toml; without one, herald runs on SQLite with the built-in sandbox route.
+    #[arg(long, env = "HERALD_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub logs: LogArgs,
+}
+
+/// For the commands that log as they run.
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// `text` for a person, `json` (one object per line) for a log collector.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the API, the dispatcher and the relay in one process.
-    Serve,
+    Serve(ConfigArgs),
     /// Apply database migrations and exit.
-    Migrate,
+    Migrate(ConfigArgs),
     /// Check the config without serving: every problem at once, each with its key and where
     /// its value came from. Exit 0 when there is none, 1 otherwise.
     CheckConfig {
-        /// Also reach the database, each vendor's host and each NATS server (nothing is sent).
+        /// Also reach the database, each vendor's host, each NATS server and each webhook sink
+        /// (a connection, nothing sent).
         #[arg(long)]
         connect: bool,
+        #[command(flatten)]
+        config: ConfigArgs,
     },
     /// Run the outbox relay alone: publish events to the configured sinks.
-    Relay,
+    Relay(ConfigArgs),
     /// Run a stand-in vendor for development and tests, with a ledger of what it delivered.
     Sandbox(SandboxArgs),
     /// Enqueue one notification through the API (HERALD_URL, HERALD_TOKEN).
@@ -53,6 +69,22 @@ pub enum Command {
     /// Measure enqueue and delivery through `herald serve` child processes with the sandbox
     /// vendor; progress on stderr, a JSON summary on stdout.
     Bench(BenchArgs),
+}
+
+impl Command {
+    /// How this command logs: the API client's commands print their answers and log nothing
+    /// of their own.
+    pub fn log_format(&self) -> LogFormat {
+        match self {
+            Command::Serve(args) | Command::Migrate(args) | Command::Relay(args) => {
+                args.logs.log_format
+            }
+            Command::CheckConfig { config, .. } => config.logs.log_format,
+            Command::Sandbox(args) => args.logs.log_format,
+            Command::Bench(args) => args.logs.log_format,
+            Command::Send(_) | Command::Status { .. } | Command::Review(_) => LogFormat::Text,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -77,6 +109,8 @@ pub struct BenchArgs {
     /// enqueue and delivery).
     #[arg(long, default_value_t = 0.2)]
     pub latency_share: f64,
+    #[command(flatten)]
+    pub logs: LogArgs,
 }
 
 /// Where the API is and who is asking: for `send`, `status` and `review`.
@@ -124,9 +158,10 @@ pub struct SendArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ReviewCommand {
-    /// What needs a person, oldest first.
+    /// What needs a person, oldest first: by default everything that waits for one.
     List {
-        /// `unknown`, `duplicate_possible`, `exhausted` or `rejected`, comma-separated.
+        /// `unknown`, `duplicate_possible`, `exhausted` or `rejected` (permanent refusals, not
+        /// listed by default), comma-separated.
         #[arg(long)]
         reason: Option<String>,
         #[arg(long)]
@@ -143,7 +178,8 @@ pub enum ReviewCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Resolve one item (ID), or every item a filter selects (`--filter`, dry run first).
+    /// Resolve one item (ID), or many: `--filter … --dry-run` shows what would change and
+    /// prints a preview, `--preview TOKEN` resolves exactly that.
     Resolve(ResolveArgs),
     /// Ask the route's outcome query again, now.
     Requery {
@@ -155,27 +191,31 @@ pub enum ReviewCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct ResolveArgs {
-    /// The notification; omit it and give `--filter` to resolve many.
+    /// The notification; omit it to resolve many (`--filter … --dry-run`, then `--preview`).
     pub id: Option<String>,
-    /// `delivered`, `not_delivered` or `acknowledged`.
-    #[arg(long)]
-    pub outcome: String,
-    /// After `not_delivered`: `resend` or `close`.
+    /// `delivered`, `not_delivered` or `acknowledged` (with `--preview`: the previewed one, if
+    /// given).
+    #[arg(long, required_unless_present = "preview")]
+    pub outcome: Option<String>,
+    /// After `not_delivered`: `resend`, or `close` (the item leaves review).
     #[arg(long)]
     pub then: Option<String>,
-    /// What you know and how (required).
-    #[arg(long)]
-    pub note: String,
+    /// What you know and how (required to resolve; optional on a dry run).
+    #[arg(long, required_unless_present = "dry_run")]
+    pub note: Option<String>,
     /// Resend a notification that failed for a permanent cause.
     #[arg(long)]
     pub force: bool,
     /// Select many: `reason=exhausted`, `route=mail`, `since=…`, `until=…` (repeatable).
     #[arg(long, value_name = "KEY=VALUE")]
     pub filter: Vec<String>,
-    /// With `--filter`: list what would change, change nothing.
-    #[arg(long)]
+    /// With `--filter`: list what would change and print a preview to confirm; change nothing.
+    #[arg(long, requires = "filter")]
     pub dry_run: bool,
-    /// With `--filter`: change at most this many.
+    /// Resolve exactly what a dry run listed, with its outcome: the preview it printed.
+    #[arg(long, conflicts_with_all = ["id", "dry_run"])]
+    pub preview: Option<String>,
+    /// With `--filter`: at most this many.
     #[arg(long)]
     pub max: Option<u32>,
     #[command(flatten)]
@@ -195,7 +235,13 @@ pub struct SandboxArgs {
     /// How long a delivery takes to show up in the queryable profile's look-up.
     #[arg(long, default_value_t = 0)]
     pub lag_ms: u64,
-    /// Injected faults, e.g. `accept_then_drop:0.05,delay:nth=7,rate_limited:0.1`.
+    /// Injected faults, comma-separated `<fault>:<probability>` or `<fault>:nth=<n>`, e.g.
+    /// `accept_then_drop:0.05,delay:nth=7,rate_limited:0.1`. Sends: `accept_then_drop`
+    /// (deliver, then close the connection unanswered), `delay` (deliver, then hold the answer
+    /// for --delay-ms), `error_after_processing` (deliver, then answer 500),
+    /// `unavailable_before_processing` (503, nothing delivered), `rate_limited` (429 with
+    /// Retry-After, nothing delivered). Look-ups: `lookup_error` (500), `lookup_delay` (hold
+    /// the answer for --delay-ms).
     #[arg(long, default_value = "")]
     pub faults: String,
     /// How long the `delay` fault holds its answer.
@@ -222,4 +268,6 @@ pub struct SandboxArgs {
     /// Post each delivery's reports last first.
     #[arg(long)]
     pub callback_reorder: bool,
+    #[command(flatten)]
+    pub logs: LogArgs,
 }

@@ -190,7 +190,10 @@ pub async fn review(command: ReviewCommand) -> anyhow::Result<()> {
         ReviewCommand::Show { id, api } => {
             let api = Api::new(&api)?;
             let n = api.get(&format!("/v1/notifications/{id}")).await?;
-            let why = in_review(&api, &n).await?;
+            let review = &n["review"];
+            let why = review["reason"]
+                .as_str()
+                .map(|reason| format!("{reason}: {}", review["why"].as_str().unwrap_or_default()));
             print!("{}", timeline(&n, why.as_deref()));
             Ok(())
         }
@@ -218,94 +221,112 @@ pub async fn review(command: ReviewCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Why `n` is in review, as the queue says; `None` if it is not there.
-async fn in_review(api: &Api, n: &Value) -> anyhow::Result<Option<String>> {
-    let id = n["id"].as_str().unwrap_or_default();
-    for reason in ["unknown,duplicate_possible", "exhausted,rejected"] {
-        let mut cursor: Option<String> = None;
-        loop {
-            let after = cursor
-                .as_ref()
-                .map(|c| format!("&cursor={c}"))
-                .unwrap_or_default();
-            let page = api
-                .get(&format!("/v1/review?reason={reason}&limit=200{after}"))
-                .await?;
-            if let Some(item) = page["data"]
-                .as_array()
-                .and_then(|items| items.iter().find(|i| i["id"] == id))
-            {
-                return Ok(Some(format!(
-                    "{}: {}",
-                    item["reason"].as_str().unwrap_or("?"),
-                    item["why"].as_str().unwrap_or("")
-                )));
-            }
-            match page["next_cursor"].as_str() {
-                Some(next) => cursor = Some(next.to_owned()),
-                None => break,
-            }
-        }
-    }
-    Ok(None)
-}
-
 async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     let api = Api::new(&args.api)?;
-    let mut body = json!({"outcome": args.outcome, "note": args.note, "force": args.force});
-    if let Some(then) = &args.then {
-        body["then"] = json!(then);
-    }
-    match (&args.id, args.filter.is_empty()) {
-        (Some(id), true) => {
-            if args.dry_run || args.max.is_some() {
-                bail!("--dry-run and --max go with --filter, not with an id");
-            }
-            let n = api
-                .post(&format!("/v1/notifications/{id}/resolve"), &body)
-                .await?;
-            println!("{} is now {}", id, state_of(&n));
-            Ok(())
+    // Only what was given: a confirmation that names an outcome must name the previewed one.
+    let mut body = Map::new();
+    for (name, value) in [
+        ("outcome", &args.outcome),
+        ("then", &args.then),
+        ("note", &args.note),
+    ] {
+        if let Some(value) = value {
+            body.insert(name.to_owned(), json!(value));
         }
-        (None, false) => {
-            let mut filter = Map::new();
-            for pair in &args.filter {
-                let Some((key, value)) = pair.split_once('=') else {
-                    bail!("--filter takes KEY=VALUE, not `{pair}`");
-                };
-                filter.insert(key.to_owned(), Value::String(value.to_owned()));
-            }
-            body["filter"] = Value::Object(filter);
-            body["dry_run"] = json!(args.dry_run);
-            if let Some(max) = args.max {
-                body["max"] = json!(max);
-            }
-            let answer = api.post("/v1/review/resolve", &body).await?;
-            let ids = answer["ids"].as_array().cloned().unwrap_or_default();
-            let verb = if args.dry_run {
-                "would resolve"
-            } else {
-                "resolved"
+    }
+    if args.force {
+        body.insert("force".to_owned(), json!(true));
+    }
+    let many = !args.filter.is_empty() || args.preview.is_some();
+    if args.id.is_some() == many {
+        bail!("give the notification's id, or resolve many: --filter … --dry-run, then --preview");
+    }
+    if let Some(id) = &args.id {
+        if args.dry_run || args.max.is_some() {
+            bail!("--dry-run and --max go with --filter, not with an id");
+        }
+        let n = api
+            .post(
+                &format!("/v1/notifications/{id}/resolve"),
+                &Value::Object(body),
+            )
+            .await?;
+        println!("{} is now {}", id, state_of(&n));
+        return Ok(());
+    }
+    if args.preview.is_none() && !args.dry_run {
+        bail!(
+            "resolving many takes two steps: run with --dry-run to see what would change, then \
+             confirm the preview it prints with --preview TOKEN --note …"
+        );
+    }
+    if !args.filter.is_empty() {
+        let mut filter = Map::new();
+        for pair in &args.filter {
+            let Some((key, value)) = pair.split_once('=') else {
+                bail!("--filter takes KEY=VALUE, not `{pair}`");
             };
-            println!("{verb} {}:", ids.len());
-            for id in &ids {
-                println!("  {}", id.as_str().unwrap_or("?"));
-            }
-            for refused in answer["refused"].as_array().into_iter().flatten() {
-                println!(
-                    "  not {}: {}",
-                    refused["id"].as_str().unwrap_or("?"),
-                    refused["detail"].as_str().unwrap_or("")
-                );
-            }
-            if answer["more"] == true {
-                println!("more items match; run again for the rest");
-            }
-            Ok(())
+            filter.insert(key.to_owned(), Value::String(value.to_owned()));
         }
-        (Some(_), false) => bail!("give an id or --filter, not both"),
-        (None, true) => bail!("give the notification's id, or --filter to resolve many"),
+        body.insert("filter".to_owned(), Value::Object(filter));
     }
+    if let Some(max) = args.max {
+        body.insert("max".to_owned(), json!(max));
+    }
+    body.insert("dry_run".to_owned(), json!(args.dry_run));
+    if let Some(preview) = &args.preview {
+        body.insert("preview".to_owned(), json!(preview));
+    }
+    let answer = api.post("/v1/review/resolve", &Value::Object(body)).await?;
+    print!("{}", bulk_report(&answer, OffsetDateTime::now_utc()));
+    Ok(())
+}
+
+/// What a bulk resolution would change (dry run) or changed, one item a line with its age,
+/// reason, route, recipient and why; after a dry run, how to confirm it.
+fn bulk_report(answer: &Value, now: OffsetDateTime) -> String {
+    let dry_run = answer["dry_run"] == true;
+    let items = answer["items"].as_array().cloned().unwrap_or_default();
+    let mut out = format!(
+        "{} {}:\n",
+        if dry_run { "would resolve" } else { "resolved" },
+        items.len()
+    );
+    for item in &items {
+        out.push_str(&row(item, &item["waiting_since"], now));
+    }
+    for refused in answer["refused"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "  not {}: {}",
+            text(&refused["id"]),
+            text(&refused["detail"])
+        );
+    }
+    if answer["more"] == true {
+        let _ = writeln!(out, "more items match; run again for the rest");
+    }
+    if let Some(preview) = answer["preview"].as_str() {
+        let _ = writeln!(
+            out,
+            "\npreview {preview} (confirm once, before {})\nto resolve exactly these: \
+             herald review resolve --preview {preview} --note \"…\"",
+            text(&answer["expires_at"])
+        );
+    }
+    out
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("?")
+}
+
+/// How long ago an RFC 3339 time was, as a person says it.
+fn age(at: &Value, now: OffsetDateTime) -> String {
+    at.as_str()
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+        .map(|t| human(now - t))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 fn state_of(n: &Value) -> String {
@@ -315,37 +336,34 @@ fn state_of(n: &Value) -> String {
     }
 }
 
-/// The review queue as a table: oldest first, with age, reason, route and why.
+/// The review queue as a table: oldest first, with age, reason, route and recipient, and the
+/// whole why on a line of its own (it names the vendor's evidence: never cut).
 fn table(items: &[Value], now: OffsetDateTime) -> String {
     if items.is_empty() {
         return "nothing to review\n".to_owned();
     }
     let mut out = format!(
-        "{:<36}  {:>6}  {:<18}  {:<12}  WHY\n",
+        "{:<36}  {:>5}  {:<18}  {:<12}  TO\n",
         "ID", "AGE", "REASON", "ROUTE"
     );
     for item in items {
-        let age = item["updated_at"]
-            .as_str()
-            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
-            .map(|t| human(now - t))
-            .unwrap_or_else(|| "?".to_owned());
-        let why: String = item["why"]
-            .as_str()
-            .unwrap_or("")
-            .chars()
-            .take(80)
-            .collect();
-        let _ = writeln!(
-            out,
-            "{:<36}  {:>6}  {:<18}  {:<12}  {why}",
-            item["id"].as_str().unwrap_or("?"),
-            age,
-            item["reason"].as_str().unwrap_or("?"),
-            item["route"].as_str().unwrap_or("?"),
-        );
+        out.push_str(&row(item, &item["updated_at"], now));
     }
     out
+}
+
+/// One item in review on two lines: its id, how long it has waited since `since`, reason,
+/// route and recipient; then the whole why.
+fn row(item: &Value, since: &Value, now: OffsetDateTime) -> String {
+    format!(
+        "{:<36}  {:>5}  {:<18}  {:<12}  {}\n      {}\n",
+        text(&item["id"]),
+        age(since, now),
+        text(&item["reason"]),
+        text(&item["route"]),
+        text(&item["to"]),
+        text(&item["why"]),
+    )
 }
 
 /// Evidence's `detail` on one line: text as it is, a vendor's JSON answer (which the API answers

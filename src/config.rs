@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::api::auth::Scope;
 use crate::domain::{Channel, Delivery, EmailAddress, Template};
+use crate::review::{PermanentRefusals, Policy};
 
 /// The whole configuration. Each section is read on its own (see [`Config::load`]), so that one
 /// bad section does not hide the problems of the next.
@@ -32,6 +33,7 @@ pub struct Config {
     pub templates: BTreeMap<String, Template>,
     pub relay: RelayConfig,
     pub retention: RetentionConfig,
+    pub review: ReviewConfig,
     /// Where the relay publishes outbox events, by sink name; with none, the log sink.
     pub sinks: BTreeMap<String, SinkConfig>,
     pub inbox: InboxConfig,
@@ -97,6 +99,16 @@ impl Origins {
 struct Loader {
     origins: Origins,
     problems: Vec<String>,
+    /// Routes named in the config whose own problems left them out: a reference to one is not
+    /// a second problem.
+    broken_routes: Vec<String>,
+}
+
+impl Loader {
+    /// Whether `route` names no route at all (not one left out for its own problems).
+    fn unknown_route(&self, routes: &BTreeMap<String, RouteConfig>, route: &str) -> bool {
+        !routes.contains_key(route) && !self.broken_routes.iter().any(|r| r == route)
+    }
 }
 
 impl Loader {
@@ -141,12 +153,14 @@ impl Loader {
 
     /// Like [`Loader::parse`] for a table whose key `tag` names its kind (`provider = "smtp"`):
     /// serde loses the path inside internally tagged enums, so the kind is taken out and the
-    /// rest read as the externally tagged `{ smtp = { … } }`, which keeps it.
+    /// rest read as the externally tagged `{ smtp = { … } }`, which keeps it. `common` are the
+    /// keys every kind takes (read apart), which an unknown key's hint names too.
     fn parse_tagged<T: serde::de::DeserializeOwned>(
         &mut self,
         key: &str,
         tag: &str,
         mut table: toml::Table,
+        common: &[&str],
     ) -> Option<T> {
         let Some(toml::Value::String(kind)) = table.remove(tag) else {
             self.push(key, format!("needs `{tag} = \"…\"`"));
@@ -170,7 +184,7 @@ impl Loader {
                 let message = err.inner().to_string();
                 let message = match message.strip_prefix("unknown variant ") {
                     Some(rest) if inner.is_empty() => format!("unknown {tag} {rest}"),
-                    _ => message,
+                    _ => expecting_also(message, common),
                 };
                 self.push(&key, message);
                 None
@@ -202,6 +216,29 @@ impl Loader {
             None => toml::Table::new(),
         }
     }
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" names only the keys of the kind's own
+/// type: the hint names `common` too, the keys every kind takes.
+fn expecting_also(message: String, common: &[&str]) -> String {
+    let Some((field, expected)) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once("`, "))
+        .filter(|_| !common.is_empty())
+    else {
+        return message;
+    };
+    // The kind's keys are the quoted words of "expected `a`", "expected `a` or `b`" and
+    // "expected one of `a`, `b`" ("there are no fields" quotes none).
+    let mut keys: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    keys.extend(common);
+    keys.sort_unstable();
+    keys.dedup();
+    let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+    format!(
+        "unknown field `{field}`, expected one of {}",
+        keys.join(", ")
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -248,9 +285,11 @@ pub struct RetentionConfig {
     /// How long an `Idempotency-Key` (and an upstream event's id) is remembered; a request
     /// that repeats it later creates a new notification.
     pub idempotency_seconds: u64,
-    /// How long a finished notification (`delivered`, `cancelled`) is kept, with its attempts
-    /// and audit, after it finished; 0 keeps it for ever. Notifications in review (`unknown`,
-    /// `failed`, an unacknowledged `duplicate_possible`) are never deleted.
+    /// How long a finished notification (`delivered`, `cancelled`, `failed` and closed by a
+    /// person, or refused for good where `[review] permanent_refusals = "final"`) is kept,
+    /// with its attempts and audit, after it finished; 0 keeps it for ever. Notifications in
+    /// review (`unknown`, a dead letter nobody closed, an unacknowledged
+    /// `duplicate_possible`) are never deleted.
     pub finished_seconds: u64,
     /// Rows deleted per transaction.
     pub batch_size: u32,
@@ -262,6 +301,25 @@ impl Default for RetentionConfig {
             idempotency_seconds: 7 * 86_400,
             finished_seconds: 0,
             batch_size: 500,
+        }
+    }
+}
+
+/// On-call review: what waits for a person.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReviewConfig {
+    /// `final` (the default): a permanent refusal (a bad address, a suppressed recipient) is
+    /// final and known, listed with `reason=rejected` but not waiting in the review queue, and
+    /// deleted by retention when due. `review`: refusals wait in the queue, like dead letters,
+    /// until a person closes or resends them.
+    pub permanent_refusals: PermanentRefusals,
+}
+
+impl ReviewConfig {
+    pub fn policy(&self) -> Policy {
+        Policy {
+            permanent_refusals: self.permanent_refusals,
         }
     }
 }
@@ -567,7 +625,8 @@ impl RouteConfig {
             }
         }
         let common: Option<RouteCommon> = loader.parse(&key, common.into());
-        let provider: Option<ProviderConfig> = loader.parse_tagged(&key, "provider", table);
+        let provider: Option<ProviderConfig> =
+            loader.parse_tagged(&key, "provider", table, &Self::COMMON_KEYS);
         let (common, provider) = (common?, provider?);
         // Every bad entry is named, then the route is dropped: the check reports all at once.
         let allowed_key = format!("{key}.allowed_from");
@@ -615,6 +674,7 @@ impl RouteConfig {
         let mut loader = Loader {
             origins: Origins::default(),
             problems: Vec::new(),
+            broken_routes: Vec::new(),
         };
         Self::from_table("sandbox", table, dispatch, &mut loader)
             .expect("the built-in sandbox route is valid")
@@ -668,6 +728,21 @@ impl Config {
         path: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigProblems> {
+        let (config, problems) = Config::read(path, env)?;
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigProblems(problems))
+        }
+    }
+
+    /// [`Config::load`] that keeps going past problems: the config as far as it could be read
+    /// (a broken part left out or at its default), and every problem found. Fails at once only
+    /// where there is nothing to read (no such file, not TOML).
+    pub fn read(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(Config, Vec<String>), ConfigProblems> {
         let mut table = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
@@ -689,6 +764,7 @@ impl Config {
                 env: BTreeMap::new(),
             },
             problems: Vec::new(),
+            broken_routes: Vec::new(),
         };
         apply_env_overrides(&mut table, env, &mut loader);
         let dispatch: DispatchConfig = loader.section(&mut table, "dispatch");
@@ -702,6 +778,7 @@ impl Config {
             templates: loader.section(&mut table, "templates"),
             relay: loader.section(&mut table, "relay"),
             retention: loader.section(&mut table, "retention"),
+            review: loader.section(&mut table, "review"),
             sinks: BTreeMap::new(),
             inbox: loader.section(&mut table, "inbox"),
             events: BTreeMap::new(),
@@ -724,10 +801,11 @@ impl Config {
                 loader.push(&format!("routes.{name}"), "must be a table");
                 continue;
             };
-            if let Some(route) =
-                RouteConfig::from_table(&name, route, &config.dispatch, &mut loader)
-            {
-                config.routes.insert(name, route);
+            match RouteConfig::from_table(&name, route, &config.dispatch, &mut loader) {
+                Some(route) => {
+                    config.routes.insert(name, route);
+                }
+                None => loader.broken_routes.push(name),
             }
         }
         for (name, sink) in loader.named(&mut table, "sinks") {
@@ -736,7 +814,7 @@ impl Config {
                 loader.push(&key, "must be a table");
                 continue;
             };
-            if let Some(sink) = loader.parse_tagged(&key, "kind", sink) {
+            if let Some(sink) = loader.parse_tagged(&key, "kind", sink, &[]) {
                 config.sinks.insert(name, sink);
             }
         }
@@ -756,7 +834,7 @@ impl Config {
             loader.push(
                 unknown,
                 "unknown section (expected server, database, tokens, routes, channels, \
-                 dispatch, templates, relay, retention, sinks, inbox or events)",
+                 dispatch, templates, relay, retention, review, sinks, inbox or events)",
             );
         }
         if config.routes.is_empty() && !loader.problems.iter().any(|p| p.starts_with("routes.")) {
@@ -772,11 +850,8 @@ impl Config {
             }
         }
         config.check(&mut loader);
-        if !loader.problems.is_empty() {
-            return Err(ConfigProblems(loader.problems));
-        }
         config.origins = loader.origins;
-        Ok(config)
+        Ok((config, loader.problems))
     }
 
     /// Each fallback is a configured route that carries every channel of the route it serves,
@@ -789,7 +864,9 @@ impl Config {
             };
             let key = format!("routes.{name}.fallback");
             let Some(target) = self.routes.get(fallback) else {
-                loader.push(&key, format!("names unknown route `{fallback}`"));
+                if loader.unknown_route(&self.routes, fallback) {
+                    loader.push(&key, format!("names unknown route `{fallback}`"));
+                }
                 continue;
             };
             let missing: Vec<&str> = route
@@ -872,7 +949,7 @@ impl Config {
                 None => {}
                 Some(routes) => {
                     for route in routes.iter().filter(|r| *r != "*") {
-                        if !self.routes.contains_key(route) {
+                        if loader.unknown_route(&self.routes, route) {
                             loader.push(
                                 &key,
                                 format!("token `{}` names unknown route `{route}`", token.name),
@@ -906,7 +983,10 @@ impl Config {
         for (channel, route) in &self.channels {
             let key = format!("channels.{channel}");
             match self.routes.get(route) {
-                None => loader.push(&key, format!("names unknown route `{route}`")),
+                None if loader.unknown_route(&self.routes, route) => {
+                    loader.push(&key, format!("names unknown route `{route}`"));
+                }
+                None => {}
                 Some(r) if !r.provider.settings().channels().contains(channel) => {
                     loader.push(&key, format!("route `{route}` does not carry {channel}"));
                 }

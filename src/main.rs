@@ -16,7 +16,7 @@ use herald::{client, store, telemetry};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init_logs(cli.log_format);
+    telemetry::init_logs(cli.command.log_format());
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -29,26 +29,34 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     // One TLS provider for every client in the process (reqwest, sqlx, lettre, async-nats).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let command = match cli.command {
+    let (command, args) = match cli.command {
         Command::Sandbox(args) => return sandbox(args).await,
         Command::Send(args) => return client::send(args).await,
         Command::Status { id, api } => return client::status(&api, &id).await,
         Command::Review(command) => return client::review(command).await,
         Command::Bench(args) => return herald::bench::run(args).await,
-        command => command,
+        Command::Serve(args) => (Run::Serve, args),
+        Command::Migrate(args) => (Run::Migrate, args),
+        Command::Relay(args) => (Run::Relay, args),
+        Command::CheckConfig { connect, config } => (Run::CheckConfig { connect }, config),
     };
-    let config = Config::load(cli.config.as_deref(), std::env::vars())?;
     // What `check-config` checks, `serve` and `relay` check first: a config with five problems
-    // names all five before anything starts.
+    // names all five before anything starts. `migrate` needs only the database's URL.
+    let path = args.config.as_deref();
+    let config = match command {
+        Run::Migrate => Config::load(path, std::env::vars())?,
+        Run::CheckConfig { connect } => {
+            herald::check::load(path, std::env::vars(), connect).await?
+        }
+        Run::Serve | Run::Relay => herald::check::load(path, std::env::vars(), false).await?,
+    };
     match command {
-        Command::CheckConfig { connect } => {
-            herald::check::check(&config, connect).await?;
+        Run::CheckConfig { connect } => {
             let reached = if connect { "; every host answered" } else { "" };
             println!("config is valid{reached}");
             Ok(())
         }
-        Command::Serve => {
-            herald::check::check(&config, false).await?;
+        Run::Serve => {
             let app = App::build(config).await?;
             if let Some(token) = &app.generated_dev_token {
                 println!(
@@ -60,13 +68,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tokio::spawn(signal_shutdown(shutdown.clone()));
             app.run(shutdown).await
         }
-        Command::Relay => {
-            herald::check::check(&config, false).await?;
+        Run::Relay => {
             let shutdown = CancellationToken::new();
             tokio::spawn(signal_shutdown(shutdown.clone()));
             herald::app::relay(config, shutdown).await
         }
-        Command::Migrate => {
+        Run::Migrate => {
             store::connect(&config.database.url, 1).await?;
             println!(
                 "migrations applied to {}",
@@ -74,14 +81,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Sandbox(_)
-        | Command::Send(_)
-        | Command::Status { .. }
-        | Command::Review(_)
-        | Command::Bench(_) => {
-            unreachable!("handled before the config is read")
-        }
     }
+}
+
+/// The commands that read the config.
+#[derive(Clone, Copy)]
+enum Run {
+    Serve,
+    Migrate,
+    Relay,
+    CheckConfig { connect: bool },
 }
 
 /// `herald sandbox`: the stand-in vendor on its own, until SIGINT or SIGTERM.

@@ -2,7 +2,9 @@
 //! clean-up never holds long locks and the tables that every enqueue and claim read stay the
 //! size of the recent past. Idempotency keys and upstream events' ids are forgotten after
 //! `retention.idempotency_seconds`; finished notifications are deleted after
-//! `retention.finished_seconds` when it is set. Published outbox events have their own
+//! `retention.finished_seconds` when it is set: delivered, cancelled, failed ones a person
+//! closed, and permanent refusals unless `[review] permanent_refusals = "review"` keeps them for
+//! a person. Nothing that waits for a person is deleted. Published outbox events have their own
 //! retention in the relay.
 
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::RetentionConfig;
+use crate::config::Config;
+use crate::review::PermanentRefusals;
 use crate::store::{Store, StoreResult};
 
 /// How often retention looks again once it has caught up.
@@ -23,15 +26,19 @@ pub struct Settings {
     /// `None`: finished notifications are kept.
     pub finished: Option<Duration>,
     pub batch_size: u32,
+    /// Whether a permanent refusal is finished (deleted when due) or waits for a person.
+    pub refusals: PermanentRefusals,
 }
 
-impl From<&RetentionConfig> for Settings {
-    fn from(config: &RetentionConfig) -> Self {
+impl From<&Config> for Settings {
+    fn from(config: &Config) -> Self {
+        let retention = &config.retention;
         Settings {
-            idempotency: Duration::from_secs(config.idempotency_seconds),
-            finished: (config.finished_seconds > 0)
-                .then(|| Duration::from_secs(config.finished_seconds)),
-            batch_size: config.batch_size,
+            idempotency: Duration::from_secs(retention.idempotency_seconds),
+            finished: (retention.finished_seconds > 0)
+                .then(|| Duration::from_secs(retention.finished_seconds)),
+            batch_size: retention.batch_size,
+            refusals: config.review.permanent_refusals,
         }
     }
 }
@@ -61,7 +68,7 @@ pub async fn sweep(
         let notifications = match settings.finished {
             Some(finished) => {
                 store
-                    .forget_finished(now - finished, settings.batch_size)
+                    .forget_finished(now - finished, settings.batch_size, settings.refusals)
                     .await?
             }
             None => 0,

@@ -6,7 +6,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::Config;
-use crate::domain::{Certainty, HoldReason, SettledBy, State};
+use crate::domain::{Certainty, Channel, HoldReason, Routing, SettledBy, State};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -53,7 +53,22 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 24] = [
+pub const FAMILIES: [(&str, Kind, &str); 27] = [
+    (
+        "herald_http_requests_total",
+        Kind::Counter,
+        "HTTP requests answered, by method, route (the path template, e.g. /v1/notifications/{id}; unmatched for a path herald does not serve) and status.",
+    ),
+    (
+        "herald_http_request_seconds",
+        Kind::Histogram,
+        "Time to answer an HTTP request, by method and route (the path template).",
+    ),
+    (
+        "herald_ready",
+        Kind::Gauge,
+        "1 while this process is ready (its database answers, its migrations are current, a write commits; what /readyz checks), 0 while it is not; checked every 10 s.",
+    ),
     (
         "herald_notifications_accepted_total",
         Kind::Counter,
@@ -122,17 +137,17 @@ pub const FAMILIES: [(&str, Kind, &str); 24] = [
     (
         "herald_review_open",
         Kind::Gauge,
-        "Notifications waiting for a person, by review reason (unknown, duplicate_possible, exhausted, rejected).",
+        "Notifications in review, by reason (unknown, duplicate_possible, exhausted; rejected: permanent refusals, which wait for a person only where [review] permanent_refusals = \"review\"). Closed ones are not counted.",
     ),
     (
         "herald_review_oldest_seconds",
         Kind::Gauge,
-        "Age of the oldest notification waiting for a person.",
+        "Age of the oldest notification waiting for a person: unknown, unacknowledged duplicate_possible, or an exhausted dead letter nobody closed.",
     ),
     (
         "herald_dead_letters",
         Kind::Gauge,
-        "Failed notifications not yet resolved, by route and cause (exhausted, rejected).",
+        "Failed notifications nobody resolved or closed, by route and cause (exhausted, rejected).",
     ),
     (
         "herald_route_circuit",
@@ -200,14 +215,34 @@ pub fn settled(route: &str, by: SettledBy, accepted: bool) {
     metrics::counter!("herald_settlements_total", "route" => route.to_owned(), "settled_by" => by.as_str(), "accepted" => accepted).increment(1);
 }
 
-/// Puts each configured route's series at zero, so that a dashboard or an alert finds them
-/// before the first notification (a missing series is not a zero to Prometheus).
-pub fn preregister(config: &Config) {
-    for (route, settings) in &config.routes {
+/// Puts the counters' series at zero, so that a dashboard or an alert finds them before the
+/// first event they count (a missing series is not a zero to Prometheus): the process-wide
+/// ones, and each configured route's, for the channels it is configured to carry (see
+/// [`carried`]) and, where it takes vendor callbacks, for each callback result.
+pub fn preregister(config: &Config, routing: &Routing, routes: &crate::dispatch::Routes) {
+    for name in [
+        "herald_notifications_accepted_total",
+        "herald_idempotency_replays_total",
+        "herald_inbox_duplicates_total",
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    for reason in crate::inbox::Rejected::REASONS {
+        metrics::counter!("herald_inbox_rejected_total", "reason" => reason).increment(0);
+    }
+    for kind in ["idempotency_records", "notifications"] {
+        metrics::counter!("herald_retention_deleted_total", "kind" => kind).increment(0);
+    }
+    for route in config.routes.keys() {
         for (result, reason) in herald_provider::SendResult::REASONS {
             metrics::counter!("herald_attempts_total", "route" => route.clone(), "result" => result, "reason" => reason).increment(0);
         }
-        for channel in settings.provider.settings().channels() {
+        if routes.get(route).is_some_and(|r| r.callbacks().is_some()) {
+            for result in CALLBACK_RESULTS {
+                metrics::counter!("herald_callbacks_total", "route" => route.clone(), "result" => result).increment(0);
+            }
+        }
+        for channel in carried(config, routing, route) {
             for (state, certainty) in [
                 (State::Delivered, Certainty::Known),
                 (State::Delivered, Certainty::DuplicatePossible),
@@ -236,6 +271,36 @@ pub fn preregister(config: &Config) {
             }
         }
     }
+}
+
+/// The results of `herald_callbacks_total`.
+pub const CALLBACK_RESULTS: [&str; 6] = [
+    "taken",
+    "repeat",
+    "ignored",
+    "unauthenticated",
+    "malformed",
+    "unknown_message",
+];
+
+/// The channels `route` is configured to carry: those it is the default route of, and those
+/// the routes that fall back to it carry. A route neither names is used by name only, for any
+/// channel its provider carries. (The config refuses a chain of fallbacks that loops.)
+fn carried(config: &Config, routing: &Routing, route: &str) -> Vec<Channel> {
+    let mut channels = routing.default_for(route);
+    for (name, other) in &config.routes {
+        if other.fallback.as_deref() == Some(route) {
+            channels.extend(carried(config, routing, name));
+        }
+    }
+    if channels.is_empty()
+        && let Some(info) = routing.info(route)
+    {
+        channels.extend(&info.channels);
+    }
+    channels.sort_by_key(|c| Channel::ALL.iter().position(|known| known == c));
+    channels.dedup();
+    channels
 }
 
 #[cfg(test)]
@@ -318,6 +383,20 @@ mod tests {
             for target in targets {
                 let expr = target["expr"].as_str().unwrap();
                 assert!(!names_in(expr).is_empty(), "{expr} names no herald metric");
+            }
+        }
+        // One axis a panel: seconds are plotted apart from counts and rates.
+        for panel in panels {
+            let seconds = panel["fieldConfig"]["defaults"]["unit"] == "s";
+            for target in panel["targets"].as_array().unwrap() {
+                let expr = target["expr"].as_str().unwrap();
+                assert_eq!(
+                    names_in(expr).iter().all(|n| n.ends_with("_seconds")),
+                    seconds,
+                    "panel {} plots {expr} on an axis of {}",
+                    panel["title"],
+                    panel["fieldConfig"]["defaults"]["unit"]
+                );
             }
         }
         let alerts = std::fs::read_to_string(root.join("prometheus/herald-alerts.yml")).unwrap();

@@ -25,6 +25,7 @@ on_both_backends!(
     a_report_settles_a_send_whose_answer_was_lost,
     a_report_that_came_before_the_ambiguity_settles_it_once_recorded,
     a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it,
+    a_delivery_report_after_a_person_closed_it_reopens_it_and_nothing_sends_it_again,
     callbacks_that_are_not_the_vendors_or_name_no_message_store_nothing,
 );
 
@@ -96,6 +97,15 @@ async fn settled(app: &TestApp, id: &str, what: &str, check: impl Fn(&Value) -> 
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// What waits for a person: the default view of the review queue.
+async fn review_queue(app: &TestApp) -> Value {
+    app.get(ACME_REVIEWER, "/v1/review")
+        .await
+        .json()
+        .await
+        .unwrap()
 }
 
 fn statuses(n: &Value) -> Vec<&str> {
@@ -281,12 +291,7 @@ async fn a_report_settles_a_send_whose_answer_was_lost(backend: Backend) {
     );
     assert_eq!(n["attempts"][0]["settled_by"], "callback");
     assert!(n["review"].is_null(), "never was a person's: {n:#}");
-    let review: Value = app
-        .get(ACME_REVIEWER, "/v1/review")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let review = review_queue(&app).await;
     assert_eq!(review["data"], json!([]), "out of review by itself");
     // It was in review for a while, then the report finished it: both are events.
     let states: Vec<String> = app
@@ -327,6 +332,77 @@ async fn a_report_that_came_before_the_ambiguity_settles_it_once_recorded(backen
     assert_eq!(n["receipt"]["status"], "delivered");
     let ledger = sandbox.client().unwrap().ledger().await.unwrap();
     assert_eq!(ledger.total_deliveries(), 1);
+}
+
+async fn a_delivery_report_after_a_person_closed_it_reopens_it_and_nothing_sends_it_again(
+    backend: Backend,
+) {
+    // The vendor takes the message and drops the connection; herald (at_most_once, nothing to
+    // ask) puts it in review, and a person wrongly closes it as not delivered. Then the
+    // vendor's signed report says delivered.
+    let Some((sandbox, app)) =
+        vendor_and_herald(backend, Profile::Plain, "accept_then_drop:nth=1", None).await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let n = settled(&app, &id, "review", |n| n["state"] == "unknown").await;
+    let key = n["attempts"][0]["provider_idempotency_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let resolve = |body: Value| {
+        let app = &app;
+        let path = format!("/v1/notifications/{id}/resolve");
+        async move { app.post_json(ACME_REVIEWER, &path, &body).await }
+    };
+    let closed = resolve(json!({"outcome": "not_delivered", "then": "close",
+                                "note": "not on the vendor's dashboard"}))
+    .await;
+    assert_eq!(closed.status(), StatusCode::OK);
+    assert_eq!(app.show(&id).await["state"], "failed");
+
+    let (body, headers) = signed("evt_late", &report(&key, "delivered"), 0);
+    assert_eq!(
+        post_report(&app, "vendor", body, &headers).await.status(),
+        StatusCode::OK
+    );
+    let n = app.show(&id).await;
+    assert_eq!(
+        (&n["state"], &n["certainty"]),
+        (&json!("delivered"), &json!("known")),
+        "the vendor's word outranks the person's: one message, delivered. {n:#}"
+    );
+    let why = n["contradiction"]["why"].as_str().unwrap();
+    assert!(why.contains(&key), "the evidence is named: {why}");
+    assert_eq!(n["review"]["reason"], "contradicted", "{n:#}");
+    assert_eq!(n["review"]["open"], true);
+    assert_eq!(n["review"]["resolutions"].as_array().unwrap().len(), 1);
+
+    let queue = review_queue(&app).await;
+    assert_eq!(queue["data"].as_array().unwrap().len(), 1, "{queue:#}");
+    assert_eq!(queue["data"][0]["reason"], "contradicted");
+    assert!(
+        app.db
+            .event_types(id.parse().unwrap())
+            .await
+            .contains(&"dev.herald.notification.reopened".to_owned())
+    );
+
+    // A resend is refused: it has a delivery report. Acknowledging it closes the review.
+    let resend = resolve(
+        json!({"outcome": "not_delivered", "then": "resend", "force": true,
+                                "note": "send it again"}),
+    )
+    .await;
+    assert_eq!(resend.status(), StatusCode::CONFLICT);
+    let acknowledged =
+        resolve(json!({"outcome": "acknowledged", "note": "the vendor delivered it"})).await;
+    assert_eq!(acknowledged.status(), StatusCode::OK);
+    let queue = review_queue(&app).await;
+    assert_eq!(queue["data"], json!([]));
+    let ledger = sandbox.client().unwrap().ledger().await.unwrap();
+    assert_eq!(ledger.total_deliveries(), 1, "sent once, never again");
 }
 
 async fn a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it(backend: Backend) {

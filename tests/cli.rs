@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use herald_sandbox::{Profile, SandboxConfig, parse_faults};
+use herald_sandbox::SandboxHandle;
 use support::{ACME, ACME_REVIEWER, Backend, TestApp, eventually, spawn_app_with};
 
 /// Runs `herald ARGS` against `app` as `token`.
@@ -30,23 +30,34 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
-    support::install_crypto();
-    // Every send is processed and its answer lost: each notification ends `unknown`.
-    let vendor = herald_sandbox::spawn(SandboxConfig {
-        profile: Profile::Plain,
-        faults: parse_faults("accept_then_drop:1").unwrap(),
-        ..SandboxConfig::default()
-    })
-    .await
-    .unwrap();
+/// `herald review resolve` for every unknown, closing them (add `--dry-run` or `--note`).
+const CLOSE_UNKNOWNS: [&str; 8] = [
+    "review",
+    "resolve",
+    "--filter",
+    "reason=unknown",
+    "--outcome",
+    "not_delivered",
+    "--then",
+    "close",
+];
+
+/// A herald whose email route's vendor processes every send and loses its answer: each
+/// notification ends `unknown`. The vendor runs while its handle lives.
+async fn herald_whose_vendor_loses_every_answer() -> (TestApp, SandboxHandle) {
+    let vendor = support::plain_vendor("accept_then_drop:1").await;
     let config = format!(
         "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n[routes.mail]\nprovider = \"sandbox\"\n\
          base_url = \"{}\"\nprofile = \"plain\"\ntimeout_seconds = 1\n\n[channels]\nemail = \"mail\"\n",
         vendor.base_url()
     );
     let app = spawn_app_with(Backend::Sqlite, &config).await.unwrap();
+    (app, vendor)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
+    let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
 
     let sent = herald(
         &app,
@@ -90,15 +101,7 @@ async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
     eventually(
         "the send to end unknown",
         Duration::from_secs(20),
-        || async {
-            let n: Value = app
-                .get(ACME, &format!("/v1/notifications/{id}"))
-                .await
-                .json()
-                .await
-                .ok()?;
-            (n["state"] == "unknown").then_some(())
-        },
+        || async { (app.show(&id).await["state"] == "unknown").then_some(()) },
     )
     .await;
 
@@ -110,6 +113,11 @@ async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
         table.contains(&id) && table.contains("unknown") && table.contains("mail"),
         "{table}"
     );
+    assert!(table.contains("ada@example.com"), "the recipient: {table}");
+    let n = app.show(&id).await;
+    let why = n["review"]["why"].as_str().unwrap();
+    assert!(why.chars().count() > 80, "{why}");
+    assert!(table.contains(why), "the whole why, not cut: {table}");
 
     let json = herald(&app, ACME_REVIEWER, &["review", "list", "--json"]);
     let items: Vec<Value> = serde_json::from_slice(&json.stdout).unwrap();
@@ -154,19 +162,7 @@ async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
     let bulk = herald(
         &app,
         ACME_REVIEWER,
-        &[
-            "review",
-            "resolve",
-            "--filter",
-            "reason=unknown",
-            "--outcome",
-            "not_delivered",
-            "--then",
-            "close",
-            "--note",
-            "outage",
-            "--dry-run",
-        ],
+        &[&CLOSE_UNKNOWNS[..], &["--dry-run"]].concat(),
     );
     assert!(bulk.status.success(), "{}", stderr(&bulk));
     assert!(
@@ -174,6 +170,133 @@ async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
         "{}",
         stdout(&bulk)
     );
+}
+
+/// `herald review resolve` for many: the dry run prints each item and a preview; the
+/// confirmation resolves exactly that, and refuses another outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_items_are_resolved_from_the_command_line_exactly_as_previewed() {
+    let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
+    let mut ids = Vec::new();
+    for to in ["ada@example.com", "grace@example.com"] {
+        ids.push(app.enqueue_id(to, &support::email(to)).await);
+    }
+    for id in &ids {
+        eventually(
+            "the send to end unknown",
+            Duration::from_secs(20),
+            || async { (app.show(id).await["state"] == "unknown").then_some(()) },
+        )
+        .await;
+    }
+    let dry = herald(
+        &app,
+        ACME_REVIEWER,
+        &[&CLOSE_UNKNOWNS[..], &["--dry-run"]].concat(),
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let text = stdout(&dry);
+    assert!(text.starts_with("would resolve 2:"), "{text}");
+    for needle in [
+        &ids[0],
+        &ids[1],
+        "ada@example.com",
+        "grace@example.com",
+        "ambiguous",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+    let preview = text
+        .lines()
+        .find_map(|line| line.strip_prefix("preview "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the dry run prints its preview")
+        .to_owned();
+    assert!(
+        text.contains(&format!("herald review resolve --preview {preview}")),
+        "{text}"
+    );
+
+    let unconfirmed = herald(
+        &app,
+        ACME_REVIEWER,
+        &[&CLOSE_UNKNOWNS[..], &["--note", "n"]].concat(),
+    );
+    assert_eq!(unconfirmed.status.code(), Some(1));
+    assert!(
+        stderr(&unconfirmed).contains("--dry-run"),
+        "{}",
+        stderr(&unconfirmed)
+    );
+    let confirm = |more: &[&str]| {
+        let args = [
+            &["review", "resolve", "--preview", preview.as_str()][..],
+            more,
+        ]
+        .concat();
+        herald(&app, ACME_REVIEWER, &args)
+    };
+    let changed = confirm(&["--outcome", "delivered", "--note", "n"]);
+    assert_eq!(changed.status.code(), Some(1));
+    assert!(
+        stderr(&changed).starts_with("herald: 409") && stderr(&changed).contains("outcome changed"),
+        "{}",
+        stderr(&changed)
+    );
+    let confirmed = confirm(&["--note", "vendor lost both"]);
+    assert!(confirmed.status.success(), "{}", stderr(&confirmed));
+    assert!(
+        stdout(&confirmed).starts_with("resolved 2:"),
+        "{}",
+        stdout(&confirmed)
+    );
+    for id in &ids {
+        assert_eq!(app.show(id).await["state"], "failed");
+    }
+}
+
+/// Each command's help names what serves it: the server commands their config and logs, the
+/// API client's none of those, and the sandbox every fault it can inject.
+#[test]
+fn each_command_offers_its_own_flags_and_the_sandbox_names_every_fault() {
+    let help = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(args)
+            .arg("--help")
+            .env_remove("HERALD_CONFIG")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        stdout(&output)
+    };
+    let sandbox = help(&["sandbox"]);
+    for fault in herald_sandbox::Fault::ALL {
+        assert!(
+            sandbox.contains(fault.as_str()),
+            "{fault} missing from:\n{sandbox}"
+        );
+    }
+    assert!(!sandbox.contains("--config"), "{sandbox}");
+    for client in [
+        &["send"][..],
+        &["status"],
+        &["review", "list"],
+        &["review", "show"],
+        &["review", "resolve"],
+        &["review", "requery"],
+    ] {
+        let text = help(client);
+        for flag in ["--config", "--log-format"] {
+            assert!(!text.contains(flag), "{client:?} offers {flag}:\n{text}");
+        }
+    }
+    for server in ["serve", "migrate", "check-config", "relay"] {
+        let text = help(&[server]);
+        assert!(
+            text.contains("--config") && text.contains("--log-format"),
+            "{server}:\n{text}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,9 +347,16 @@ async fn errors_are_one_line_with_their_cause_and_exit_codes_say_what_failed() {
 
 /// Runs `herald check-config` on `config` with exactly `env` set.
 fn check_config(config: &std::path::Path, env: &[(&str, &str)]) -> Output {
+    check_config_with(&[], config, env)
+}
+
+/// [`check_config`] with more flags (`--connect`).
+fn check_config_with(flags: &[&str], config: &std::path::Path, env: &[(&str, &str)]) -> Output {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
     command
-        .args(["check-config", "--config"])
+        .arg("check-config")
+        .args(flags)
+        .arg("--config")
         .arg(config)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
@@ -311,9 +441,7 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
     // `--connect` reaches the database and each vendor, and says which cannot be reached.
     let mut missing_db = url::Url::parse(&support::postgres_admin_url()).unwrap();
     missing_db.set_path(&format!("herald_missing_{}", uuid::Uuid::new_v4().simple()));
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_port = closed.local_addr().unwrap().port();
-    drop(closed);
+    let closed_port = support::binary::free_port();
     std::fs::write(
         &config,
         format!(
@@ -328,13 +456,7 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "{}",
         stderr(&offline)
     );
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
-    let connected = command
-        .args(["check-config", "--connect", "--config"])
-        .arg(&config)
-        .env_remove("HERALD_CONFIG")
-        .output()
-        .unwrap();
+    let connected = check_config_with(&["--connect"], &config, &[]);
     let problems = stderr(&connected);
     assert_eq!(connected.status.code(), Some(1), "{problems}");
     assert!(problems.contains("config: 2 problems"), "{problems}");
@@ -361,6 +483,72 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         );
         assert_eq!(problems.matches("does not exist").count(), 1, "{problems}");
     }
+}
+
+/// A route with a bad key is named once, with every key a route may have; what refers to it is
+/// not "unknown" too; a bad `[channels]` entry does not hide the secrets' problems; and
+/// `--connect` dials webhook sinks.
+#[test]
+fn check_config_names_a_broken_route_once_and_lists_everything_in_one_run() {
+    let dir = support::TempDir::new("herald-cli");
+    let config = dir.path().join("herald.toml");
+    let closed_port = support::binary::free_port();
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"sqlite://{}/h.db\"\n\
+             [[tokens]]\nname = \"a\"\ntenant = \"t\"\nscopes = [\"send\"]\nroutes = [\"mail\"]\n\
+             secret = {{ env = \"HERALD_TEST_MISSING_TOKEN\" }}\n\
+             [routes.mail]\nprovider = \"sandbox\"\nrate_limit_per_secnd = 2\n\
+             [routes.backup]\nprovider = \"sandbox\"\nfallback = \"mail\"\n\
+             [channels]\nemail = \"mail\"\nsms = \"nowhere\"\n\
+             [sinks.hook]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{closed_port}/events\"\n\
+             allow_private_networks = true\nsecret = {{ env = \"HOOK_SECRET\" }}\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let secret = (
+        "HOOK_SECRET",
+        "whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=",
+    );
+    let output = check_config(&config, &[secret]);
+    let problems = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{problems}");
+    assert!(
+        problems.contains("routes.mail.rate_limit_per_secnd: unknown field `rate_limit_per_secnd`"),
+        "{problems}"
+    );
+    for key in [
+        "`rate_limit_per_second`",
+        "`fallback`",
+        "`max_attempts`",
+        "`profile`",
+    ] {
+        assert!(problems.contains(key), "the hint names {key}:\n{problems}");
+    }
+    assert!(!problems.contains("unknown route `mail`"), "{problems}");
+    assert!(
+        problems.contains("channels.sms: names unknown route `nowhere`"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains(
+            "tokens[0].secret: environment variable HERALD_TEST_MISSING_TOKEN is not set"
+        ),
+        "the secrets in the same run: {problems}"
+    );
+    assert!(problems.contains("config: 3 problems"), "{problems}");
+
+    let connected = check_config_with(&["--connect"], &config, &[secret]);
+    let problems = stderr(&connected);
+    assert!(
+        problems.contains(&format!(
+            "sinks.hook.url: cannot reach http://127.0.0.1:{closed_port}/events"
+        )),
+        "{problems}"
+    );
+    assert!(problems.contains("config: 4 problems"), "{problems}");
 }
 
 /// The benchmark runs end to end (tiny here; `herald bench` alone runs the real size) and its

@@ -1,8 +1,11 @@
 //! The web console: forms refuse a post without the session's CSRF token, the session cookie
 //! keeps to itself, and — in a real browser (Debian's chromium, headless, driven by
-//! `tests/console/browser.cjs`) — an on-call engineer signs in, opens an unknown notification
-//! whose evidence holds markup (shown as text, running nothing), resolves it with a note and
-//! sees it leave the queue. Screenshots are kept in `target/console/`.
+//! `tests/console/browser.cjs`) — an on-call engineer signs in, finds every counter leading to
+//! its list (dead letters included), opens an unknown notification whose evidence holds markup
+//! (shown as text, running nothing) and another whose subject and text are shown, resolves one
+//! with a note and goes on to the next, closes a dead letter, and resolves many exactly as
+//! previewed (a confirmation after a changed choice is refused). Screenshots are kept in
+//! `target/console/`.
 
 mod support;
 
@@ -39,14 +42,18 @@ async fn hostile_receiver() -> String {
     format!("http://{addr}/hook")
 }
 
-/// A herald whose one webhook ended `unknown` with hostile evidence; its id.
-async fn unknown_with_hostile_evidence() -> (TestApp, String) {
+/// A herald whose one webhook ended `unknown` with hostile evidence; its id. `routes` adds
+/// routes and their `[channels]` lines.
+async fn unknown_with_hostile_evidence(routes: &str, channels: &str) -> (TestApp, String) {
     support::install_crypto();
     let receiver = hostile_receiver().await;
-    let config = "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n[routes.hooks]\n\
-                  provider = \"webhook\"\nsecrets = [\"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=\"]\n\
-                  allow_private_networks = true\ntenants = [\"acme\"]\ntimeout_seconds = 1\n\n[channels]\nwebhook = \"hooks\"\n";
-    let app = spawn_app_with(Backend::Sqlite, config).await.unwrap();
+    let config = format!(
+        "[dispatch]\nlease_seconds = 4\nretry_base_ms = 20\n\n[routes.hooks]\n\
+         provider = \"webhook\"\nsecrets = [\"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=\"]\n\
+         allow_private_networks = true\ntenants = [\"acme\"]\ntimeout_seconds = 1\n\n{routes}\n\
+         [channels]\nwebhook = \"hooks\"\n{channels}"
+    );
+    let app = spawn_app_with(Backend::Sqlite, &config).await.unwrap();
     let created: Value = app
         .enqueue(
             ACME,
@@ -119,7 +126,7 @@ async fn sign_in(app: &TestApp, http: &reqwest::Client) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_post_without_the_csrf_token_changes_nothing() {
-    let (app, id) = unknown_with_hostile_evidence().await;
+    let (app, id) = unknown_with_hostile_evidence("", "").await;
     let http = browser_client();
     let path = format!("/console/notifications/{id}/resolve");
     let form = |csrf: &str| {
@@ -223,7 +230,39 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         );
         return;
     }
-    let (app, id) = unknown_with_hostile_evidence().await;
+    // Besides the hostile webhook: emails whose answers were lost (unknown), and texts whose
+    // vendor was down until the route gave up (dead letters).
+    let lossy = support::plain_vendor("accept_then_drop:1").await;
+    let down = support::plain_vendor("unavailable_before_processing:1").await;
+    let routes = format!(
+        "[routes.mail]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\n\
+         timeout_seconds = 1\n\n[routes.texts]\nprovider = \"sandbox\"\nbase_url = \"{}\"\n\
+         profile = \"plain\"\ntimeout_seconds = 1\nmax_attempts = 1\ncircuit_failures = 1000\n",
+        lossy.base_url(),
+        down.base_url()
+    );
+    let (app, id) =
+        unknown_with_hostile_evidence(&routes, "email = \"mail\"\nsms = \"texts\"\n").await;
+    let mut emails = Vec::new();
+    for to in ["ada@example.com", "grace@example.com"] {
+        emails.push(
+            app.enqueue_id(&format!("mail-{to}"), &support::email(to))
+                .await,
+        );
+    }
+    let mut texts = Vec::new();
+    for to in ["+14155550101", "+14155550102", "+14155550103"] {
+        let body = json!({"channel": "sms", "to": to, "text": "Your code is 123456"});
+        texts.push(app.enqueue_id(&format!("sms-{to}"), &body).await);
+    }
+    for (ids, state) in [(&emails, "unknown"), (&texts, "failed")] {
+        for id in ids {
+            eventually("each send to end", Duration::from_secs(20), || async {
+                (app.show(id).await["state"] == state).then_some(())
+            })
+            .await;
+        }
+    }
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console");
     std::fs::create_dir_all(&shots).unwrap();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console/browser.cjs");
@@ -233,6 +272,8 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         .env("BASE", &app.base)
         .env("TOKEN", ACME_REVIEWER)
         .env("ID", &id)
+        .env("EMAILS", emails.join(","))
+        .env("TEXTS", texts.join(","))
         .env("SHOTS", &shots)
         .output()
         .await
@@ -247,20 +288,36 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         "console-queue.png",
         "console-notification.png",
         "console-resolved.png",
+        "console-bulk.png",
     ] {
         let meta = std::fs::metadata(shots.join(shot)).expect("a screenshot was kept");
         assert!(meta.len() > 1000, "{shot} is an image");
     }
     println!("screenshots in {}", shots.display());
-    let n: Value = app
-        .get(ACME, &format!("/v1/notifications/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let n = app.show(&id).await;
     assert_eq!(
         (n["state"].as_str(), n["certainty"].as_str()),
         (Some("failed"), Some("known"))
     );
     assert_eq!(n["review"]["resolutions"][0]["principal"], "acme-oncall");
+    // The bulk confirmation after a changed choice was refused; the one confirmed as previewed
+    // resolved exactly the previewed emails, as delivered.
+    for email in &emails {
+        let n = app.show(email).await;
+        assert_eq!(
+            (n["state"].as_str(), n["certainty"].as_str()),
+            (Some("delivered"), Some("known")),
+            "{n:#}"
+        );
+        let resolutions = n["review"]["resolutions"].as_array().unwrap();
+        assert_eq!(resolutions.len(), 1, "{n:#}");
+        assert_eq!(resolutions[0]["note"], "Both are in the vendor's log.");
+    }
+    // The dead letter closed in the console left review; the others wait.
+    let closed = app.show(&texts[0]).await;
+    assert_eq!(closed["review"]["reason"], Value::Null, "{closed:#}");
+    assert_eq!(closed["review"]["resolutions"][0]["then"], "close");
+    for text in &texts[1..] {
+        assert_eq!(app.show(text).await["review"]["reason"], "exhausted");
+    }
 }

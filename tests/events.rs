@@ -234,6 +234,82 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
     app.stop().await;
 }
 
+/// herald creates its stream as soon as it starts, not at its first event: a consumer set up
+/// against a fresh herald, before anything happened, finds the stream and then gets the first
+/// event. Through the real binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_started_before_the_first_event_finds_the_stream_and_gets_it() {
+    let Some(client) = nats::shared().await else {
+        return;
+    };
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let names = Names::new();
+    let dir = TempDir::new("herald-stream-at-start");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let extra = format!(
+        "{}[relay]\npoll_interval_ms = 50\n[routes.sandbox]\nprovider = \"sandbox\"\n\
+         [channels]\nemail = \"sandbox\"\n",
+        names.sink("bus", SHARED_URL)
+    );
+    let herald = HeraldProcess::start(
+        &test_config_text(&db.url, &listen, &extra),
+        dir.path(),
+        "herald",
+    )
+    .await;
+    assert_eq!(db.count("outbox").await, 0, "nothing has happened yet");
+    let jetstream = jetstream::new(client.clone());
+    let stream = eventually(
+        "herald to create its stream",
+        Duration::from_secs(20),
+        || {
+            let jetstream = jetstream.clone();
+            let name = names.stream.clone();
+            async move { jetstream.get_stream(&name).await.ok() }
+        },
+    )
+    .await;
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("downstream".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("a consumer on the stream, before any event");
+
+    let http = support::http_client();
+    let response = http
+        .post(format!("{}/v1/notifications", herald.base))
+        .bearer_auth(ACME)
+        .header("Idempotency-Key", "first")
+        .json(&email("ada@example.com"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut messages = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(Duration::from_secs(20))
+        .messages()
+        .await
+        .expect("fetch from the consumer");
+    let message = futures::StreamExt::next(&mut messages)
+        .await
+        .expect("the first event arrives")
+        .expect("a message");
+    let event: Value = serde_json::from_slice(&message.payload).unwrap();
+    assert_eq!(event["type"], ACCEPTED);
+    assert_eq!(event["subject"], id.as_str());
+    message.ack().await.expect("ack");
+}
+
 /// The real binary, SIGKILLed again and again while its relay publishes, and once while its
 /// marks are refused after a batch was seen published, so that a publish certainly
 /// happened without its mark. Afterwards: every event the outbox holds is in the stream exactly once under its
@@ -966,7 +1042,13 @@ async fn a_cloudevents_client_posts_in_both_modes_and_gets_the_documented_answer
     assert_eq!(old["status"], 422);
     assert_eq!(old["body"]["field"], "specversion");
 
-    assert_eq!(app.db.count("notifications").await, 2);
+    let untyped = answer("binary_untyped");
+    assert_eq!(
+        untyped["status"], 202,
+        "JSON data without a type: {untyped}"
+    );
+
+    assert_eq!(app.db.count("notifications").await, 3);
     app.stop().await;
 }
 

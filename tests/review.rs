@@ -1,7 +1,8 @@
 //! On-call review over real HTTP, on both databases: every resolution path and where it ends,
-//! races between resolutions, scopes and tenants, a requery that settles, bulk resolution with
-//! its dry run, and dead letters resent after their vendor recovered — with the sandbox's ledger
-//! as ground truth.
+//! what waits for a person by default, closing an item (it leaves review, and retention deletes
+//! it when due), races between resolutions, scopes and tenants, a requery that settles, bulk
+//! resolution bound to its preview, and dead letters resent after their vendor recovered — with
+//! the sandbox's ledger as ground truth.
 
 mod support;
 
@@ -14,7 +15,10 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use herald::dispatch::Dispatcher;
-use support::{ACME, ACME_READER, ACME_REVIEWER, Backend, GLOBEX, TestApp, spawn_stepped};
+use support::{
+    ACME, ACME_ADMIN, ACME_READER, ACME_REVIEWER, Backend, GLOBEX, TestApp, eventually,
+    spawn_stepped,
+};
 
 on_both_backends!(
     each_resolution_ends_where_the_contract_says,
@@ -22,8 +26,11 @@ on_both_backends!(
     review_needs_its_scope_and_sees_only_its_tenant,
     a_requery_settles_what_the_vendor_can_now_see,
     a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed,
+    a_bulk_confirmation_with_another_outcome_or_filter_is_refused_and_a_preview_is_used_once,
     dead_letters_are_listed_with_their_cause_and_resent_once_the_vendor_is_back,
     a_resolution_is_refused_where_the_item_is_not_in_review,
+    a_closed_item_leaves_review_and_retention_deletes_it_when_due,
+    a_permanent_refusal_is_final_and_listed_by_filter_unless_configured_to_wait,
 );
 
 struct Rig {
@@ -138,6 +145,42 @@ impl Rig {
         response.json().await.unwrap()
     }
 
+    /// Closes `id` as not delivered, with `note`.
+    async fn close(&self, id: &str, note: &str) -> (StatusCode, Value) {
+        self.resolve(
+            id,
+            json!({"outcome": "not_delivered", "then": "close", "note": note}),
+        )
+        .await
+    }
+
+    /// `POST /v1/review/resolve` as the reviewer.
+    async fn bulk(&self, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .app
+            .post_json(ACME_REVIEWER, "/v1/review/resolve", &body)
+            .await;
+        (
+            response.status(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    /// A dry run of `body` (which must preview something), then its confirmation with a note:
+    /// what the confirmation changed.
+    async fn bulk_confirmed(&self, body: Value) -> (Value, Value) {
+        let mut dry = body.clone();
+        dry["dry_run"] = json!(true);
+        let (status, preview) = self.bulk(dry).await;
+        assert_eq!(status, StatusCode::OK, "{preview:#}");
+        let token = preview["preview"].as_str().expect("a preview to confirm");
+        let (status, real) = self
+            .bulk(json!({"preview": token, "note": "confirmed after the dry run"}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{real:#}");
+        (preview, real)
+    }
+
     async fn delivered(&self, id: &str) -> u64 {
         self.ledger.ledger().await.unwrap().deliveries_of(id)
     }
@@ -150,6 +193,13 @@ fn ids(page: &Value) -> Vec<String> {
         .iter()
         .map(|i| i["id"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// Whether a problem's (or a refusal's) `detail` says `words`.
+fn says(problem: &Value, words: &str) -> bool {
+    problem["detail"]
+        .as_str()
+        .is_some_and(|detail| detail.contains(words))
 }
 
 fn ending(n: &Value) -> (&str, &str) {
@@ -200,12 +250,7 @@ async fn each_resolution_ends_where_the_contract_says(backend: Backend) {
     );
     assert_eq!(n["review"]["open"], false);
 
-    let (status, n) = rig
-        .resolve(
-            &closed,
-            json!({"outcome": "not_delivered", "then": "close", "note": "bounced"}),
-        )
-        .await;
+    let (status, n) = rig.close(&closed, "bounced").await;
     assert_eq!(status, StatusCode::OK, "{n:#}");
     assert_eq!(ending(&n), ("failed", "known"));
 
@@ -398,18 +443,27 @@ async fn a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed(
     for i in 0..3 {
         unknown.push(rig.unknown(&format!("bulk-{i}")).await);
     }
-    let bulk = |dry_run: bool| {
-        json!({"filter": {"reason": "unknown"}, "outcome": "not_delivered", "then": "close",
-               "note": "vendor confirmed the outage dropped them", "dry_run": dry_run, "max": 2})
-    };
-    let response = rig
-        .app
-        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(true))
+    let (status, dry) = rig
+        .bulk(
+            json!({"filter": {"reason": "unknown"}, "outcome": "not_delivered", "then": "close",
+                     "dry_run": true, "max": 2}),
+        )
         .await;
-    assert_eq!(response.status(), StatusCode::OK);
-    let dry: Value = response.json().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{dry:#}");
     assert_eq!(dry["ids"], json!(unknown[..2]), "{dry:#}");
     assert_eq!(dry["more"], true);
+    // What a person checks before confirming: the recipient, since when, and why.
+    let first = &dry["items"][0];
+    assert_eq!(first["id"], json!(unknown[0]));
+    assert_eq!(first["to"], "bulk-0@example.com");
+    assert_eq!(first["reason"], "unknown");
+    assert!(
+        first["why"].as_str().unwrap().contains("ambiguous"),
+        "{dry:#}"
+    );
+    assert!(first["waiting_since"].is_string(), "{dry:#}");
+    let token = dry["preview"].as_str().expect("a preview");
+    assert!(dry["expires_at"].is_string(), "{dry:#}");
     for id in &unknown {
         assert_eq!(
             rig.show(id).await["state"],
@@ -417,18 +471,114 @@ async fn a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed(
             "a dry run changes nothing"
         );
     }
-    let real: Value = rig
-        .app
-        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(false))
-        .await
-        .json()
-        .await
-        .unwrap();
+    // Another item arrives after the preview: the confirmation leaves it alone.
+    let late = rig.unknown("bulk-late").await;
+    let (status, problem) = rig.bulk(json!({"preview": token, "note": " "})).await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a note is required: {problem:#}"
+    );
+    let (status, real) = rig
+        .bulk(json!({"preview": token, "note": "vendor confirmed the outage dropped them"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{real:#}");
     assert_eq!(real["ids"], dry["ids"], "exactly what the dry run listed");
     for (i, id) in unknown.iter().enumerate() {
         let expected = if i < 2 { "failed" } else { "unknown" };
         assert_eq!(rig.show(id).await["state"], expected);
     }
+    assert_eq!(
+        rig.show(&late).await["state"],
+        "unknown",
+        "unseen, unchanged"
+    );
+    let n = rig.show(&unknown[0]).await;
+    assert_eq!(
+        n["review"]["resolutions"][0]["note"],
+        "vendor confirmed the outage dropped them"
+    );
+    // A real run needs its preview.
+    let (status, problem) = rig
+        .bulk(json!({"filter": {"reason": "unknown"}, "outcome": "delivered", "note": "n"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem:#}");
+    assert_eq!(problem["field"], "preview");
+}
+
+async fn a_bulk_confirmation_with_another_outcome_or_filter_is_refused_and_a_preview_is_used_once(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend, Profile::Plain, "").await else {
+        return;
+    };
+    let ids: Vec<String> = vec![rig.unknown("bound-0").await, rig.unknown("bound-1").await];
+    let (_, dry) = rig
+        .bulk(json!({"filter": {"reason": "unknown"}, "outcome": "delivered", "dry_run": true}))
+        .await;
+    let token = dry["preview"].as_str().unwrap();
+    // The form said "delivered" for the preview and "not delivered, close" at confirm time.
+    let (status, problem) = rig
+        .bulk(
+            json!({"preview": token, "outcome": "not_delivered", "then": "close",
+                     "filter": {"reason": "unknown"}, "note": "changed my mind"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    assert_eq!(problem["type"], "/problems/preview-stale");
+    assert!(says(&problem, "outcome changed"), "{problem:#}");
+    let (status, problem) = rig
+        .bulk(json!({"preview": token, "outcome": "delivered",
+                     "filter": {"reason": "unknown,exhausted"}, "note": "more"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    assert!(says(&problem, "filter changed"));
+    for id in &ids {
+        assert_eq!(rig.show(id).await["state"], "unknown", "nothing applied");
+    }
+    // The same outcome and filter, said again, confirm it; once.
+    let confirm = json!({"preview": token, "outcome": "delivered",
+                         "filter": {"reason": "unknown"}, "note": "seen on the dashboard"});
+    let (status, real) = rig.bulk(confirm.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{real:#}");
+    assert_eq!(real["ids"], json!(ids));
+    let (status, problem) = rig.bulk(confirm).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    assert_eq!(problem["type"], "/problems/preview-stale");
+    let (status, problem) = rig
+        .bulk(json!({"preview": "0123456789abcdef", "note": "forged"}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a token herald never made: {problem:#}"
+    );
+
+    // An item that changed after its preview is left alone and said so.
+    let raced = rig.unknown("bound-raced").await;
+    let (_, dry) = rig
+        .bulk(
+            json!({"filter": {"reason": "unknown"}, "outcome": "not_delivered",
+                     "then": "resend", "dry_run": true}),
+        )
+        .await;
+    let (status, _) = rig
+        .resolve(
+            &raced,
+            json!({"outcome": "delivered", "note": "someone else was faster"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, real) = rig
+        .bulk(json!({"preview": dry["preview"], "note": "resend"}))
+        .await;
+    assert_eq!(real["ids"], json!([]), "{real:#}");
+    assert_eq!(real["refused"][0]["id"], json!(raced));
+    assert!(
+        says(&real["refused"][0], "changed since the preview"),
+        "{real:#}"
+    );
+    assert_eq!(ending(&rig.show(&raced).await), ("delivered", "known"));
 }
 
 async fn dead_letters_are_listed_with_their_cause_and_resent_once_the_vendor_is_back(
@@ -467,32 +617,21 @@ async fn dead_letters_are_listed_with_their_cause_and_resent_once_the_vendor_is_
             .contains("may pass"),
         "{page:#}"
     );
-    assert!(
-        ids(&rig.queue("").await).is_empty(),
-        "dead letters are not open items"
+    let page = rig.queue("").await;
+    assert_eq!(
+        ids(&page),
+        letters,
+        "dead letters need a person: the default view lists them"
     );
+    assert_eq!(page["data"][0]["review"]["open"], true, "{page:#}");
 
     // The vendor is back: resend them all, dry run first.
     rig.faults("").await;
-    let bulk = |dry_run| {
-        json!({"filter": {"reason": "exhausted", "route": "vendor"}, "outcome": "not_delivered",
-               "then": "resend", "note": "vendor recovered at 14:05", "dry_run": dry_run})
-    };
-    let dry: Value = rig
-        .app
-        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(true))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let (dry, real) = rig
+        .bulk_confirmed(json!({"filter": {"reason": "exhausted", "route": "vendor"},
+                               "outcome": "not_delivered", "then": "resend"}))
+        .await;
     assert_eq!(dry["ids"], json!(letters));
-    let real: Value = rig
-        .app
-        .post_json(ACME_REVIEWER, "/v1/review/resolve", &bulk(false))
-        .await
-        .json()
-        .await
-        .unwrap();
     assert_eq!(real["ids"], json!(letters));
     rig.drain().await;
     for id in &letters {
@@ -518,12 +657,7 @@ async fn a_resolution_is_refused_where_the_item_is_not_in_review(backend: Backen
         .resolve(&id, json!({"outcome": "delivered", "note": "sure"}))
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
-    assert!(
-        problem["detail"]
-            .as_str()
-            .unwrap()
-            .contains("not in review")
-    );
+    assert!(says(&problem, "not in review"));
     let unknown = rig.unknown("wrong-word").await;
     let (status, problem) = rig
         .resolve(&unknown, json!({"outcome": "acknowledged", "note": "hm"}))
@@ -536,4 +670,145 @@ async fn a_resolution_is_refused_where_the_item_is_not_in_review(backend: Backen
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn a_closed_item_leaves_review_and_retention_deletes_it_when_due(backend: Backend) {
+    let Some(rig) = rig(
+        backend,
+        Profile::Plain,
+        "max_attempts = 1\ncircuit_failures = 1000\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let unknown = rig.unknown("close-unknown").await;
+    rig.faults("unavailable_before_processing:1").await;
+    let dead = rig.enqueue("close-dead").await;
+    rig.drain().await;
+    rig.faults("").await;
+    assert_eq!(ids(&rig.queue("").await), [unknown.clone(), dead.clone()]);
+
+    for (id, note) in [
+        (&unknown, "the vendor has no trace of it"),
+        (&dead, "the one-time code it carried has expired"),
+    ] {
+        let (status, n) = rig.close(id, note).await;
+        assert_eq!(status, StatusCode::OK, "{n:#}");
+        assert_eq!(ending(&n), ("failed", "known"));
+        assert_eq!(n["review"]["open"], false, "{n:#}");
+        assert_eq!(n["review"]["reason"], Value::Null, "{n:#}");
+        assert_eq!(n["review"]["resolutions"][0]["note"], note);
+        assert_eq!(n["review"]["resolutions"][0]["then"], "close");
+    }
+    assert!(
+        ids(&rig.queue("").await).is_empty(),
+        "closed items left review"
+    );
+    assert!(
+        ids(&rig
+            .queue("?reason=unknown,duplicate_possible,exhausted,rejected")
+            .await)
+        .is_empty(),
+        "under any reason"
+    );
+    let (status, _) = rig
+        .resolve(
+            &dead,
+            json!({"outcome": "not_delivered", "then": "resend", "note": "again?"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "closed is closed");
+
+    // Once every sink has its events, retention deletes them when due, as it deletes a
+    // delivered notification.
+    let store = rig.app.store.clone();
+    eventually(
+        "the relay to publish every event",
+        Duration::from_secs(20),
+        || {
+            let store = store.clone();
+            async move { (store.outbox_backlog("log").await.ok()?.events == 0).then_some(()) }
+        },
+    )
+    .await;
+    let retention = herald::retention::Settings {
+        idempotency: Duration::from_secs(7 * 86_400),
+        finished: Some(Duration::from_secs(7 * 86_400)),
+        batch_size: 100,
+        refusals: herald::review::PermanentRefusals::Final,
+    };
+    let due = time::OffsetDateTime::now_utc() + Duration::from_secs(8 * 86_400);
+    let swept = herald::retention::sweep(
+        &*store,
+        &retention,
+        due,
+        &tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(swept.notifications, 2);
+    for id in [&unknown, &dead] {
+        let response = rig.app.get(ACME, &format!("/v1/notifications/{id}")).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    }
+}
+
+async fn a_permanent_refusal_is_final_and_listed_by_filter_unless_configured_to_wait(
+    backend: Backend,
+) {
+    for waits in [false, true] {
+        let review = if waits {
+            "\n[review]\npermanent_refusals = \"review\"\n"
+        } else {
+            ""
+        };
+        let Some(rig) = rig(backend, Profile::Plain, review).await else {
+            return;
+        };
+        let response = rig
+            .app
+            .post_json(
+                ACME_ADMIN,
+                "/v1/suppressions",
+                &json!({"channel": "email", "recipient": "gone@example.com",
+                        "note": "asked not to be mailed"}),
+            )
+            .await;
+        assert!(response.status().is_success(), "{}", response.status());
+        let body =
+            json!({"channel": "email", "to": "gone@example.com", "subject": "Hi", "text": "hi"});
+        let refused = rig.app.enqueue_id("to-the-suppressed", &body).await;
+        let unknown = rig.unknown("beside-it").await;
+        rig.drain().await;
+        let n = rig.show(&refused).await;
+        assert_eq!(
+            (ending(&n), n["failure_reason"].as_str()),
+            (("failed", "known"), Some("suppressed"))
+        );
+        assert_eq!(n["review"]["reason"], "rejected", "{n:#}");
+        assert_eq!(n["review"]["open"], waits, "{n:#}");
+
+        let default = ids(&rig.queue("").await);
+        if waits {
+            assert_eq!(default, [refused.clone(), unknown.clone()]);
+        } else {
+            assert_eq!(
+                default,
+                [unknown.as_str()],
+                "final: not waiting for a person"
+            );
+        }
+        assert_eq!(
+            ids(&rig.queue("?reason=rejected").await),
+            [refused.as_str()],
+            "listed by filter"
+        );
+
+        // A person may close it either way; it leaves every list.
+        let (status, n) = rig.close(&refused, "they unsubscribed").await;
+        assert_eq!(status, StatusCode::OK, "{n:#}");
+        assert!(ids(&rig.queue("?reason=rejected").await).is_empty());
+        assert_eq!(ids(&rig.queue("").await), [unknown]);
+    }
 }

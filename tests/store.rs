@@ -14,10 +14,11 @@ use herald::domain::{
     AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, HoldReason,
     IdempotencyKey, Next, Notification, NotificationId, SettledBy, Settlement, State,
 };
-use herald::review::{Change, Outcome, Reason, Resend, Then};
+use herald::review::{Change, Outcome, PermanentRefusals, Reason, Resend, Then};
 use herald::store::{
     AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
-    NewAccept, NewInboxEvent, NewResolution, Recorded, ReviewFilter, RouteSlot, Store, StoreError,
+    NewAccept, NewInboxEvent, NewResolution, Recorded, ReviewFilter, ReviewPreview, RouteSlot,
+    Store, StoreError,
 };
 use herald_provider::Request;
 use support::{Backend, TestDb};
@@ -58,6 +59,7 @@ on_both_backends!(
     an_upstream_event_received_at_once_twice_creates_once,
     keys_and_upstream_event_ids_are_forgotten_after_their_window_a_batch_at_a_time,
     finished_notifications_go_with_their_rows_once_published_and_past_retention,
+    a_bulk_preview_is_kept_per_tenant_taken_once_and_expired_ones_go,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -664,7 +666,7 @@ async fn a_lost_claim_changes_nothing_but_its_own_attempts_evidence(backend: Bac
         (State::Delivered, Some(Certainty::DuplicatePossible)),
         "the late acceptance and the resend are two messages"
     );
-    let why = n.contradiction.expect("reopened").why;
+    let why = &n.contradiction.as_ref().expect("reopened").why;
     assert!(
         why.contains("attempt 1 was answered `accepted` (late-ref)"),
         "{why}"
@@ -674,6 +676,46 @@ async fn a_lost_claim_changes_nothing_but_its_own_attempts_evidence(backend: Bac
             .scalar("SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.reopened'")
             .await,
         1
+    );
+
+    // It waits for a person as `contradicted`, not as an ordinary duplicate, until acknowledged.
+    let listed = |reason: Reason| async move {
+        let filter = review_filter(&[reason]);
+        let items = store.review("acme", &filter).await.unwrap();
+        items
+            .into_iter()
+            .map(|d| d.notification.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed(Reason::Contradicted).await, [n.id]);
+    assert!(listed(Reason::DuplicatePossible).await.is_empty());
+    assert_eq!(
+        count_in(&store.queue_stats(t).await.unwrap())(Reason::Contradicted),
+        1
+    );
+    let read = store.notification("acme", n.id).await.unwrap();
+    let acknowledge = resolution(
+        Outcome::Acknowledged,
+        None,
+        Change {
+            acknowledged: true,
+            ..change(
+                State::Delivered,
+                Some(Certainty::DuplicatePossible),
+                None,
+                None,
+            )
+        },
+        &n,
+    );
+    store
+        .resolve("acme", n.id, read.generation, &acknowledge, t)
+        .await
+        .unwrap();
+    assert!(listed(Reason::Contradicted).await.is_empty());
+    assert_eq!(
+        count_in(&store.queue_stats(t).await.unwrap())(Reason::Contradicted),
+        0
     );
 }
 
@@ -1345,9 +1387,11 @@ async fn review_lists_each_reason_oldest_first_and_filters(backend: Backend) {
         finish(State::Delivered, Certainty::DuplicatePossible),
     )
     .await;
+    // The dead letter ended before the others, and the refusal before it.
+    let minute = Duration::from_secs(60);
     let exhausted = ended(
         store,
-        notification("acme", "a", "+1", "x", t),
+        notification("acme", "a", "+1", "x", t - minute),
         AttemptResult::Rejected,
         Some(false),
         finish(State::Failed, Certainty::Known),
@@ -1355,7 +1399,7 @@ async fn review_lists_each_reason_oldest_first_and_filters(backend: Backend) {
     .await;
     let refused = ended(
         store,
-        notification("acme", "a", "+1", "r", t),
+        notification("acme", "a", "+1", "r", t - 2 * minute),
         AttemptResult::Rejected,
         Some(true),
         finish(State::Failed, Certainty::Known),
@@ -1375,8 +1419,13 @@ async fn review_lists_each_reason_oldest_first_and_filters(backend: Backend) {
             .map(|d| d.notification.id)
             .collect::<Vec<_>>()
     };
-    let open = store.review("acme", &review_filter(&[])).await.unwrap();
-    assert_eq!(ids(open), [unknown.id, dup.id], "open items, oldest first");
+    let waiting = review_filter(&Reason::WAITING);
+    let open = store.review("acme", &waiting).await.unwrap();
+    assert_eq!(
+        ids(open),
+        [unknown.id, dup.id, exhausted.id],
+        "what waits for a person, oldest first"
+    );
     for (reason, id) in [
         (Reason::Exhausted, exhausted.id),
         (Reason::Rejected, refused.id),
@@ -1390,38 +1439,69 @@ async fn review_lists_each_reason_oldest_first_and_filters(backend: Backend) {
     }
     let on_b = ReviewFilter {
         route: Some("b".into()),
-        ..review_filter(&[])
+        ..waiting.clone()
     };
     assert_eq!(ids(store.review("acme", &on_b).await.unwrap()), [dup.id]);
     let after = ReviewFilter {
         after: Some(unknown.id),
-        ..review_filter(&[])
+        ..waiting.clone()
     };
-    assert_eq!(ids(store.review("acme", &after).await.unwrap()), [dup.id]);
+    assert_eq!(
+        ids(store.review("acme", &after).await.unwrap()),
+        [dup.id, exhausted.id]
+    );
     let later = ReviewFilter {
         since: Some(t + Duration::from_secs(1)),
-        ..review_filter(&[])
+        ..waiting.clone()
     };
     assert!(store.review("acme", &later).await.unwrap().is_empty());
-    assert!(
-        store
-            .review("globex", &review_filter(&[]))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let listed = store.review("acme", &review_filter(&[])).await.unwrap();
+    assert!(store.review("globex", &waiting).await.unwrap().is_empty());
+    let listed = store.review("acme", &waiting).await.unwrap();
     assert_eq!(listed[0].attempts.len(), 1, "with attempts");
 
     let stats = store.queue_stats(t).await.unwrap();
-    let count = |r: Reason| stats.review.iter().find(|(x, _)| *x == r).unwrap().1;
     assert_eq!(
-        Reason::ALL.map(count),
-        [1, 1, 1, 1],
-        "unknown, duplicate_possible, exhausted, rejected"
+        Reason::ALL.map(count_in(&stats)),
+        [1, 1, 1, 1, 0],
+        "unknown, duplicate_possible, exhausted, rejected, contradicted"
     );
-    assert_eq!(stats.review_oldest, Some(t));
+    assert_eq!(
+        stats.review_oldest,
+        Some(t - minute),
+        "the oldest that waits: the dead letter, not the refusal (final)"
+    );
     assert_eq!(stats.dead_letters.len(), 2);
+
+    // A person closes both dead letters: they leave review, its counts and the dead letters.
+    for dead in [&exhausted, &refused] {
+        let read = store.notification("acme", dead.id).await.unwrap();
+        let close = resolution(
+            Outcome::NotDelivered,
+            Some(Then::Close),
+            Change {
+                acknowledged: true,
+                ..change(State::Failed, Some(Certainty::Known), None, None)
+            },
+            dead,
+        );
+        store
+            .resolve("acme", dead.id, read.generation, &close, t)
+            .await
+            .unwrap();
+    }
+    let every = review_filter(&Reason::ALL);
+    assert_eq!(
+        ids(store.review("acme", &every).await.unwrap()),
+        [unknown.id, dup.id]
+    );
+    let stats = store.queue_stats(t).await.unwrap();
+    assert_eq!(Reason::ALL.map(count_in(&stats)), [1, 1, 0, 0, 0]);
+    assert!(stats.dead_letters.is_empty(), "{:?}", stats.dead_letters);
+    assert_eq!(stats.review_oldest, Some(t));
+}
+
+fn count_in(stats: &herald::store::QueueStats) -> impl Fn(Reason) -> i64 + '_ {
+    |r| stats.review.iter().find(|(x, _)| *x == r).unwrap().1
 }
 
 fn resolution(
@@ -2012,24 +2092,56 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
         finish(State::Delivered, Certainty::Known),
     )
     .await;
-    let failed = ended(
+    let refused = ended(
         store,
-        notification("acme", "f", "+1", "failed", t),
+        notification("acme", "f", "+1", "refused", t),
         AttemptResult::Rejected,
         Some(true),
         finish(State::Failed, Certainty::Known),
     )
     .await;
+    let dead_letter = ended(
+        store,
+        notification("acme", "x", "+1", "dead letter", t),
+        AttemptResult::Rejected,
+        Some(false),
+        finish(State::Failed, Certainty::Known),
+    )
+    .await;
     let in_review = unknown(store, t).await;
+    // An unknown a person closed as not delivered: failed, and out of review.
+    let closed = ended(
+        store,
+        notification("acme", "uc", "+1", "closed", t),
+        AttemptResult::Ambiguous,
+        None,
+        finish(State::Unknown, Certainty::Unknown),
+    )
+    .await;
+    let read = store.notification("acme", closed.id).await.unwrap();
+    let close = resolution(
+        Outcome::NotDelivered,
+        Some(Then::Close),
+        Change {
+            acknowledged: true,
+            ..change(State::Failed, Some(Certainty::Known), Some(false), None)
+        },
+        &closed,
+    );
+    store
+        .resolve("acme", closed.id, read.generation, &close, t)
+        .await
+        .unwrap();
     let queued = accepted(store, notification("acme", "q", "+1", "queued", t)).await;
     let cancelled = accepted(store, notification("acme", "c", "+1", "cancelled", t)).await;
     store.cancel("acme", cancelled.id, t).await.unwrap();
     // Keys outlive the notifications here (a config refuses that), so that each deletion must
-    // take its notification's key with it.
-    let retention = herald::retention::Settings {
+    // take its notification's key with it. Permanent refusals wait for a person at first.
+    let mut retention = herald::retention::Settings {
         idempotency: Duration::from_secs(30 * 86_400),
         finished: Some(Duration::from_secs(7 * 86_400)),
         batch_size: 1,
+        refusals: PermanentRefusals::Review,
     };
     let past_it = t + Duration::from_secs(8 * 86_400);
     let awake = tokio_util::sync::CancellationToken::new();
@@ -2056,17 +2168,25 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
         .await
         .unwrap();
     assert_eq!(
-        swept.notifications, 2,
-        "the delivered and the cancelled one, a batch of one at a time"
+        swept.notifications, 3,
+        "the delivered, the cancelled and the closed one, a batch of one at a time"
     );
-    for gone in [delivered.id, cancelled.id] {
+    for gone in [delivered.id, cancelled.id, closed.id] {
         assert!(matches!(
             store.notification("acme", gone).await,
             Err(StoreError::NotFound)
         ));
     }
-    // A failed notification waits in review for a person, as an unknown one does.
-    let kept = [failed.id, in_review.id, queued.id];
+    store.notification("acme", refused.id).await.unwrap();
+
+    // Where permanent refusals are final, they are finished like any other.
+    retention.refusals = PermanentRefusals::Final;
+    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
+        .await
+        .unwrap();
+    assert_eq!(swept.notifications, 1, "the permanent refusal");
+    // A dead letter nobody closed waits in review for a person, as an unknown one does.
+    let kept = [dead_letter.id, in_review.id, queued.id];
     for id in kept {
         store.notification("acme", id).await.unwrap();
     }
@@ -2074,7 +2194,7 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
     assert_eq!(
         rig.db.count("attempts").await,
         2,
-        "the failed and the unknown one's"
+        "the dead letter's and the unknown one's"
     );
     let mut kept_events = 0;
     for id in kept {
@@ -2091,4 +2211,73 @@ async fn finished_notifications_go_with_their_rows_once_published_and_past_reten
         3,
         "the kept notifications' keys, inside their window"
     );
+}
+
+async fn a_bulk_preview_is_kept_per_tenant_taken_once_and_expired_ones_go(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = unknown(store, t).await;
+    let preview = |hash: &[u8], at: OffsetDateTime| ReviewPreview {
+        token_hash: hash.to_vec(),
+        tenant: "acme".into(),
+        principal: "on-call".into(),
+        request: json!({"ask": {"outcome": "delivered", "then": null, "force": false}}),
+        items: vec![(n.id, 3)],
+        created_at: at,
+        expires_at: at + Duration::from_secs(900),
+    };
+    store
+        .save_review_preview(&preview(b"first", t))
+        .await
+        .unwrap();
+    let kept = store.review_preview("acme", b"first").await.unwrap();
+    assert_eq!(kept.items, [(n.id, 3)]);
+    assert_eq!(kept.request["ask"]["outcome"], "delivered");
+    assert_eq!(
+        (kept.created_at, kept.expires_at),
+        (t, t + Duration::from_secs(900))
+    );
+    assert!(
+        matches!(
+            store.review_preview("globex", b"first").await,
+            Err(StoreError::NotFound)
+        ),
+        "another tenant's preview is not found"
+    );
+    assert!(matches!(
+        store.use_review_preview("globex", b"first").await,
+        Err(StoreError::Conflict(_))
+    ));
+
+    store.use_review_preview("acme", b"first").await.unwrap();
+    assert!(
+        matches!(
+            store.use_review_preview("acme", b"first").await,
+            Err(StoreError::Conflict(_))
+        ),
+        "a preview is taken once"
+    );
+    assert!(matches!(
+        store.review_preview("acme", b"first").await,
+        Err(StoreError::NotFound)
+    ));
+
+    // A preview made after another expired deletes it.
+    store
+        .save_review_preview(&preview(b"old", t))
+        .await
+        .unwrap();
+    let later = t + Duration::from_secs(901);
+    store
+        .save_review_preview(&preview(b"new", later))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.review_preview("acme", b"old").await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(rig.db.count("review_previews").await, 1);
 }

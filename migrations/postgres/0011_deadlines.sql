@@ -19,3 +19,5 @@ ALTER TABLE notifications ADD COLUMN late_evidence boolean NOT NULL DEFAULT fals
 -- in review (reason `contradicted`) until a person acknowledges it.
 ALTER TABLE notifications ADD COLUMN contradiction text;
 ALTER TABLE notifications ADD COLUMN contradicted_at timestamptz;
+CREATE INDEX notifications_contradicted ON notifications (tenant, id)
+    WHERE contradiction IS NOT NULL AND NOT acknowledged;

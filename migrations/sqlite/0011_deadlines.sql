@@ -10,3 +10,5 @@ UPDATE attempts
 ALTER TABLE notifications ADD COLUMN late_evidence boolean NOT NULL DEFAULT false;
 ALTER TABLE notifications ADD COLUMN contradiction text;
 ALTER TABLE notifications ADD COLUMN contradicted_at text;
+CREATE INDEX notifications_contradicted ON notifications (tenant, id)
+    WHERE contradiction IS NOT NULL AND NOT acknowledged;

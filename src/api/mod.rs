@@ -53,6 +53,8 @@ pub struct AppState {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// The web console's signed-in people.
     pub sessions: Arc<console::Sessions>,
+    /// What waits for a person (`[review]`).
+    pub review: crate::review::Policy,
 }
 
 pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::Duration) -> Router {
@@ -90,7 +92,41 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn(observe))
         .with_state(state)
+}
+
+/// Counts and times every request by its route's path template (never the raw path, which
+/// holds ids): `herald_http_requests_total{method,route,status}` and
+/// `herald_http_request_seconds{method,route}`. A path no route serves is `unmatched`, and a
+/// method outside HTTP's usual ones `other`, so that no request can make a series of its own.
+async fn observe(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::Method;
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |path| path.as_str())
+        .to_owned();
+    let method = match *request.method() {
+        Method::GET
+        | Method::POST
+        | Method::PUT
+        | Method::PATCH
+        | Method::DELETE
+        | Method::HEAD
+        | Method::OPTIONS => request.method().as_str().to_owned(),
+        _ => "other".to_owned(),
+    };
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    metrics::counter!("herald_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => response.status().as_u16().to_string())
+        .increment(1);
+    metrics::histogram!("herald_http_request_seconds", "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
 }
 
 /// A body that must be a JSON object: 413 over the limit, 400 when it is not JSON or not an

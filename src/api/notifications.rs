@@ -28,6 +28,7 @@ use crate::domain::{
     Attempt, Certainty, Channel, IdempotencyKey, Notification, NotificationId, NotificationRequest,
     Receipt, ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,
 };
+use crate::review::{Policy, Reason};
 use crate::store::{ListFilter, NewAccept, NotificationDetail};
 
 pub const MAX_BATCH_ITEMS: usize = 1000;
@@ -91,28 +92,38 @@ impl ReceiptBody {
     }
 }
 
+/// Where a notification stands with review: present while it is in review, and once a person
+/// resolved it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ReviewBody {
-    /// Waiting for a person: `unknown`, or `duplicate_possible` not yet acknowledged.
+    /// Waiting for a person: in the review queue's default view (`GET /v1/review` without
+    /// `reason`).
     pub open: bool,
+    /// Why it is in review (`null` once a person closed or settled it); a permanent refusal
+    /// (`rejected`) is listed with `reason=rejected` and, unless configured to, does not wait.
+    pub reason: Option<Reason>,
+    /// One sentence for a person: why it is in review, with the last attempt's evidence.
+    pub why: Option<String>,
     pub resolutions: Vec<Resolution>,
 }
 
-impl From<NotificationDetail> for NotificationBody {
-    fn from(d: NotificationDetail) -> Self {
+impl NotificationBody {
+    /// The notification as the API shows it, its review as `policy` says what waits.
+    pub fn of(d: NotificationDetail, policy: Policy) -> Self {
         let n = &d.notification;
-        let open = n.state == NotificationState::Unknown
-            || (n.certainty == Some(Certainty::DuplicatePossible) && !n.acknowledged);
-        let review = (open || !d.resolutions.is_empty()).then_some(ReviewBody {
-            open,
+        let reason = crate::review::reason(n, &d.attempts);
+        let review = (reason.is_some() || !d.resolutions.is_empty()).then(|| ReviewBody {
+            open: reason.is_some_and(|r| policy.waits(r)),
+            reason,
+            why: reason.map(|r| crate::review::why(r, n, &d.attempts)),
             resolutions: d.resolutions,
         });
         let failure_reason = (n.state == NotificationState::Failed).then(|| {
             if crate::review::suppressed(&d.attempts) {
                 "suppressed".to_owned()
             } else {
-                crate::review::reason(n, &d.attempts)
-                    .map_or("rejected", |r| r.as_str())
+                crate::review::dead_letter_cause(&d.attempts)
+                    .as_str()
                     .to_owned()
             }
         });
@@ -436,7 +447,7 @@ pub async fn show(
         .store
         .notification(&principal.tenant, parse_id(&id)?)
         .await?;
-    Ok(Json(detail.into()))
+    Ok(Json(NotificationBody::of(detail, state.review)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -556,7 +567,7 @@ pub async fn list(
         .list(&principal.tenant, &filter)
         .await?
         .into_iter()
-        .map(NotificationBody::from)
+        .map(|detail| NotificationBody::of(detail, state.review))
         .collect();
     let next_cursor = if data.len() > limit {
         data.truncate(limit);
@@ -590,5 +601,5 @@ pub async fn cancel(
         .await?;
     // Read again for the attempts and review: a queued notification may have tried before.
     let detail = state.store.notification(&principal.tenant, id).await?;
-    Ok(Json(detail.into()))
+    Ok(Json(NotificationBody::of(detail, state.review)))
 }

@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 26] = [
+pub const TYPES: [(&str, &str); 27] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -85,6 +85,10 @@ pub const TYPES: [(&str, &str); 26] = [
     (
         "not-ready",
         "herald is starting or its database is away; retry after Retry-After.",
+    ),
+    (
+        "preview-stale",
+        "A bulk resolution's preview cannot be confirmed: it is unknown, expired or confirmed already, or the outcome or filter sent with it is not the one previewed. Make the dry run again and confirm what it shows.",
     ),
     (
         "route-forbidden",
@@ -209,6 +213,18 @@ impl Problem {
             StatusCode::CONFLICT,
             "conflict",
             "Conflict with the current state",
+            detail,
+        )
+    }
+}
+
+impl Problem {
+    /// 409: a bulk resolution's preview cannot be confirmed (`detail` says why).
+    pub fn preview_stale(detail: impl Into<String>) -> Self {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "preview-stale",
+            "The preview cannot be confirmed",
             detail,
         )
     }

@@ -1,7 +1,12 @@
 //! Review (scope `review`): the queue of what a person must look at, resolutions one by one or
-//! many by filter (with a dry run), and a requery of the vendor's outcome query. The rules are
-//! [`crate::review`]'s; resolutions are fenced by the generation the person read, so that two
-//! racing resolutions (or a resolution racing dispatch) cannot both apply: the loser gets 409.
+//! many by filter (a dry run that answers a preview, then its confirmation), and a requery of
+//! the vendor's outcome query. The rules are [`crate::review`]'s; resolutions are fenced by the
+//! generation the person read, so that two racing resolutions (or a resolution racing
+//! dispatch) cannot both apply: the loser gets 409.
+//!
+//! A bulk preview is stored in the database under the hash of a random token (not signed into
+//! the token): any herald process sharing the database can confirm it, it holds up to 1,000
+//! ids without a token to match, and it is confirmed once.
 
 use std::collections::HashMap;
 
@@ -12,8 +17,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use time::OffsetDateTime;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use time::{Duration, OffsetDateTime};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Principal, Scope};
@@ -24,7 +30,7 @@ use super::{AppState, json_object, typed};
 use crate::dispatch::{self, RequeryRefused};
 use crate::domain::{FieldError, NotificationId, SettledBy};
 use crate::review::{self, Ask, Outcome, Reason, Then};
-use crate::store::{NewResolution, NotificationDetail, ReviewFilter};
+use crate::store::{NewResolution, NotificationDetail, ReviewFilter, ReviewPreview, StoreError};
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 200;
@@ -50,11 +56,11 @@ pub struct ReviewItem {
 }
 
 impl ReviewItem {
-    pub(super) fn of(detail: NotificationDetail) -> Option<ReviewItem> {
+    pub(super) fn of(detail: NotificationDetail, policy: review::Policy) -> Option<ReviewItem> {
         let reason = review::reason(&detail.notification, &detail.attempts)?;
-        let why = review::why(reason, &detail.attempts);
+        let why = review::why(reason, &detail.notification, &detail.attempts);
         Some(ReviewItem {
-            notification: detail.into(),
+            notification: NotificationBody::of(detail, policy),
             reason,
             why,
         })
@@ -75,8 +81,11 @@ pub struct ReviewPage {
 pub struct Filter {
     /// Only this route.
     pub route: Option<String>,
-    /// `unknown`, `duplicate_possible`, `exhausted` (dead letters that may pass) or `rejected`
-    /// (failed for good), comma-separated; default `unknown,duplicate_possible`.
+    /// `unknown`, `duplicate_possible`, `exhausted` (dead letters that may pass), `rejected`
+    /// (refused for good: final unless `[review] permanent_refusals = "review"`) or
+    /// `contradicted` (reopened by later evidence), comma-separated; default: everything that
+    /// waits for a person (`unknown`, `duplicate_possible`, `exhausted`, `contradicted`, and
+    /// `rejected` where refusals wait).
     pub reason: Option<String>,
     /// Ended in review at or after this time (RFC 3339).
     pub since: Option<String>,
@@ -85,10 +94,12 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// The store's filter; without `reason`, what waits for a person by `policy`.
     pub(super) fn parse(
         &self,
         limit: u32,
         after: Option<NotificationId>,
+        policy: review::Policy,
     ) -> Result<ReviewFilter, FieldError> {
         let time = |field: &str, value: &Option<String>| {
             value
@@ -97,14 +108,15 @@ impl Filter {
                 .transpose()
         };
         let reasons = match &self.reason {
-            None => Vec::new(),
+            None => policy.waiting(),
             Some(list) => list
                 .split(',')
                 .map(|r| {
                     Reason::parse(r.trim()).ok_or_else(|| {
                         FieldError::new(
                             "reason",
-                            "must be unknown, duplicate_possible, exhausted or rejected",
+                            "must be unknown, duplicate_possible, exhausted, rejected or \
+                             contradicted",
                         )
                     })
                 })
@@ -121,8 +133,9 @@ impl Filter {
     }
 }
 
-/// What needs a person, oldest first: `unknown` notifications and unacknowledged
-/// `duplicate_possible` ones by default; dead letters with `reason=exhausted` (or `rejected`).
+/// What needs a person, oldest first: by default everything that waits for one (`unknown`,
+/// unacknowledged `duplicate_possible`, `exhausted` dead letters); permanent refusals with
+/// `reason=rejected`.
 #[utoipa::path(get, path = "/v1/review", operation_id = "list_review", tag = "review",
     security(("bearer" = [])),
     params(Filter,
@@ -173,16 +186,15 @@ pub async fn list(
                 .unwrap_or_default();
             bad(&unknown, "unknown query parameter")
         })?;
-    let mut filter = filter
-        .parse(limit + 1, after)
+    let filter = filter
+        .parse(limit + 1, after, state.review)
         .map_err(|e| bad(&e.field, &e.message))?;
-    filter.limit = limit + 1;
     let mut data: Vec<ReviewItem> = state
         .store
         .review(&principal.tenant, &filter)
         .await?
         .into_iter()
-        .filter_map(ReviewItem::of)
+        .filter_map(|detail| ReviewItem::of(detail, state.review))
         .collect();
     let next_cursor = if data.len() > limit as usize {
         data.truncate(limit as usize);
@@ -199,19 +211,13 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 pub struct ResolveRequest {
     pub outcome: Outcome,
-    /// After `not_delivered`: `resend` or `close`.
+    /// After `not_delivered`: `resend` or `close` (which ends the item: it leaves review).
     pub then: Option<Then>,
     /// Required: what you know and how.
     pub note: String,
     /// Resend a notification that failed for a permanent cause.
     #[serde(default)]
     pub force: bool,
-}
-
-impl ResolveRequest {
-    fn ask(&self) -> Result<Ask, Problem> {
-        Ask::new(self.outcome, self.then, &self.note, self.force).map_err(Problem::invalid_field)
-    }
 }
 
 /// Resolves one notification in review; the answer is the notification as it now stands.
@@ -236,19 +242,22 @@ pub async fn resolve_one(
     principal.require(Scope::Review)?;
     let id = parse_id(&id)?;
     let request: ResolveRequest = typed(json_object(body)?)?;
-    let ask = request.ask()?;
+    let note = review::parse_note(&request.note).map_err(Problem::invalid_field)?;
+    let ask =
+        Ask::new(request.outcome, request.then, request.force).map_err(Problem::invalid_field)?;
     let detail = state.store.notification(&principal.tenant, id).await?;
-    apply(&state, &principal, detail, &ask).await?;
+    apply(&state, &principal, detail, &ask, &note).await?;
     let detail = state.store.notification(&principal.tenant, id).await?;
-    Ok(Json(detail.into()))
+    Ok(Json(NotificationBody::of(detail, state.review)))
 }
 
-/// Applies `ask` to the notification as read in `detail`.
+/// Applies `ask`, with the person's `note`, to the notification as read in `detail`.
 pub(super) async fn apply(
     state: &AppState,
     principal: &Principal,
     detail: NotificationDetail,
     ask: &Ask,
+    note: &str,
 ) -> Result<(), Problem> {
     let change = change_for(state, &detail, ask)?;
     let n = &detail.notification;
@@ -256,7 +265,7 @@ pub(super) async fn apply(
         principal: principal.name.clone(),
         outcome: ask.outcome,
         then: ask.then,
-        note: ask.note.clone(),
+        note: note.to_owned(),
         change,
         before: (n.state, n.certainty),
     };
@@ -295,18 +304,30 @@ pub(super) fn change_for(
         .map_err(|refused| Problem::conflict(refused.0))
 }
 
-/// A bulk resolution: every item the filter selects, up to `max`.
-#[derive(Debug, Deserialize, ToSchema)]
+/// How long a dry run's preview may be confirmed.
+pub const PREVIEW_LIFETIME: Duration = Duration::minutes(15);
+
+/// A bulk resolution, in two steps. The dry run (`"dry_run": true`, with `outcome`, `then`,
+/// `filter`, `max`) shows what would change and answers a `preview`; the real run sends that
+/// `preview` with a `note` and changes exactly the notifications the dry run listed, with its
+/// outcome. Anything else the real run sends (`outcome`, `then`, `force`, `filter`, `max`) must
+/// be what the dry run was made with.
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
-    #[serde(default)]
-    pub filter: Filter,
-    pub outcome: Outcome,
+    /// Real run: the `preview` a dry run answered (required unless `dry_run`).
+    pub preview: Option<String>,
+    /// Which items (default: everything that waits for a person).
+    pub filter: Option<Filter>,
+    /// Required on the dry run.
+    pub outcome: Option<Outcome>,
+    /// After `not_delivered`: `resend` or `close`.
     pub then: Option<Then>,
-    pub note: String,
-    #[serde(default)]
-    pub force: bool,
-    /// List what would change, and change nothing.
+    /// Required on the real run: what you know and how, kept with every resolution.
+    pub note: Option<String>,
+    /// Resend notifications that failed for a permanent cause.
+    pub force: Option<bool>,
+    /// List what would change and answer a preview to confirm; change nothing.
     #[serde(default)]
     pub dry_run: bool,
     /// The most items this call may change (default and cap 1,000).
@@ -319,10 +340,50 @@ pub struct BulkBody {
     /// The notifications that would change (dry run) or did.
     #[schema(value_type = Vec<String>)]
     pub ids: Vec<NotificationId>,
-    /// Selected items that this resolution does not apply to, with why.
+    /// The same notifications as a person reads them: recipient, route, why, since when.
+    pub items: Vec<BulkItem>,
+    /// Items that this resolution does not apply to (or no longer applies to), with why.
     pub refused: Vec<BulkRefusal>,
     /// More items matched than `max` allowed; run again for the rest.
     pub more: bool,
+    /// Dry run: the token to confirm exactly these `ids` with this outcome (`null` when nothing
+    /// would change). It can be confirmed once, until `expires_at`.
+    pub preview: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<OffsetDateTime>,
+}
+
+/// One notification of a bulk resolution, as a person checks it before confirming.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BulkItem {
+    #[schema(value_type = String)]
+    pub id: NotificationId,
+    #[schema(schema_with = crate::domain::channel_component)]
+    pub channel: crate::domain::Channel,
+    pub to: String,
+    pub route: String,
+    pub reason: Reason,
+    pub why: String,
+    /// When it ended in review.
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub waiting_since: OffsetDateTime,
+}
+
+impl BulkItem {
+    fn of(detail: &NotificationDetail, reason: Reason) -> BulkItem {
+        let n = &detail.notification;
+        BulkItem {
+            id: n.id,
+            channel: n.channel,
+            to: n.to.clone(),
+            route: n.route.clone(),
+            reason,
+            why: review::why(reason, &detail.notification, &detail.attempts),
+            waiting_since: n.updated_at,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -332,16 +393,18 @@ pub struct BulkRefusal {
     pub detail: String,
 }
 
-/// Resolves every item a filter selects, for items that share one cause (a vendor outage, say).
-/// Run it with `"dry_run": true` first: the answer lists what would change.
+/// Resolves many items that share one cause (a vendor outage, say), in two steps: a dry run
+/// shows what would change and answers a preview; the real run confirms that preview and
+/// changes exactly what it showed.
 #[utoipa::path(post, path = "/v1/review/resolve", operation_id = "resolve_review",
     tag = "review", security(("bearer" = [])),
     request_body = BulkRequest,
     responses(
-        (status = 200, description = "What would change (dry run) or did", body = BulkBody),
+        (status = 200, description = "What would change, with its preview (dry run), or what did", body = BulkBody),
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The preview is unknown, expired or confirmed already, or the outcome or filter is not the one previewed (`/problems/preview-stale`)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid, or a real run without a preview", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn resolve_many(
     State(state): State<AppState>,
@@ -350,47 +413,262 @@ pub async fn resolve_many(
 ) -> Result<Json<BulkBody>, Problem> {
     principal.require(Scope::Review)?;
     let request: BulkRequest = typed(json_object(body)?)?;
-    let ask = Ask::new(request.outcome, request.then, &request.note, request.force)
-        .map_err(Problem::invalid_field)?;
-    let max = request.max.unwrap_or(MAX_BULK);
-    if !(1..=MAX_BULK).contains(&max) {
+    if request.dry_run {
+        preview_many(&state, &principal, &request).await.map(Json)
+    } else {
+        confirm_many(&state, &principal, &request).await.map(Json)
+    }
+}
+
+/// What a preview was made for; a confirmation that names any of it must name the same.
+#[derive(Debug, Serialize)]
+struct Previewed {
+    ask: Ask,
+    filter: Value,
+    max: u32,
+}
+
+impl BulkRequest {
+    fn ask(&self) -> Result<Ask, Problem> {
+        let outcome = self
+            .outcome
+            .ok_or_else(|| FieldError::new("outcome", "is required"))
+            .map_err(Problem::invalid_field)?;
+        Ask::new(outcome, self.then, self.force.unwrap_or(false)).map_err(Problem::invalid_field)
+    }
+
+    fn max(&self) -> Result<u32, Problem> {
+        let max = self.max.unwrap_or(MAX_BULK);
+        if !(1..=MAX_BULK).contains(&max) {
+            return Err(Problem::invalid_field(FieldError::new(
+                "max",
+                format!("must be from 1 to {MAX_BULK}"),
+            )));
+        }
+        Ok(max)
+    }
+
+    fn filter(&self, limit: u32, policy: review::Policy) -> Result<ReviewFilter, Problem> {
+        self.filter
+            .as_ref()
+            .unwrap_or(&Filter::default())
+            .parse(limit, None, policy)
+            .map_err(|mut e| {
+                e.field = format!("filter.{}", e.field);
+                Problem::invalid_field(e)
+            })
+    }
+}
+
+/// The filter as a preview keeps it: parsed, so that the same selection written another way
+/// (reasons in another order, a time in another zone) is the same.
+fn canonical(filter: &ReviewFilter) -> Value {
+    let mut reasons: Vec<&str> = filter.reasons.iter().map(|r| r.as_str()).collect();
+    reasons.sort_unstable();
+    reasons.dedup();
+    let time = |t: Option<OffsetDateTime>| t.map(|t| t.unix_timestamp_nanos().to_string());
+    json!({"route": filter.route, "reasons": reasons, "since": time(filter.since),
+           "until": time(filter.until)})
+}
+
+fn token_hash(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// The dry run: what `request` would change, stored as a preview to confirm.
+pub(super) async fn preview_many(
+    state: &AppState,
+    principal: &Principal,
+    request: &BulkRequest,
+) -> Result<BulkBody, Problem> {
+    if request.preview.is_some() {
         return Err(Problem::invalid_field(FieldError::new(
-            "max",
-            format!("must be from 1 to {MAX_BULK}"),
+            "preview",
+            "is what a real run confirms; a dry run makes a new one",
         )));
     }
-    let filter = request.filter.parse(max + 1, None).map_err(|mut e| {
-        e.field = format!("filter.{}", e.field);
-        Problem::invalid_field(e)
-    })?;
+    let ask = request.ask()?;
+    if let Some(note) = &request.note {
+        review::parse_note(note).map_err(Problem::invalid_field)?;
+    }
+    let max = request.max()?;
+    let filter = request.filter(max + 1, state.review)?;
     let mut selected = state.store.review(&principal.tenant, &filter).await?;
     let more = selected.len() > max as usize;
     selected.truncate(max as usize);
     let mut body = BulkBody {
-        dry_run: request.dry_run,
+        dry_run: true,
         ids: Vec::new(),
+        items: Vec::new(),
         refused: Vec::new(),
         more,
+        preview: None,
+        expires_at: None,
     };
+    let mut previewed = Vec::new();
     for detail in selected {
         let id = detail.notification.id;
-        let outcome = if request.dry_run {
-            change_for(&state, &detail, &ask).map(|_| ())
-        } else {
-            apply(&state, &principal, detail, &ask).await
+        match change_for(state, &detail, &ask) {
+            Ok(_) => {
+                if let Some(reason) = review::reason(&detail.notification, &detail.attempts) {
+                    body.items.push(BulkItem::of(&detail, reason));
+                }
+                body.ids.push(id);
+                previewed.push((id, detail.generation));
+            }
+            Err(problem) => body.refused.push(BulkRefusal {
+                id,
+                detail: problem.detail,
+            }),
+        }
+    }
+    if previewed.is_empty() {
+        return Ok(body);
+    }
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    let now = OffsetDateTime::now_utc();
+    let preview = ReviewPreview {
+        token_hash: token_hash(&token),
+        tenant: principal.tenant.clone(),
+        principal: principal.name.clone(),
+        request: json!(Previewed {
+            ask,
+            filter: canonical(&filter),
+            max
+        }),
+        items: previewed,
+        created_at: now,
+        expires_at: now + PREVIEW_LIFETIME,
+    };
+    state.store.save_review_preview(&preview).await?;
+    body.preview = Some(token);
+    body.expires_at = Some(preview.expires_at);
+    Ok(body)
+}
+
+/// The real run: confirms a preview and applies its outcome to exactly its notifications, each
+/// only if nothing changed it since the dry run read it.
+pub(super) async fn confirm_many(
+    state: &AppState,
+    principal: &Principal,
+    request: &BulkRequest,
+) -> Result<BulkBody, Problem> {
+    let Some(token) = request.preview.as_deref() else {
+        return Err(Problem::invalid_field(FieldError::new(
+            "preview",
+            "is required to resolve many: make a dry run first (\"dry_run\": true), check what \
+             it lists, then send its preview with your note",
+        )));
+    };
+    let note = review::parse_note(request.note.as_deref().unwrap_or_default())
+        .map_err(Problem::invalid_field)?;
+    let hash = token_hash(token);
+    let stored = match state.store.review_preview(&principal.tenant, &hash).await {
+        Ok(stored) => stored,
+        Err(StoreError::NotFound) => {
+            return Err(Problem::preview_stale(
+                "no such preview: it was never made for this tenant, was confirmed already, or \
+                 expired; make the dry run again",
+            ));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if stored.expires_at <= OffsetDateTime::now_utc() {
+        return Err(Problem::preview_stale(format!(
+            "this preview expired at {}; make the dry run again",
+            stored
+                .expires_at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        )));
+    }
+    let said = &stored.request;
+    let ask: Ask = serde_json::from_value(said["ask"].clone()).map_err(|err| {
+        tracing::error!(%err, "a stored preview does not hold its outcome");
+        Problem::internal()
+    })?;
+    if request.outcome.is_some() || request.then.is_some() || request.force.is_some() {
+        let now = request.ask()?;
+        if now != ask {
+            return Err(Problem::preview_stale(format!(
+                "the outcome changed since the preview: it showed what `{}` would change, and \
+                 this asks for `{}`; make the dry run for the new outcome",
+                described(ask),
+                described(now)
+            )));
+        }
+    }
+    if request.filter.is_some() || request.max.is_some() {
+        let max = request.max()?;
+        if said["filter"] != canonical(&request.filter(max + 1, state.review)?)
+            || said["max"] != max
+        {
+            return Err(Problem::preview_stale(
+                "the filter changed since the preview; make the dry run for the new filter",
+            ));
+        }
+    }
+    state
+        .store
+        .use_review_preview(&principal.tenant, &hash)
+        .await
+        .map_err(|err| match err {
+            StoreError::Conflict(detail) => Problem::preview_stale(detail),
+            err => err.into(),
+        })?;
+    let mut body = BulkBody {
+        dry_run: false,
+        ids: Vec::new(),
+        items: Vec::new(),
+        refused: Vec::new(),
+        more: false,
+        preview: None,
+        expires_at: None,
+    };
+    for (id, generation) in stored.items {
+        let refuse = |detail: String| BulkRefusal { id, detail };
+        let detail = match state.store.notification(&principal.tenant, id).await {
+            Ok(detail) => detail,
+            Err(StoreError::NotFound) => {
+                body.refused.push(refuse("it no longer exists".to_owned()));
+                continue;
+            }
+            Err(err) => return Err(err.into()),
         };
-        match outcome {
-            Ok(()) => body.ids.push(id),
+        if detail.generation != generation {
+            body.refused.push(refuse(
+                "it changed since the preview (another resolution, a vendor's report, or \
+                 dispatch); look at it again"
+                    .to_owned(),
+            ));
+            continue;
+        }
+        let item = review::reason(&detail.notification, &detail.attempts)
+            .map(|reason| BulkItem::of(&detail, reason));
+        match apply(state, principal, detail, &ask, &note).await {
+            Ok(()) => {
+                body.ids.push(id);
+                body.items.extend(item);
+            }
             Err(problem) if problem.status == StatusCode::CONFLICT.as_u16() => {
-                body.refused.push(BulkRefusal {
-                    id,
-                    detail: problem.detail.clone(),
-                })
+                body.refused.push(refuse(problem.detail))
             }
             Err(problem) => return Err(problem),
         }
     }
-    Ok(Json(body))
+    Ok(body)
+}
+
+/// An outcome as the API spells it: `not_delivered + close`, `delivered (forced)`.
+fn described(ask: Ask) -> String {
+    format!(
+        "{}{}{}",
+        ask.outcome.as_str(),
+        ask.then
+            .map(|t| format!(" + {}", t.as_str()))
+            .unwrap_or_default(),
+        if ask.force { " (forced)" } else { "" }
+    )
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -432,7 +710,7 @@ pub async fn requery(
     }
     let detail = state.store.notification(&principal.tenant, id).await?;
     Ok(Json(RequeryBody {
-        notification: detail.into(),
+        notification: NotificationBody::of(detail, state.review),
         answer: evidence::for_api(serde_json::to_value(&requeried.answer).unwrap_or_default()),
         settled: requeried.settled,
     }))

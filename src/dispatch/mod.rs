@@ -562,7 +562,7 @@ impl Worker {
                         state = %state,
                         certainty = %certainty,
                         review = %reason,
-                        why = %crate::review::why(reason, &attempts),
+                        why = %crate::review::why(reason, n, &attempts),
                         "finished; in review"
                     ),
                     None => tracing::info!(state = %state, certainty = %certainty, "finished"),

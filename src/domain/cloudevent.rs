@@ -21,6 +21,10 @@ pub const BATCH_JSON: &str = "application/cloudevents-batch+json";
 pub const SPEC_VERSION: &str = "1.0";
 /// The prefix of binary-mode attribute headers (HTTP and NATS bindings alike).
 pub const HEADER_PREFIX: &str = "ce-";
+/// The `Content-Type` HTTP clients put on a body when their caller set none (Python's urllib,
+/// `curl -d`): not what a producer says of its data. An event without `datacontenttype` sent
+/// by the CloudEvents SDK in binary mode arrives with it.
+const CLIENTS_DEFAULT: &str = "application/x-www-form-urlencoded";
 
 /// The context attributes this module reads by name; everything else is an extension.
 const KNOWN: [&str; 10] = [
@@ -98,12 +102,17 @@ impl CloudEvent {
     }
 
     /// A binary-mode event: attributes from the `ce-` headers (percent-encoded, as the HTTP
-    /// binding says), `content_type` as `datacontenttype`, the body as data.
+    /// binding says), `content_type` as `datacontenttype`, the body as data. A body that is
+    /// JSON under a client's default type (no type given by the producer) is taken as JSON,
+    /// the data's default.
     pub fn from_binary<'h>(
         headers: impl IntoIterator<Item = (&'h str, &'h str)>,
         content_type: Option<&str>,
         body: &[u8],
     ) -> Result<CloudEvent, FieldError> {
+        let content_type = content_type.filter(|t| {
+            media_type(t) != CLIENTS_DEFAULT || serde_json::from_slice::<Value>(body).is_err()
+        });
         let mut attributes = Map::new();
         for (name, value) in headers {
             let lower = name.to_ascii_lowercase();
@@ -255,10 +264,21 @@ impl CloudEvent {
         let mut context = match &self.data {
             None => Map::new(),
             Some(Data::Json(Value::Object(data))) => data.clone(),
-            Some(_) => {
+            Some(Data::Json(_)) => {
                 return Err(FieldError::new(
                     "data",
                     "must be a JSON object for a mapping to render from it",
+                ));
+            }
+            Some(Data::Binary(_)) => {
+                return Err(FieldError::new(
+                    "data",
+                    format!(
+                        "must be a JSON object for a mapping to render from it, and came as \
+                         `{}`: in binary mode the Content-Type header is the data's type; send \
+                         `Content-Type: application/json` (or none) with JSON data",
+                        self.datacontenttype.as_deref().unwrap_or_default()
+                    ),
                 ));
             }
         };
@@ -392,6 +412,27 @@ mod tests {
         assert_eq!(event.data, Some(Data::Json(json!({"email": "a@b.io"}))));
         let err = CloudEvent::from_binary([("ce-id", "1")], None, b"").unwrap_err();
         assert_eq!(err.field, "specversion");
+    }
+
+    #[test]
+    fn json_under_a_clients_default_content_type_is_json_and_other_data_is_named() {
+        let headers = [
+            ("ce-specversion", "1.0"),
+            ("ce-id", "evt-1"),
+            ("ce-source", "s"),
+            ("ce-type", "t"),
+        ];
+        let form = Some("application/x-www-form-urlencoded");
+        let event = CloudEvent::from_binary(headers, form, br#"{"email":"a@b.io"}"#).unwrap();
+        assert_eq!(event.datacontenttype, None, "the producer gave no type");
+        assert_eq!(event.data, Some(Data::Json(json!({"email": "a@b.io"}))));
+        assert!(event.template_context().is_ok());
+
+        let text = CloudEvent::from_binary(headers, Some("text/plain"), b"hello").unwrap();
+        let err = text.template_context().unwrap_err();
+        assert_eq!(err.field, "data");
+        assert!(err.message.contains("`text/plain`"), "{err}");
+        assert!(err.message.contains("Content-Type"), "{err}");
     }
 
     #[test]

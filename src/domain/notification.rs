@@ -149,7 +149,8 @@ pub struct Notification {
     pub state: State,
     /// Set once the notification is final (`null` while `queued` or `sending`).
     pub certainty: Option<Certainty>,
-    /// A `duplicate_possible` delivery that a person has seen.
+    /// A person closed its review: a `duplicate_possible` delivery they acknowledged, or a
+    /// failed one they closed (`not_delivered` + `close`).
     pub acknowledged: bool,
     #[serde(flatten)]
     pub content: Content,

@@ -58,6 +58,9 @@ pub struct Rejected {
 }
 
 impl Rejected {
+    /// Every `reason`.
+    pub const REASONS: [&str; 3] = ["attribute", "unmapped", "mapping"];
+
     pub fn attribute(err: FieldError) -> Rejected {
         Rejected {
             reason: "attribute",

@@ -54,6 +54,13 @@ const STORE_PAUSE: Duration = Duration::from_secs(1);
 /// Where events go: publishes a batch and says, per event and in order, whether it landed.
 #[async_trait]
 pub trait Sink: Send + Sync {
+    /// Makes the sink ready to take events (a JetStream stream that must exist), before the
+    /// first event and again after a publish found it gone: a consumer may subscribe before
+    /// herald has anything to say. Called before each claim, so it must be cheap once ready.
+    async fn prepare(&self) -> Result<(), Failure> {
+        Ok(())
+    }
+
     /// `Ok` only once the sink holds the event (JetStream's ack, a receiver's 2xx, a written
     /// line): only then is it marked published.
     async fn publish(&self, events: &[Outgoing]) -> Vec<Result<(), Failure>>;
@@ -159,6 +166,11 @@ impl Relay {
         }
         if sinks.is_empty() {
             sinks.push((DEFAULT_SINK.to_owned(), Arc::new(log::LogSink::stdout())));
+        }
+        // At zero from start: an alert on failures finds the series before the first one.
+        for (name, _) in &sinks {
+            metrics::counter!("herald_outbox_published_total", "sink" => name.clone()).increment(0);
+            metrics::counter!("herald_outbox_failures_total", "sink" => name.clone()).increment(0);
         }
         let names = sinks.iter().map(|(name, _)| name.clone()).collect();
         Ok(Relay {
@@ -314,6 +326,9 @@ impl SinkWorker {
     /// the failed batches before this one (it sets how long a failing batch is held back).
     #[tracing::instrument(skip_all, fields(sink = %self.name))]
     async fn step(&self, limit: u32, failing: u32) -> anyhow::Result<Stepped> {
+        if let Err(failure) = self.sink.prepare().await {
+            return Ok(Stepped::Failed(failure));
+        }
         let now = OffsetDateTime::now_utc();
         let claimed = self
             .store

@@ -4,8 +4,9 @@
 //! its id, so JetStream drops it inside the stream's duplicate window (2 minutes by default).
 //!
 //! The connection is made in the background and re-made after every loss, so herald starts and
-//! serves while NATS is down; the backlog waits in the outbox. The stream is created on first
-//! contact if it does not exist (subjects `<subject_prefix>.>`); an existing one is used as it is.
+//! serves while NATS is down; the backlog waits in the outbox. The stream is created as soon as
+//! NATS answers, before any event, if it does not exist (subjects `<subject_prefix>.>`), so that
+//! a consumer started before herald's first event finds it; an existing one is used as it is.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,8 +70,11 @@ impl NatsSink {
             stream_ready: AtomicBool::new(false),
         })
     }
+}
 
-    async fn ensure_stream(&self) -> Result<(), Failure> {
+#[async_trait]
+impl Sink for NatsSink {
+    async fn prepare(&self) -> Result<(), Failure> {
         if self.stream_ready.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -90,14 +94,8 @@ impl NatsSink {
         self.stream_ready.store(true, Ordering::Relaxed);
         Ok(())
     }
-}
 
-#[async_trait]
-impl Sink for NatsSink {
     async fn publish(&self, events: &[Outgoing]) -> Vec<Result<(), Failure>> {
-        if let Err(failure) = self.ensure_stream().await {
-            return vec![Err(failure); events.len()];
-        }
         // Every message goes out before any acknowledgement is awaited: one round trip for
         // the batch, not one per event.
         let mut pending = Vec::with_capacity(events.len());

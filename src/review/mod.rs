@@ -5,15 +5,23 @@
 //!
 //! The rules, in prose (the API contract, "Review"):
 //! - `unknown` (an ambiguity nothing could settle): `delivered` ends it delivered/known;
-//!   `not_delivered` + `close` ends it failed/known; `not_delivered` + `resend` queues it again.
-//!   Either way the person's word settles the ambiguous attempts, so a later acceptance is known.
+//!   `not_delivered` + `close` ends it failed/known and closed; `not_delivered` + `resend`
+//!   queues it again. Either way the person's word settles the ambiguous attempts, so a later
+//!   acceptance is known.
 //! - `duplicate_possible`, not yet acknowledged: `acknowledged` marks it seen.
 //! - a dead letter (`failed`): `not_delivered` + `resend` queues it again; one that failed for a
-//!   permanent cause (the vendor refused it for good) also needs `force`.
+//!   permanent cause (the vendor refused it for good) also needs `force`. `not_delivered` +
+//!   `close` closes any dead letter where it stands; the resolution is its audit.
+//! - A closed item (an acknowledged duplicate, a closed dead letter, marked `acknowledged`) is
+//!   out of review for good: it has no [`reason`] any more, and retention may delete it.
 //! - A resend reuses the provider key while the vendor's idempotency window still covers the
 //!   first attempt under it, so a wrong "not delivered" cannot deliver twice; past the window
 //!   the key is renewed, and the resolution records that the person accepted that risk. It
 //!   starts a fresh budget of attempts and age.
+//!
+//! What waits for a person (the default view of the queue) is [`Policy::waiting`]: every reason
+//! but a permanent refusal, which is final and known unless `[review] permanent_refusals =
+//! "review"` says it waits too.
 
 use std::fmt;
 use std::time::Duration;
@@ -41,14 +49,28 @@ pub enum Reason {
     /// Failed for a permanent cause (the vendor refused it for good): listed apart, resent
     /// only with `force`.
     Rejected,
+    /// Evidence that came after it was recorded (a late answer, a vendor's report) showed a
+    /// message the record denied, and reopened it as delivered: a person acknowledges it.
+    Contradicted,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 4] = [
+    pub const ALL: [Reason; 5] = [
         Reason::Unknown,
         Reason::DuplicatePossible,
         Reason::Exhausted,
         Reason::Rejected,
+        Reason::Contradicted,
+    ];
+
+    /// What always waits for a person: the default view of the queue, whatever the config, and
+    /// what `herald_review_oldest_seconds` ages. A new reason that needs a person is one more
+    /// line here.
+    pub const WAITING: [Reason; 4] = [
+        Reason::Unknown,
+        Reason::DuplicatePossible,
+        Reason::Exhausted,
+        Reason::Contradicted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +79,7 @@ impl Reason {
             Reason::DuplicatePossible => "duplicate_possible",
             Reason::Exhausted => "exhausted",
             Reason::Rejected => "rejected",
+            Reason::Contradicted => "contradicted",
         }
     }
 
@@ -68,6 +91,42 @@ impl Reason {
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Whether a permanent refusal (`rejected`: the vendor refused it for good, or the recipient
+/// is suppressed) waits for a person: `[review] permanent_refusals`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermanentRefusals {
+    /// Final and known: listed with `reason=rejected`, not in the default view, and deleted by
+    /// retention when due (`retention.finished_seconds`) like any finished notification.
+    #[default]
+    Final,
+    /// They wait in the default view, as dead letters do, until a person closes or resends
+    /// them; retention keeps them until then.
+    Review,
+}
+
+/// What waits for a person, by configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Policy {
+    pub permanent_refusals: PermanentRefusals,
+}
+
+impl Policy {
+    /// The reasons of the default view: [`Reason::WAITING`], and `rejected` where refusals
+    /// wait too.
+    pub fn waiting(self) -> Vec<Reason> {
+        let mut reasons = Reason::WAITING.to_vec();
+        if self.permanent_refusals == PermanentRefusals::Review {
+            reasons.push(Reason::Rejected);
+        }
+        reasons
+    }
+
+    pub fn waits(self, reason: Reason) -> bool {
+        self.waiting().contains(&reason)
     }
 }
 
@@ -89,19 +148,28 @@ pub fn parse_note(note: &str) -> Result<String, FieldError> {
     Ok(note.to_owned())
 }
 
-/// Why `n` is in review, if it is.
+/// Why `n` is in review, if it is: nothing once a person closed it (`acknowledged`).
 pub fn reason(n: &Notification, attempts: &[Attempt]) -> Option<Reason> {
+    if n.contradiction.is_some() && !n.acknowledged {
+        return Some(Reason::Contradicted);
+    }
     match (n.state, n.certainty) {
         (State::Unknown, _) => Some(Reason::Unknown),
         (State::Delivered, Some(Certainty::DuplicatePossible)) if !n.acknowledged => {
             Some(Reason::DuplicatePossible)
         }
-        (State::Failed, _) => Some(if failed_for_good(attempts) {
-            Reason::Rejected
-        } else {
-            Reason::Exhausted
-        }),
+        (State::Failed, _) if !n.acknowledged => Some(dead_letter_cause(attempts)),
         _ => None,
+    }
+}
+
+/// Why a failed notification failed, closed or not: `rejected` where its last attempt was
+/// refused for good (or never made: the recipient is suppressed), else `exhausted`.
+pub fn dead_letter_cause(attempts: &[Attempt]) -> Reason {
+    if failed_for_good(attempts) {
+        Reason::Rejected
+    } else {
+        Reason::Exhausted
     }
 }
 
@@ -119,8 +187,9 @@ fn failed_for_good(attempts: &[Attempt]) -> bool {
         .is_some_and(|a| a.result == AttemptResult::Rejected && a.permanent == Some(true))
 }
 
-/// One sentence for a person: why the item is here, with the last attempt's evidence.
-pub fn why(reason: Reason, attempts: &[Attempt]) -> String {
+/// One sentence for a person: why `n` is here, with the last attempt's evidence (or, where
+/// later evidence reopened it, that evidence).
+pub fn why(reason: Reason, n: &Notification, attempts: &[Attempt]) -> String {
     let last = attempts.last().map(|a| {
         let stage = a.evidence["stage"].as_str().unwrap_or("?");
         let detail = a.evidence["detail"].as_str().unwrap_or("");
@@ -139,22 +208,41 @@ pub fn why(reason: Reason, attempts: &[Attempt]) -> String {
         .count();
     match reason {
         Reason::Unknown => format!(
-            "{unsettled} ambiguous attempt(s) that no outcome query or replay could settle; \
-             the vendor may or may not have it. Last: {last}"
+            "{} that no outcome query or replay could settle; the vendor may or may not have \
+             it. Last: {last}",
+            counted(unsettled, "ambiguous attempt")
         ),
         Reason::DuplicatePossible => format!(
-            "accepted after {unsettled} unsettled ambiguous attempt(s): the recipient may have \
-             it more than once. Last: {last}"
+            "accepted after {}: the recipient may have it more than once. Last: {last}",
+            counted(unsettled, "unsettled ambiguous attempt")
         ),
         Reason::Exhausted => format!(
-            "failed after {} attempt(s) for a cause that may pass. Last: {last}",
-            attempts.len()
+            "failed after {} for a cause that may pass. Last: {last}",
+            counted(attempts.len(), "attempt")
         ),
         Reason::Rejected if suppressed(attempts) => format!(
             "not sent: the recipient is on the suppression list; lift the suppression before a \
-             forced resend. Last: {last}"
+             forced resend, or close it. Last: {last}"
         ),
         Reason::Rejected => format!("refused for good by the vendor. Last: {last}"),
+        Reason::Contradicted => match &n.contradiction {
+            Some(c) => format!(
+                "reopened as {}/{}: {}",
+                n.state,
+                n.certainty.map_or("?", Certainty::as_str),
+                c.why
+            ),
+            None => format!("reopened by later evidence. Last: {last}"),
+        },
+    }
+}
+
+/// `1 attempt`, `2 attempts`: a count as a person writes it.
+fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -194,41 +282,31 @@ impl Then {
     }
 }
 
-/// A resolution as a person asks for it, checked.
-#[derive(Debug, Clone, PartialEq)]
+/// What a person asks a resolution to do, checked: an outcome, what follows `not_delivered`,
+/// and whether a permanent refusal is resent anyway. (Its note is [`parse_note`]'s.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ask {
     pub outcome: Outcome,
     pub then: Option<Then>,
-    pub note: String,
     pub force: bool,
 }
 
 impl Ask {
-    pub fn new(
-        outcome: Outcome,
-        then: Option<Then>,
-        note: &str,
-        force: bool,
-    ) -> Result<Ask, FieldError> {
-        let note = parse_note(note)?;
+    pub fn new(outcome: Outcome, then: Option<Then>, force: bool) -> Result<Ask, FieldError> {
         match (outcome, then) {
-            (Outcome::NotDelivered, None) => {
-                return Err(FieldError::new(
-                    "then",
-                    "is required after not_delivered: resend or close",
-                ));
-            }
+            (Outcome::NotDelivered, None) => Err(FieldError::new(
+                "then",
+                "is required after not_delivered: resend or close",
+            )),
             (Outcome::Delivered | Outcome::Acknowledged, Some(_)) => {
-                return Err(FieldError::new("then", "is only for not_delivered"));
+                Err(FieldError::new("then", "is only for not_delivered"))
             }
-            _ => {}
+            _ => Ok(Ask {
+                outcome,
+                then,
+                force,
+            }),
         }
-        Ok(Ask {
-            outcome,
-            then,
-            note: note.to_owned(),
-            force,
-        })
     }
 }
 
@@ -237,6 +315,7 @@ impl Ask {
 pub struct Change {
     pub state: State,
     pub certainty: Option<Certainty>,
+    /// A person closed its review: an acknowledged duplicate, or a closed dead letter.
     pub acknowledged: bool,
     /// Settles every unsettled ambiguous attempt by review, as accepted or not.
     pub settle: Option<bool>,
@@ -289,12 +368,17 @@ pub fn resolve(
             Some(true),
             None,
         )),
-        (Reason::Unknown, Outcome::NotDelivered, Some(Then::Close)) => Ok(change(
-            State::Failed,
-            Some(Certainty::Known),
-            Some(false),
-            None,
-        )),
+        // Closed: failed for good, and out of review (the resolution is its audit).
+        (Reason::Unknown, Outcome::NotDelivered, Some(Then::Close)) => Ok(Change {
+            acknowledged: true,
+            ..change(State::Failed, Some(Certainty::Known), Some(false), None)
+        }),
+        (Reason::Exhausted | Reason::Rejected, Outcome::NotDelivered, Some(Then::Close)) => {
+            Ok(Change {
+                acknowledged: true,
+                ..change(n.state, n.certainty, None, None)
+            })
+        }
         (Reason::Unknown, Outcome::NotDelivered, Some(Then::Resend))
         | (Reason::Exhausted, Outcome::NotDelivered, Some(Then::Resend)) => {
             Ok(change(State::Queued, None, Some(false), Some(resend())))
@@ -308,10 +392,12 @@ pub fn resolve(
              \"force\": true if the cause is fixed"
                 .to_owned(),
         )),
-        (Reason::DuplicatePossible, Outcome::Acknowledged, _) => Ok(Change {
-            acknowledged: true,
-            ..change(n.state, n.certainty, None, None)
-        }),
+        (Reason::DuplicatePossible | Reason::Contradicted, Outcome::Acknowledged, _) => {
+            Ok(Change {
+                acknowledged: true,
+                ..change(n.state, n.certainty, None, None)
+            })
+        }
         (reason, outcome, then) => Err(Refused(format!(
             "`{}{}` does not resolve an item in review for `{reason}`: {}",
             outcome.as_str(),
@@ -319,8 +405,10 @@ pub fn resolve(
                 .unwrap_or_default(),
             match reason {
                 Reason::Unknown => "say delivered, or not_delivered with resend or close",
-                Reason::DuplicatePossible => "acknowledge it",
-                Reason::Exhausted | Reason::Rejected => "resend it with not_delivered + resend",
+                Reason::DuplicatePossible | Reason::Contradicted => "acknowledge it",
+                Reason::Exhausted | Reason::Rejected => {
+                    "resend it with not_delivered + resend, or close it with not_delivered + close"
+                }
             }
         ))),
     }
@@ -395,7 +483,7 @@ mod tests {
     }
 
     fn ask(outcome: Outcome, then: Option<Then>, force: bool) -> Ask {
-        Ask::new(outcome, then, "checked with the vendor", force).unwrap()
+        Ask::new(outcome, then, force).unwrap()
     }
 
     #[test]
@@ -470,7 +558,14 @@ mod tests {
                 &dead,
                 &transient,
                 ask(NotDelivered, Some(Then::Close), false),
-                Err(()),
+                Ok((State::Failed, None)),
+            ),
+            (
+                "refused for good, closed",
+                &dead,
+                &refused,
+                ask(NotDelivered, Some(Then::Close), false),
+                Ok((State::Failed, None)),
             ),
             (
                 "refused for good, resent",
@@ -500,6 +595,48 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_item_leaves_review_and_cannot_be_resolved_again() {
+        let close = ask(Outcome::NotDelivered, Some(Then::Close), false);
+        let unknown = notification(State::Unknown, Some(Certainty::Unknown));
+        let dead = notification(State::Failed, Some(Certainty::Known));
+        let cases = [
+            (&unknown, attempt(&unknown, AttemptResult::Ambiguous, None)),
+            (&dead, attempt(&dead, AttemptResult::Rejected, Some(false))),
+            (&dead, attempt(&dead, AttemptResult::Rejected, Some(true))),
+        ];
+        for (n, last) in cases {
+            let history = [last];
+            let change = resolve(n, &history, &close, None, T0).unwrap();
+            assert!(change.acknowledged, "closed: {:?}", reason(n, &history));
+            let closed = Notification {
+                state: change.state,
+                certainty: change.certainty,
+                acknowledged: change.acknowledged,
+                ..n.clone()
+            };
+            assert_eq!(reason(&closed, &history), None);
+            assert_eq!(
+                dead_letter_cause(&history),
+                reason(&dead, &history).unwrap(),
+                "the cause outlives the review"
+            );
+            assert!(resolve(&closed, &history, &close, None, T0).is_err());
+        }
+    }
+
+    #[test]
+    fn permanent_refusals_wait_for_a_person_only_where_configured() {
+        let default = Policy::default();
+        assert_eq!(default.waiting(), Reason::WAITING);
+        assert!(!default.waits(Reason::Rejected));
+        assert!(default.waits(Reason::Exhausted));
+        let review = Policy {
+            permanent_refusals: PermanentRefusals::Review,
+        };
+        assert!(review.waits(Reason::Rejected));
+    }
+
+    #[test]
     fn a_resend_keeps_the_key_inside_the_vendors_window_and_renews_it_after() {
         let unknown = notification(State::Unknown, Some(Certainty::Unknown));
         let history = [attempt(&unknown, AttemptResult::Ambiguous, None)];
@@ -522,10 +659,11 @@ mod tests {
 
     #[test]
     fn a_resolution_needs_a_note_and_the_right_then() {
-        assert!(Ask::new(Outcome::Delivered, None, "  ", false).is_err());
-        assert!(Ask::new(Outcome::NotDelivered, None, "why", false).is_err());
-        assert!(Ask::new(Outcome::Delivered, Some(Then::Close), "why", false).is_err());
-        assert!(Ask::new(Outcome::NotDelivered, Some(Then::Close), "why", false).is_ok());
+        assert!(parse_note("  ").is_err());
+        assert_eq!(parse_note(" seen it ").unwrap(), "seen it");
+        assert!(Ask::new(Outcome::NotDelivered, None, false).is_err());
+        assert!(Ask::new(Outcome::Delivered, Some(Then::Close), false).is_err());
+        assert!(Ask::new(Outcome::NotDelivered, Some(Then::Close), false).is_ok());
     }
 
     #[test]
@@ -539,6 +677,63 @@ mod tests {
         assert_eq!(reason(&acked, &[]), Some(Reason::DuplicatePossible));
         acked.acknowledged = true;
         assert_eq!(reason(&acked, &[]), None);
-        assert!(why(Reason::Exhausted, &transient).contains("may pass"));
+        assert!(why(Reason::Exhausted, &dead, &transient).contains("may pass"));
+        assert!(
+            why(Reason::Exhausted, &dead, &transient).contains("after 1 attempt for"),
+            "one attempt, not attempt(s)"
+        );
+        let unknown = notification(State::Unknown, Some(Certainty::Unknown));
+        let ambiguous = [attempt(&unknown, AttemptResult::Ambiguous, None)];
+        assert!(why(Reason::Unknown, &unknown, &ambiguous).starts_with("1 ambiguous attempt that"));
+    }
+
+    #[test]
+    fn a_reopened_notification_waits_as_contradicted_until_acknowledged() {
+        let reopened = Notification {
+            contradiction: Some(crate::domain::Contradiction {
+                why: "route `r`'s vendor reported a message sent under key k".into(),
+                at: T0,
+            }),
+            ..notification(State::Delivered, Some(Certainty::Known))
+        };
+        let history = [attempt(&reopened, AttemptResult::Ambiguous, None)];
+        assert_eq!(reason(&reopened, &history), Some(Reason::Contradicted));
+        assert!(Policy::default().waits(Reason::Contradicted));
+        assert!(
+            why(Reason::Contradicted, &reopened, &history)
+                .starts_with("reopened as delivered/known: route `r`'s vendor reported")
+        );
+        for refused in [
+            ask(Outcome::Delivered, None, false),
+            ask(Outcome::NotDelivered, Some(Then::Resend), true),
+            ask(Outcome::NotDelivered, Some(Then::Close), false),
+        ] {
+            assert!(
+                resolve(&reopened, &history, &refused, None, T0).is_err(),
+                "{refused:?}: a delivery report is never resent, nor denied"
+            );
+        }
+        let change = resolve(
+            &reopened,
+            &history,
+            &ask(Outcome::Acknowledged, None, false),
+            None,
+            T0,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                change.state,
+                change.certainty,
+                change.acknowledged,
+                change.resend
+            ),
+            (State::Delivered, Some(Certainty::Known), true, None)
+        );
+        let acknowledged = Notification {
+            acknowledged: true,
+            ..reopened
+        };
+        assert_eq!(reason(&acknowledged, &history), None);
     }
 }

@@ -8,6 +8,7 @@
 mod evidence;
 mod group;
 mod postgres;
+mod previews;
 mod receipts;
 mod sql;
 mod sqlite;
@@ -26,7 +27,7 @@ use crate::domain::{
     Attempt, Certainty, Channel, Decision, IdempotencyKey, Notification, NotificationId, Receipt,
     Resolution, Sibling, State, Suppression,
 };
-use crate::review::{Change, Outcome, Reason, Then};
+use crate::review::{Change, Outcome, PermanentRefusals, Reason, Then};
 pub use group::{Accepts, GroupCommit, Records};
 use herald_provider::Request;
 use herald_provider::callback::CallbackEvent;
@@ -182,7 +183,7 @@ pub struct NotificationDetail {
 #[derive(Debug, Clone, Default)]
 pub struct ReviewFilter {
     pub route: Option<String>,
-    /// Empty: what a person must look at (`unknown`, and `duplicate_possible` unacknowledged).
+    /// The reasons listed (none: nothing); a closed item has none.
     pub reasons: Vec<Reason>,
     /// When the notification ended in review, from `since` (inclusive) to `until` (exclusive).
     pub since: Option<OffsetDateTime>,
@@ -191,15 +192,20 @@ pub struct ReviewFilter {
     pub limit: u32,
 }
 
-impl ReviewFilter {
-    /// The reasons the filter selects.
-    pub fn selected(&self) -> Vec<Reason> {
-        if self.reasons.is_empty() {
-            vec![Reason::Unknown, Reason::DuplicatePossible]
-        } else {
-            self.reasons.clone()
-        }
-    }
+/// A bulk resolution's dry run, kept so that its confirmation applies exactly what it showed.
+#[derive(Debug, Clone)]
+pub struct ReviewPreview {
+    /// SHA-256 of the token the dry run answered; the token itself is not stored.
+    pub token_hash: Vec<u8>,
+    pub tenant: String,
+    /// Who asked for the dry run.
+    pub principal: String,
+    /// What it was made for (outcome, then, force, filter and max), as the API wrote it.
+    pub request: Value,
+    /// The notifications it would change, each with the generation it was read at.
+    pub items: Vec<(NotificationId, i64)>,
+    pub created_at: OffsetDateTime,
+    pub expires_at: OffsetDateTime,
 }
 
 /// A resolution to apply: what changes, and the audit record that says who decided what.
@@ -292,11 +298,13 @@ pub struct QueueStats {
     pub sending: i64,
     /// The oldest `queued` notification that is already due.
     pub oldest_due: Option<OffsetDateTime>,
-    /// Items in review by reason (dead letters included), and when the oldest open one
-    /// (`unknown` or unacknowledged `duplicate_possible`) ended there.
+    /// Items in review by reason (dead letters and permanent refusals included, closed ones
+    /// not), and when the oldest of those that always wait for a person ([`Reason::WAITING`])
+    /// ended there.
     pub review: Vec<(Reason, i64)>,
     pub review_oldest: Option<OffsetDateTime>,
-    /// Dead letters by route and cause (`exhausted` or `rejected`).
+    /// Failed notifications no person has closed, by route and cause (`exhausted` or
+    /// `rejected`).
     pub dead_letters: Vec<(String, Reason, i64)>,
 }
 
@@ -424,6 +432,17 @@ pub trait Store: Send + Sync + 'static {
         now: OffsetDateTime,
     ) -> StoreResult<Notification>;
 
+    /// Stores a bulk resolution's dry run, and deletes every preview that expired before it.
+    async fn save_review_preview(&self, preview: &ReviewPreview) -> StoreResult<()>;
+
+    /// The tenant's preview stored under `token_hash`, expired or not; `NotFound` if none
+    /// (never made, another tenant's, confirmed already, or deleted after it expired).
+    async fn review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<ReviewPreview>;
+
+    /// Takes the preview for its confirmation: `Conflict` if another confirmation took it
+    /// first, so that a preview is applied once.
+    async fn use_review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<()>;
+
     /// When the earliest `queued` or `sending` notification falls due.
     async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>>;
 
@@ -482,12 +501,18 @@ pub trait Store: Send + Sync + 'static {
     /// again after that is new. Returns how many records went.
     async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
 
-    /// Deletes up to `limit` notifications that finished (`delivered`, `cancelled`) before
-    /// `before` and whose events every sink has published, with their attempts, review audit,
+    /// Deletes up to `limit` notifications that finished (`delivered`, `cancelled`, `failed`
+    /// and closed by a person, or refused for good where `refusals` are final) before `before`
+    /// and whose events every sink has published, with their attempts, review audit,
     /// idempotency records and events; returns how many went. A notification in review
-    /// (`unknown`, `failed`, an unacknowledged `duplicate_possible`) or still to be sent is
-    /// never deleted.
-    async fn forget_finished(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+    /// (`unknown`, a dead letter nobody closed, an unacknowledged `duplicate_possible`) or
+    /// still to be sent is never deleted.
+    async fn forget_finished(
+        &self,
+        before: OffsetDateTime,
+        limit: u32,
+        refusals: PermanentRefusals,
+    ) -> StoreResult<u64>;
 
     /// Records an upstream event (`tenant`, `source`, `id`) and commits the notifications it
     /// maps to, each with its `accepted` event, in one transaction; an event recorded before

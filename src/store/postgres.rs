@@ -73,6 +73,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "deadlines",
         include_str!("../../migrations/postgres/0011_deadlines.sql"),
     ),
+    (
+        12,
+        "review previews",
+        include_str!("../../migrations/postgres/0012_review_previews.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

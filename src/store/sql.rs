@@ -27,14 +27,14 @@ use super::{
     AcceptOutcome, Backlog, CallbacksTaken, Claim, ClaimMode, ClaimedEvent, EventType,
     InboxOutcome, LiftSuppression, ListFilter, NewAccept, NewCallbacks, NewInboxEvent,
     NewResolution, NewSuppression, NotificationDetail, Outage, OutboxEvent, Prepare, QueueStats,
-    Recorded, ReviewFilter, RouteSlot, Store, StoreError, StoreResult, SuppressionFilter,
-    Timestamp,
+    Recorded, ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError, StoreResult,
+    SuppressionFilter, Timestamp,
 };
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Content, Contradiction, Decision, Delivery, Next,
     Notification, NotificationId, Resolution, SettledBy, Settlement, Sibling, State, Suppression,
 };
-use crate::review::Reason;
+use crate::review::{PermanentRefusals, Reason};
 use herald_provider::Request;
 
 /// A request a claim fixes, as `CLAIM_FIX_REQUESTS` reads it. Serialized as it is, never through
@@ -461,10 +461,11 @@ pub(super) use relay_statements;
 /// Retention's deletes of finished notifications by id, children first; see
 /// [`retention_statements!`].
 pub(super) struct RetentionStatements {
-    /// `$1` the first id at `$2`, `$2` finished before, `$3` limit → ids of notifications
-    /// retention may delete: finished and out of review (a failed one stays for a person to
-    /// settle), every event published; locked against a resend or an acknowledgement that
-    /// would change that meanwhile.
+    /// `$1` the first id at `$2`, `$2` finished before, `$3` limit, `$4` whether permanent
+    /// refusals are final → ids of notifications retention may delete: finished and out of
+    /// review (a failed one a person has closed, or a permanent refusal where those are final;
+    /// any other stays for a person to settle), every event published; locked against a resend
+    /// or an acknowledgement that would change that meanwhile.
     pub finished: &'static str,
     /// Each `$1` ids: the rows that belong to those notifications, in an order the foreign
     /// keys allow (an event's publication history goes with it, by cascade).
@@ -481,13 +482,19 @@ macro_rules! retention_statements {
             // Oldest first by id: what was created after `$2` cannot have finished before it,
             // so the walk stops there.
             finished: concat!(
-                "SELECT id FROM notifications n
+                "SELECT id FROM notifications
                  WHERE id < $1 AND finished_at < $2
                    AND (state = 'cancelled'
                         OR (state = 'delivered'
-                            AND (certainty <> 'duplicate_possible' OR acknowledged)))
+                            AND (acknowledged
+                                 OR (certainty <> 'duplicate_possible' AND contradiction IS NULL)))
+                        OR (state = 'failed'
+                            AND (acknowledged OR ($4 AND ",
+                $crate::store::sql::refused_for_good!(),
+                "))))
                    AND NOT EXISTS (SELECT 1 FROM outbox o
-                                   WHERE o.notification_id = n.id AND o.published_at IS NULL)
+                                   WHERE o.notification_id = notifications.id
+                                     AND o.published_at IS NULL)
                  ORDER BY id LIMIT $3 ",
                 $lock
             ),
@@ -702,6 +709,7 @@ macro_rules! refused_for_good {
                  AND a.n = notifications.attempt_count AND a.result = 'rejected' AND a.permanent)"
     };
 }
+pub(super) use refused_for_good;
 const REVIEW: &str = concat!(
     "SELECT ",
     claimed_columns!(),
@@ -710,11 +718,13 @@ const REVIEW: &str = concat!(
        AND ($3 IS NULL OR finished_at >= $3) AND ($4 IS NULL OR finished_at < $4)
        AND ($5 IS NULL OR id > $5)
        AND (($6 AND state = 'unknown')
-         OR ($7 AND state = 'delivered' AND certainty = 'duplicate_possible' AND NOT acknowledged)
-         OR ($8 AND state = 'failed' AND NOT ",
+         OR ($7 AND state = 'delivered' AND certainty = 'duplicate_possible' AND NOT acknowledged
+             AND contradiction IS NULL)
+         OR ($11 AND contradiction IS NOT NULL AND NOT acknowledged)
+         OR ($8 AND state = 'failed' AND NOT acknowledged AND NOT ",
     refused_for_good!(),
     ")
-         OR ($9 AND state = 'failed' AND ",
+         OR ($9 AND state = 'failed' AND NOT acknowledged AND ",
     refused_for_good!(),
     "))
      ORDER BY id LIMIT $10"
@@ -1450,7 +1460,7 @@ impl<D: Dialect> Store for SqlStore<D> {
         tenant: &str,
         filter: &ReviewFilter,
     ) -> StoreResult<Vec<NotificationDetail>> {
-        let reasons = filter.selected();
+        let reasons = &filter.reasons;
         let rows: Vec<ClaimedRow> = self
             .0
             .read()
@@ -1468,6 +1478,7 @@ impl<D: Dialect> Store for SqlStore<D> {
                     Arg::from(Some(reasons.contains(&Reason::Exhausted))),
                     Arg::from(Some(reasons.contains(&Reason::Rejected))),
                     Arg::from(i64::from(filter.limit)),
+                    Arg::from(Some(reasons.contains(&Reason::Contradicted))),
                 ],
             )
             .await?;
@@ -1570,6 +1581,18 @@ impl<D: Dialect> Store for SqlStore<D> {
         Ok(notification)
     }
 
+    async fn save_review_preview(&self, preview: &ReviewPreview) -> StoreResult<()> {
+        self.save_preview(preview).await
+    }
+
+    async fn review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<ReviewPreview> {
+        self.find_preview(tenant, token_hash).await
+    }
+
+    async fn use_review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<()> {
+        self.take_preview(tenant, token_hash).await
+    }
+
     async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
         let (due,): (Option<Timestamp>,) = self
             .0
@@ -1585,50 +1608,54 @@ impl<D: Dialect> Store for SqlStore<D> {
 
     async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
         let mut conn = self.0.read().await?;
-        let (queued, sending, oldest_due, review_oldest): (
-            i64,
-            i64,
-            Option<Timestamp>,
-            Option<Timestamp>,
-        ) = conn
+        let (queued, sending, oldest_due): (i64, i64, Option<Timestamp>) = conn
             .fetch_one(
                 "SELECT
                      (SELECT count(*) FROM notifications WHERE state = 'queued'),
                      (SELECT count(*) FROM notifications WHERE state = 'sending'),
-                     (SELECT min(due_at) FROM notifications WHERE state = 'queued' AND due_at <= $1),
-                     (SELECT min(finished_at) FROM notifications
-                      WHERE state = 'unknown' OR (certainty = 'duplicate_possible' AND NOT acknowledged))",
+                     (SELECT min(due_at) FROM notifications WHERE state = 'queued' AND due_at <= $1)",
                 args![now],
             )
             .await?;
-        // The filter is the predicates of notifications_review and notifications_failed, so
-        // that each partial index answers its part; as `state IN ('unknown', 'failed') OR …`
-        // PostgreSQL read the whole table instead (354 ms with 1,000,000 stored, every 5 s).
-        let by_reason: Vec<(String, String, i64)> = conn
+        // The filter is the predicates of notifications_review, notifications_failed and
+        // notifications_contradicted, so that each partial index answers its part; as
+        // `state IN ('unknown', 'failed') OR …` PostgreSQL read the whole table instead (354 ms
+        // with 1,000,000 stored, every 5 s).
+        // A dead letter a person closed is read and left out: closed ones are few next to
+        // what retention deletes.
+        let by_reason: Vec<(String, String, i64, Option<Timestamp>)> = conn
             .fetch_all(
                 concat!(
                     "SELECT route, CASE
+                         WHEN contradiction IS NOT NULL AND NOT acknowledged THEN 'contradicted'
                          WHEN state = 'unknown' THEN 'unknown'
                          WHEN state = 'delivered' THEN 'duplicate_possible'
                          WHEN ",
                     refused_for_good!(),
                     " THEN 'rejected'
-                         ELSE 'exhausted' END AS reason, count(*)
+                         ELSE 'exhausted' END AS reason, count(*), min(finished_at)
                      FROM notifications
-                     WHERE (state = 'unknown'
-                            OR (certainty = 'duplicate_possible' AND NOT acknowledged))
-                        OR state = 'failed'
+                     WHERE ((state = 'unknown'
+                             OR (certainty = 'duplicate_possible' AND NOT acknowledged))
+                            OR state = 'failed'
+                            OR (contradiction IS NOT NULL AND NOT acknowledged))
+                       AND NOT (state = 'failed' AND acknowledged)
                      GROUP BY 1, 2"
                 ),
                 args![],
             )
             .await?;
         let mut review: Vec<(Reason, i64)> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
+        let mut review_oldest: Option<OffsetDateTime> = None;
         let mut dead_letters = Vec::new();
-        for (route, reason, count) in by_reason {
+        for (route, reason, count, oldest) in by_reason {
             let reason = Reason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?;
             if let Some(slot) = review.iter_mut().find(|(r, _)| *r == reason) {
                 slot.1 += count;
+            }
+            if let Some(oldest) = oldest.filter(|_| Reason::WAITING.contains(&reason)) {
+                let oldest = oldest.into_inner();
+                review_oldest = Some(review_oldest.map_or(oldest, |o| o.min(oldest)));
             }
             if matches!(reason, Reason::Exhausted | Reason::Rejected) {
                 dead_letters.push((route, reason, count));
@@ -1639,7 +1666,7 @@ impl<D: Dialect> Store for SqlStore<D> {
             sending,
             oldest_due: oldest_due.map(Timestamp::into_inner),
             review,
-            review_oldest: review_oldest.map(Timestamp::into_inner),
+            review_oldest,
             dead_letters,
         })
     }
@@ -1805,12 +1832,23 @@ impl<D: Dialect> Store for SqlStore<D> {
         Ok(keys + events)
     }
 
-    async fn forget_finished(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+    async fn forget_finished(
+        &self,
+        before: OffsetDateTime,
+        limit: u32,
+        refusals: PermanentRefusals,
+    ) -> StoreResult<u64> {
         let mut tx = self.0.begin().await?;
+        let refusals_final = refusals == PermanentRefusals::Final;
         let ids: Vec<(Uuid,)> = tx
             .fetch_all(
                 D::RETENTION.finished,
-                args![first_id_at(before), before, i64::from(limit)],
+                args![
+                    first_id_at(before),
+                    before,
+                    i64::from(limit),
+                    Some(refusals_final)
+                ],
             )
             .await?;
         if ids.is_empty() {

@@ -84,6 +84,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "deadlines",
         include_str!("../../migrations/sqlite/0011_deadlines.sql"),
     ),
+    (
+        12,
+        "review previews",
+        include_str!("../../migrations/sqlite/0012_review_previews.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

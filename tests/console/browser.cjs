@@ -1,7 +1,9 @@
 // Drives the console in a real browser (Debian's chromium, headless) as an on-call engineer
-// would: sign in, open an unknown notification, read its evidence, resolve it with a note, and
-// see it leave the queue. Evidence holding markup must show as text and run nothing.
-// Run by tests/console.rs with BASE, TOKEN, ID and SHOTS in the environment; playwright-core
+// would: sign in, follow each counter to its list, open an unknown notification and read its
+// evidence, resolve it with a note and go on to the next item, close a dead letter, and resolve
+// many exactly as previewed. Evidence holding markup must show as text and run nothing.
+// Run by tests/console.rs with BASE, TOKEN, ID (the hostile unknown webhook), EMAILS (unknown
+// emails), TEXTS (dead letters on route `texts`) and SHOTS in the environment; playwright-core
 // comes from NODE_PATH (.ci/run installs it).
 const { chromium } = require('playwright-core');
 
@@ -9,8 +11,17 @@ function check(condition, what) {
   if (!condition) throw new Error(what);
 }
 
+// The ids of the notifications the queue table lists.
+async function listed(page) {
+  if ((await page.$('#queue')) === null) return [];
+  return page.$$eval('#queue a[href^="/console/notifications/"]',
+    (links) => links.map((a) => a.getAttribute('href').split('/').pop()));
+}
+
 (async () => {
   const { BASE, TOKEN, ID, SHOTS } = process.env;
+  const EMAILS = process.env.EMAILS.split(',');
+  const TEXTS = process.env.TEXTS.split(',');
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -29,8 +40,48 @@ function check(condition, what) {
     await page.fill('#token', TOKEN);
     await page.click('button[type=submit]');
     await page.waitForSelector('#queue');
+
+    // The default view is everything that needs a person: the unknowns and the dead letters.
+    const everything = await listed(page);
+    for (const id of [ID, ...EMAILS, ...TEXTS]) {
+      check(everything.includes(id), `${id} is not in the default view: ${everything}`);
+    }
+    const queueText = await page.textContent('#queue');
+    check(queueText.includes('1 ambiguous attempt that'), `a count reads as words: ${queueText}`);
+    check(!queueText.includes('attempt(s)'), `no "attempt(s)": ${queueText}`);
+    const replays = await page.textContent('#replays b');
+    check(!replays.includes('-0'), `no negative zero: ${replays}`);
+    const backlog = await page.textContent('#backlog b');
+    check(/^\d+$/.test(backlog), `the backlog is a whole number: ${backlog}`);
     await page.screenshot({ path: `${SHOTS}/console-queue.png`, fullPage: true });
 
+    // Every counter leads to its list: the route's count is the length of the list it opens,
+    // and so is each reason's.
+    const routeLink = page.locator('#by-route a', { hasText: 'texts' });
+    const routeCount = Number((await routeLink.textContent()).trim().split(/\s+/).pop());
+    check(routeCount === TEXTS.length, `texts counts ${routeCount}`);
+    await routeLink.click();
+    await page.waitForSelector('#queue');
+    const onRoute = await listed(page);
+    check(onRoute.length === routeCount && TEXTS.every((id) => onRoute.includes(id)),
+      `the texts link shows its ${routeCount}: ${onRoute}`);
+    await page.goto(`${BASE}/console`);
+    const counters = await page.$$eval('a.card, #ages a', (links) => links.map((a) => ({
+      href: a.getAttribute('href'), count: Number(a.querySelector('b').textContent),
+    })));
+    check(counters.length === 7, `four reasons and three ages: ${JSON.stringify(counters)}`);
+    for (const { href, count } of counters) {
+      await page.goto(`${BASE}${href}`);
+      const shown = await listed(page);
+      check(shown.length === count, `${href} counts ${count} and lists ${shown.length}`);
+    }
+
+    // An unknown email: what it said, to look for in the vendor's log.
+    await page.goto(`${BASE}/console/notifications/${EMAILS[0]}`);
+    check((await page.textContent('#subject')).includes('Your export is ready'), 'the subject is shown');
+    check((await page.textContent('#text')).includes('https://example.com/exports/42'), 'the text is shown');
+
+    await page.goto(`${BASE}/console`);
     await page.click(`a[href="/console/notifications/${ID}"]`);
     await page.waitForSelector('#resolve');
     const evidence = await page.textContent('pre.evidence');
@@ -39,19 +90,69 @@ function check(condition, what) {
     check(evidence.includes('<img src=x onerror=alert(2)>'), 'the attribute breaker shows as text');
     check((await page.$$('pre.evidence img, script:not([src])')).length === 0, 'no markup from evidence');
     check((await page.textContent('#receipts')).includes('No delivery report'), 'no receipt yet, and it says so');
+    // Nothing is chosen for the person: the first choice is a prompt, and choices are words.
+    check((await page.$eval('#action', (s) => s.value)) === '', 'no outcome is preselected');
+    const choices = await page.$$eval('#action option', (os) => os.map((o) => o.textContent));
+    check(choices.every((c) => !/[+_]/.test(c)), `choices are words: ${choices}`);
     await page.screenshot({ path: `${SHOTS}/console-notification.png`, fullPage: true });
 
-    // The note is required: the browser refuses an empty one before anything is sent.
     await page.selectOption('#action', 'not_delivered+close');
     await page.fill('#note', 'The receiver logged a 500 and dropped it: nothing was delivered.');
     await page.click('#resolve button[type=submit]');
     await page.waitForSelector('[role=status]');
     check((await page.textContent('[role=status]')).includes(ID), 'the resolution is confirmed');
-    check((await page.$('#empty')) !== null, 'the item left the queue');
+    check(!(await listed(page)).includes(ID), 'the item left the queue');
     await page.screenshot({ path: `${SHOTS}/console-resolved.png`, fullPage: true });
+    // On to the next item, straight from the confirmation.
+    const next = await page.getAttribute('#next', 'href');
+    check(next && !next.endsWith(ID), `a next item: ${next}`);
+    await page.click('#next');
+    await page.waitForSelector('#resolve');
 
     await page.goto(`${BASE}/console/notifications/${ID}`);
     check((await page.textContent('#state')).includes('failed / known'), 'the notification is failed/known');
+
+    // A dead letter whose message no longer matters is closed: it leaves the queue.
+    await page.goto(`${BASE}/console/notifications/${TEXTS[0]}`);
+    await page.selectOption('#action', 'not_delivered+close');
+    await page.fill('#note', 'The one-time code it carried has expired.');
+    await page.click('#resolve button[type=submit]');
+    await page.waitForSelector('[role=status]');
+    check(!(await listed(page)).includes(TEXTS[0]), 'the closed dead letter left the queue');
+
+    // Many at once: preview, then confirm exactly what was previewed.
+    await page.goto(`${BASE}/console/bulk`);
+    check((await page.$eval('#action', (s) => s.value)) === '', 'no outcome is preselected');
+    const bulkChoices = await page.$$eval('#bulk option', (os) => os.map((o) => o.textContent));
+    check(bulkChoices.every((c) => !/[+_]/.test(c)), `choices are words: ${bulkChoices}`);
+    await page.selectOption('#reason', 'unknown');
+    await page.selectOption('#action', 'delivered');
+    await page.click('#bulk button[type=submit]');
+    await page.waitForSelector('#preview');
+    const preview = await page.textContent('#preview');
+    for (const to of ['ada@example.com', 'grace@example.com']) {
+      check(preview.includes(to), `the preview names ${to}: ${preview}`);
+    }
+    check(preview.includes('ambiguous'), `the preview says why: ${preview}`);
+    check((await page.$$('#preview tbody tr')).length === EMAILS.length, 'one row per email');
+    await page.screenshot({ path: `${SHOTS}/console-bulk.png`, fullPage: true });
+
+    // The choice changes after the preview: the confirmation is refused, nothing changes.
+    await page.selectOption('#action', 'not_delivered+close');
+    await page.fill('#note', 'Changed my mind after the preview.');
+    await page.click('#confirm');
+    await page.waitForSelector('[role=alert]');
+    check((await page.textContent('[role=alert]')).includes('outcome changed'), 'the changed outcome is refused');
+    check((await page.$('#confirm')) === null, 'a new preview is needed');
+
+    await page.selectOption('#action', 'delivered');
+    await page.click('#bulk button[type=submit]');
+    await page.waitForSelector('#confirm');
+    await page.fill('#note', "Both are in the vendor's log.");
+    await page.click('#confirm');
+    await page.waitForSelector('[role=status]');
+    check((await page.textContent('[role=status]')).includes(`Resolved ${EMAILS.length}`), 'both resolved');
+
     check(dialogs.length === 0, `a script ran: ${dialogs.join(', ')}`);
     console.log('ok');
   } finally {

@@ -41,13 +41,15 @@ def post(case, message):
     )
 
 
-def event(event_id, event_type="ExportCompleted", data=None, cls=CloudEvent):
+def event(event_id, event_type="ExportCompleted", data=None, cls=CloudEvent, typed=True):
     attributes = {
         "id": event_id,
         "source": source,
         "type": event_type,
-        "datacontenttype": "application/json",
     }
+    if typed:
+        attributes["datacontenttype"] = "application/json"
+
     if cls is CloudEventV03:
         attributes["specversion"] = "0.3"
     return cls(
@@ -67,3 +69,5 @@ post(
     http.to_binary_event(event("evt-4", data={"job": "job-43", "url": "https://x"})),
 )
 post("structured_v03", http.to_structured_event(event("evt-5", cls=CloudEventV03)))
+# No datacontenttype: the SDK sends no Content-Type, and urllib adds its form default.
+post("binary_untyped", http.to_binary_event(event("evt-6", typed=False)))

@@ -529,6 +529,19 @@ pub async fn drain(dispatcher: &Dispatcher) {
         .expect("dispatch runs");
 }
 
+/// A stand-in vendor with the plain profile (no idempotency key, no look-up) that injects
+/// `faults` (`herald sandbox --faults` syntax); it runs until the handle is dropped.
+pub async fn plain_vendor(faults: &str) -> herald_sandbox::SandboxHandle {
+    install_crypto();
+    herald_sandbox::spawn(herald_sandbox::SandboxConfig {
+        profile: herald_sandbox::Profile::Plain,
+        faults: herald_sandbox::parse_faults(faults).expect("fault syntax"),
+        ..herald_sandbox::SandboxConfig::default()
+    })
+    .await
+    .expect("the sandbox vendor starts")
+}
+
 /// A notification body that passes validation.
 pub fn email(to: &str) -> Value {
     json!({

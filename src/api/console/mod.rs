@@ -247,20 +247,75 @@ async fn logout(
     response
 }
 
-/// A metric's value from `/metrics`' own text (summed over its series), for the front page.
+/// A metric's value from `/metrics`' own text (summed over its series), for the front page;
+/// 0 where it has no series.
 fn metric(text: &str, name: &str) -> f64 {
+    // A fold from +0.0, not `sum()`: the sum of no floats is -0.0, which prints as "-0.0".
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .fold(0.0, |sum, value| sum + value)
+}
+
+/// A review reason in words, for people (the API's token stays in the page's classes).
+fn reason_label(reason: Reason) -> &'static str {
+    match reason {
+        Reason::Unknown => "Unknown outcome",
+        Reason::DuplicatePossible => "Possible duplicate",
+        Reason::Exhausted => "Dead letter",
+        Reason::Rejected => "Refused for good",
+        Reason::Contradicted => "Contradicted by later evidence",
+    }
+}
+
+/// The choices of "what happened", as the forms post them and as people read them.
+const ACTIONS: [(&str, &str); 4] = [
+    ("delivered", "Delivered: the vendor has it"),
+    ("not_delivered+resend", "Not delivered: send it again"),
+    ("not_delivered+close", "Not delivered: close it, no resend"),
+    ("acknowledged", "Acknowledge the possible duplicate"),
+];
+
+fn action_label(action: &str) -> &'static str {
+    ACTIONS
+        .iter()
+        .find(|(value, _)| *value == action)
+        .map_or("", |(_, label)| label)
+}
+
+/// A form's `action`, as an outcome and what follows it.
+fn outcome_of(action: &str) -> Result<(Outcome, Option<Then>), String> {
+    match action {
+        "delivered" => Ok((Outcome::Delivered, None)),
+        "acknowledged" => Ok((Outcome::Acknowledged, None)),
+        "not_delivered+resend" => Ok((Outcome::NotDelivered, Some(Then::Resend))),
+        "not_delivered+close" => Ok((Outcome::NotDelivered, Some(Then::Close))),
+        "" => Err("choose what happened".to_owned()),
+        other => Err(format!("unknown action `{other}`")),
+    }
 }
 
 #[derive(Deserialize)]
 struct QueueQuery {
     reason: Option<String>,
     route: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
     done: Option<String>,
+}
+
+/// The links of the front page's age counters: each lists exactly the items it counts
+/// (`since` inclusive, `until` exclusive, on the time an item ended in review, which is its
+/// `updated_at` while it waits).
+fn age_buckets(now: OffsetDateTime) -> [(Option<OffsetDateTime>, Option<OffsetDateTime>); 3] {
+    let hour = now - time::Duration::hours(1);
+    let day = now - time::Duration::days(1);
+    [
+        (Some(hour), None),
+        (Some(day), Some(hour)),
+        (None, Some(day)),
+    ]
 }
 
 async fn queue(
@@ -273,12 +328,14 @@ async fn queue(
     };
     let tenant = &session.principal.tenant;
     let now = OffsetDateTime::now_utc();
+    let given = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
     let filter = Filter {
-        route: query.route.clone().filter(|r| !r.is_empty()),
-        reason: query.reason.clone().filter(|r| !r.is_empty()),
-        ..Filter::default()
+        route: given(&query.route),
+        reason: given(&query.reason),
+        since: given(&query.since),
+        until: given(&query.until),
     };
-    let filter = match filter.parse(QUEUE_PAGE, None) {
+    let filter = match filter.parse(QUEUE_PAGE, None, state.review) {
         Ok(f) => f,
         Err(e) => {
             return failure(
@@ -301,49 +358,81 @@ async fn queue(
     };
     let rows: Vec<Value> = items
         .into_iter()
-        .filter_map(ReviewItem::of)
+        .filter_map(|detail| ReviewItem::of(detail, state.review))
         .map(|item| {
-            let age = now - item.notification.notification.updated_at;
+            let n = &item.notification.notification;
             serde_json::json!({
-                "id": item.notification.notification.id.to_string(),
+                "id": n.id.to_string(),
                 "reason": item.reason,
-                "route": item.notification.notification.route,
-                "to": item.notification.notification.to,
+                "label": reason_label(item.reason),
+                "route": n.route,
+                "to": n.to,
                 "why": item.why,
-                "age": human(age),
+                "age": human(now - n.updated_at),
             })
         })
         .collect();
-    // Counts over everything in review: by reason, by route, by age.
-    let mut by_reason: HashMap<&str, u64> = HashMap::new();
+    // Counters, each the size of the list its link shows: by reason (`?reason=`), and over
+    // what waits for a person (the default view) by route (`?route=`) and by age.
+    let buckets = age_buckets(now);
+    let mut by_reason: HashMap<Reason, u64> = HashMap::new();
     let mut by_route: HashMap<String, u64> = HashMap::new();
     let mut by_age = [0u64; 3];
     for detail in &everything {
-        let Some(reason) = crate::review::reason(&detail.notification, &detail.attempts) else {
+        let n = &detail.notification;
+        let Some(reason) = crate::review::reason(n, &detail.attempts) else {
             continue;
         };
-        *by_reason.entry(reason.as_str()).or_default() += 1;
-        *by_route
-            .entry(detail.notification.route.clone())
-            .or_default() += 1;
-        let hours = (now - detail.notification.updated_at).whole_hours();
-        by_age[if hours < 1 {
-            0
-        } else if hours < 24 {
-            1
-        } else {
-            2
-        }] += 1;
+        *by_reason.entry(reason).or_default() += 1;
+        if !state.review.waits(reason) {
+            continue;
+        }
+        *by_route.entry(n.route.clone()).or_default() += 1;
+        if let Some(slot) = buckets.iter().position(|(since, until)| {
+            since.is_none_or(|s| n.updated_at >= s) && until.is_none_or(|u| n.updated_at < u)
+        }) {
+            by_age[slot] += 1;
+        }
     }
     let mut by_route: Vec<(String, u64)> = by_route.into_iter().collect();
     by_route.sort();
+    let ages: Vec<Value> = ["under an hour", "under a day", "older"]
+        .iter()
+        .zip(buckets)
+        .zip(by_age)
+        .map(|((label, (since, until)), count)| {
+            let mut link = Vec::new();
+            if let Some(since) = since {
+                link.push(format!("since={}", rfc3339(since)));
+            }
+            if let Some(until) = until {
+                link.push(format!("until={}", rfc3339(until)));
+            }
+            serde_json::json!({"label": label, "count": count, "query": link.join("&")})
+        })
+        .collect();
+    let reasons: Vec<Value> = Reason::ALL
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "reason": r.as_str(),
+                "label": reason_label(*r),
+                "count": by_reason.get(r).copied().unwrap_or(0),
+                "waits": state.review.waits(*r),
+            })
+        })
+        .collect();
     let text = state.metrics.render();
     let accepted = metric(&text, "herald_notifications_accepted_total");
     let replays = metric(&text, "herald_idempotency_replays_total");
     let hit_rate = if accepted + replays > 0.0 {
-        format!("{:.1} %", 100.0 * replays / (accepted + replays))
+        format!(
+            "{:.1} % ({replays} of {})",
+            100.0 * replays / (accepted + replays),
+            accepted + replays
+        )
     } else {
-        "—".to_owned()
+        "no requests yet".to_owned()
     };
     let queue_age = match state.store.queue_stats(now).await {
         Ok(stats) => stats
@@ -352,6 +441,10 @@ async fn queue(
             .unwrap_or_else(|| "none due".to_owned()),
         Err(_) => "?".to_owned(),
     };
+    let next = rows
+        .iter()
+        .find(|row| Some(row["id"].as_str().unwrap_or_default()) != query.done.as_deref())
+        .map(|row| row["id"].clone());
     page(
         "queue.html",
         context! {
@@ -359,15 +452,18 @@ async fn queue(
             csrf => session.csrf,
             principal => session.principal.name,
             items => rows,
-            reasons => Reason::ALL.iter().map(|r| (r.as_str(), by_reason.get(r.as_str()).copied().unwrap_or(0))).collect::<Vec<_>>(),
+            reasons => reasons,
+            choices => Reason::ALL.iter().map(|r| (r.as_str(), reason_label(*r))).collect::<Vec<_>>(),
             routes => by_route,
-            ages => by_age,
+            ages => ages,
             hit_rate => hit_rate,
             queue_age => queue_age,
-            outbox_backlog => metric(&text, "herald_outbox_backlog"),
+            // A count of events: a whole number, whatever the exposition's float says.
+            outbox_backlog => metric(&text, "herald_outbox_backlog").round() as i64,
             reason => query.reason,
             route => query.route,
             done => query.done,
+            next => next,
         },
     )
 }
@@ -414,9 +510,7 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
         }
         Err(err) => return failure(StatusCode::SERVICE_UNAVAILABLE, err.to_string()),
     };
-    let reason = crate::review::reason(&detail.notification, &detail.attempts);
-    let why = reason.map(|r| crate::review::why(r, &detail.attempts));
-    let body: NotificationBody = detail.into();
+    let body = NotificationBody::of(detail, state.review);
     let attempts: Vec<Value> = body
         .attempts
         .iter()
@@ -432,6 +526,31 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
         })
         .collect();
     let n = &body.notification;
+    let reason = body.review.as_ref().and_then(|r| r.reason);
+    // What a person may do, by why it waits: words, and no choice made for them.
+    let actions: Vec<(&str, &str)> = match reason {
+        Some(Reason::Unknown) => vec![
+            ACTIONS[0],
+            ACTIONS[1],
+            ("not_delivered+close", "Not delivered: close it as failed"),
+        ],
+        Some(Reason::DuplicatePossible | Reason::Contradicted) => vec![ACTIONS[3]],
+        Some(Reason::Exhausted | Reason::Rejected) => vec![
+            ("not_delivered+resend", "Send it again"),
+            ("not_delivered+close", "Close it: it no longer matters"),
+        ],
+        None => Vec::new(),
+    };
+    let payload = n
+        .content
+        .payload
+        .as_ref()
+        .map(|p| serde_json::to_string_pretty(p).unwrap_or_default());
+    let data = n
+        .content
+        .data
+        .as_ref()
+        .map(|d| serde_json::to_string_pretty(d).unwrap_or_default());
     page(
         "notification.html",
         context! {
@@ -439,11 +558,16 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
             csrf => session.csrf,
             principal => session.principal.name,
             n => serde_json::to_value(n).unwrap_or_default(),
+            payload => payload,
+            data => data,
+            failure_reason => body.failure_reason,
             attempts => attempts,
             receipts => serde_json::to_value(&body.receipts).unwrap_or_default(),
             resolutions => body.review.as_ref().map(|r| serde_json::to_value(&r.resolutions).unwrap_or_default()),
             reason => reason.map(|r| r.as_str()),
-            why => why,
+            label => reason.map(reason_label),
+            why => body.review.as_ref().and_then(|r| r.why.clone()),
+            actions => actions,
             error => error,
         },
     )
@@ -454,21 +578,11 @@ struct ResolveForm {
     #[serde(default)]
     csrf: String,
     /// `delivered`, `not_delivered+resend`, `not_delivered+close` or `acknowledged`.
+    #[serde(default)]
     action: String,
     #[serde(default)]
     note: String,
     force: Option<String>,
-}
-
-fn ask_of(action: &str, note: &str, force: bool) -> Result<Ask, String> {
-    let (outcome, then) = match action {
-        "delivered" => (Outcome::Delivered, None),
-        "acknowledged" => (Outcome::Acknowledged, None),
-        "not_delivered+resend" => (Outcome::NotDelivered, Some(Then::Resend)),
-        "not_delivered+close" => (Outcome::NotDelivered, Some(Then::Close)),
-        other => return Err(format!("unknown action `{other}`")),
-    };
-    Ask::new(outcome, then, note, force).map_err(|e| format!("{}: {}", e.field, e.message))
 }
 
 async fn resolve(
@@ -483,8 +597,16 @@ async fn resolve(
     if forged(&session, &form.csrf) {
         return refused_as_forged();
     }
-    let ask = match ask_of(&form.action, &form.note, form.force.is_some()) {
-        Ok(ask) => ask,
+    let asked = outcome_of(&form.action).and_then(|(outcome, then)| {
+        let note = crate::review::parse_note(&form.note);
+        let ask = Ask::new(outcome, then, form.force.is_some());
+        match (ask, note) {
+            (Ok(ask), Ok(note)) => Ok((ask, note)),
+            (Err(e), _) | (_, Err(e)) => Err(format!("{}: {}", e.field, e.message)),
+        }
+    });
+    let (ask, note) = match asked {
+        Ok(asked) => asked,
         Err(e) => {
             return show(&state, &session, &id, Some(e))
                 .await
@@ -502,7 +624,7 @@ async fn resolve(
         Ok(d) => d,
         Err(err) => return failure(StatusCode::NOT_FOUND, err.to_string()),
     };
-    match review::apply(&state, &session.principal, detail, &ask).await {
+    match review::apply(&state, &session.principal, detail, &ask, &note).await {
         Ok(()) => redirect(&format!("/console?done={nid}")),
         Err(problem) => show(&state, &session, &id, Some(problem.detail.clone()))
             .await
@@ -527,7 +649,10 @@ struct BulkForm {
     #[serde(default)]
     note: String,
     force: Option<String>,
-    /// Present on the confirmation, after the dry run was shown.
+    /// The preview shown, which the confirmation applies.
+    #[serde(default)]
+    preview: String,
+    /// Present on the confirmation of a preview.
     confirm: Option<String>,
 }
 
@@ -545,13 +670,16 @@ async fn bulk_form(
             title => "Resolve many",
             csrf => session.csrf,
             principal => session.principal.name,
+            choices => Reason::ALL.iter().map(|r| (r.as_str(), reason_label(*r))).collect::<Vec<_>>(),
+            actions => ACTIONS,
             form => context! { reason => query.reason, route => query.route },
         },
     )
 }
 
-/// The first post shows what would change (a dry run); the confirmation applies exactly that
-/// filter again, and shows what changed.
+/// The first post is a dry run: it shows what would change, each item with its recipient, age
+/// and why, and keeps a preview of exactly those. The confirmation applies that preview, and
+/// is refused if the form now says another outcome or filter than the one previewed.
 async fn bulk(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -564,65 +692,84 @@ async fn bulk(
         return refused_as_forged();
     }
     let confirm = form.confirm.is_some();
-    let rerender = |error: Option<String>, ids: Vec<String>, refused: Vec<(String, String)>| {
+    let render = |error: Option<(StatusCode, String)>, body: Option<review::BulkBody>| {
+        let now = OffsetDateTime::now_utc();
+        let items: Vec<Value> = body
+            .iter()
+            .flat_map(|b| &b.items)
+            .map(|item| {
+                serde_json::json!({
+                    "id": item.id.to_string(), "to": item.to, "route": item.route,
+                    "reason": item.reason, "label": reason_label(item.reason), "why": item.why,
+                    "age": human(now - item.waiting_since),
+                })
+            })
+            .collect();
+        let refused: Vec<(String, String)> = body
+            .iter()
+            .flat_map(|b| &b.refused)
+            .map(|r| (r.id.to_string(), r.detail.clone()))
+            .collect();
+        let (status, error) = match error {
+            Some((status, error)) => (status, Some(error)),
+            None => (StatusCode::OK, None),
+        };
         page(
             "bulk.html",
             context! {
                 title => "Resolve many",
                 csrf => session.csrf.clone(),
                 principal => session.principal.name.clone(),
+                choices => Reason::ALL.iter().map(|r| (r.as_str(), reason_label(*r))).collect::<Vec<_>>(),
+                actions => ACTIONS,
                 form => context! {
                     reason => form.reason.clone(), route => form.route.clone(),
                     since => form.since.clone(), until => form.until.clone(),
                     action => form.action.clone(), note => form.note.clone(),
                     force => form.force.is_some(),
                 },
+                action_label => action_label(&form.action),
                 error => error,
-                dry_run => !confirm,
-                ids => ids,
+                dry_run => body.as_ref().is_some_and(|b| b.dry_run),
+                shown => body.is_some(),
+                items => items,
                 refused => refused,
-                shown => true,
+                more => body.as_ref().is_some_and(|b| b.more),
+                preview => body.as_ref().and_then(|b| b.preview.clone()),
+                expires => body.as_ref().and_then(|b| b.expires_at).map(|t| human(t - now)),
             },
         )
+        .map_status(status)
     };
-    let ask = match ask_of(&form.action, &form.note, form.force.is_some()) {
-        Ok(ask) => ask,
-        Err(e) => return rerender(Some(e), Vec::new(), Vec::new()),
+    let (outcome, then) = match outcome_of(&form.action) {
+        Ok(asked) => asked,
+        Err(e) => return render(Some((StatusCode::UNPROCESSABLE_ENTITY, e)), None),
     };
-    let filter = Filter {
-        route: Some(form.route.clone()).filter(|r| !r.is_empty()),
-        reason: Some(form.reason.clone()).filter(|r| !r.is_empty()),
-        since: Some(form.since.clone()).filter(|r| !r.is_empty()),
-        until: Some(form.until.clone()).filter(|r| !r.is_empty()),
+    let optional = |value: &str| Some(value.to_owned()).filter(|v| !v.trim().is_empty());
+    let request = review::BulkRequest {
+        preview: confirm.then(|| form.preview.clone()),
+        filter: Some(Filter {
+            route: optional(&form.route),
+            reason: optional(&form.reason),
+            since: optional(&form.since),
+            until: optional(&form.until),
+        }),
+        outcome: Some(outcome),
+        then,
+        note: optional(&form.note),
+        force: Some(form.force.is_some()),
+        dry_run: !confirm,
+        max: None,
     };
-    let filter = match filter.parse(review::MAX_BULK, None) {
-        Ok(f) => f,
-        Err(e) => {
-            return rerender(
-                Some(format!("{}: {}", e.field, e.message)),
-                Vec::new(),
-                Vec::new(),
-            );
-        }
+    let answer = if confirm {
+        review::confirm_many(&state, &session.principal, &request).await
+    } else {
+        review::preview_many(&state, &session.principal, &request).await
     };
-    let selected = match state.store.review(&session.principal.tenant, &filter).await {
-        Ok(s) => s,
-        Err(err) => return failure(StatusCode::SERVICE_UNAVAILABLE, err.to_string()),
-    };
-    let (mut ids, mut refused) = (Vec::new(), Vec::new());
-    for detail in selected {
-        let id = detail.notification.id.to_string();
-        let outcome = if confirm {
-            review::apply(&state, &session.principal, detail, &ask).await
-        } else {
-            review::change_for(&state, &detail, &ask).map(|_| ())
-        };
-        match outcome {
-            Ok(()) => ids.push(id),
-            Err(problem) => refused.push((id, problem.detail.clone())),
-        }
+    match answer {
+        Ok(body) => render(None, Some(body)),
+        Err(problem) => render(Some((problem.status(), problem.detail)), None),
     }
-    rerender(None, ids, refused)
 }
 
 #[cfg(test)]
