@@ -246,10 +246,19 @@ async fn one_report_twenty_times_and_a_history_in_reverse_leave_one_receipt_hist
             );
         }
     }
+    // A time the vendor sends that herald could not store and read back (year 10000 in UTC)
+    // is left out; the report is taken, timed at its arrival.
+    let mut poison = report(&key, "complained");
+    poison["at"] = json!("9999-12-31T23:59:59-23:59");
+    let (body, headers) = signed("evt_poison", &poison, 0);
+    assert_eq!(
+        post_report(&app, "vendor", body, &headers).await.status(),
+        StatusCode::OK
+    );
     let n = app.show(&id).await;
     assert_eq!(statuses(&n), ["complained"], "{n:#}");
     assert_eq!(n["receipt"]["at"], "2026-12-01T10:00:00Z");
-    assert_eq!(app.db.count("callbacks").await, 3);
+    assert_eq!(app.db.count("callbacks").await, 4);
     assert_eq!(app.db.count("receipts").await, 1);
     // The complaint suppressed the recipient, once.
     let list: Value = app

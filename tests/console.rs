@@ -89,14 +89,43 @@ fn browser_client() -> reqwest::Client {
         .unwrap()
 }
 
-/// Signs in over plain HTTP; the session cookie and the CSRF token of the forms.
-async fn sign_in(app: &TestApp, http: &reqwest::Client) -> (String, String) {
-    let response = http
-        .post(app.url("/console/login"))
-        .form(&[("token", ACME_REVIEWER)])
+/// The sign-in form as this herald serves it: its cookie and the CSRF token it carries.
+async fn login_form(app: &TestApp, http: &reqwest::Client) -> (String, String) {
+    let response = http.get(app.url("/console/login")).send().await.unwrap();
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let html = response.text().await.unwrap();
+    (cookie, form_csrf(&html))
+}
+
+/// The CSRF token a page's forms carry.
+fn form_csrf(html: &str) -> String {
+    html.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page's forms carry a CSRF token")
+        .to_owned()
+}
+
+/// Posts the sign-in form with `token`, as a browser that loaded it does.
+async fn post_login(app: &TestApp, http: &reqwest::Client, token: &str) -> reqwest::Response {
+    let (cookie, csrf) = login_form(app, http).await;
+    http.post(app.url("/console/login"))
+        .header("cookie", cookie)
+        .form(&[("token", token), ("csrf", &csrf)])
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Signs in over plain HTTP; the session cookie and the CSRF token of the forms.
+async fn sign_in(app: &TestApp, http: &reqwest::Client) -> (String, String) {
+    let response = post_login(app, http, ACME_REVIEWER).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let set_cookie = response.headers()["set-cookie"]
         .to_str()
@@ -115,13 +144,7 @@ async fn sign_in(app: &TestApp, http: &reqwest::Client) -> (String, String) {
         .text()
         .await
         .unwrap();
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the page's forms carry a CSRF token")
-        .to_owned();
-    (cookie, csrf)
+    (cookie, form_csrf(&html))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,13 +194,28 @@ async fn a_form_post_without_the_csrf_token_changes_nothing() {
 
     // A wrong token does not sign in; a token without the review scope neither.
     for token in ["nope", ACME] {
-        let response = http
-            .post(app.url("/console/login"))
-            .form(&[("token", token)])
+        let response = post_login(&app, &http, token).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{token}");
+        assert!(response.headers().get("set-cookie").is_none());
+    }
+    // A sign-in posted from another site (no sign-in cookie, or another form's token) signs
+    // nobody in, even with a good token: no login CSRF.
+    let (login_cookie, _) = login_form(&app, &http).await;
+    for (sent, csrf) in [
+        (None, ""),
+        (None, "guessed"),
+        (Some(&login_cookie), "another"),
+    ] {
+        let mut post = http.post(app.url("/console/login"));
+        if let Some(sent) = sent {
+            post = post.header("cookie", sent);
+        }
+        let response = post
+            .form(&[("token", ACME_REVIEWER), ("csrf", csrf)])
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{token}");
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{sent:?} {csrf}");
         assert!(response.headers().get("set-cookie").is_none());
     }
 
@@ -187,10 +225,24 @@ async fn a_form_post_without_the_csrf_token_changes_nothing() {
         .header("cookie", &cookie)
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
+    // Never framed (a signed-in form under another site's page), never cached, no script.
+    for (name, value) in [
+        ("x-frame-options", "DENY"),
+        ("x-content-type-options", "nosniff"),
+        ("cache-control", "no-store"),
+    ] {
+        assert_eq!(page.headers()[name], value, "{name}");
+    }
+    let policy = page.headers()["content-security-policy"].to_str().unwrap();
+    for directive in [
+        "default-src 'none'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    ] {
+        assert!(policy.contains(directive), "{policy}");
+    }
+    let page = page.text().await.unwrap();
     assert!(!page.contains("<script>alert"), "evidence is escaped");
     assert!(page.contains("&lt;script&gt;alert"), "and shown");
     let response = http

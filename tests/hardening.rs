@@ -7,9 +7,12 @@ mod support;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use support::{ACME, Backend, TestDb, build_app, problem, spawn_app};
+use support::{ACME, ACME_REVIEWER, Backend, TestDb, build_app, problem, spawn_app};
 
-on_both_backends!(a_nul_character_is_refused_by_name_on_both_backends,);
+on_both_backends!(
+    a_nul_character_is_refused_by_name_on_both_backends,
+    a_time_out_of_range_is_refused_by_name_and_never_stored,
+);
 
 /// What `App::build` says of a config with these `[[tokens]]`.
 async fn built_with(tokens: &str) -> Result<(), String> {
@@ -189,9 +192,10 @@ async fn a_database_that_refuses_connections_answers_503_and_recovers() {
     let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
     let text = ready.text().await.unwrap();
+    assert!(text.contains("database unreachable"), "{text}");
     assert!(
-        text.contains("not currently accepting connections"),
-        "{text}"
+        !text.contains(&name) && !text.contains("accepting connections"),
+        "the database's own words stay in the log: {text}"
     );
 
     run(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")).await;
@@ -208,6 +212,65 @@ async fn a_database_that_refuses_connections_answers_503_and_recovers() {
 
 /// An endpoint that answers 500 with everything it was sent, headers included: what a broken
 /// proxy or a debugging endpoint would do.
+async fn a_time_out_of_range_is_refused_by_name_and_never_stored(backend: Backend) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    // Valid RFC 3339 whose offset moves the year out of four digits in UTC: stored, such a time
+    // could not be read back, and every claim of the queue failed.
+    let poisons = ["0000-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:59"];
+    for (i, poison) in poisons.into_iter().enumerate() {
+        let body = json!({"channel": "email", "to": "a@example.com", "subject": "Hi",
+                          "text": "t", "send_at": poison});
+        let refused = problem(
+            app.enqueue(ACME, &format!("poison-{i}"), &body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert!(
+            refused.to_string().contains("send_at")
+                && refused.to_string().contains("9999-12-31T23:59:59Z"),
+            "{refused}"
+        );
+        for (token, path) in [
+            (ACME, format!("/v1/notifications?created_after={poison}")),
+            (ACME_REVIEWER, format!("/v1/review?since={poison}")),
+        ] {
+            let path = path.replace('+', "%2B");
+            // Refused as every invalid query parameter is: 400, naming it.
+            let refused = problem(app.get(token, &path).await, StatusCode::BAD_REQUEST).await;
+            assert!(
+                refused.to_string().contains("between 1970"),
+                "{path}: {refused}"
+            );
+        }
+    }
+    assert_eq!(
+        app.db.count("notifications").await,
+        0,
+        "nothing stored that a claim could not read back"
+    );
+}
+
+#[tokio::test]
+async fn a_query_parameter_of_the_wrong_type_answers_a_problem() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    for path in ["/v1/suppressions?limit=many", "/v1/suppressions?limit=-1"] {
+        let refused = problem(app.get(ACME, path).await, StatusCode::BAD_REQUEST).await;
+        assert_eq!(
+            refused["type"]
+                .as_str()
+                .map(|t| t.ends_with("invalid-parameter")),
+            Some(true),
+            "{path}: {refused}"
+        );
+        assert!(
+            refused["detail"].as_str().unwrap().contains("limit"),
+            "{path}: {refused}"
+        );
+    }
+}
+
 async fn echo_server() -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

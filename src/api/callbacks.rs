@@ -6,7 +6,7 @@
 //! once per (route, vendor event id); a repeat answers 200 and changes nothing, so a vendor
 //! that retries, or sends one event 46 times, does no harm.
 
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{delete, post};
@@ -116,6 +116,15 @@ pub async fn receive(
             }
         }
     })?;
+    // A vendor's time that herald could not store and read back is left out, as an unreadable
+    // one is: the report is taken, timed at its arrival.
+    let events: Vec<_> = events
+        .into_iter()
+        .map(|mut event| {
+            event.at = event.at.and_then(crate::domain::in_range);
+            event
+        })
+        .collect();
     let count = events.len();
     let taken = state
         .store
@@ -181,14 +190,24 @@ pub struct SuppressionQuery {
     tag = "suppressions", params(SuppressionQuery), security(("bearer" = [])),
     responses(
         (status = 200, description = "A page of suppressions", body = SuppressionPage),
+        (status = 400, description = "A query parameter is not of its type", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A parameter is invalid", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(
     State(state): State<AppState>,
     principal: Principal,
-    Query(query): Query<SuppressionQuery>,
+    query: Result<Query<SuppressionQuery>, QueryRejection>,
 ) -> Result<Json<SuppressionPage>, Problem> {
     principal.require(Scope::Read)?;
+    // axum answers a parameter of the wrong type in plain text; herald answers problems.
+    let Query(query) = query.map_err(|rejection| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-parameter",
+            "A query parameter is invalid",
+            rejection.body_text(),
+        )
+    })?;
     let channel = query
         .channel
         .as_deref()

@@ -165,17 +165,6 @@ fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
     })
 }
 
-/// A time given in a query parameter; the answer to a malformed one shows the form to use.
-pub(crate) fn rfc3339_parameter(
-    field: &str,
-    value: &str,
-) -> Result<time::OffsetDateTime, crate::domain::FieldError> {
-    use time::format_description::well_known::Rfc3339;
-    time::OffsetDateTime::parse(value, &Rfc3339).map_err(|_| {
-        crate::domain::FieldError::new(field, "must be an RFC 3339 time, e.g. 2026-11-30T12:00:00Z")
-    })
-}
-
 /// PostgreSQL cannot store U+0000 in text or JSON, and SQLite would: refused in every body, at
 /// its path, so that both backends answer the same.
 pub(crate) fn without_nul(value: &Value, path: &str) -> Result<(), crate::domain::FieldError> {

@@ -505,7 +505,7 @@ pub async fn list(
         }
     };
     let time = |name: &str, value: &str| {
-        super::rfc3339_parameter(name, value).map_err(|e| bad(&e.field, &e.message))
+        crate::domain::parse_time(name, value).map_err(|e| bad(&e.field, &e.message))
     };
     let mut filter = ListFilter {
         limit: DEFAULT_PAGE,

@@ -68,19 +68,20 @@ async fn healthz() -> Json<Health> {
 async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
     match state.store.check_ready(OffsetDateTime::now_utc()).await {
         Ok(()) => Ok(Json(Health { status: "ready" })),
-        Err(StoreError::Unavailable(outage, cause)) => Err(Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not-ready",
-            "Not ready",
-            format!("database {outage}: {}", first_line(&cause)),
-        )
-        .with_retry_after(1)),
+        // Anyone may ask, so the answer names the kind of outage only: the database's own
+        // words (role and database names, paths) go to the log.
+        Err(StoreError::Unavailable(outage, cause)) => {
+            tracing::warn!(%outage, %cause, "not ready");
+            Err(Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not-ready",
+                "Not ready",
+                format!("database {outage}; herald's log says why"),
+            )
+            .with_retry_after(1))
+        }
         Err(err) => Err(err.into()),
     }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or_default()
 }
 
 /// Prometheus text exposition.

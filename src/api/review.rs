@@ -104,7 +104,7 @@ impl Filter {
         let time = |field: &str, value: &Option<String>| {
             value
                 .as_deref()
-                .map(|v| super::rfc3339_parameter(field, v))
+                .map(|v| crate::domain::parse_time(field, v))
                 .transpose()
         };
         let reasons = match &self.reason {

@@ -8,8 +8,6 @@
 //! `source` and `type` are non-empty strings; `time` is RFC 3339. An error names the attribute.
 
 use serde_json::{Map, Value};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use super::FieldError;
 
@@ -178,8 +176,7 @@ impl CloudEvent {
         let event_type = required(&attributes, "type")?;
         let time = optional(&attributes, "time")?;
         if let Some(time) = &time {
-            OffsetDateTime::parse(time, &Rfc3339)
-                .map_err(|_| FieldError::new("time", "must be an RFC 3339 timestamp"))?;
+            super::parse_time("time", time)?;
         }
         let event = CloudEvent {
             id,

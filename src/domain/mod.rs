@@ -29,4 +29,5 @@ pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, Stat
 pub use transition::{AttemptOutcome, Decision, Next, Settlement};
 pub use values::{
     EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,
+    in_range, parse_time,
 };

@@ -10,25 +10,19 @@ use utoipa::ToSchema;
 use super::email::EmailFields;
 use super::routing::{Routing, Templates};
 
-/// `send_at` as RFC 3339, refused with the form it must take: the `time` crate's own message
-/// ("a character literal was not valid") does not say what to send instead.
+/// `send_at` as RFC 3339 in herald's range, refused with the form it must take: the `time`
+/// crate's own message ("a character literal was not valid") does not say what to send instead.
 fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<OffsetDateTime>, D::Error> {
     let Some(text) = Option::<String>::deserialize(deserializer)? else {
         return Ok(None);
     };
-    OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339)
+    parse_time("send_at", &text)
         .map(Some)
-        .map_err(|_| {
-            serde::de::Error::custom(format!(
-                "`{}` is not an RFC 3339 date-time: use e.g. 2026-12-01T09:30:00Z or \
-                 2026-12-01T10:30:00+01:00 (a `T`, seconds, and a zone)",
-                text.chars().take(64).collect::<String>()
-            ))
-        })
+        .map_err(|e| serde::de::Error::custom(e.message))
 }
-use super::values::header_safe;
+use super::values::{header_safe, parse_time};
 use super::{
     AttemptResult, Certainty, Channel, Delivery, EmailAddress, FieldError, NotificationId,
     PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
@@ -743,6 +737,25 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_send_at_whose_offset_leaves_the_range_in_utc_is_refused() {
+        for poison in [
+            "0000-01-01T00:00:00+23:59",
+            "9999-12-31T23:59:59-23:59",
+            "1969-12-31T23:59:59Z",
+        ] {
+            let err = serde_json::from_value::<NotificationRequest>(json!({
+                "channel": "email", "to": "a@example.com", "text": "hi", "send_at": poison
+            }))
+            .unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("must be between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z"),
+                "{poison}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -3,6 +3,9 @@
 use std::fmt;
 
 use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::macros::datetime;
+use time::{OffsetDateTime, UtcOffset};
 use uuid::Uuid;
 
 /// A request field that failed to parse, named as the client spelled it.
@@ -105,6 +108,39 @@ fn reject_control_chars(field: &str, s: &str) -> Result<(), FieldError> {
         ));
     }
     Ok(())
+}
+
+/// The times herald takes from outside, in UTC: from the Unix epoch to the end of year 9999.
+/// RFC 3339 allows an offset that moves a four-digit year out of that range (`0000-01-01T00:00:00
+/// +23:59` is year −1 in UTC), and such a time could be stored but not read back: every claim
+/// of a queue that held one failed.
+const EARLIEST: OffsetDateTime = datetime!(1970-01-01 00:00:00 UTC);
+const LATEST: OffsetDateTime = datetime!(9999-12-31 23:59:59.999999999 UTC);
+
+/// An RFC 3339 time from outside (a body, a query, a vendor's report), in UTC and in range.
+pub fn parse_time(field: &str, s: &str) -> Result<OffsetDateTime, FieldError> {
+    let t = OffsetDateTime::parse(s, &Rfc3339).map_err(|_| {
+        FieldError::new(
+            field,
+            format!(
+                "`{}` is not an RFC 3339 date-time: use e.g. 2026-12-01T09:30:00Z or \
+                 2026-12-01T10:30:00+01:00 (a `T`, seconds, and a zone)",
+                s.chars().take(64).collect::<String>()
+            ),
+        )
+    })?;
+    in_range(t).ok_or_else(|| {
+        FieldError::new(
+            field,
+            "must be between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z in UTC",
+        )
+    })
+}
+
+/// `t` in UTC, if it is in the range of times herald takes from outside.
+pub fn in_range(t: OffsetDateTime) -> Option<OffsetDateTime> {
+    t.checked_to_offset(UtcOffset::UTC)
+        .filter(|t| (EARLIEST..=LATEST).contains(t))
 }
 
 /// Checks a value that ends up in a protocol header (a mail header, an HTTP header line):

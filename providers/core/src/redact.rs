@@ -12,6 +12,9 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::{Evidence, QueryResult, SendResult};
 
+/// The shortest start of a credential that [`Redactor::scrub`] recognises at an excerpt's cut.
+const CUT_FORM_MIN: usize = 4;
+
 /// What an adapter must never let into evidence.
 #[derive(Clone, Default)]
 pub struct Redactor(Vec<SecretString>);
@@ -67,7 +70,8 @@ impl Redactor {
             .sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
     }
 
-    /// `text` with every form replaced by `[REDACTED]`.
+    /// `text` with every form replaced by `[REDACTED]`; where `text` is an excerpt cut at the
+    /// evidence limit (it ends in `…`) inside a form, what is left of that form too.
     pub fn scrub(&self, text: &str) -> String {
         let mut text = text.to_owned();
         for form in &self.0 {
@@ -76,7 +80,27 @@ impl Redactor {
                 text = text.replace(form, "[REDACTED]");
             }
         }
-        text
+        match text.strip_suffix('…').and_then(|kept| self.cut_form(kept)) {
+            Some(start) => format!("{}[REDACTED]…", &text[..start]),
+            None => text,
+        }
+    }
+
+    /// Where the start of a form that `kept` ends with begins, if one does: the cut of an
+    /// excerpt went through a credential. Fewer than [`CUT_FORM_MIN`] characters are left
+    /// alone, as any text may end with them and they give nothing away.
+    fn cut_form(&self, kept: &str) -> Option<usize> {
+        self.0
+            .iter()
+            .filter_map(|form| {
+                let form = form.expose_secret();
+                (CUT_FORM_MIN..form.len())
+                    .rev()
+                    .filter(|&n| form.is_char_boundary(n))
+                    .find(|&n| kept.ends_with(&form[..n]))
+                    .map(|n| kept.len() - n)
+            })
+            .min()
     }
 
     pub fn evidence(&self, mut evidence: Evidence) -> Evidence {
@@ -99,6 +123,23 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_that_an_excerpt_cut_through_is_scrubbed_too() {
+        let secret = "s3cr3t-token-0123456789";
+        let redactor = Redactor::secret(secret);
+        for left in [4, 10, secret.len() - 1] {
+            let padding = "x".repeat(crate::EVIDENCE_EXCERPT_BYTES - left);
+            let cut = crate::excerpt(&format!("{padding}{secret} and more"));
+            assert!(cut.contains(&secret[..left]), "the cut left {left}: {cut}");
+            let scrubbed = redactor.scrub(&cut);
+            assert_eq!(scrubbed, format!("{padding}[REDACTED]…"), "{left} left");
+        }
+        // An excerpt that merely ends like the start of one is not a credential's cut unless
+        // it was cut.
+        assert_eq!(redactor.scrub("ends with s3cr"), "ends with s3cr");
+        assert_eq!(redactor.scrub("ends with s3c…"), "ends with s3c…");
+    }
 
     #[test]
     fn every_form_of_a_credential_is_scrubbed() {

@@ -4,7 +4,9 @@
 //!
 //! Sign-in takes a token with the `review` scope and sets a session cookie (`HttpOnly`,
 //! `SameSite=Strict`, `Secure` behind HTTPS); every form carries the session's CSRF token, and
-//! a post without it changes nothing. Sessions live in this process's memory: behind several
+//! a post without it changes nothing. The sign-in form carries one too, bound to a cookie of
+//! its own, so that no other site can sign a person in as someone else. Every page forbids
+//! framing, scripts and caching by its headers. Sessions live in this process's memory: behind several
 //! herald processes, route a person to one (or sign in again). Everything shown is escaped by
 //! the templates: vendor evidence is untrusted text.
 
@@ -14,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
-use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, LOCATION, REFERRER_POLICY, SET_COOKIE,
+    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -31,6 +36,8 @@ use super::review::{self, Filter, ReviewItem};
 use crate::review::{Ask, Outcome, Reason, Then};
 
 const COOKIE_NAME: &str = "herald_console";
+/// The sign-in form's CSRF token, before there is a session.
+const LOGIN_COOKIE: &str = "herald_console_login";
 /// A session ends this long after sign-in, whatever is going on.
 const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// The queue page shows this many items; the API pages further.
@@ -44,6 +51,27 @@ pub fn routes() -> Router<AppState> {
         .route("/console/notifications/{id}", get(notification))
         .route("/console/notifications/{id}/resolve", post(resolve))
         .route("/console/bulk", get(bulk_form).post(bulk))
+        .layer(axum::middleware::map_response(guarded))
+}
+
+/// Pages that load nothing from elsewhere, run no script, are never framed (a signed-in form
+/// under another site's page) and are not kept by any cache.
+async fn guarded(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (
+            CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
+             frame-ancestors 'none'; base-uri 'none'",
+        ),
+        (X_FRAME_OPTIONS, "DENY"),
+        (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (CACHE_CONTROL, "no-store"),
+        (REFERRER_POLICY, "same-origin"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
 }
 
 /// Signed-in people, by session id.
@@ -72,7 +100,7 @@ impl Sessions {
     }
 
     fn get(&self, headers: &HeaderMap) -> Option<(String, Session)> {
-        let id = cookie(headers)?;
+        let id = cookie(headers, COOKIE_NAME)?;
         let sessions = self.0.lock().unwrap_or_else(|e| e.into_inner());
         sessions
             .get(&id)
@@ -90,14 +118,14 @@ fn random_token() -> String {
     hex::encode(bytes)
 }
 
-fn cookie(headers: &HeaderMap) -> Option<String> {
+fn cookie(headers: &HeaderMap, wanted: &str) -> Option<String> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
+        .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value.to_owned())
 }
 
@@ -143,7 +171,12 @@ fn redirect(to: &str) -> Response {
 
 /// A form post must carry this session's CSRF token.
 fn forged(session: &Session, presented: &str) -> bool {
-    !bool::from(session.csrf.as_bytes().ct_eq(presented.as_bytes()))
+    !same_token(&session.csrf, presented)
+}
+
+/// Compared in constant time: how long a refusal takes says nothing of the token.
+fn same_token(expected: &str, presented: &str) -> bool {
+    !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
 }
 
 fn refused_as_forged() -> Response {
@@ -178,12 +211,22 @@ async fn login_form(State(state): State<AppState>, headers: HeaderMap) -> Respon
     if state.sessions.get(&headers).is_some() {
         return redirect("/console");
     }
-    page("login.html", context! { title => "Sign in" })
+    let csrf = random_token();
+    let mut response = page("login.html", context! { title => "Sign in", csrf => csrf });
+    let cookie = format!(
+        "{LOGIN_COOKIE}={csrf}; Path=/console/login; HttpOnly; SameSite=Strict; Max-Age=3600"
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(SET_COOKIE, value);
+    }
+    response
 }
 
 #[derive(Deserialize)]
 struct LoginForm {
     token: String,
+    #[serde(default)]
+    csrf: String,
 }
 
 async fn login(
@@ -191,6 +234,12 @@ async fn login(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    // The form must be the one this herald served to this browser: a cross-site post carries
+    // no `SameSite=Strict` cookie, so it cannot sign a person in under an attacker's token.
+    let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
+    if !same_token(&expected, &form.csrf) {
+        return refused_as_forged();
+    }
     let presented = form.token.trim();
     let principal = (!presented.is_empty())
         .then(|| state.tokens.authenticate(presented))
@@ -199,7 +248,9 @@ async fn login(
     let Some(principal) = principal.filter(|p| p.has(Scope::Review)) else {
         return page(
             "login.html",
-            context! { title => "Sign in", error => "That token is not valid for review." },
+            context! {
+                title => "Sign in", csrf => form.csrf, error => "That token is not valid for review."
+            },
         )
         .map_status(StatusCode::UNAUTHORIZED);
     };
@@ -788,9 +839,10 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(
             COOKIE,
-            HeaderValue::from_static("a=1; herald_console=abc; b=2"),
+            HeaderValue::from_static("a=1; herald_console_login=xyz; herald_console=abc; b=2"),
         );
-        assert_eq!(cookie(&headers).as_deref(), Some("abc"));
+        assert_eq!(cookie(&headers, COOKIE_NAME).as_deref(), Some("abc"));
+        assert_eq!(cookie(&headers, LOGIN_COOKIE).as_deref(), Some("xyz"));
     }
 
     #[test]
