@@ -979,6 +979,98 @@ impl Config {
         }
     }
 
+    /// Every duration and count within a range herald can run with: a time added to now, or
+    /// a count of slots, that overflows or is zero panics or stops serving long after
+    /// `check-config` said the file was valid.
+    fn check_bounds(&self, loader: &mut Loader) {
+        const HOUR: u64 = 3600;
+        const DAY: u64 = 24 * HOUR;
+        let (d, r, s) = (&self.dispatch, &self.relay, &self.server);
+        let mut bounded: Vec<(String, u64, u64, u64)> = [
+            ("dispatch.lease_seconds", d.lease_seconds, 1, DAY),
+            (
+                "dispatch.poll_interval_ms",
+                d.poll_interval_ms,
+                1,
+                HOUR * 1000,
+            ),
+            ("dispatch.retry_base_ms", d.retry_base_ms, 1, DAY * 1000),
+            (
+                "dispatch.retry_max_seconds",
+                d.retry_max_seconds,
+                1,
+                30 * DAY,
+            ),
+            ("relay.lease_seconds", r.lease_seconds, 1, DAY),
+            ("relay.poll_interval_ms", r.poll_interval_ms, 1, HOUR * 1000),
+            ("relay.retry_base_ms", r.retry_base_ms, 1, DAY * 1000),
+            ("relay.retry_max_seconds", r.retry_max_seconds, 1, 30 * DAY),
+            (
+                "relay.retention_seconds",
+                r.retention_seconds,
+                0,
+                MAX_RETENTION_SECONDS,
+            ),
+            (
+                "server.header_timeout_seconds",
+                s.header_timeout_seconds,
+                1,
+                HOUR,
+            ),
+            (
+                "server.body_timeout_seconds",
+                s.body_timeout_seconds,
+                1,
+                HOUR,
+            ),
+            (
+                "server.shutdown_grace_seconds",
+                s.shutdown_grace_seconds,
+                0,
+                HOUR,
+            ),
+            (
+                "server.max_connections",
+                s.max_connections as u64,
+                1,
+                1_000_000,
+            ),
+            (
+                "database.max_connections",
+                u64::from(self.database.max_connections),
+                1,
+                10_000,
+            ),
+        ]
+        .into_iter()
+        .map(|(key, value, min, max)| (key.to_owned(), value, min, max))
+        .collect();
+        for (name, route) in &self.routes {
+            bounded.extend([
+                (
+                    format!("routes.{name}.max_age_seconds"),
+                    route.max_age.as_secs(),
+                    1,
+                    MAX_RETENTION_SECONDS,
+                ),
+                (
+                    format!("routes.{name}.circuit_open_seconds"),
+                    route.circuit_open.as_secs(),
+                    1,
+                    DAY,
+                ),
+            ]);
+        }
+        for (key, value, min, max) in bounded {
+            if !(min..=max).contains(&value) {
+                loader.push(
+                    &key,
+                    format!("{value} is out of range: must be from {min} to {max}"),
+                );
+            }
+        }
+    }
+
     fn check(&self, loader: &mut Loader) {
         for (channel, route) in &self.channels {
             let key = format!("channels.{channel}");
@@ -994,9 +1086,10 @@ impl Config {
             }
         }
         self.check_fallbacks(loader);
+        self.check_bounds(loader);
         let lease = Duration::from_secs(self.dispatch.lease_seconds);
         for (name, route) in &self.routes {
-            if route.timeout + LEASE_MARGIN > lease {
+            if route.timeout.saturating_add(LEASE_MARGIN) > lease {
                 loader.push(
                     &format!("routes.{name}.timeout_seconds"),
                     format!(
@@ -1193,6 +1286,36 @@ mod tests {
         let config = Config::load(Some(&path), env);
         std::fs::remove_dir_all(dir).unwrap();
         config
+    }
+
+    #[test]
+    fn durations_and_counts_that_would_overflow_or_stop_serving_are_refused() {
+        for (text, key) in [
+            (
+                "[dispatch]\nlease_seconds = 9223372036854775807\n",
+                "dispatch.lease_seconds",
+            ),
+            (
+                "[relay]\nretention_seconds = 9223372036854775807\n",
+                "relay.retention_seconds",
+            ),
+            (
+                "[server]\nheader_timeout_seconds = 9223372036854775807\n",
+                "server.header_timeout_seconds",
+            ),
+            ("[server]\nmax_connections = 0\n", "server.max_connections"),
+            (
+                "[routes.r]\nprovider = \"sandbox\"\nmax_age_seconds = 9223372036854775807\n",
+                "routes.r.max_age_seconds",
+            ),
+        ] {
+            let problems = load(text, &[]).unwrap_err().to_string();
+            assert!(
+                problems.contains(key) && problems.contains("out of range"),
+                "{key}: {problems}"
+            );
+        }
+        load("", &[]).expect("the defaults are in range");
     }
 
     #[test]
