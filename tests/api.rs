@@ -836,12 +836,14 @@ async fn a_bad_list_filter_is_refused_naming_its_parameter(backend: Backend) {
         (
             "created_after=yesterday",
             "created_after",
-            "must be an RFC 3339 time, e.g. 2026-11-30T12:00:00Z",
+            "`yesterday` is not an RFC 3339 date-time: use e.g. 2026-12-01T09:30:00Z or \
+             2026-12-01T10:30:00+01:00 (a `T`, seconds, and a zone)",
         ),
         (
             "created_before=2026-11-30",
             "created_before",
-            "must be an RFC 3339 time, e.g. 2026-11-30T12:00:00Z",
+            "`2026-11-30` is not an RFC 3339 date-time: use e.g. 2026-12-01T09:30:00Z or \
+             2026-12-01T10:30:00+01:00 (a `T`, seconds, and a zone)",
         ),
         (
             "metadata.=x",

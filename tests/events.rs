@@ -34,6 +34,7 @@ on_both_backends!(
     a_relay_killed_between_publish_and_mark_republishes_the_same_ids_and_loses_none,
     the_backlog_grows_while_nats_is_down_and_drains_when_it_is_back,
     bad_events_are_refused_naming_the_attribute,
+    an_event_may_send_only_through_routes_its_sender_may_use,
 );
 
 const TEMPLATES: &str = r#"
@@ -1127,6 +1128,67 @@ mod throughput {
     }
 }
 
+/// `POST /v1/events` holds what a mapping creates to the rule `POST /v1/notifications` holds a
+/// request to: the route must admit the tenant, and the token must name the route.
+async fn an_event_may_send_only_through_routes_its_sender_may_use(backend: Backend) {
+    let extra = format!(
+        "{TEMPLATES}\
+         [events.\"ExportCompleted\"]\ntemplate = \"export-ready\"\nchannel = \"email\"\n\
+         to = \"{{{{ email }}}}\"\nroute = \"globex-mail\"\n\n\
+         [events.\"ReportReady\"]\ntemplate = \"export-ready\"\nchannel = \"email\"\n\
+         to = \"{{{{ email }}}}\"\nroute = \"shared\"\n\n\
+         [routes.globex-mail]\nprovider = \"sandbox\"\ntenants = [\"globex\"]\n\n\
+         [routes.shared]\nprovider = \"sandbox\"\n\n\
+         [routes.other]\nprovider = \"sandbox\"\n\n\
+         [[tokens]]\nname = \"acme-narrow\"\ntenant = \"acme\"\nscopes = [\"send\"]\n\
+         secret = \"test-acme-narrow-0123456789abcdef\"\nroutes = [\"other\"]\n\n\
+         [dispatch]\nenabled = false\n"
+    );
+    let Some(app) = spawn_app_with(backend, &extra).await else {
+        return;
+    };
+    let report = |id: &str| {
+        let mut event = export_completed("academy.reports", id);
+        event["type"] = json!("ReportReady");
+        event
+    };
+    for (token, event, route) in [
+        (
+            ACME,
+            export_completed("academy.exports", "evt-1"),
+            "globex-mail",
+        ),
+        (
+            "test-acme-narrow-0123456789abcdef",
+            report("evt-2"),
+            "shared",
+        ),
+    ] {
+        let refused = problem(post_event(&app, token, &event).await, StatusCode::FORBIDDEN).await;
+        assert_eq!(refused["field"], "route", "{refused}");
+        assert!(
+            refused["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("`{route}`")),
+            "{refused}"
+        );
+    }
+    assert_eq!(
+        app.db.count("notifications").await,
+        0,
+        "nothing sent through them"
+    );
+    // The route's own tenant, and a token that names the route, are taken.
+    let taken = post_event(&app, GLOBEX, &export_completed("academy.exports", "evt-3")).await;
+    assert_eq!(taken.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        post_event(&app, ACME, &report("evt-4")).await.status(),
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(app.db.count("notifications").await, 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mapping_that_could_never_work_is_refused_at_start_up() {
     let cases = [
@@ -1141,6 +1203,10 @@ async fn a_mapping_that_could_never_work_is_refused_at_start_up() {
         (
             "template = \"export-ready\"\nchannel = \"email\"\nto = \"{{ email \"",
             "to",
+        ),
+        (
+            "template = \"export-ready\"\nchannel = \"webhook\"\nto = \"{{ url }}\"",
+            "channel: a template renders a subject and text, not the JSON payload",
         ),
     ];
     for (mapping, key) in cases {

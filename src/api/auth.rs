@@ -55,9 +55,12 @@ impl Principal {
 
     /// Whether its tenant may use a route: the route does not keep to other tenants.
     pub fn tenant_may_use(&self, info: &crate::domain::RouteInfo) -> bool {
-        info.tenants
-            .as_ref()
-            .is_none_or(|t| t.contains(&self.tenant))
+        info.admits(&self.tenant)
+    }
+
+    /// The routes its token names; `None`: every route its tenant may use.
+    pub fn routes(&self) -> Option<&HashSet<String>> {
+        self.routes.as_ref()
     }
 
     /// Whether it may send through `route`: its token names the route (or all), and its tenant

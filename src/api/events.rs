@@ -85,6 +85,7 @@ pub struct EventReceipt {
             headers(("Idempotent-Replayed" = String, description = "`true`: this event was received before"))),
         (status = 400, description = "The body is not a JSON event", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "A mapping names a route this token or its tenant may not send through", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "A batch of events, which herald does not take", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A missing or invalid attribute, a wrong specversion, an unmapped type, or data its mapping cannot render; names the attribute or variable", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -97,7 +98,11 @@ pub async fn receive(
     principal.require(Scope::Send)?;
     let body = body_bytes(body)?;
     let event = parse(&headers, &body)?;
-    let (status, ids, duplicate) = match state.inbox.receive(&principal.tenant, &event).await {
+    let received = state
+        .inbox
+        .receive(&principal.tenant, principal.routes(), &event)
+        .await;
+    let (status, ids, duplicate) = match received {
         Ok(Received::Created(ids)) => {
             state.wake.notify_one();
             (StatusCode::ACCEPTED, ids, false)
@@ -177,6 +182,15 @@ fn invalid(err: FieldError) -> Problem {
 
 /// A refused event as problem+json: 422, naming the attribute or variable at fault.
 fn refused(rejected: Rejected) -> Problem {
+    if rejected.reason == "route" {
+        return Problem::new(
+            StatusCode::FORBIDDEN,
+            "route-forbidden",
+            "Route not allowed",
+            rejected.to_string(),
+        )
+        .with_field(rejected.field);
+    }
     let (slug, title) = match rejected.reason {
         "unmapped" => ("unmapped-event-type", "No mapping for this event type"),
         "mapping" => ("event-not-mappable", "The event cannot be mapped"),

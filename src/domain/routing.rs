@@ -20,6 +20,15 @@ pub struct RouteInfo {
     pub tags: bool,
 }
 
+impl RouteInfo {
+    /// Whether `tenant` may send through it: it does not keep to other tenants.
+    pub fn admits(&self, tenant: &str) -> bool {
+        self.tenants
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|t| t == tenant))
+    }
+}
+
 /// Which routes the enqueue path may choose: their names, the channels each serves, and the
 /// default route of each channel. (`dispatch::Routes` holds the same routes at run time.)
 #[derive(Debug, Clone, Default)]

@@ -13,7 +13,7 @@
 
 pub mod nats;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -21,7 +21,7 @@ use time::OffsetDateTime;
 
 use crate::config::EventMapping;
 use crate::domain::{
-    CloudEvent, FieldError, NotificationId, NotificationRequest, Routing, Templates,
+    Channel, CloudEvent, FieldError, NotificationId, NotificationRequest, Routing, Templates,
 };
 use crate::store::{InboxOutcome, NewInboxEvent, Store, StoreError};
 
@@ -50,7 +50,8 @@ pub enum Refusal {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct Rejected {
-    /// A short, stable reason for metrics: `attribute`, `unmapped`, `mapping`.
+    /// A short, stable reason for metrics: `attribute`, `unmapped`, `mapping`, `route` (its
+    /// mapping names a route its sender may not send through).
     pub reason: &'static str,
     /// The attribute, data field or notification field at fault.
     pub field: String,
@@ -59,7 +60,7 @@ pub struct Rejected {
 
 impl Rejected {
     /// Every `reason`.
-    pub const REASONS: [&str; 3] = ["attribute", "unmapped", "mapping"];
+    pub const REASONS: [&str; 4] = ["attribute", "unmapped", "mapping", "route"];
 
     pub fn attribute(err: FieldError) -> Rejected {
         Rejected {
@@ -108,13 +109,37 @@ impl Inbox {
         })
     }
 
-    /// Turns `event` into notifications for `tenant`, once.
+    /// Turns `event` into notifications for `tenant`, once. `routes` are the routes its
+    /// sender's token names (`None`: every route the tenant may use), held to the same rule as
+    /// `POST /v1/notifications`.
     #[tracing::instrument(skip_all, fields(source = %event.source, id = %event.id, event_type = %event.event_type))]
-    pub async fn receive(&self, tenant: &str, event: &CloudEvent) -> Result<Received, Refusal> {
+    pub async fn receive(
+        &self,
+        tenant: &str,
+        routes: Option<&HashSet<String>>,
+        event: &CloudEvent,
+    ) -> Result<Received, Refusal> {
         let now = OffsetDateTime::now_utc();
         let notifications = self
             .notifications(tenant, event, now)
             .map_err(Refusal::Invalid)?;
+        for n in &notifications {
+            let granted = routes.is_none_or(|r| r.contains(&n.route));
+            let admitted = self
+                .routing
+                .info(&n.route)
+                .is_some_and(|i| i.admits(tenant));
+            if !(granted && admitted) {
+                return Err(Refusal::Invalid(Rejected {
+                    reason: "route",
+                    field: "route".into(),
+                    message: format!(
+                        "mapping of `{}`: this sender may not send through route `{}`",
+                        event.event_type, n.route
+                    ),
+                }));
+            }
+        }
         let outcome = self
             .store
             .receive_event(&NewInboxEvent {
@@ -214,6 +239,13 @@ impl Inbox {
 fn check(mapping: &EventMapping, routing: &Routing, templates: &Templates) -> Result<(), String> {
     if !templates.has(&mapping.template) {
         return Err(format!("template: unknown template `{}`", mapping.template));
+    }
+    if mapping.channel == Channel::Webhook {
+        return Err(
+            "channel: a template renders a subject and text, not the JSON payload a \
+                    webhook sends; map the event to email, sms or push"
+                .to_owned(),
+        );
     }
     routing
         .choose(mapping.channel, mapping.route.as_deref())

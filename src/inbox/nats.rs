@@ -136,7 +136,7 @@ impl NatsInbox {
         let received = match parse(&message) {
             Ok(event) => self
                 .inbox
-                .receive(&self.tenant, &event)
+                .receive(&self.tenant, None, &event)
                 .await
                 .map_err(|refusal| (Some(event), refusal)),
             Err(rejected) => Err((None, Refusal::Invalid(rejected))),
