@@ -688,6 +688,18 @@ async fn callbacks_that_are_not_the_vendors_or_name_no_message_store_nothing(bac
     )
     .await;
 
+    // Signed, but holding text no database here can store (PostgreSQL refuses U+0000).
+    let (nul_body, nul_headers) = signed("evt_8", &report(&format!("{key}\u{0}"), "delivered"), 0);
+    let refused = problem(
+        post_report(&app, "vendor", nul_body, &nul_headers).await,
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    assert!(
+        refused["detail"].as_str().unwrap().contains("NUL"),
+        "{refused}"
+    );
+
     for table in ["callbacks", "receipts", "suppressions"] {
         assert_eq!(app.db.count(table).await, 0, "{table}: nothing stored");
     }

@@ -121,6 +121,62 @@ async fn a_nul_character_is_refused_by_name_on_both_backends(backend: Backend) {
         1,
         "only the valid item"
     );
+
+    // The same wherever else text reaches the database: an event's attributes and data, a
+    // review filter, a suppression cursor and path.
+    let event = |attribute: &str, value: Value| {
+        let mut event = json!({"specversion": "1.0", "id": "e1", "source": "s", "type": "T",
+                               "data": {"k": "v"}});
+        event[attribute] = value;
+        event
+    };
+    for (body, field) in [
+        (event("id", json!("e\u{0}")), "id"),
+        (event("source", json!("s\u{0}")), "source"),
+        (event("subject", json!("\u{0}")), "subject"),
+        (event("tenantid", json!("t\u{0}")), "tenantid"),
+        (event("data", json!({"k": "v\u{0}"})), "data.k"),
+    ] {
+        let response = app
+            .http
+            .post(app.url("/v1/events"))
+            .bearer_auth(ACME)
+            .header("content-type", "application/cloudevents+json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let refused = problem(response, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(refused["field"], field, "{refused}");
+    }
+    // Each as that endpoint answers its other invalid parameters.
+    for (token, path, field, status) in [
+        (
+            ACME_REVIEWER,
+            "/v1/review?route=a%00b",
+            "route",
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            ACME,
+            "/v1/suppressions?cursor=email/a%00b",
+            "cursor",
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        let refused = problem(app.get(token, path).await, status).await;
+        assert_eq!(refused["field"], field, "{path}: {refused}");
+    }
+    let lift = app
+        .http
+        .delete(app.url("/v1/suppressions/email/a%00b"))
+        .bearer_auth(support::ACME_ADMIN)
+        .json(&json!({"note": "lift it"}))
+        .send()
+        .await
+        .unwrap();
+    let refused = problem(lift, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(refused["field"], "recipient", "{refused}");
 }
 
 #[tokio::test]

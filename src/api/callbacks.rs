@@ -22,10 +22,11 @@ use super::problem::Problem;
 use super::{AppState, body_bytes, json_object, typed};
 use crate::domain::{
     Channel, FieldError, SettledBy, Suppression, SuppressionReason, suppression_recipient,
+    text_without_nul,
 };
 use crate::review::parse_note;
 use crate::store::{LiftSuppression, NewCallbacks, NewSuppression, StoreError, SuppressionFilter};
-use herald_provider::callback::{CallbackError, CallbackRequest};
+use herald_provider::callback::{CallbackError, CallbackRef, CallbackRequest};
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 200;
@@ -117,7 +118,7 @@ pub async fn receive(
         }
     })?;
     // A vendor's time that herald could not store and read back is left out, as an unreadable
-    // one is: the report is taken, timed at its arrival.
+    // one is: the report is taken, timed at its arrival. Text it cannot store is refused.
     let events: Vec<_> = events
         .into_iter()
         .map(|mut event| {
@@ -125,6 +126,22 @@ pub async fn receive(
             event
         })
         .collect();
+    let with_nul = events.iter().find_map(|e| {
+        let (CallbackRef::Key(reference) | CallbackRef::ProviderRef(reference)) = &e.reference;
+        [
+            ("event id", &e.event_id),
+            ("message reference", reference),
+            ("status", &e.vendor_status),
+        ]
+        .into_iter()
+        .find_map(|(what, text)| text.contains('\0').then_some(what))
+    });
+    if let Some(what) = with_nul {
+        outcome("malformed");
+        return Err(Problem::malformed(format!(
+            "the report's {what} holds the NUL character (U+0000)"
+        )));
+    }
     let count = events.len();
     let taken = state
         .store
@@ -355,7 +372,10 @@ pub async fn lift(
         .lift_suppression(&LiftSuppression {
             tenant: principal.tenant.clone(),
             channel,
-            recipient: suppression_recipient(channel, &recipient),
+            recipient: suppression_recipient(
+                channel,
+                &text_without_nul("recipient", &recipient).map_err(Problem::invalid_field)?,
+            ),
             principal: principal.name.clone(),
             note,
             at: OffsetDateTime::now_utc(),
@@ -386,6 +406,6 @@ fn parse_cursor(cursor: &str) -> Result<(Channel, String), Problem> {
     let (channel, recipient) = cursor.split_once('/').ok_or_else(invalid)?;
     Ok((
         Channel::parse(channel).ok_or_else(invalid)?,
-        recipient.to_owned(),
+        text_without_nul("cursor", recipient).map_err(Problem::invalid_field)?,
     ))
 }

@@ -133,7 +133,7 @@ async fn observe(
 /// object, 422 where a string holds a NUL.
 fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
     let value = json_object_of_items(body)?;
-    without_nul(&value, "").map_err(Problem::invalid_field)?;
+    crate::domain::without_nul(&value, "").map_err(Problem::invalid_field)?;
     Ok(value)
 }
 
@@ -163,47 +163,6 @@ fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
             Problem::malformed(rejection.body_text())
         }
     })
-}
-
-/// PostgreSQL cannot store U+0000 in text or JSON, and SQLite would: refused in every body, at
-/// its path, so that both backends answer the same.
-pub(crate) fn without_nul(value: &Value, path: &str) -> Result<(), crate::domain::FieldError> {
-    let at = |key: &str| {
-        if path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{path}.{key}")
-        }
-    };
-    let refuse = |field: String| {
-        Err(crate::domain::FieldError::new(
-            field,
-            "must not contain the NUL character (U+0000)",
-        ))
-    };
-    match value {
-        Value::String(s) if s.contains('\0') => refuse(if path.is_empty() {
-            "body".to_owned()
-        } else {
-            path.to_owned()
-        }),
-        Value::Object(map) => {
-            for (key, item) in map {
-                if key.contains('\0') {
-                    return refuse(at(&key.replace('\0', "\\u0000")));
-                }
-                without_nul(item, &at(key))?;
-            }
-            Ok(())
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                without_nul(item, &format!("{path}[{i}]"))?;
-            }
-            Ok(())
-        }
-        _ => Ok(()),
-    }
 }
 
 /// Deserializes `value`, naming the field at fault: a wrong type at its path, a missing or

@@ -23,7 +23,7 @@ use super::auth::Scope;
 use super::evidence;
 use super::idempotency::{self, Answer};
 use super::problem::Problem;
-use super::{AppState, json_object, json_object_of_items, typed, without_nul};
+use super::{AppState, json_object, json_object_of_items, typed};
 use crate::domain::{
     Attempt, Certainty, Channel, IdempotencyKey, Notification, NotificationId, NotificationRequest,
     Receipt, ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,
@@ -159,7 +159,7 @@ fn prepare(
     body: Value,
     now: OffsetDateTime,
 ) -> Result<NewAccept, Problem> {
-    without_nul(&body, "").map_err(Problem::invalid_field)?;
+    crate::domain::without_nul(&body, "").map_err(Problem::invalid_field)?;
     let request_hash = idempotency::request_hash(&body);
     let request: NotificationRequest = typed(body)?;
     let notification = request
@@ -498,11 +498,9 @@ pub async fn list(
     };
     // PostgreSQL cannot compare text holding U+0000 and SQLite can: refused on both alike.
     let text = |name: &str, value: &str| {
-        if name.contains('\0') || value.contains('\0') {
-            Err(bad(name, "must not contain the NUL character (U+0000)"))
-        } else {
-            Ok(value.to_owned())
-        }
+        crate::domain::text_without_nul(name, name)
+            .and_then(|_| crate::domain::text_without_nul(name, value))
+            .map_err(|e| bad(&e.field, &e.message))
     };
     let time = |name: &str, value: &str| {
         crate::domain::parse_time(name, value).map_err(|e| bad(&e.field, &e.message))

@@ -123,7 +123,11 @@ impl Filter {
                 .collect::<Result<_, _>>()?,
         };
         Ok(ReviewFilter {
-            route: self.route.clone(),
+            route: self
+                .route
+                .as_deref()
+                .map(|r| crate::domain::text_without_nul("route", r))
+                .transpose()?,
             reasons,
             since: time("since", &self.since)?,
             until: time("until", &self.until)?,

@@ -96,7 +96,7 @@ impl CloudEvent {
             }
             data => data,
         };
-        Ok(event)
+        event.checked()
     }
 
     /// A binary-mode event: attributes from the `ce-` headers (percent-encoded, as the HTTP
@@ -145,10 +145,27 @@ impl CloudEvent {
                 Data::Binary(body.to_vec())
             });
         }
-        Ok(event)
+        event.checked()
+    }
+
+    /// PostgreSQL cannot store U+0000, and SQLite would: refused in JSON data as in every
+    /// body, so that both backends (and both transports) answer the same.
+    fn checked(self) -> Result<CloudEvent, FieldError> {
+        if let Some(Data::Json(data)) = &self.data {
+            super::without_nul(data, "data")?;
+        }
+        Ok(self)
     }
 
     fn from_attributes(mut attributes: Map<String, Value>) -> Result<CloudEvent, FieldError> {
+        for (name, value) in &attributes {
+            if value.as_str().is_some_and(|v| v.contains('\0')) {
+                return Err(FieldError::new(
+                    name.clone(),
+                    "must not contain the NUL character (U+0000)",
+                ));
+            }
+        }
         match attributes.get("specversion") {
             None => return Err(missing("specversion")),
             Some(Value::String(v)) if v == SPEC_VERSION => {}
@@ -386,6 +403,32 @@ mod tests {
         for (body, field) in cases {
             assert_eq!(structured(body.clone()).unwrap_err().field, field, "{body}");
         }
+    }
+
+    #[test]
+    fn a_nul_in_an_attribute_or_the_data_is_refused_by_name() {
+        let event = json!({"specversion": "1.0", "id": "e1", "source": "s", "type": "T",
+                           "data": {"k": "v"}});
+        for (attribute, value) in [
+            ("id", json!("e\u{0}1")),
+            ("subject", json!("s\u{0}")),
+            ("tenantid", json!("\u{0}")),
+            ("data", json!({"k": "v\u{0}"})),
+        ] {
+            let mut bad = event.clone();
+            bad[attribute] = value;
+            let err = structured(bad).unwrap_err();
+            assert!(err.field.starts_with(attribute), "{attribute}: {err:?}");
+            assert!(err.message.contains("NUL"), "{err:?}");
+        }
+        let headers = [
+            ("ce-specversion", "1.0"),
+            ("ce-id", "e%001"),
+            ("ce-source", "s"),
+            ("ce-type", "T"),
+        ];
+        let err = CloudEvent::from_binary(headers, None, b"").unwrap_err();
+        assert_eq!(err.field, "id");
     }
 
     #[test]

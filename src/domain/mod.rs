@@ -29,5 +29,5 @@ pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, Stat
 pub use transition::{AttemptOutcome, Decision, Next, Settlement};
 pub use values::{
     EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,
-    in_range, parse_time,
+    in_range, parse_time, text_without_nul, without_nul,
 };

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use serde::Serialize;
+use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 use time::macros::datetime;
 use time::{OffsetDateTime, UtcOffset};
@@ -141,6 +142,59 @@ pub fn parse_time(field: &str, s: &str) -> Result<OffsetDateTime, FieldError> {
 pub fn in_range(t: OffsetDateTime) -> Option<OffsetDateTime> {
     t.checked_to_offset(UtcOffset::UTC)
         .filter(|t| (EARLIEST..=LATEST).contains(t))
+}
+
+/// `s` as given, unless it holds U+0000 (see [`without_nul`]).
+pub fn text_without_nul(field: &str, s: &str) -> Result<String, FieldError> {
+    if s.contains('\0') {
+        Err(FieldError::new(
+            field,
+            "must not contain the NUL character (U+0000)",
+        ))
+    } else {
+        Ok(s.to_owned())
+    }
+}
+
+/// PostgreSQL cannot store U+0000 in text or JSON, and SQLite would: refused in every body, at
+/// its path, so that both backends answer the same.
+pub fn without_nul(value: &Value, path: &str) -> Result<(), FieldError> {
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    let refuse = |field: String| {
+        Err(FieldError::new(
+            field,
+            "must not contain the NUL character (U+0000)",
+        ))
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => refuse(if path.is_empty() {
+            "body".to_owned()
+        } else {
+            path.to_owned()
+        }),
+        Value::Object(map) => {
+            for (key, item) in map {
+                if key.contains('\0') {
+                    return refuse(at(&key.replace('\0', "\\u0000")));
+                }
+                without_nul(item, &at(key))?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                without_nul(item, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Checks a value that ends up in a protocol header (a mail header, an HTTP header line):
