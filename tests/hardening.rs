@@ -180,28 +180,38 @@ async fn a_nul_character_is_refused_by_name_on_both_backends(backend: Backend) {
 }
 
 #[tokio::test]
-async fn a_symlink_to_the_same_sqlite_file_cannot_open_it_twice() {
+async fn a_symlink_or_a_hard_link_to_the_same_sqlite_file_cannot_open_it_twice() {
     use std::os::unix::fs::PermissionsExt;
     let dir = support::TempDir::new("herald-sqlite-lock");
     let real = dir.path().join("herald.db");
-    let link = dir.path().join("link.db");
     let first = herald::store::connect(&format!("sqlite://{}", real.display()), 1)
         .await
         .expect("the first opens");
-    std::os::unix::fs::symlink(&real, &link).unwrap();
-    let second = herald::store::connect(&format!("sqlite://{}", link.display()), 1).await;
-    let err = format!(
-        "{:#}",
-        second.err().expect("the symlink must not open it again")
-    );
-    assert!(err.contains("another herald process"), "{err}");
+    let symlink = dir.path().join("symlink.db");
+    std::os::unix::fs::symlink(&real, &symlink).unwrap();
+    let hard_link = dir.path().join("hard-link.db");
+    std::fs::hard_link(&real, &hard_link).unwrap();
+    for other in [&symlink, &hard_link] {
+        let second = herald::store::connect(&format!("sqlite://{}", other.display()), 1).await;
+        let err = format!(
+            "{:#}",
+            second.err().expect("another name must not open it again")
+        );
+        assert!(
+            err.contains("another herald process"),
+            "{}: {err}",
+            other.display()
+        );
+    }
 
     // The file holds message content: only its owner reads it.
-    for file in [real.clone(), dir.path().join("herald.db.lock")] {
-        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "{}", file.display());
-    }
+    let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // Once the first is closed, the lock goes with it.
     drop(first);
+    herald::store::connect(&format!("sqlite://{}", hard_link.display()), 1)
+        .await
+        .expect("free again");
 }
 
 /// A PostgreSQL database that refuses new connections (SQLSTATE 55000) is unavailable, not an

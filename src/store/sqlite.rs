@@ -109,8 +109,8 @@ impl Sqlite {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let lock = Self::lock(options.get_filename())?;
         Self::private(options.get_filename())?;
+        let lock = Self::lock(options.get_filename())?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(10))
@@ -162,31 +162,24 @@ impl Sqlite {
             .sum())
     }
 
-    /// The lock that keeps a second process off this database, taken on the database's
-    /// canonical path: a symlink or another spelling of the same file finds the same lock.
+    /// The lock that keeps a second process off this database: an exclusive `flock` on the
+    /// database file itself, so that whatever names the file (a symlink, a hard link, another
+    /// spelling) finds the same lock. SQLite's own locks are `fcntl` record locks, which
+    /// `flock` neither takes nor waits for.
     fn lock(database: &Path) -> anyhow::Result<Option<std::fs::File>> {
         if database.as_os_str() == ":memory:" {
             return Ok(None);
         }
-        let canonical = canonical(database)?;
-        let mut path = canonical.as_os_str().to_owned();
-        path.push(".lock");
-        let path = PathBuf::from(path);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+        let file = std::fs::File::open(database)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", database.display()))?;
         match file.try_lock() {
             Ok(()) => Ok(Some(file)),
             Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
                 "another herald process is using {}: SQLite serves one process; use PostgreSQL to run several",
-                canonical.display()
+                canonical(database)?.display()
             ),
             Err(std::fs::TryLockError::Error(e)) => {
-                Err(anyhow::anyhow!("cannot lock {}: {e}", path.display()))
+                Err(anyhow::anyhow!("cannot lock {}: {e}", database.display()))
             }
         }
     }
