@@ -109,10 +109,16 @@ pub enum MailjetError {
     CallbackUsername,
     /// The password itself is never part of the message.
     #[error(
-        "a Mailjet route that reads events needs a non-empty callback_password alongside its callback_username"
+        "a Mailjet route that reads events needs a callback_password of at least \
+         {MIN_CALLBACK_PASSWORD_CHARS} characters alongside its callback_username: it is all \
+         that guards a public URL (e.g. `openssl rand -hex 24`)"
     )]
     CallbackPassword,
 }
+
+/// The shortest callback password a route takes: as long as herald's own token secrets, for it
+/// alone lets a caller write delivery reports.
+pub const MIN_CALLBACK_PASSWORD_CHARS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct MailjetAdapter {
@@ -151,7 +157,7 @@ impl MailjetAdapter {
                 if user.is_empty() || user.contains(':') {
                     return Err(MailjetError::CallbackUsername);
                 }
-                if password.expose_secret().is_empty() {
+                if password.expose_secret().chars().count() < MIN_CALLBACK_PASSWORD_CHARS {
                     return Err(MailjetError::CallbackPassword);
                 }
                 Some(MailjetCallbacks::new(user, password))

@@ -24,7 +24,7 @@ use crate::support::{
 
 const USER: &str = "mailjet-events";
 /// Must never show in an error or a `Debug`.
-const PASSWORD: &str = "canary-callback-7f3a";
+const PASSWORD: &str = "canary-callback-7f3a-0123456789abcdef";
 const KEY: &str = "01970000-0000-7000-8000-000000000001-f1";
 
 fn adapter_with(adjust: impl FnOnce(&mut MailjetRoute)) -> Result<MailjetAdapter, MailjetError> {
@@ -314,6 +314,18 @@ fn events_are_read_only_with_both_credentials_and_the_password_is_never_shown() 
         (
             adapter_with(|route| route.callback_password = Some(SecretString::from("")))
                 .unwrap_err(),
+            "password",
+        ),
+        (
+            adapter_with(|route| route.callback_password = Some(SecretString::from("x")))
+                .unwrap_err(),
+            "password",
+        ),
+        (
+            adapter_with(|route| {
+                route.callback_password = Some(SecretString::from(&PASSWORD[..31]));
+            })
+            .unwrap_err(),
             "password",
         ),
     ];
