@@ -501,6 +501,63 @@ async fn slow_clients_are_cut_off_and_do_not_hold_up_a_shutdown() {
     );
 }
 
+/// An HTTP/2 client (h2c) that sends the preface and then only acknowledges the server's
+/// settings and PINGs holds no slot for ever: it is closed once idle past the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_h2c_connection_that_answers_pings_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = support::spawn_app_with(Backend::Sqlite, SLOW_CLIENTS)
+        .await
+        .unwrap();
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // The client preface, then empty SETTINGS (frame: length 3 bytes, type, flags, stream 4).
+    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let (mut pings, mut goaway) = (0, false);
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(15), async {
+        loop {
+            let mut head = [0u8; 9];
+            if idle.read_exact(&mut head).await.is_err() {
+                return;
+            }
+            let length =
+                usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let mut payload = vec![0u8; length];
+            if idle.read_exact(&mut payload).await.is_err() {
+                return;
+            }
+            let (kind, ack) = (head[3], head[4] & 1 == 1);
+            let reply: Option<Vec<u8>> = match kind {
+                4 if !ack => Some(vec![0, 0, 0, 4, 1, 0, 0, 0, 0]),
+                6 if !ack => {
+                    pings += 1;
+                    let mut pong = vec![0, 0, 8, 6, 1, 0, 0, 0, 0];
+                    pong.extend_from_slice(&payload);
+                    Some(pong)
+                }
+                7 => {
+                    goaway = true;
+                    None
+                }
+                _ => None,
+            };
+            if let Some(reply) = reply
+                && idle.write_all(&reply).await.is_err()
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "an idle h2c connection is closed (it answered {pings} PING(s) meanwhile)"
+    );
+    assert!(goaway, "with a GOAWAY, as HTTP/2 says");
+}
+
 /// Routes keep to their tenants: a token sends only through the routes it names, and a route
 /// that may reach private networks only for the tenants it names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
