@@ -863,6 +863,17 @@ impl Config {
                 continue;
             };
             let key = format!("routes.{name}.fallback");
+            if !route.provider.settings().one_destination() {
+                // What one receiver answers says nothing of the route, and a receiver must not
+                // be able to move a send onto another route: one that reaches private networks
+                // (only webhook routes do), say.
+                loader.push(
+                    &key,
+                    "a route whose sends each go to their own receiver (a webhook route) never \
+                     fails over: a receiver's answer must not choose the route",
+                );
+                continue;
+            }
             let Some(target) = self.routes.get(fallback) else {
                 if loader.unknown_route(&self.routes, fallback) {
                     loader.push(&key, format!("names unknown route `{fallback}`"));
@@ -1286,6 +1297,23 @@ mod tests {
         let config = Config::load(Some(&path), env);
         std::fs::remove_dir_all(dir).unwrap();
         config
+    }
+
+    #[test]
+    fn a_webhook_route_never_fails_over() {
+        let secret = "whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=";
+        let text = format!(
+            "[routes.public]\nprovider = \"webhook\"\nsecrets = [\"{secret}\"]\n\
+             fallback = \"internal\"\n\
+             [routes.internal]\nprovider = \"webhook\"\nsecrets = [\"{secret}\"]\n\
+             allow_private_networks = true\ntenants = [\"acme\"]\n"
+        );
+        let problems = load(&text, &[]).unwrap_err().to_string();
+        assert!(
+            problems.contains("routes.public.fallback")
+                && problems.contains("a receiver's answer must not choose the route"),
+            "{problems}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use support::{ACME, Backend, TestApp, eventually, spawn_app_with};
 on_both_backends!(
     a_route_keeps_to_its_rate_limit,
     a_429_pauses_its_route_and_no_other,
+    a_webhook_receivers_429_pauses_its_host_and_no_other_receiver,
     a_burst_far_above_the_rate_waits_for_the_route_and_spends_no_attempt,
     an_open_circuit_without_a_fallback_holds_its_work_until_a_probe_closes_it,
 );
@@ -165,6 +166,70 @@ async fn a_429_pauses_its_route_and_no_other(backend: Backend) {
             .unwrap()
             .total_deliveries(),
         2
+    );
+}
+
+/// A webhook route sends to many receivers: one that answers 429 with a long `Retry-After`
+/// holds its own host's messages (no attempt is spent on them), never the route's others.
+async fn a_webhook_receivers_429_pauses_its_host_and_no_other_receiver(backend: Backend) {
+    use herald_webhook::fake::{self, FakeConfig, Fault};
+    let slow = fake::spawn(FakeConfig {
+        faults: vec![Fault::RateLimitedFor(60)],
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let other = fake::spawn(FakeConfig::default()).await.unwrap();
+    let config = "[dispatch]\nretry_base_ms = 50\n\
+                  [routes.hooks]\nprovider = \"webhook\"\n\
+                  secrets = [\"whsec_YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=\"]\n\
+                  allow_private_networks = true\ntenants = [\"acme\"]\ntimeout_seconds = 2\n";
+    let Some(app) = spawn_app_with(backend, config).await else {
+        return;
+    };
+    let hook = |receiver: &fake::FakeHandle, key: &str| {
+        json!({"channel": "webhook", "to": format!("{}/hook", receiver.base_url()),
+               "payload": {"key": key}, "route": "hooks"})
+    };
+    let enqueue = |body: Value, key: &'static str| {
+        let app = &app;
+        async move {
+            let created: Value = app.enqueue(ACME, key, &body).await.json().await.unwrap();
+            created["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let first = enqueue(hook(&slow, "slow-1"), "slow-1").await;
+    eventually("the 429", Duration::from_secs(10), || async {
+        let n: Value = app
+            .get(ACME, &format!("/v1/notifications/{first}"))
+            .await
+            .json()
+            .await
+            .ok()?;
+        (n["attempts"][0]["result"] == "rejected").then_some(())
+    })
+    .await;
+    let second = enqueue(hook(&slow, "slow-2"), "slow-2").await;
+    let elsewhere = enqueue(hook(&other, "other-1"), "other-1").await;
+
+    // Well inside the 60 s pause: the other receiver was not held.
+    delivered(&app, &elsewhere).await;
+    let held: Value = app
+        .get(ACME, &format!("/v1/notifications/{second}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(held["state"], "queued", "{held}");
+    assert_eq!(
+        held["attempts"],
+        json!([]),
+        "a hold spends no attempt: {held}"
+    );
+    assert_eq!(
+        slow.ledger().requests.len(),
+        1,
+        "the paused host heard nothing more"
     );
 }
 

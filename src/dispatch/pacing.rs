@@ -1,6 +1,8 @@
 //! A route's pace: how fast herald may call its vendor (a token bucket from the route's
 //! `rate_limit_per_second` and `burst`), and a route-wide pause when the vendor says "slow
-//! down" (a transient rejection with `Retry-After`, e.g. 429). Both are per process.
+//! down" (a transient rejection with `Retry-After`, e.g. 429). Both are per process. Where each
+//! send goes to its own receiver (a webhook route), a receiver's "slow down" pauses that
+//! receiver's host only ([`HostPauses`]): one receiver never holds up the others.
 //!
 //! A route that is paused or out of tokens is left out of the next claims, and a claim takes no
 //! more of its work than its tokens allow before the sends' deadline, so its notifications wait
@@ -8,6 +10,7 @@
 //! still have to wait past its deadline is held ([`HoldReason::Paced`] or
 //! [`HoldReason::Paused`]): no attempt, no budget spent.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -132,6 +135,45 @@ impl State {
     }
 }
 
+/// The pauses receivers asked for, each for its own host (`host:port`).
+#[derive(Debug, Default)]
+pub struct HostPauses(Mutex<HashMap<String, Instant>>);
+
+impl HostPauses {
+    /// How much longer `host` asked to be left alone.
+    pub fn paused_for(&self, host: &str, now: Instant) -> Duration {
+        let pauses = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        pauses
+            .get(host)
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now))
+    }
+
+    /// `host` asked for a pause until `until`; a shorter one never ends a longer one. Pauses
+    /// that ended are forgotten, so the map holds only the hosts paused now.
+    pub fn pause_until(&self, host: &str, until: Instant) {
+        let mut pauses = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        pauses.retain(|_, ends| *ends > now);
+        let ends = pauses.entry(host.to_owned()).or_insert(until);
+        *ends = (*ends).max(until);
+    }
+}
+
+/// The host (with its port) a receiver's URL names, as [`HostPauses`] keys it; the text itself
+/// where it is not a URL.
+pub fn host_of(to: &str) -> String {
+    url::Url::parse(to)
+        .ok()
+        .and_then(|url| {
+            let host = url.host_str()?.to_owned();
+            Some(match url.port_or_known_default() {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            })
+        })
+        .unwrap_or_else(|| to.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +208,32 @@ mod tests {
         pace.pause_until(t0 + Duration::from_secs(1));
         assert_eq!(pace.wait(t0), Duration::from_secs(2));
         assert_eq!(pace.wait(t0 + Duration::from_secs(2)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_receivers_pause_holds_its_host_only_and_never_shortens() {
+        let pauses = HostPauses::default();
+        let t0 = Instant::now();
+        let (slow, other) = (
+            host_of("https://slow.example/hook?x=1"),
+            host_of("https://slow.example:8443/hook"),
+        );
+        assert_eq!(
+            (slow.as_str(), other.as_str()),
+            ("slow.example:443", "slow.example:8443")
+        );
+        pauses.pause_until(&slow, t0 + Duration::from_secs(30));
+        pauses.pause_until(&slow, t0 + Duration::from_secs(1));
+        assert_eq!(pauses.paused_for(&slow, t0), Duration::from_secs(30));
+        assert_eq!(
+            pauses.paused_for(&other, t0),
+            Duration::ZERO,
+            "another port, another host"
+        );
+        assert_eq!(
+            pauses.paused_for(&slow, t0 + Duration::from_secs(30)),
+            Duration::ZERO
+        );
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use herald_provider::{
 use tokio::sync::Semaphore;
 
 use super::circuit::{Circuit, CircuitState};
-use super::pacing::Pace;
+use super::pacing::{HostPauses, Pace, host_of};
 use super::policy::{CALL_SLACK, Hold, Limits};
 use crate::config::{Config, RouteConfig};
 use crate::domain::{AttemptResult, HoldReason};
@@ -44,6 +44,9 @@ pub struct Route {
     /// Notifications of this route claimed by this process and not yet recorded.
     pending: Arc<AtomicUsize>,
     pace: Pace,
+    /// Where each send goes to its own receiver (webhooks): the pauses receivers asked for, by
+    /// host. `None` where every send goes to the one vendor, whose pause holds the route.
+    receivers: Option<HostPauses>,
     timeout: Duration,
     limits: Limits,
 }
@@ -159,6 +162,13 @@ impl Route {
         if let Some(wait) = route.circuit.resting(Instant::now()) {
             return route.circuit_open(wait);
         }
+        let host = route.receivers.as_ref().map(|pauses| {
+            let host = host_of(&message.to);
+            (pauses.paused_for(&host, Instant::now()), host)
+        });
+        if let Some((wait, _)) = host.as_ref().filter(|(wait, _)| !wait.is_zero()) {
+            return Err(route.hold(HoldReason::Paused, *wait));
+        }
         let Ok(permit) = tokio::time::timeout_at(until.into(), route.permits.acquire()).await
         else {
             return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
@@ -215,8 +225,13 @@ impl Route {
             ..
         } = &result
         {
-            // The vendor asked for a pause: it holds for the whole route, not this message only.
-            route.pace.pause_until(std::time::Instant::now() + *wait);
+            // The vendor asked for a pause: it holds for the whole route, not this message only;
+            // a webhook receiver's, for its own host.
+            let until = Instant::now() + *wait;
+            match (&route.receivers, &host) {
+                (Some(pauses), Some((_, host))) => pauses.pause_until(host, until),
+                _ => route.pace.pause_until(until),
+            }
         }
         Ok(result)
     }
@@ -374,6 +389,7 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
                 concurrency: route.concurrency,
                 pending: Arc::default(),
                 pace: Pace::new(route.rate_limit_per_second, route.burst),
+                receivers: (!route.provider.settings().one_destination()).then(HostPauses::default),
                 timeout: route.timeout,
                 limits: Limits {
                     max_attempts: route.max_attempts,

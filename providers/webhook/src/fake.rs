@@ -78,6 +78,8 @@ pub enum Fault {
     UnavailableBeforeProcessing,
     /// Answer 429 with `Retry-After: 1` without processing.
     RateLimited,
+    /// Answer 429 with `Retry-After` of this many seconds, without processing.
+    RateLimitedFor(u32),
     /// Answer this status without processing (e.g. 301 with a `Location`, 400, 410).
     StatusBeforeProcessing(u16),
     /// Process, then answer this status (e.g. 502 or 504 from a gateway whose backend did the
@@ -260,18 +262,23 @@ async fn receive(
 
 /// The answer of a fault that answers instead of processing; `None` for the others.
 fn before_processing(fault: Fault) -> Option<Response> {
-    let retry_after = |status, message| {
+    let retry_after = |status, message, seconds: u32| {
         let mut response = text(status, message);
         response
             .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         response
     };
     Some(match fault {
-        Fault::RateLimited => retry_after(StatusCode::TOO_MANY_REQUESTS, "slow down"),
-        Fault::UnavailableBeforeProcessing => {
-            retry_after(StatusCode::SERVICE_UNAVAILABLE, "not processed; try again")
+        Fault::RateLimited => retry_after(StatusCode::TOO_MANY_REQUESTS, "slow down", 1),
+        Fault::RateLimitedFor(seconds) => {
+            retry_after(StatusCode::TOO_MANY_REQUESTS, "slow down", seconds)
         }
+        Fault::UnavailableBeforeProcessing => retry_after(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not processed; try again",
+            1,
+        ),
         Fault::StatusBeforeProcessing(status) => status_answer(status),
         _ => return None,
     })
