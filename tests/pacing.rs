@@ -200,13 +200,7 @@ async fn a_webhook_receivers_429_pauses_its_host_and_no_other_receiver(backend: 
     };
     let first = enqueue(hook(&slow, "slow-1"), "slow-1").await;
     eventually("the 429", Duration::from_secs(10), || async {
-        let n: Value = app
-            .get(ACME, &format!("/v1/notifications/{first}"))
-            .await
-            .json()
-            .await
-            .ok()?;
-        (n["attempts"][0]["result"] == "rejected").then_some(())
+        (app.show(&first).await["attempts"][0]["result"] == "rejected").then_some(())
     })
     .await;
     let second = enqueue(hook(&slow, "slow-2"), "slow-2").await;
@@ -214,12 +208,7 @@ async fn a_webhook_receivers_429_pauses_its_host_and_no_other_receiver(backend: 
 
     // Well inside the 60 s pause: the other receiver was not held.
     delivered(&app, &elsewhere).await;
-    let held: Value = app
-        .get(ACME, &format!("/v1/notifications/{second}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let held = app.show(&second).await;
     assert_eq!(held["state"], "queued", "{held}");
     assert_eq!(
         held["attempts"],
