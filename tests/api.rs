@@ -508,6 +508,42 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             "bcc",
         ),
     ];
+    // Display names that pass for something else, and headers that belong to the mail system.
+    let spoofs = [
+        "support@bank.example <eve@example.com>",
+        "=?utf-8?b?c3VwcG9ydEBiYW5rLmV4YW1wbGU=?= <eve@example.com>",
+        "Undisclosed: <eve@example.com>",
+        "Ada \u{202E}elpmaxe.knab <eve@example.com>",
+    ]
+    .map(|reply_to| {
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t",
+                   "reply_to": reply_to}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "reply_to".to_owned(),
+        )
+    });
+    let relays = [
+        "Resent-From",
+        "ARC-Seal",
+        "Errors-To",
+        "Disposition-Notification-To",
+        "Authentication-Results",
+        "Received-SPF",
+    ]
+    .map(|name| {
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t",
+                   "headers": {name: "x"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("headers.{name}"),
+        )
+    });
+    let cases = cases
+        .into_iter()
+        .map(|(body, status, field)| (body, status, field.to_owned()))
+        .chain(spoofs)
+        .chain(relays);
     for (i, (body, status, field)) in cases.into_iter().enumerate() {
         let answer = problem(app.enqueue(ACME, &format!("bad-{i}"), &body).await, status).await;
         assert_eq!(answer["field"], field, "case {i}: {body} → {answer}");

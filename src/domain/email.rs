@@ -21,22 +21,36 @@ const MAX_HEADER_VALUE_BYTES: usize = 900;
 const MAX_DISPLAY_NAME_CHARS: usize = 100;
 
 /// Headers that the adapters write from herald's own fields, or that belong to the mail
-/// system: a custom header may not replace any of them.
-/// (Every `Content-*` header is reserved too: the adapters write the MIME structure.)
-const RESERVED_HEADERS: [&str; 13] = [
+/// system (routing, authentication results, bounces and receipts): a custom header may not
+/// set any of them. (Every `Content-*`, `Resent-*` and `ARC-*` header is reserved too: the
+/// adapters write the MIME structure, and the others are the relays'.)
+const RESERVED_HEADERS: [&str; 18] = [
+    "authentication-results",
     "bcc",
     "cc",
     "date",
+    "disposition-notification-to",
     "dkim-signature",
+    "errors-to",
     "from",
     "message-id",
     "mime-version",
     "received",
+    "received-spf",
     "reply-to",
     "return-path",
+    "return-receipt-to",
     "sender",
     "subject",
     "to",
+];
+const RESERVED_PREFIXES: [&str; 3] = ["content-", "resent-", "arc-"];
+
+/// Characters that reorder how text is shown (bidirectional overrides and isolates): in a
+/// display name they make `moc.evil` read as `live.com`.
+const BIDI_CONTROLS: [char; 11] = [
+    '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}',
+    '\u{2067}', '\u{2068}', '\u{2069}',
 ];
 
 /// The email fields of a request, as the client sent them.
@@ -117,10 +131,20 @@ fn mailbox(field: &str, s: &str) -> Result<(String, String), FieldError> {
     };
     // Without these, the name can be written unquoted everywhere (a vendor's `Name <address>`
     // string, a mail header) and never be read as a second address.
-    if name.contains(['"', '\\', '<', '>', ',', ';']) {
+    if name.contains(['"', '\\', '<', '>', ',', ';', ':']) {
         return Err(FieldError::new(
             field,
-            "the display name must not contain \" \\ < > , or ;",
+            "the display name must not contain \" \\ < > , ; or : (a group)",
+        ));
+    }
+    // A name a reader takes for an address (`support@bank.example <x@evil.example>`), one
+    // already encoded (RFC 2047 `=?…?=`, which would decode past these checks) or one whose
+    // text is reordered on screen is a spoof, not a name.
+    if name.contains('@') || name.contains("=?") || name.contains(BIDI_CONTROLS) {
+        return Err(FieldError::new(
+            field,
+            "the display name must not contain @, an encoded word (=?…?=) or bidirectional \
+             controls: write it as plain text, herald encodes it",
         ));
     }
     if name.chars().count() > MAX_DISPLAY_NAME_CHARS {
@@ -255,7 +279,9 @@ fn headers(headers: Option<&Map<String, Value>>) -> Result<BTreeMap<String, Stri
                 ));
             }
             let lower = name.to_ascii_lowercase();
-            if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("content-") {
+            if RESERVED_HEADERS.contains(&lower.as_str())
+                || RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p))
+            {
                 return Err(FieldError::new(
                     field,
                     "is written by herald from its own fields and cannot be set",
