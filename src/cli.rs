@@ -247,6 +247,10 @@ pub struct SandboxArgs {
     /// How long the `delay` fault holds its answer.
     #[arg(long, default_value_t = 30_000)]
     pub delay_ms: u64,
+    /// How many recent deliveries and idempotency keys it keeps; older ones are forgotten and
+    /// counted in the ledger, so its memory stays flat.
+    #[arg(long, default_value_t = 100_000)]
+    pub history: usize,
     /// herald's callback URL for the route that sends here, e.g.
     /// `http://127.0.0.1:8080/v1/callbacks/sandbox`: each delivery is then reported there,
     /// signed with the secret in HERALD_SANDBOX_CALLBACK_SECRET (`whsec_…`).

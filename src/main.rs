@@ -112,6 +112,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             duplicates: args.callback_duplicates,
             reorder: args.callback_reorder,
         }),
+        history: args.history,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

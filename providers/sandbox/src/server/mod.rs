@@ -49,6 +49,10 @@ pub struct SandboxConfig {
     pub callback_secret: Option<herald_provider::signature::SigningSecret>,
     /// Where each new delivery is reported, if anywhere; replaceable with `PUT /callbacks`.
     pub callbacks: Option<CallbackTarget>,
+    /// How many of the most recent deliveries, and of the most recent idempotency keys, the
+    /// sandbox keeps: older ones are forgotten (and counted), so that its memory stays flat in
+    /// a long run. Keys are also forgotten once their window has passed.
+    pub history: usize,
 }
 
 impl Default for SandboxConfig {
@@ -61,6 +65,7 @@ impl Default for SandboxConfig {
             delay: Duration::from_secs(30),
             callback_secret: None,
             callbacks: None,
+            history: 100_000,
         }
     }
 }

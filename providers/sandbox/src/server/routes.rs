@@ -22,10 +22,14 @@
 //! Every answer carries a `sandbox-capabilities` header stating the profile, window and lag, so
 //! that a client can tell, answer by answer, whether this is the vendor it was configured for.
 //!
-//! History grows with traffic until `DELETE /ledger`: this is a development and test tool, and
-//! a ledger that forgot old deliveries would no longer be ground truth.
+//! History is bounded ([`SandboxConfig::history`]): the most recent deliveries and keys are
+//! kept, older ones forgotten and counted in the ledger (`forgotten_deliveries`,
+//! `forgotten_keys`), and a key is forgotten once its window has passed, so that a sandbox
+//! left running (the quick start's, a staging one) keeps its memory flat. A test reads far
+//! fewer deliveries than that, and the counts say if it ever did not.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -57,6 +61,7 @@ struct Sandbox {
     delay: Duration,
     /// The secret that signs delivery reports, and the client that posts them.
     reporter: Option<(SigningSecret, reqwest::Client)>,
+    history: usize,
     state: Mutex<State>,
 }
 
@@ -66,12 +71,18 @@ struct State {
     requests: u64,
     /// Look-ups (`GET /messages`) seen, numbering `nth` triggers of look-up faults.
     lookups: u64,
-    /// Per reference, how many times a message was really delivered.
+    /// Per reference, how many of the deliveries in `log` it has.
     deliveries: BTreeMap<String, u64>,
-    /// Every delivery, oldest first, for the outcome query.
-    log: Vec<Delivery>,
+    /// The most recent deliveries, oldest first, for the outcome query.
+    log: VecDeque<Delivery>,
+    /// Deliveries dropped from `log` to keep to the history.
+    forgotten_deliveries: u64,
     /// Per idempotency key, the answer to replay (profile `idempotent` only).
     replays: HashMap<String, StoredAnswer>,
+    /// Keys in the order they were processed, to forget them with their window or the history.
+    replay_order: VecDeque<(String, Instant)>,
+    /// Keys forgotten before their window ended.
+    forgotten_keys: u64,
     faults: Vec<FaultRule>,
     /// Where new deliveries are reported.
     callbacks: Option<CallbackTarget>,
@@ -88,8 +99,9 @@ struct Delivery {
 /// The answer processing gave to the first request with a key.
 struct StoredAnswer {
     body: AcceptedBody,
-    /// The request body the key was first processed with: a replay must repeat it exactly.
-    request: Bytes,
+    /// A digest of the request body the key was first processed with: a replay must repeat it
+    /// exactly. (A digest, not the body: the sandbox keeps many keys.)
+    request: u64,
     processed_at: Instant,
     /// How long after processing the first request still counts as in progress: the `delay`
     /// fault's hold, otherwise zero. Kept as a time span rather than flipped by the handler
@@ -121,6 +133,7 @@ pub(super) fn router(config: SandboxConfig) -> Result<Router, reqwest::Error> {
         visibility_lag: config.visibility_lag,
         delay: config.delay,
         reporter,
+        history: config.history.max(1),
         state: Mutex::new(State {
             faults: config.faults,
             callbacks: config.callbacks,
@@ -246,7 +259,7 @@ fn process(
     if let Some(stored) = dedup_key.and_then(|key| state.replays.get(key)) {
         let age = now.duration_since(stored.processed_at);
         if age < sandbox.idempotency_window {
-            return if stored.request != body {
+            return if stored.request != digest(body) {
                 Outcome::KeyReused
             } else if age < stored.in_progress_for {
                 Outcome::InProgress
@@ -277,12 +290,24 @@ fn process(
         .deliveries
         .entry(message.reference.clone())
         .or_default() += 1;
-    state.log.push(Delivery {
+    state.log.push_back(Delivery {
         id,
         reference: message.reference,
         accepted_at: OffsetDateTime::now_utc(),
         at: now,
     });
+    while state.log.len() > sandbox.history {
+        let Some(old) = state.log.pop_front() else {
+            break;
+        };
+        if let Some(count) = state.deliveries.get_mut(&old.reference) {
+            *count -= 1;
+            if *count == 0 {
+                state.deliveries.remove(&old.reference);
+            }
+        }
+        state.forgotten_deliveries += 1;
+    }
     if let Some(key) = dedup_key {
         let in_progress_for = match fault {
             Some(Fault::Delay) => sandbox.delay,
@@ -292,13 +317,45 @@ fn process(
             key.to_owned(),
             StoredAnswer {
                 body: answer.clone(),
-                request: body.clone(),
+                request: digest(body),
                 processed_at: now,
                 in_progress_for,
             },
         );
+        state.replay_order.push_back((key.to_owned(), now));
+        forget_keys(sandbox, state, now);
     }
     Outcome::Delivered(answer)
+}
+
+/// Forgets the keys whose window has passed, and the oldest beyond the history.
+fn forget_keys(sandbox: &Sandbox, state: &mut State, now: Instant) {
+    while let Some((_, at)) = state.replay_order.front() {
+        let expired = now.duration_since(*at) >= sandbox.idempotency_window;
+        if !expired && state.replay_order.len() <= sandbox.history {
+            break;
+        }
+        let Some((key, at)) = state.replay_order.pop_front() else {
+            break;
+        };
+        // A key processed again after its window has a newer entry of its own.
+        if state
+            .replays
+            .get(&key)
+            .is_some_and(|s| s.processed_at == at)
+        {
+            state.replays.remove(&key);
+            if !expired {
+                state.forgotten_keys += 1;
+            }
+        }
+    }
+}
+
+fn digest(body: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    body.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl IntoResponse for Outcome {
@@ -412,6 +469,8 @@ async fn read_ledger(AxumState(sandbox): AxumState<Arc<Sandbox>>) -> Json<Ledger
     Json(Ledger {
         requests: state.requests,
         deliveries: state.deliveries.clone(),
+        forgotten_deliveries: state.forgotten_deliveries,
+        forgotten_keys: state.forgotten_keys,
     })
 }
 

@@ -41,6 +41,44 @@ async fn a_repeated_key_is_replayed_with_the_same_id_and_no_new_delivery() {
 }
 
 #[tokio::test]
+async fn history_beyond_its_bound_is_forgotten_and_counted() {
+    let vendor = vendor(SandboxConfig {
+        history: 3,
+        ..config(Profile::Idempotent)
+    })
+    .await;
+    let keys: Vec<_> = (0..5).map(|_| key()).collect();
+    for key in &keys {
+        accepted_ref(&vendor.adapter.send(&message(), key).await);
+    }
+    let ledger = vendor.ledger.ledger().await.unwrap();
+    assert_eq!(ledger.deliveries.len(), 3, "the 3 most recent: {ledger:?}");
+    assert_eq!(ledger.deliveries_of(keys[4].as_str()), 1);
+    assert_eq!(ledger.deliveries_of(keys[0].as_str()), 0, "forgotten");
+    assert_eq!(
+        (
+            ledger.forgotten_deliveries,
+            ledger.forgotten_keys,
+            ledger.total_deliveries()
+        ),
+        (2, 2, 5),
+        "what it forgot is counted"
+    );
+    // A forgotten key is a new message to the vendor; a kept one is still replayed.
+    let again = vendor.adapter.send(&message(), &keys[0]).await;
+    assert!(
+        !format!("{again:?}").contains("idempotent replay"),
+        "{again:?}"
+    );
+    let kept = vendor.adapter.send(&message(), &keys[4]).await;
+    assert!(
+        format!("{kept:?}").contains("idempotent replay"),
+        "{kept:?}"
+    );
+    assert_eq!(vendor.ledger.ledger().await.unwrap().total_deliveries(), 6);
+}
+
+#[tokio::test]
 async fn a_repeat_while_the_first_request_is_in_progress_is_refused_without_delivering() {
     // The first request is held for a minute; its client gives up long before that.
     let vendor = vendor_with_timeout(
