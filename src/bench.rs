@@ -10,6 +10,11 @@
 //! 4. latency: enqueue at a fixed share of the sustained rate (the slower of phases 1 and 3)
 //!    while the dispatcher runs, then read each notification's accept → delivered time (its
 //!    creation to the end of its accepted attempt).
+//!
+//! `--soak SECONDS` runs instead the quick start's process as a user would leave it running —
+//! `serve` with the built-in sandbox vendor in the same process — offered a fixed rate, and
+//! samples every 30 s its RSS, the enqueue p99 of the interval, the backlog and the database's
+//! size; it ends when every notification is delivered.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -34,7 +39,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let dir = std::env::temp_dir().join(format!("herald-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let result = phases(&args, &dir).await;
+    let result = match args.soak {
+        Some(seconds) => soak(&args, &dir, seconds).await,
+        None => phases(&args, &dir).await,
+    };
     let _ = std::fs::remove_dir_all(&dir);
     let summary = result?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -42,10 +50,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
-    let url = match &args.database_url {
-        Some(url) => url.clone(),
-        None => format!("sqlite://{}", dir.join("bench.db").display()),
-    };
+    let url = database_url(args, dir);
     let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency)
@@ -55,7 +60,7 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     // The vendor runs in a process of its own: its ledger keeps every message it took, which
     // is the vendor's memory, not herald's.
     let mut vendor = Server::vendor(dir).await?;
-    let mut api = Server::herald(&url, false, &vendor.base, dir).await?;
+    let mut api = Server::herald(&url, false, Some(&vendor.base), dir).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_rss = api.rss_kib("VmRSS");
     let single = drive(&client, &api, "single enqueue", n, args.concurrency, 1).await?;
@@ -71,7 +76,7 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     let api_peak = api.rss_kib("VmHWM");
     api.stop().await;
 
-    let mut worker = Server::herald(&url, true, &vendor.base, dir).await?;
+    let mut worker = Server::herald(&url, true, Some(&vendor.base), dir).await?;
     let drain = wait_delivered(&client, &worker, "drain", 2 * n, 0).await?;
     // A share of what herald sustains end to end: the slower of accepting and delivering.
     let rate = (single.per_second.min(drain) * args.latency_share).max(1.0);
@@ -115,6 +120,105 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     }))
 }
 
+/// The soak: see the module's docs.
+async fn soak(args: &BenchArgs, dir: &Path, seconds: u64) -> anyhow::Result<Value> {
+    const SAMPLE: Duration = Duration::from_secs(30);
+    let url = database_url(args, dir);
+    let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
+    let client = reqwest::Client::new();
+    let mut herald = Server::herald(&url, true, None, dir).await?;
+    let rate = f64::from(args.soak_rate.max(1));
+    let count = (rate * seconds as f64).round() as usize;
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let request_ms = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let run = OffsetDateTime::now_utc().unix_timestamp_nanos();
+    let started = tokio::time::Instant::now();
+    let mut sends = tokio::task::JoinSet::new();
+    let mut samples = Vec::new();
+    let mut next_sample = started + SAMPLE;
+    for i in 0..count {
+        let at = started + interval.mul_f64(i as f64);
+        if at >= next_sample {
+            samples.push(soak_sample(&client, &herald, &url, &request_ms, started, i).await?);
+            next_sample += SAMPLE;
+        }
+        tokio::time::sleep_until(at).await;
+        let (client, url, took) = (
+            client.clone(),
+            herald.url("/v1/notifications"),
+            request_ms.clone(),
+        );
+        let key = format!("soak-{run}-{i}");
+        sends.spawn(async move {
+            let asked = Instant::now();
+            enqueue_one(&client, url, &key).await?;
+            let ms = asked.elapsed().as_secs_f64() * 1000.0;
+            took.lock().unwrap_or_else(|e| e.into_inner()).push(ms);
+            Ok::<_, anyhow::Error>(())
+        });
+        while let Some(sent) = sends.try_join_next() {
+            sent??;
+        }
+    }
+    while let Some(sent) = sends.join_next().await {
+        sent??;
+    }
+    wait_delivered(&client, &herald, "soak deliveries", count, 0).await?;
+    samples.push(soak_sample(&client, &herald, &url, &request_ms, started, count).await?);
+    let delivered = delivered(&client, &herald).await?;
+    herald.stop().await;
+    let bytes = store::database_bytes(&url)
+        .await?
+        .saturating_sub(bytes_before);
+    let rss: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s["rss_mib"].as_f64())
+        .collect();
+    let first = rss.first().copied().unwrap_or(0.0);
+    Ok(json!({
+        "database": store::redact_url(&url).split(':').next().unwrap_or_default(),
+        "soak_seconds": seconds,
+        "offered_per_second": args.soak_rate,
+        "notifications": count,
+        "delivered": delivered,
+        "samples": samples,
+        "rss_last_over_first": if first > 0.0 { rss.last().copied().unwrap_or(0.0) / first } else { 0.0 },
+        "rss_peak_mib": rss.iter().copied().fold(0.0, f64::max),
+        "database_bytes_per_notification": bytes / count.max(1) as u64,
+    }))
+}
+
+/// One soak sample: elapsed time, herald's RSS, the enqueue p99 since the last sample, the
+/// backlog (enqueued, not yet delivered) and the database's size.
+async fn soak_sample(
+    client: &reqwest::Client,
+    herald: &Server,
+    url: &str,
+    request_ms: &std::sync::Mutex<Vec<f64>>,
+    started: tokio::time::Instant,
+    enqueued: usize,
+) -> anyhow::Result<Value> {
+    let mut took = std::mem::take(&mut *request_ms.lock().unwrap_or_else(|e| e.into_inner()));
+    took.sort_by(f64::total_cmp);
+    let delivered = delivered(client, herald).await?;
+    let sample = json!({
+        "seconds": started.elapsed().as_secs(),
+        "rss_mib": mib(herald.rss_kib("VmRSS")),
+        "enqueue_p99_ms": percentile(&took, 0.99),
+        "backlog": enqueued.saturating_sub(delivered),
+        "database_mib": mib(store::database_bytes(url).await.unwrap_or(0) / 1024),
+    });
+    eprintln!("soak: {sample}");
+    Ok(sample)
+}
+
+fn database_url(args: &BenchArgs, dir: &Path) -> String {
+    match &args.database_url {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}", dir.join("bench.db").display()),
+    }
+}
+
 fn mib(kib: u64) -> f64 {
     (kib as f64 / 1024.0 * 10.0).round() / 10.0
 }
@@ -126,8 +230,14 @@ struct Server {
 }
 
 impl Server {
-    /// `herald serve` with its one route on the sandbox vendor at `vendor`.
-    async fn herald(url: &str, dispatch: bool, vendor: &str, dir: &Path) -> anyhow::Result<Server> {
+    /// `herald serve` with its one route on the sandbox vendor at `vendor`; without one, on
+    /// the built-in sandbox vendor inside the process, as the quick start runs.
+    async fn herald(
+        url: &str,
+        dispatch: bool,
+        vendor: Option<&str>,
+        dir: &Path,
+    ) -> anyhow::Result<Server> {
         let name = if dispatch { "dispatch" } else { "api" };
         Self::start(dir, name, "/readyz", |command, listen| {
             command
@@ -138,10 +248,12 @@ impl Server {
                 .env("HERALD_DEV_TOKEN", TOKEN)
                 .env("HERALD_DISPATCH__ENABLED", dispatch.to_string())
                 .env("HERALD_ROUTES__SANDBOX__PROVIDER", "sandbox")
-                .env("HERALD_ROUTES__SANDBOX__BASE_URL", vendor)
                 .env("HERALD_CHANNELS__EMAIL", "sandbox")
                 // Events are herald's own work, but not what the peers it is compared with do.
                 .env("HERALD_RELAY__ENABLED", "false");
+            if let Some(vendor) = vendor {
+                command.env("HERALD_ROUTES__SANDBOX__BASE_URL", vendor);
+            }
         })
         .await
     }
@@ -250,6 +362,25 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     (sorted[i] * 10.0).round() / 10.0
 }
 
+/// One enqueue under `key` at `url` (`/v1/notifications`); any answer but 202 is an error.
+async fn enqueue_one(client: &reqwest::Client, url: String, key: &str) -> anyhow::Result<()> {
+    let answer = client
+        .post(url)
+        .bearer_auth(TOKEN)
+        .header("Idempotency-Key", key)
+        .json(&email(key))
+        .send()
+        .await?;
+    if answer.status() != 202 {
+        bail!(
+            "enqueue answered {}: {}",
+            answer.status(),
+            answer.text().await?
+        );
+    }
+    Ok(())
+}
+
 fn email(key: &str) -> Value {
     json!({
         "channel": "email",
@@ -294,20 +425,7 @@ async fn drive(
                 let asked = Instant::now();
                 if per_request == 1 {
                     let key = format!("{phase}-{run}-{first}").replace(' ', "-");
-                    let answer = client
-                        .post(&single)
-                        .bearer_auth(TOKEN)
-                        .header("Idempotency-Key", &key)
-                        .json(&email(&key))
-                        .send()
-                        .await?;
-                    if answer.status() != 202 {
-                        bail!(
-                            "enqueue answered {}: {}",
-                            answer.status(),
-                            answer.text().await?
-                        );
-                    }
+                    enqueue_one(&client, single.clone(), &key).await?;
                 } else {
                     let items: Vec<Value> = (first..first + count)
                         .map(|i| {
@@ -434,20 +552,9 @@ async fn offered_load(
         );
         let key = format!("latency-{}-{i}", since.unix_timestamp_nanos());
         sends.spawn(async move {
-            let answer = client
-                .post(url)
-                .bearer_auth(TOKEN)
-                .header("Idempotency-Key", &key)
-                .json(&email(&key))
-                .send()
-                .await?;
+            let enqueued = enqueue_one(&client, url, &key).await;
             done.fetch_add(1, Ordering::Relaxed);
-            anyhow::ensure!(
-                answer.status() == 202,
-                "enqueue answered {}",
-                answer.status()
-            );
-            Ok(())
+            enqueued
         });
     }
     while let Some(sent) = sends.join_next().await {

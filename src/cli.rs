@@ -109,6 +109,14 @@ pub struct BenchArgs {
     /// enqueue and delivery).
     #[arg(long, default_value_t = 0.2)]
     pub latency_share: f64,
+    /// Instead of the phases, a soak: the quick start's process (`serve` with the built-in
+    /// sandbox vendor inside it) offered `--soak-rate` enqueues a second for this many
+    /// seconds, its memory, enqueue p99 and backlog sampled every 30 s.
+    #[arg(long)]
+    pub soak: Option<u64>,
+    /// The soak's offered enqueues per second.
+    #[arg(long, default_value_t = 200)]
+    pub soak_rate: u32,
     #[command(flatten)]
     pub logs: LogArgs,
 }
