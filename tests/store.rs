@@ -17,13 +17,15 @@ use herald::domain::{
 use herald::review::{Change, Outcome, PermanentRefusals, Reason, Resend, Then};
 use herald::store::{
     AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
-    NewAccept, NewInboxEvent, NewResolution, Recorded, ReviewFilter, ReviewPreview, RouteSlot,
-    Store, StoreError,
+    NewAccept, NewCallbacks, NewInboxEvent, NewResolution, Recorded, ReviewFilter, ReviewPreview,
+    RouteSlot, Store, StoreError,
 };
 use herald_provider::Request;
+use herald_provider::callback::{CallbackEvent, CallbackRef, ReceiptStatus};
 use support::{Backend, TestDb};
 
 on_both_backends!(
+    a_contradicted_notification_is_kept_until_a_person_acknowledges_it,
     a_new_key_creates_a_replay_answers_again_and_another_body_is_refused,
     concurrent_accepts_of_one_key_create_one_notification,
     a_batch_answers_each_item_in_order_and_commits_together,
@@ -2059,6 +2061,91 @@ async fn keys_and_upstream_event_ids_are_forgotten_after_their_window_a_batch_at
 }
 
 /// Publishes every event to every sink, as a relay that has caught up would.
+/// Retention's clause for `contradicted`: a notification that later evidence reopened as
+/// delivered/known (so no other clause keeps it) stays until a person acknowledges it.
+async fn a_contradicted_notification_is_kept_until_a_person_acknowledges_it(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    // An unknown send that a person closed as not delivered…
+    let n = unknown(store, t).await;
+    let read = store.notification("acme", n.id).await.unwrap();
+    let key = read.attempts[0].provider_idempotency_key.clone();
+    let close = resolution(
+        Outcome::NotDelivered,
+        Some(Then::Close),
+        Change {
+            acknowledged: true,
+            ..change(State::Failed, Some(Certainty::Known), Some(false), None)
+        },
+        &n,
+    );
+    store
+        .resolve("acme", n.id, read.generation, &close, t)
+        .await
+        .unwrap();
+    // …and the vendor's report that it delivered it.
+    let report = CallbackEvent {
+        event_id: "evt-delivered".into(),
+        reference: CallbackRef::Key(key),
+        status: ReceiptStatus::Delivered,
+        vendor_status: "delivered".into(),
+        at: None,
+        suppress: false,
+    };
+    store
+        .receive_callbacks(&NewCallbacks {
+            route: "a".into(),
+            events: vec![report],
+            idempotency_window: None,
+            received_at: t,
+        })
+        .await
+        .unwrap();
+    let reopened = store.notification("acme", n.id).await.unwrap().notification;
+    assert_eq!(
+        (reopened.state, reopened.certainty, reopened.acknowledged),
+        (State::Delivered, Some(Certainty::Known), false)
+    );
+    assert!(reopened.contradiction.is_some());
+
+    let retention = herald::retention::Settings {
+        idempotency: Duration::from_secs(30 * 86_400),
+        finished: Some(Duration::from_secs(7 * 86_400)),
+        batch_size: 10,
+        refusals: PermanentRefusals::Final,
+    };
+    let past_it = t + Duration::from_secs(8 * 86_400);
+    let awake = tokio_util::sync::CancellationToken::new();
+    publish_everything(store, t).await;
+    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
+        .await
+        .unwrap();
+    assert_eq!(swept.notifications, 0, "in review as contradicted: kept");
+
+    let read = store.notification("acme", n.id).await.unwrap();
+    let acknowledge = resolution(
+        Outcome::Acknowledged,
+        None,
+        Change {
+            acknowledged: true,
+            ..change(State::Delivered, Some(Certainty::Known), None, None)
+        },
+        &reopened,
+    );
+    store
+        .resolve("acme", n.id, read.generation, &acknowledge, t)
+        .await
+        .unwrap();
+    publish_everything(store, t).await;
+    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
+        .await
+        .unwrap();
+    assert_eq!(swept.notifications, 1, "acknowledged, it goes when due");
+}
+
 async fn publish_everything(store: &dyn Store, at: OffsetDateTime) {
     for sink in sinks() {
         loop {
