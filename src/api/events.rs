@@ -180,7 +180,8 @@ fn invalid(err: FieldError) -> Problem {
     refused(Rejected::attribute(err))
 }
 
-/// A refused event as problem+json: 422, naming the attribute or variable at fault.
+/// A refused event as problem+json, naming the attribute or variable at fault: 403 for a route
+/// its sender may not use, else 422.
 fn refused(rejected: Rejected) -> Problem {
     if rejected.reason == "route" {
         return Problem::new(

@@ -6,8 +6,8 @@
 //! `SameSite=Strict`, `Secure` behind HTTPS); every form carries the session's CSRF token, and
 //! a post without it changes nothing. The sign-in form carries one too, bound to a cookie of
 //! its own, so that no other site can sign a person in as someone else. Every page forbids
-//! framing, scripts and caching by its headers. Sessions live in this process's memory: behind several
-//! herald processes, route a person to one (or sign in again). Everything shown is escaped by
+//! framing, scripts and caching by its headers. Sessions live in this process's memory: behind
+//! several herald processes, route a person to one (or sign in again). Everything shown is escaped by
 //! the templates: vendor evidence is untrusted text.
 
 use std::collections::HashMap;
@@ -179,6 +179,14 @@ fn same_token(expected: &str, presented: &str) -> bool {
     !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
 }
 
+/// `; Secure` for a cookie set behind HTTPS (as the proxy says), else nothing.
+fn secure(headers: &HeaderMap) -> &'static str {
+    let https = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    if https { "; Secure" } else { "" }
+}
+
 fn refused_as_forged() -> Response {
     (
         StatusCode::FORBIDDEN,
@@ -214,7 +222,8 @@ async fn login_form(State(state): State<AppState>, headers: HeaderMap) -> Respon
     let csrf = random_token();
     let mut response = page("login.html", context! { title => "Sign in", csrf => csrf });
     let cookie = format!(
-        "{LOGIN_COOKIE}={csrf}; Path=/console/login; HttpOnly; SameSite=Strict; Max-Age=3600"
+        "{LOGIN_COOKIE}={csrf}; Path=/console/login; HttpOnly; SameSite=Strict; Max-Age=3600{}",
+        secure(&headers)
     );
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(SET_COOKIE, value);
@@ -255,13 +264,10 @@ async fn login(
         .map_status(StatusCode::UNAUTHORIZED);
     };
     let (id, _) = state.sessions.open(principal);
-    let secure = headers
-        .get("x-forwarded-proto")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
     let cookie = format!(
         "{COOKIE_NAME}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
         SESSION_LIFETIME.as_secs(),
-        if secure { "; Secure" } else { "" }
+        secure(&headers)
     );
     let mut response = redirect("/console");
     if let Ok(value) = HeaderValue::from_str(&cookie) {
