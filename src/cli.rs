@@ -168,8 +168,8 @@ pub struct SendArgs {
 pub enum ReviewCommand {
     /// What needs a person, oldest first: by default everything that waits for one.
     List {
-        /// `unknown`, `duplicate_possible`, `exhausted` or `rejected` (permanent refusals, not
-        /// listed by default), comma-separated.
+        /// `unknown`, `duplicate_possible`, `exhausted`, `contradicted` or `rejected` (permanent
+        /// refusals, not listed by default), comma-separated.
         #[arg(long)]
         reason: Option<String>,
         #[arg(long)]
