@@ -1199,7 +1199,8 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool, freezes: &[Freeze
         }
     }
     if states != expected[..last]
-        || s.events.len() - states.len() != receipt_moves + usize::from(settled_in_review)
+        || s.events.len() - states.len()
+            != receipt_moves + usize::from(settled_in_review) + usize::from(reopened)
     {
         wrong.push(format!(
             "events must be exactly {expected:?} (with `unknown` before a callback's settlement, \

@@ -531,6 +531,71 @@ async fn a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event(backe
     assert_eq!(events().await, 0);
 }
 
+/// Several processes claim from one PostgreSQL database: a claim must never take a row that
+/// another claim committed while it was choosing its rows. It did once (a crash run on
+/// PostgreSQL): the claim chose from its snapshot, then locked the row the other had just leased,
+/// turned that live worker's in-flight attempt ambiguous and fenced it. PostgreSQL only: SQLite
+/// admits one writer at a time, so no claim there reads while another commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
+    let Some(rig) = rig(Backend::Postgres).await else {
+        return;
+    };
+    let t = now();
+    // Enough tenants that choosing takes a while: the other claim commits meanwhile.
+    let tenants: Vec<NewAccept> = (0..20_000)
+        .map(|i| {
+            let n = notification(&format!("t{i:05}"), "a", "+1", "n", t);
+            accept_of(&format!("key-{}", n.id), n, 1)
+        })
+        .collect();
+    rig.store.accept(&tenants).await.unwrap();
+    // The oldest due row: first in every claim.
+    let mut first = notification("t00000", "a", "+1", "first", t - Duration::from_secs(1));
+    first.next_attempt_at = Some(t - Duration::from_secs(1));
+    let first = accepted(&*rig.store, first).await;
+
+    let db = sqlx::PgPool::connect(&rig.db.url).await.unwrap();
+    let store = rig.store.clone();
+    let claiming = tokio::spawn(async move { claim(&*store, t, 10, &["a"]).await });
+    loop {
+        let choosing: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND state = 'active'
+               AND query LIKE 'WITH RECURSIVE tenants%'",
+        )
+        .fetch_one(&db)
+        .await
+        .unwrap();
+        if choosing > 0 {
+            break;
+        }
+        assert!(
+            !claiming.is_finished(),
+            "the claim chose before the other could commit: give it more tenants"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Another process's claim of that row commits now: `sending`, leased, its attempt in flight.
+    sqlx::query(
+        "UPDATE notifications SET state = 'sending', generation = generation + 1, due_at = $2
+         WHERE id = $1",
+    )
+    .bind(first.id.as_uuid())
+    .bind(t + LEASE)
+    .execute(&db)
+    .await
+    .unwrap();
+    let claims = claiming.await.unwrap();
+    assert!(
+        !claims.iter().any(|c| c.notification.id == first.id),
+        "took a row under another claim's lease"
+    );
+    assert_eq!(claims.len(), 9, "the other nine it chose are its own");
+    assert!(claims.iter().all(|c| c.mode == ClaimMode::Send { n: 1 }));
+    db.close().await;
+}
+
 async fn a_claim_fixes_the_provider_request_once(backend: Backend) {
     let Some(rig) = rig(backend).await else {
         return;

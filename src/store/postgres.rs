@@ -215,6 +215,10 @@ impl Dialect for Postgres {
              JOIN jsonb_to_recordset($4) AS r(route text, take bigint) ON r.route = due.route
              WHERE due.place <= r.take
              ORDER BY due.turn, due.due_at LIMIT $2)
+         -- Chosen from the statement's snapshot, but locked as the rows are now: a row another
+         -- claim leased and committed meanwhile is no longer due, and this recheck (made against
+         -- the locked row) leaves it out instead of taking it as a lease that ended.
+         AND state IN ('queued', 'sending') AND due_at <= $1 AND route = ANY($3)
          FOR UPDATE SKIP LOCKED"
     );
     const CLAIM_TAKE: &'static str = concat!(
