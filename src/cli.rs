@@ -257,7 +257,7 @@ pub struct SandboxArgs {
     pub delay_ms: u64,
     /// How many recent deliveries and idempotency keys it keeps; older ones are forgotten and
     /// counted in the ledger, so its memory stays flat.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 10_000)]
     pub history: usize,
     /// herald's callback URL for the route that sends here, e.g.
     /// `http://127.0.0.1:8080/v1/callbacks/sandbox`: each delivery is then reported there,

@@ -338,6 +338,7 @@ impl Vendor {
                         SigningSecret::parse(&REPORT_SECRET.to_owned().into())
                             .expect("a whsec_ secret"),
                     ),
+                    history: GROUND_TRUTH,
                     ..SandboxConfig::default()
                 })
                 .await
@@ -403,11 +404,15 @@ async fn sandbox(profile: Profile, faults: &str) -> SandboxHandle {
         visibility_lag: VENDOR_LAG,
         faults: herald_sandbox::parse_faults(faults).expect("fault syntax"),
         delay: Duration::from_millis(1500),
+        history: GROUND_TRUTH,
         ..SandboxConfig::default()
     })
     .await
     .expect("sandbox starts")
 }
+
+/// The vendor's ledger is the ground truth: it forgets nothing, at any `HERALD_CRASH_SCALE`.
+const GROUND_TRUTH: usize = usize::MAX;
 
 /// One notification as the test enqueues it.
 struct Spec {

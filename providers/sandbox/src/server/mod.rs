@@ -65,7 +65,7 @@ impl Default for SandboxConfig {
             delay: Duration::from_secs(30),
             callback_secret: None,
             callbacks: None,
-            history: 100_000,
+            history: 10_000,
         }
     }
 }
