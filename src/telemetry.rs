@@ -53,7 +53,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 27] = [
+pub const FAMILIES: [(&str, Kind, &str); 28] = [
     (
         "herald_http_requests_total",
         Kind::Counter,
@@ -98,6 +98,11 @@ pub const FAMILIES: [(&str, Kind, &str); 27] = [
         "herald_duplicates_total",
         Kind::Counter,
         "Reopenings that showed a duplicate: the recipient may have a message more than once where the record said once, by route and cause.",
+    ),
+    (
+        "herald_unreadable_notifications_total",
+        Kind::Counter,
+        "Due notifications a claim could not read (a stored value this build cannot decode); each is set aside for an hour, logged at ERROR with its id, and delivery goes on for the rest.",
     ),
     (
         "herald_send_seconds",
@@ -224,6 +229,7 @@ pub fn preregister(config: &Config, routing: &Routing, routes: &crate::dispatch:
         "herald_notifications_accepted_total",
         "herald_idempotency_replays_total",
         "herald_inbox_duplicates_total",
+        "herald_unreadable_notifications_total",
     ] {
         metrics::counter!(name).increment(0);
     }

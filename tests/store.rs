@@ -31,6 +31,7 @@ on_both_backends!(
     a_batch_answers_each_item_in_order_and_commits_together,
     a_claim_takes_due_work_on_the_given_routes_up_to_its_limit,
     a_claim_fixes_the_provider_request_once,
+    a_row_a_claim_cannot_read_is_set_aside_and_the_rest_are_claimed,
     a_claim_takes_no_more_of_a_route_than_its_slot_and_fixes_each_send_deadline,
     a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event,
     a_lease_that_ends_turns_the_attempt_ambiguous_for_reconciliation,
@@ -594,6 +595,56 @@ async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
     assert_eq!(claims.len(), 9, "the other nine it chose are its own");
     assert!(claims.iter().all(|c| c.mode == ClaimMode::Send { n: 1 }));
     db.close().await;
+}
+
+/// A stored value herald cannot read (written before it bounded times, or by hand) stops no
+/// one else's delivery: the claim sets that notification aside for an hour and takes the rest;
+/// nothing is lost, and once repaired it goes out.
+async fn a_row_a_claim_cannot_read_is_set_aside_and_the_rest_are_claimed(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let older = t - Duration::from_secs(1);
+    let unreadable = accepted(store, notification("legacy", "a", "+1", "old", older)).await;
+    let fine = accepted(store, notification("acme", "a", "+1", "new", t)).await;
+    // A year this build cannot hold, as a legacy row could carry.
+    rig.db
+        .execute(
+            "UPDATE notifications SET send_at = '10000-01-01T00:00:00Z' WHERE tenant = 'legacy'",
+        )
+        .await;
+
+    let claimed = claim(store, t, 10, &["a"]).await;
+    let ids: Vec<_> = claimed.iter().map(|c| c.notification.id).collect();
+    assert_eq!(ids, [fine.id], "the rest are claimed");
+    assert_eq!(
+        rig.db
+            .texts("SELECT state FROM notifications WHERE tenant = 'legacy'")
+            .await,
+        ["queued"],
+        "set aside, not lost"
+    );
+    let hour = Duration::from_secs(3600);
+    assert!(
+        claim(store, t + hour - Duration::from_secs(60), 10, &["a"])
+            .await
+            .iter()
+            .all(|c| c.notification.id != unreadable.id),
+        "set aside for an hour"
+    );
+
+    rig.db
+        .execute("UPDATE notifications SET send_at = NULL WHERE tenant = 'legacy'")
+        .await;
+    let repaired = claim(store, t + hour, 10, &["a"]).await;
+    assert!(
+        repaired
+            .iter()
+            .any(|c| c.notification.id == unreadable.id && c.mode == ClaimMode::Send { n: 1 }),
+        "once repaired, it goes out"
+    );
 }
 
 async fn a_claim_fixes_the_provider_request_once(backend: Backend) {

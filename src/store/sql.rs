@@ -621,6 +621,16 @@ const FIND: &str = concat!(
     claimed_columns!(),
     " FROM notifications WHERE tenant = $1 AND id = $2"
 );
+/// A notification row by id alone, for the claim's search for rows it cannot read.
+const READ_BY_ID: &str = concat!(
+    "SELECT ",
+    claimed_columns!(),
+    " FROM notifications WHERE id = $1"
+);
+const SET_ASIDE: &str = "UPDATE notifications SET due_at = $2 WHERE id = $1";
+/// How long a notification a claim cannot read waits before it is tried (and reported) again:
+/// long enough not to fill the log, short enough that a repaired row goes out the same hour.
+const UNREADABLE_SET_ASIDE: Duration = Duration::from_secs(60 * 60);
 const INSERT_EVENT: &str =
     "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at)
      VALUES ($1, $2, $3, $4, $5, $6)";
@@ -760,6 +770,167 @@ const LOOK_ALIKES: &str = concat!(
 );
 
 impl<D: Dialect> SqlStore<D> {
+    /// [`Store::claim`]'s transaction.
+    async fn claim_once(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        routes: &[RouteSlot],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
+        let mut tx = self.0.begin().await?;
+        let due: Vec<(Uuid, String)> = tx
+            .fetch_all(D::CLAIM_DUE, claim_due_args(now, limit, routes))
+            .await?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = due.iter().map(|(id, _)| *id).collect();
+        let was_queued: Vec<Uuid> = due
+            .iter()
+            .filter(|(_, state)| state == "queued")
+            .map(|(id, _)| *id)
+            .collect();
+        let rows: Vec<ClaimedRow> = tx
+            .fetch_all(
+                D::CLAIM_TAKE,
+                vec![
+                    Arg::from(now),
+                    Arg::from(now + lease),
+                    Arg::Uuids(ids.clone()),
+                    Arg::Uuids(was_queued.clone()),
+                ],
+            )
+            .await?;
+        tx.execute(
+            D::CLAIM_EXPIRE,
+            vec![
+                Arg::Uuids(ids.clone()),
+                Arg::from(now),
+                Arg::json(&lease_expired_evidence(now)),
+            ],
+        )
+        .await?;
+        let mut claims = Vec::with_capacity(rows.len());
+        let (mut fixed, mut started) = (Vec::new(), Vec::new());
+        for row in rows {
+            let notification: Notification = row.notification.try_into()?;
+            let first = was_queued.contains(&notification.id.as_uuid());
+            let mut request = row.provider_request.map(|r| r.0);
+            if request.is_none() && first {
+                // Fixed now, in the transaction that commits the intent: before any call.
+                request = prepare(&notification);
+                if let Some(prepared) = &request {
+                    fixed.push(FixedRequest {
+                        id: notification.id.as_uuid(),
+                        request: prepared.clone(),
+                    });
+                }
+            }
+            let mode = if first {
+                let window = routes
+                    .iter()
+                    .find(|slot| slot.route == notification.route)
+                    .map_or(Duration::ZERO, |slot| slot.send_window);
+                started.push(StartedAttempt {
+                    id: notification.id.as_uuid(),
+                    n: row.attempt_count,
+                    generation: row.generation,
+                    route: notification.route.clone(),
+                    key: notification.provider_key(),
+                    send_deadline: (now + window).into(),
+                });
+                ClaimMode::Send {
+                    n: row.attempt_count,
+                }
+            } else {
+                ClaimMode::Reconcile
+            };
+            claims.push(Claim {
+                notification,
+                generation: row.generation,
+                mode,
+                attempts: Vec::new(),
+                request,
+                budget_from: row.budget_from,
+                budget_since: row.budget_since.map(Timestamp::into_inner),
+            });
+        }
+        if !fixed.is_empty() {
+            tx.execute(D::CLAIM_FIX_REQUESTS, vec![Arg::json(&fixed)])
+                .await?;
+        }
+        if !started.is_empty() {
+            tx.execute(
+                D::CLAIM_START_ATTEMPTS,
+                vec![Arg::json(&started), Arg::from(now)],
+            )
+            .await?;
+        }
+        let attempts: Vec<AttemptWithOwner> = tx
+            .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids)])
+            .await?;
+        tx.commit().await?;
+        for row in attempts {
+            if let Some(claim) = claims
+                .iter_mut()
+                .find(|c| c.notification.id.as_uuid() == row.notification_id)
+            {
+                claim.attempts.push(row.attempt.try_into()?);
+            }
+        }
+        Ok(claims)
+    }
+
+    /// Finds the due notifications a claim cannot read (a stored value this build cannot decode:
+    /// written before herald bounded it, or by hand) and sets each aside for
+    /// [`UNREADABLE_SET_ASIDE`], logged at ERROR with its id and counted, so that a claim goes on
+    /// with the rest. Nothing is lost: it is due again after that, and goes out as soon as it
+    /// can be read. Returns how many were set aside.
+    async fn set_aside_unreadable(
+        &self,
+        now: OffsetDateTime,
+        limit: u32,
+        routes: &[RouteSlot],
+    ) -> StoreResult<usize> {
+        let mut tx = self.0.begin().await?;
+        let due: Vec<(Uuid, String)> = tx
+            .fetch_all(D::CLAIM_DUE, claim_due_args(now, limit, routes))
+            .await?;
+        let mut unreadable = 0;
+        for (id, _) in due {
+            let read = async {
+                let rows: Vec<ClaimedRow> = tx.fetch_all(READ_BY_ID, args![id]).await?;
+                for row in rows {
+                    Notification::try_from(row.notification)?;
+                }
+                let attempts: Vec<AttemptWithOwner> = tx
+                    .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(vec![id])])
+                    .await?;
+                for row in attempts {
+                    Attempt::try_from(row.attempt)?;
+                }
+                StoreResult::Ok(())
+            };
+            let Err(err) = read.await else {
+                continue;
+            };
+            tracing::error!(
+                notification_id = %id,
+                %err,
+                set_aside_for = ?UNREADABLE_SET_ASIDE,
+                "a due notification cannot be read; set aside so that delivery goes on"
+            );
+            tx.execute(SET_ASIDE, args![id, now + UNREADABLE_SET_ASIDE])
+                .await?;
+            metrics::counter!("herald_unreadable_notifications_total").increment(1);
+            unreadable += 1;
+        }
+        tx.commit().await?;
+        Ok(unreadable)
+    }
+
     async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<ClaimedRow> {
         let row: Option<ClaimedRow> = self
             .0
@@ -1228,120 +1399,16 @@ impl<D: Dialect> Store for SqlStore<D> {
         routes: &[RouteSlot],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
-        let takes: Vec<Value> = routes
-            .iter()
-            .map(|slot| serde_json::json!({"route": slot.route, "take": slot.take}))
-            .collect();
-        let mut tx = self.0.begin().await?;
-        let due: Vec<(Uuid, String)> = tx
-            .fetch_all(
-                D::CLAIM_DUE,
-                vec![
-                    Arg::from(now),
-                    Arg::from(i64::from(limit)),
-                    Arg::Texts(routes.iter().map(|slot| slot.route.clone()).collect()),
-                    Arg::json(&takes),
-                ],
-            )
-            .await?;
-        if due.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<Uuid> = due.iter().map(|(id, _)| *id).collect();
-        let was_queued: Vec<Uuid> = due
-            .iter()
-            .filter(|(_, state)| state == "queued")
-            .map(|(id, _)| *id)
-            .collect();
-        let rows: Vec<ClaimedRow> = tx
-            .fetch_all(
-                D::CLAIM_TAKE,
-                vec![
-                    Arg::from(now),
-                    Arg::from(now + lease),
-                    Arg::Uuids(ids.clone()),
-                    Arg::Uuids(was_queued.clone()),
-                ],
-            )
-            .await?;
-        tx.execute(
-            D::CLAIM_EXPIRE,
-            vec![
-                Arg::Uuids(ids.clone()),
-                Arg::from(now),
-                Arg::json(&lease_expired_evidence(now)),
-            ],
-        )
-        .await?;
-        let mut claims = Vec::with_capacity(rows.len());
-        let (mut fixed, mut started) = (Vec::new(), Vec::new());
-        for row in rows {
-            let notification: Notification = row.notification.try_into()?;
-            let first = was_queued.contains(&notification.id.as_uuid());
-            let mut request = row.provider_request.map(|r| r.0);
-            if request.is_none() && first {
-                // Fixed now, in the transaction that commits the intent: before any call.
-                request = prepare(&notification);
-                if let Some(prepared) = &request {
-                    fixed.push(FixedRequest {
-                        id: notification.id.as_uuid(),
-                        request: prepared.clone(),
-                    });
+        match self.claim_once(now, lease, limit, routes, prepare).await {
+            // One row that cannot be read must not stop delivery for every tenant.
+            Err(err @ StoreError::Internal(_)) => {
+                if self.set_aside_unreadable(now, limit, routes).await? == 0 {
+                    return Err(err);
                 }
+                self.claim_once(now, lease, limit, routes, prepare).await
             }
-            let mode = if first {
-                let window = routes
-                    .iter()
-                    .find(|slot| slot.route == notification.route)
-                    .map_or(Duration::ZERO, |slot| slot.send_window);
-                started.push(StartedAttempt {
-                    id: notification.id.as_uuid(),
-                    n: row.attempt_count,
-                    generation: row.generation,
-                    route: notification.route.clone(),
-                    key: notification.provider_key(),
-                    send_deadline: (now + window).into(),
-                });
-                ClaimMode::Send {
-                    n: row.attempt_count,
-                }
-            } else {
-                ClaimMode::Reconcile
-            };
-            claims.push(Claim {
-                notification,
-                generation: row.generation,
-                mode,
-                attempts: Vec::new(),
-                request,
-                budget_from: row.budget_from,
-                budget_since: row.budget_since.map(Timestamp::into_inner),
-            });
+            claimed => claimed,
         }
-        if !fixed.is_empty() {
-            tx.execute(D::CLAIM_FIX_REQUESTS, vec![Arg::json(&fixed)])
-                .await?;
-        }
-        if !started.is_empty() {
-            tx.execute(
-                D::CLAIM_START_ATTEMPTS,
-                vec![Arg::json(&started), Arg::from(now)],
-            )
-            .await?;
-        }
-        let attempts: Vec<AttemptWithOwner> = tx
-            .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids)])
-            .await?;
-        tx.commit().await?;
-        for row in attempts {
-            if let Some(claim) = claims
-                .iter_mut()
-                .find(|c| c.notification.id.as_uuid() == row.notification_id)
-            {
-                claim.attempts.push(row.attempt.try_into()?);
-            }
-        }
-        Ok(claims)
     }
 
     async fn look_alikes(
@@ -1968,6 +2035,20 @@ fn next_columns(
             (state, None, *at, None)
         }
     }
+}
+
+/// [`Dialect::CLAIM_DUE`]'s arguments.
+fn claim_due_args(now: OffsetDateTime, limit: u32, routes: &[RouteSlot]) -> Vec<Arg> {
+    let takes: Vec<Value> = routes
+        .iter()
+        .map(|slot| serde_json::json!({"route": slot.route, "take": slot.take}))
+        .collect();
+    vec![
+        Arg::from(now),
+        Arg::from(i64::from(limit)),
+        Arg::Texts(routes.iter().map(|slot| slot.route.clone()).collect()),
+        Arg::json(&takes),
+    ]
 }
 
 /// What a claim writes on an attempt it found `in_flight` past its lease.

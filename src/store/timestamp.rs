@@ -5,12 +5,12 @@
 
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueFormat, PgValueRef};
 use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
 use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
 use time::format_description::BorrowedFormatItem;
 use time::format_description::well_known::Rfc3339;
-use time::macros::format_description;
+use time::macros::{datetime, format_description};
 use time::{OffsetDateTime, UtcOffset};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -58,7 +58,21 @@ impl Encode<'_, Postgres> for Timestamp {
 
 impl<'r> Decode<'r, Postgres> for Timestamp {
     fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
-        <OffsetDateTime as Decode<Postgres>>::decode(value).map(Timestamp)
+        match value.format() {
+            // Microseconds since 2000-01-01 UTC, added with a check: PostgreSQL holds years up
+            // to 294276, and sqlx's own decoding panics on one past 9999 (a row this build
+            // cannot read must be an error the store can set aside, never a panic).
+            PgValueFormat::Binary => {
+                let micros = <i64 as Decode<Postgres>>::decode(value)?;
+                datetime!(2000-01-01 0:00 UTC)
+                    .checked_add(time::Duration::microseconds(micros))
+                    .map(Timestamp)
+                    .ok_or_else(|| format!("a time {micros} µs after 2000 is out of range").into())
+            }
+            PgValueFormat::Text => {
+                <OffsetDateTime as Decode<Postgres>>::decode(value).map(Timestamp)
+            }
+        }
     }
 }
 
@@ -85,7 +99,6 @@ impl<'r> Decode<'r, Sqlite> for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use time::macros::datetime;
 
     #[test]
     fn sqlite_text_sorts_like_time() {
