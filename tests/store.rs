@@ -26,6 +26,8 @@ use support::{Backend, TestDb};
 
 on_both_backends!(
     a_contradicted_notification_is_kept_until_a_person_acknowledges_it,
+    a_possible_duplicate_is_kept_until_a_person_acknowledges_it,
+    a_sweep_racing_a_resend_an_acknowledgement_and_a_claim_deletes_only_what_was_finished,
     a_new_key_creates_a_replay_answers_again_and_another_body_is_refused,
     concurrent_accepts_of_one_key_create_one_notification,
     a_batch_answers_each_item_in_order_and_commits_together,
@@ -2179,6 +2181,172 @@ async fn keys_and_upstream_event_ids_are_forgotten_after_their_window_a_batch_at
 /// Publishes every event to every sink, as a relay that has caught up would.
 /// Retention's clause for `contradicted`: a notification that later evidence reopened as
 /// delivered/known (so no other clause keeps it) stays until a person acknowledges it.
+/// Retention's clause for `duplicate_possible`: the recipient may have it twice, and until a
+/// person has looked, the evidence stays.
+async fn a_possible_duplicate_is_kept_until_a_person_acknowledges_it(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = ended(
+        store,
+        notification("acme", "dp", "+1", "twice?", t),
+        AttemptResult::Accepted,
+        None,
+        finish(State::Delivered, Certainty::DuplicatePossible),
+    )
+    .await;
+    let retention = herald::retention::Settings {
+        idempotency: Duration::from_secs(30 * 86_400),
+        finished: Some(Duration::from_secs(7 * 86_400)),
+        batch_size: 10,
+        refusals: PermanentRefusals::Final,
+    };
+    let past_it = t + Duration::from_secs(8 * 86_400);
+    let awake = tokio_util::sync::CancellationToken::new();
+    publish_everything(store, t).await;
+    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
+        .await
+        .unwrap();
+    assert_eq!(
+        swept.notifications, 0,
+        "in review as duplicate_possible: kept"
+    );
+
+    let read = store.notification("acme", n.id).await.unwrap();
+    let acknowledge = resolution(
+        Outcome::Acknowledged,
+        None,
+        Change {
+            acknowledged: true,
+            ..change(
+                State::Delivered,
+                Some(Certainty::DuplicatePossible),
+                None,
+                None,
+            )
+        },
+        &read.notification,
+    );
+    store
+        .resolve("acme", n.id, read.generation, &acknowledge, t)
+        .await
+        .unwrap();
+    publish_everything(store, t).await;
+    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
+        .await
+        .unwrap();
+    assert_eq!(swept.notifications, 1, "acknowledged, it goes when due");
+}
+
+/// Retention sweeps while a person resends a closed dead letter and acknowledges a possible
+/// duplicate, and a dispatcher claims: whichever commits first wins, and the sweep never deletes
+/// what a resend made live again, what nobody acknowledged, or what waits to be sent.
+async fn a_sweep_racing_a_resend_an_acknowledgement_and_a_claim_deletes_only_what_was_finished(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let retention = herald::retention::Settings {
+        idempotency: Duration::from_secs(30 * 86_400),
+        finished: Some(Duration::from_secs(7 * 86_400)),
+        batch_size: 100,
+        refusals: PermanentRefusals::Final,
+    };
+    let past_it = t + Duration::from_secs(8 * 86_400);
+    let awake = tokio_util::sync::CancellationToken::new();
+    let (mut resent, mut swept_first) = (0, 0);
+    for _ in 0..20 {
+        let dead_letter = unknown(store, t).await;
+        let read = store.notification("acme", dead_letter.id).await.unwrap();
+        let close = resolution(
+            Outcome::NotDelivered,
+            Some(Then::Close),
+            Change {
+                acknowledged: true,
+                ..change(State::Failed, Some(Certainty::Known), Some(false), None)
+            },
+            &dead_letter,
+        );
+        let closed = store
+            .resolve("acme", dead_letter.id, read.generation, &close, t)
+            .await
+            .unwrap();
+        let twice = ended(
+            store,
+            notification("acme", "dp", "+1", "twice?", t),
+            AttemptResult::Accepted,
+            None,
+            finish(State::Delivered, Certainty::DuplicatePossible),
+        )
+        .await;
+        let waiting = accepted(store, notification("acme", "q", "+1", "waiting", t)).await;
+        publish_everything(store, t).await;
+
+        let closed_at = store
+            .notification("acme", closed.id)
+            .await
+            .unwrap()
+            .generation;
+        let twice_at = store
+            .notification("acme", twice.id)
+            .await
+            .unwrap()
+            .generation;
+        let resend = resolution(
+            Outcome::NotDelivered,
+            Some(Then::Resend),
+            change(State::Queued, None, None, Some(Resend { renew_key: false })),
+            &closed,
+        );
+        let acknowledge = resolution(
+            Outcome::Acknowledged,
+            None,
+            Change {
+                acknowledged: true,
+                ..change(
+                    State::Delivered,
+                    Some(Certainty::DuplicatePossible),
+                    None,
+                    None,
+                )
+            },
+            &twice,
+        );
+        let slots = routes(&["q"]);
+        let (swept, resend, acknowledged, claimed) = tokio::join!(
+            herald::retention::sweep(store, &retention, past_it, &awake),
+            store.resolve("acme", closed.id, closed_at, &resend, t),
+            store.resolve("acme", twice.id, twice_at, &acknowledge, t),
+            store.claim(t, LEASE, 10, &slots, &|_| None),
+        );
+        swept.unwrap();
+        claimed.unwrap();
+        acknowledged.expect("unacknowledged, it was never the sweep's to take");
+        store
+            .notification("acme", waiting.id)
+            .await
+            .expect("what waits to be sent is never swept");
+        let now_there = store.notification("acme", closed.id).await;
+        match resend {
+            Ok(_) => {
+                assert_eq!(now_there.unwrap().notification.state, State::Queued);
+                resent += 1;
+            }
+            Err(StoreError::NotFound | StoreError::Conflict(_)) => {
+                assert!(matches!(now_there, Err(StoreError::NotFound)));
+                swept_first += 1;
+            }
+            Err(err) => panic!("the resend failed for another cause: {err}"),
+        }
+    }
+    println!("of 20 races, the resend won {resent} and the sweep {swept_first}");
+}
+
 async fn a_contradicted_notification_is_kept_until_a_person_acknowledges_it(backend: Backend) {
     let Some(rig) = rig(backend).await else {
         return;
