@@ -1291,9 +1291,10 @@ fn check_shared_references(seen: &[Seen]) -> Vec<String> {
 /// is about the group. Each delivered member holds at least one message of its own (messages
 /// are not shared), `delivered`/`known` exactly one, `failed`/`known` none, an `at_most_once`
 /// member at most one; only an `at_least_once` member that is `duplicate_possible` or `unknown`
-/// may hold more. So the ledger lies between the delivered members and that capacity (I2 and
-/// I3 per group: with every member `delivered`/`known` it equals the group's size; with none
-/// uncertain it equals the `delivered`/`known` count).
+/// may hold more, one per send that may have delivered. So the ledger lies between the
+/// delivered members and that capacity (I2 and I3 per group: with every member
+/// `delivered`/`known` it equals the group's size; with none uncertain it equals the
+/// `delivered`/`known` count).
 fn check_groups(seen: &[Seen]) -> Vec<String> {
     let mut groups: BTreeMap<usize, Vec<&Seen>> = BTreeMap::new();
     for s in seen {
@@ -1311,20 +1312,26 @@ fn check_groups(seen: &[Seen]) -> Vec<String> {
         let delivered = count("delivered", "known") + count("delivered", "duplicate_possible");
         // How many of the text's messages each member may hold: `known` ones exactly what they
         // say; any other (`unknown`, `duplicate_possible`, or not final, which I1 reports) one
-        // under `at_most_once`, any number under `at_least_once`.
+        // under `at_most_once`, and under `at_least_once` one per send that may have delivered
+        // (each request makes at most one message): an uncertain member never lifts the
+        // group's bound, so a `known` member holding a second message cannot hide behind it.
         let capacity = |s: &&Seen| match (s.state(), s.certainty()) {
-            ("delivered", "known") => Some(1),
-            ("failed", "known") => Some(0),
-            _ if s.delivery() == "at_most_once" => Some(1),
-            _ => None,
+            ("delivered", "known") => 1,
+            ("failed", "known") => 0,
+            _ if s.delivery() == "at_most_once" => 1,
+            _ => s
+                .attempts()
+                .iter()
+                .filter(|a| may_have_delivered(a))
+                .count() as u64,
         };
-        let at_most: Option<u64> = members.iter().map(capacity).sum();
+        let at_most: u64 = members.iter().map(capacity).sum();
         let problem = if ledger < delivered {
             Some(format!(
                 "{delivered} member(s) delivered, but the vendor delivered the text {ledger} time(s)"
             ))
         } else {
-            at_most.filter(|m| ledger > *m).map(|at_most| {
+            (ledger > at_most).then(|| {
                 format!(
                     "the vendor delivered the text {ledger} time(s), but the members account \
                      for at most {at_most} (I2/I3)"
