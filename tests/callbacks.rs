@@ -26,6 +26,7 @@ on_both_backends!(
     a_report_that_came_before_the_ambiguity_settles_it_once_recorded,
     a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it,
     a_delivery_report_after_a_person_closed_it_reopens_it_and_nothing_sends_it_again,
+    a_report_of_a_second_message_under_the_key_reopens_a_known_delivery,
     callbacks_that_are_not_the_vendors_or_name_no_message_store_nothing,
 );
 
@@ -412,6 +413,61 @@ async fn a_delivery_report_after_a_person_closed_it_reopens_it_and_nothing_sends
     assert_eq!(queue["data"], json!([]));
     let ledger = sandbox.client().unwrap().ledger().await.unwrap();
     assert_eq!(ledger.total_deliveries(), 1, "sent once, never again");
+}
+
+/// A stale worker's second send makes a second message under the notification's key, which
+/// herald's record does not hold; the vendor's signed report of it is the only sign. It reopens
+/// the `known` delivery as a possible duplicate, in review, and the ledger agrees: two messages.
+async fn a_report_of_a_second_message_under_the_key_reopens_a_known_delivery(backend: Backend) {
+    let Some((sandbox, app)) =
+        vendor_and_herald(backend, Profile::Plain, "", target(0, 0, false)).await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let n = settled(&app, &id, "the first message's report", |n| {
+        n["state"] == "delivered" && n["receipts"].as_array().is_some_and(|r| !r.is_empty())
+    })
+    .await;
+    assert_eq!(n["certainty"], "known", "its report agrees: {n:#}");
+    let key = n["attempts"][0]["provider_idempotency_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first = n["attempts"][0]["provider_ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // The same request again, as the stale worker's would be: a second message under the key.
+    let second: Value = app
+        .http
+        .post(format!("{}/messages", sandbox.base_url()))
+        .json(
+            &json!({"reference": key, "channel": "email", "to": "ada@example.com",
+                      "subject": "hello", "text": "hello"}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let second = second["id"].as_str().unwrap().to_owned();
+    assert_ne!(second, first);
+
+    let n = settled(&app, &id, "the second message's report", |n| {
+        n["certainty"] == "duplicate_possible"
+    })
+    .await;
+    assert_eq!(n["state"], "delivered");
+    assert_eq!(n["review"]["reason"], "contradicted", "{n:#}");
+    let why = n["contradiction"]["why"].as_str().unwrap();
+    assert!(why.contains(&second), "the second message is named: {why}");
+    let queue = review_queue(&app).await;
+    assert_eq!(queue["data"][0]["id"], json!(id), "{queue:#}");
+    let ledger = sandbox.client().unwrap().ledger().await.unwrap();
+    assert_eq!(ledger.deliveries_of(&key), 2, "the vendor holds two");
 }
 
 async fn a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it(backend: Backend) {

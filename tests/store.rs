@@ -2374,6 +2374,7 @@ async fn a_contradicted_notification_is_kept_until_a_person_acknowledges_it(back
     let report = CallbackEvent {
         event_id: "evt-delivered".into(),
         reference: CallbackRef::Key(key),
+        message: None,
         status: ReceiptStatus::Delivered,
         vendor_status: "delivered".into(),
         at: None,

@@ -8,13 +8,15 @@
 //!
 //! Messages are told apart as far as herald can: by the vendor's reference where one is known,
 //! else one per attempt; a replay that settled an earlier send under the same key delivered the
-//! same message (the vendor deduplicated it), and a vendor's report under a provider key counts
-//! as one message only where no send under that key is already counted. So the count is what
-//! the evidence proves at least, never more than was sent.
+//! same message (the vendor deduplicated it). A vendor's report under a provider key counts as
+//! one message only where no send under that key is already counted; a report that names the
+//! vendor's id of a message that no send under its key holds counts as another one, unless a
+//! send under that key whose id herald never learnt may be it. So the count is what the
+//! evidence proves at least, never more than was sent.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Attempt, AttemptResult, Certainty, Notification, SettledBy, State};
+use super::{Attempt, AttemptResult, Certainty, Notification, Reported, SettledBy, State};
 
 /// What later evidence makes of a notification.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +34,7 @@ pub struct Reopen {
 }
 
 /// A message a vendor may hold, as far as herald can tell one from another.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Message<'a> {
     /// The vendor's reference for it, on a route.
     Ref(&'a str, &'a str),
@@ -86,26 +88,50 @@ fn message<'a>(a: &'a Attempt, attempts: &'a [Attempt]) -> Option<Message<'a>> {
 }
 
 /// What later evidence makes of notification `n`, given its attempts (with any `late_result`
-/// evidence) and the (route, provider key) pairs under which vendors reported a message of
-/// it; `None` where the evidence agrees with the record, or while a worker holds it (its
-/// record is held against the evidence when it is made).
-pub fn reopen(
-    n: &Notification,
-    attempts: &[Attempt],
-    reported: &[(String, String)],
-) -> Option<Reopen> {
+/// evidence) and the messages vendors reported of it; `None` where the evidence agrees with the
+/// record, or while a worker holds it (its record is held against the evidence when it is
+/// made).
+pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> Option<Reopen> {
     let mut messages: BTreeSet<Message> = attempts
         .iter()
         .filter_map(|a| message(a, attempts))
         .collect();
+    // The vendor ids reported under each (route, key).
+    let mut keys: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for r in reported {
+        let ids = keys.entry((&r.route, &r.key)).or_default();
+        ids.extend(r.message.as_deref());
+    }
     let mut reports = Vec::new();
-    for (route, key) in reported {
-        let counted = attempts.iter().any(|a| {
-            &a.route == route
-                && &a.provider_idempotency_key == key
-                && message(a, attempts).is_some()
-        });
-        if !counted {
+    for ((route, key), ids) in keys {
+        let sent: Vec<Message> = attempts
+            .iter()
+            .filter(|a| a.route == route && a.provider_idempotency_key == key)
+            .filter_map(|a| message(a, attempts))
+            .collect();
+        let unheld: Vec<&str> = ids
+            .into_iter()
+            .filter(|id| !sent.contains(&Message::Ref(route, id)))
+            .collect();
+        // A send whose id herald never learnt may be one of the unheld.
+        let nameless: Vec<Message> = sent
+            .iter()
+            .filter(|m| matches!(m, Message::Attempt(_)))
+            .copied()
+            .collect();
+        for id in &unheld {
+            messages.insert(Message::Ref(route, id));
+        }
+        for m in nameless.iter().take(unheld.len()) {
+            messages.remove(m);
+        }
+        if unheld.len() > nameless.len() {
+            reports.push(format!(
+                "route `{route}`'s vendor reported {} under key {key}, which the record does \
+                 not hold",
+                unheld.join(", ")
+            ));
+        } else if sent.is_empty() {
             messages.insert(Message::Reported(route, key));
             reports.push(format!(
                 "route `{route}`'s vendor reported a message sent under key {key}"
@@ -266,9 +292,20 @@ mod tests {
 
     /// (what reopen makes of it) as "state/certainty duplicate cause", or "unchanged".
     fn verdict(n: &Notification, attempts: &[Attempt], reported: &[(&str, &str)]) -> String {
-        let reported: Vec<(String, String)> = reported
+        // `route/key` reports no vendor id; `route/key/id` names one.
+        let reported: Vec<Reported> = reported
             .iter()
-            .map(|(r, k)| ((*r).to_owned(), (*k).to_owned()))
+            .map(|(r, k)| {
+                let (key, message) = match k.split_once('/') {
+                    Some((key, id)) => (key, Some(id.to_owned())),
+                    None => (*k, None),
+                };
+                Reported {
+                    route: (*r).to_owned(),
+                    key: key.to_owned(),
+                    message,
+                }
+            })
             .collect();
         match reopen(n, attempts, &reported) {
             None => "unchanged".to_owned(),
@@ -443,6 +480,51 @@ mod tests {
                 vec![attempt(1, "primary", Accepted, Some("SM1"))],
                 vec![("primary", "k-primary")],
                 "unchanged",
+            ),
+            (
+                "...and so does one that names it",
+                &known,
+                vec![attempt(1, "primary", Accepted, Some("SM1"))],
+                vec![("primary", "k-primary/SM1")],
+                "unchanged",
+            ),
+            (
+                "a report of a second message under the key (a stale worker's send)",
+                &known,
+                vec![attempt(1, "primary", Accepted, Some("SM1"))],
+                vec![("primary", "k-primary/SM1"), ("primary", "k-primary/SM2")],
+                "delivered/duplicate_possible duplicate callback",
+            ),
+            (
+                "...named alone, beside the message the record has",
+                &known,
+                vec![attempt(1, "primary", Accepted, Some("SM1"))],
+                vec![("primary", "k-primary/SM2")],
+                "delivered/duplicate_possible duplicate callback",
+            ),
+            (
+                "a report's id may be that of a send whose id herald never learnt",
+                &known,
+                vec![settled(
+                    attempt(1, "primary", Ambiguous, None),
+                    SettledBy::OutcomeQuery,
+                    "accepted",
+                    json!({}),
+                )],
+                vec![("primary", "k-primary/SM2")],
+                "unchanged",
+            ),
+            (
+                "...but not two ids for one such send",
+                &known,
+                vec![settled(
+                    attempt(1, "primary", Ambiguous, None),
+                    SettledBy::OutcomeQuery,
+                    "accepted",
+                    json!({}),
+                )],
+                vec![("primary", "k-primary/SM2"), ("primary", "k-primary/SM3")],
+                "delivered/duplicate_possible duplicate callback",
             ),
         ];
         for (case, n, attempts, reported, expected) in cases {

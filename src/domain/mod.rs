@@ -21,8 +21,8 @@ pub use notification::{
     Sibling, channel_component, check_metadata_key, parse_recipient,
 };
 pub use receipt::{
-    Receipt, ReceiptStatus, Suppression, SuppressionReason, messages_proven, settled_by_callback,
-    suppression_recipient,
+    Receipt, ReceiptStatus, Reported, Suppression, SuppressionReason, messages_proven,
+    settled_by_callback, suppression_recipient,
 };
 pub use routing::{RouteInfo, Routing, Template, Templates};
 pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, State};

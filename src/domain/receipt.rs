@@ -1,7 +1,7 @@
 //! What herald hears after a send: delivery receipts from vendor callbacks, and the recipients
 //! it must not send to again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -142,20 +142,36 @@ pub fn settled_by_callback(
     }
 }
 
+/// A message a vendor reported: on which route, under which of herald's provider keys, and the
+/// vendor's own id of it where the report named one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reported {
+    pub route: String,
+    pub key: String,
+    pub message: Option<String>,
+}
+
 /// How many messages the vendors may hold for a notification once `settled` are settled as
-/// accepted, given the (route, provider key) pairs that vendors' reports named: each pair that a
-/// report names or whose send may have been taken counts once. `None` while an ambiguous
-/// attempt is still unsettled, for then nothing is proven. One means the reports prove exactly
-/// one delivery; more, that the recipient may have several.
+/// accepted, given the messages that vendors' reports named: each (route, provider key) pair
+/// that a report names or whose send may have been taken counts once, and once more for each
+/// further vendor id seen under it (a vendor that does not deduplicate by key made two
+/// messages). `None` while an ambiguous attempt is still unsettled, for then nothing is
+/// proven. One means the reports prove exactly one delivery; more, that the recipient may
+/// have several.
 pub fn messages_proven(
     attempts: &[Attempt],
     settled: &[i32],
-    reported: &[(String, String)],
+    reported: &[Reported],
 ) -> Option<usize> {
-    let mut messages: BTreeSet<(&str, &str)> = reported
-        .iter()
-        .map(|(route, key)| (route.as_str(), key.as_str()))
-        .collect();
+    let mut messages: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut ids: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for r in reported {
+        let pair = (r.route.as_str(), r.key.as_str());
+        messages.insert(pair);
+        if let Some(id) = &r.message {
+            ids.entry(pair).or_default().insert(id);
+        }
+    }
     for a in attempts {
         let taken = match a.result {
             AttemptResult::Accepted => true,
@@ -167,10 +183,15 @@ pub fn messages_proven(
             AttemptResult::Rejected => false,
         };
         if taken {
-            messages.insert((a.route.as_str(), a.provider_idempotency_key.as_str()));
+            let pair = (a.route.as_str(), a.provider_idempotency_key.as_str());
+            messages.insert(pair);
+            if let Some(id) = &a.provider_ref {
+                ids.entry(pair).or_default().insert(id);
+            }
         }
     }
-    Some(messages.len())
+    let further: usize = ids.values().map(|ids| ids.len().saturating_sub(1)).sum();
+    Some(messages.len() + further)
 }
 
 #[cfg(test)]
@@ -197,10 +218,14 @@ mod tests {
         }
     }
 
-    fn reported(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn reported(pairs: &[(&str, &str)]) -> Vec<Reported> {
         pairs
             .iter()
-            .map(|(r, k)| ((*r).into(), (*k).into()))
+            .map(|(r, k)| Reported {
+                route: (*r).into(),
+                key: (*k).into(),
+                message: None,
+            })
             .collect()
     }
 
@@ -270,6 +295,21 @@ mod tests {
         assert_eq!(
             messages_proven(&resent, &[2], &reported(&[("a", "k-1")])),
             Some(1)
+        );
+        // Two vendor ids under one key: a vendor that does not deduplicate made two.
+        let mut ids = reported(&[("a", "k"), ("a", "k")]);
+        ids[0].message = Some("SM1".into());
+        ids[1].message = Some("SM2".into());
+        assert_eq!(
+            messages_proven(&[attempt(1, "a", "k", Ambiguous)], &[1], &ids),
+            Some(2)
+        );
+        let mut accepted = attempt(1, "a", "k", Accepted);
+        accepted.provider_ref = Some("SM1".into());
+        assert_eq!(
+            messages_proven(&[accepted], &[], &ids[..1]),
+            Some(1),
+            "the report names the message the send's answer named"
         );
         let in_flight = [
             attempt(1, "a", "k", Ambiguous),

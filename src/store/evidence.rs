@@ -28,9 +28,7 @@ pub(super) async fn hold_against_evidence<D: Dialect>(
     now: OffsetDateTime,
 ) -> StoreResult<Option<Notification>> {
     let attempts = attempts_of::<D>(&mut **tx, n.id).await?;
-    let reported: Vec<(String, String)> = tx
-        .fetch_all(super::receipts::REPORTED_KEYS, args![n.id])
-        .await?;
+    let reported = super::receipts::reported(&mut **tx, n.id).await?;
     let Some(reopen) = reopen(&n, &attempts, &reported) else {
         return Ok(None);
     };

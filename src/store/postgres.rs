@@ -78,6 +78,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "review previews",
         include_str!("../../migrations/postgres/0012_review_previews.sql"),
     ),
+    (
+        13,
+        "reported messages",
+        include_str!("../../migrations/postgres/0013_reported_messages.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

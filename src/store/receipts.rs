@@ -1,6 +1,7 @@
 //! The store's side of vendor callbacks: the callback inbox, receipts, the settlements they
 //! prove, and suppressions with their audit trail. Same text in both dialects, as in `sql`.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -16,19 +17,19 @@ use super::{
 };
 use crate::domain::{
     AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
-    ReceiptStatus, SettledBy, Settlement, Suppression, SuppressionReason, messages_proven,
-    settled_by_callback, suppression_recipient,
+    ReceiptStatus, Reported, SettledBy, Settlement, Suppression, SuppressionReason,
+    messages_proven, settled_by_callback, suppression_recipient,
 };
 use herald_provider::callback::{CallbackEvent, CallbackRef};
 
 const RECORD_CALLBACK: &str = "INSERT INTO callbacks
-         (route, event_id, notification_id, provider_key, status, received_at)
-     VALUES ($1, $2, $3, $4, $5, $6)
+         (route, event_id, notification_id, provider_key, status, received_at, provider_ref)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (route, event_id) DO NOTHING";
-/// The (route, provider key) pairs under which vendors reported a message of notification
-/// `$1`: each report with a receipt says that route's vendor took the message sent under that
-/// key.
-pub(super) const REPORTED_KEYS: &str = "SELECT DISTINCT route, provider_key FROM callbacks
+/// The messages vendors reported of notification `$1`, as (route, provider key, the vendor's id
+/// where the report named one): each report with a receipt says that route's vendor took the
+/// message sent under that key.
+const REPORTED: &str = "SELECT DISTINCT route, provider_key, provider_ref FROM callbacks
      WHERE notification_id = $1 AND provider_key IS NOT NULL AND status <> 'none'";
 /// The attempt on route `$1` whose key is `$3`, of notification `$2`: a key names its
 /// notification (it starts with the notification's id), and only a message sent on this route
@@ -269,7 +270,8 @@ async fn take_one<D: Dialect>(
                 id,
                 key,
                 event.status.as_str(),
-                now
+                now,
+                event.message.as_deref()
             ],
         )
         .await?;
@@ -353,13 +355,17 @@ async fn settle<D: Dialect>(
     idempotency_window: Option<Duration>,
     now: OffsetDateTime,
 ) -> StoreResult<(bool, Option<Notification>)> {
-    let reported: Vec<(String, String)> = tx.fetch_all(REPORTED_KEYS, args![id]).await?;
+    let reported = reported(&mut **tx, id).await?;
     if reported.is_empty() {
         return Ok((false, None));
     }
     let attempts = super::sql::attempts_of::<D>(&mut **tx, id).await?;
+    let keys: BTreeSet<(&str, &str)> = reported
+        .iter()
+        .map(|r| (r.route.as_str(), r.key.as_str()))
+        .collect();
     let mut settled = Vec::new();
-    for (on, key) in &reported {
+    for (on, key) in keys {
         let window = idempotency_window.filter(|_| on == route);
         for n in settled_by_callback(&attempts, on, key, window) {
             let settlement = Settlement {
@@ -400,6 +406,22 @@ async fn settle<D: Dialect>(
         }
     }
     Ok((!settled.is_empty(), finished))
+}
+
+/// The messages vendors reported of notification `id`.
+pub(super) async fn reported(
+    conn: &mut impl Conn,
+    id: NotificationId,
+) -> StoreResult<Vec<Reported>> {
+    let rows: Vec<(String, String, Option<String>)> = conn.fetch_all(REPORTED, args![id]).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(route, key, message)| Reported {
+            route,
+            key,
+            message,
+        })
+        .collect())
 }
 
 /// After a worker's record, in its transaction: a vendor report may have come while the

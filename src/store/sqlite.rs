@@ -89,6 +89,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "review previews",
         include_str!("../../migrations/sqlite/0012_review_previews.sql"),
     ),
+    (
+        13,
+        "reported messages",
+        include_str!("../../migrations/sqlite/0013_reported_messages.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

@@ -113,6 +113,10 @@ pub struct CallbackEvent {
     /// The vendor's id of this event: a repeat of it changes nothing.
     pub event_id: String,
     pub reference: CallbackRef,
+    /// The vendor's own id of the message, where the report names one beside herald's key (the
+    /// id its send answer gave, which herald records as `provider_ref`): two ids under one key
+    /// are two messages, the second one herald's record may not know of.
+    pub message: Option<String>,
     pub status: ReceiptStatus,
     /// The vendor's own word for it (`delivered`, `email.bounced`, `undelivered/30003`).
     pub vendor_status: String,

@@ -160,6 +160,7 @@ fn read_event(event: &Map<String, Value>) -> Result<Option<CallbackEvent>, Strin
         // request repeats all three parts.
         event_id: format!("{message_id}:{kind}:{time}"),
         reference,
+        message: Some(message_id),
         status,
         vendor_status: match error {
             Some(error) => format!("{kind}/{error}"),

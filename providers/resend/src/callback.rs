@@ -121,6 +121,7 @@ impl Callbacks for ResendCallbacks {
         let data: EmailData = serde_json::from_value(Value::Object(envelope.data))
             .map_err(|err| malformed(format!("`{}` with unreadable data: {err}", envelope.kind)))?;
         let key = data.tags.as_ref().and_then(|tags| tags.get(KEY_TAG));
+        let message = data.email_id.clone().filter(|id| !id.is_empty());
         let reference = match (key, data.email_id) {
             (Some(key), _) if !key.is_empty() => CallbackRef::Key(key.to_owned()),
             // An email sent before herald stamped its key (or not by herald): Resend's id.
@@ -136,6 +137,7 @@ impl Callbacks for ResendCallbacks {
         Ok(vec![CallbackEvent {
             event_id,
             reference,
+            message,
             status,
             vendor_status: match bounce_type {
                 Some(kind) if status == ReceiptStatus::Bounced => {

@@ -38,6 +38,7 @@ impl Callbacks for SandboxCallbacks {
         Ok(vec![CallbackEvent {
             event_id,
             reference: CallbackRef::Key(body.reference),
+            message: Some(body.message_id).filter(|id| !id.is_empty()),
             status,
             vendor_status: body.status,
             at: OffsetDateTime::parse(&body.at, &Rfc3339).ok(),

@@ -200,6 +200,7 @@ impl Callbacks for TwilioCallbacks {
                 // Sent before herald stamped its key (or by another sender): the message's SID.
                 None => CallbackRef::ProviderRef(sid.to_owned()),
             },
+            message: Some(sid.to_owned()),
             status,
             vendor_status: match error_code {
                 Some(code) => format!("{message_status}/{code}"),

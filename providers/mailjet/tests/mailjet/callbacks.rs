@@ -126,6 +126,7 @@ fn expected(
     CallbackEvent {
         event_id: format!("19421777835146490:{kind}:1433333949"),
         reference: CallbackRef::Key(KEY.to_owned()),
+        message: Some("19421777835146490".to_owned()),
         status,
         vendor_status: vendor_status.to_owned(),
         at: Some(OffsetDateTime::from_unix_timestamp(1433333949).unwrap()),

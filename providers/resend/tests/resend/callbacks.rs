@@ -190,6 +190,7 @@ fn a_webhook_signed_by_svixs_own_library_is_read_and_names_the_stamped_key() {
         Ok(vec![CallbackEvent {
             event_id: SVIX_ID.to_owned(),
             reference: CallbackRef::Key(key.to_string()),
+            message: Some(EMAIL_ID.to_owned()),
             status: ReceiptStatus::Delivered,
             vendor_status: "email.delivered".to_owned(),
             at: Some(datetime!(2024-11-22 23:41:12.126 UTC)),
@@ -248,6 +249,7 @@ fn each_email_event_maps_to_its_receipt_and_the_others_are_left_out() {
             .map(|(status, suppress)| CallbackEvent {
                 event_id: SVIX_ID.to_owned(),
                 reference: CallbackRef::Key(key.to_owned()),
+                message: Some(EMAIL_ID.to_owned()),
                 status,
                 vendor_status: kind.to_owned(),
                 at: Some(datetime!(2024-11-22 23:41:12.126 UTC)),

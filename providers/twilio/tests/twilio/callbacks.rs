@@ -185,6 +185,7 @@ fn a_status_callback_signed_by_twilios_own_sdk_is_read_and_names_the_stamped_key
         Ok(vec![CallbackEvent {
             event_id: format!("{SID}:delivered"),
             reference: CallbackRef::Key(key.to_string()),
+            message: Some(SID.to_owned()),
             status: ReceiptStatus::Delivered,
             vendor_status: "delivered".to_owned(),
             at: None,
@@ -272,6 +273,7 @@ fn each_message_status_maps_to_its_receipt_and_the_others_are_left_out() {
             .map(|(receipt, vendor_status, suppress)| CallbackEvent {
                 event_id: format!("{SID}:{status}"),
                 reference: CallbackRef::Key(key.to_string()),
+                message: Some(SID.to_owned()),
                 status: receipt,
                 vendor_status: vendor_status.to_owned(),
                 at: None,
