@@ -52,9 +52,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     let url = database_url(args, dir);
     let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.concurrency)
-        .build()?;
+    let client = client(args.concurrency)?;
     let n = args.notifications;
 
     // The vendor runs in a process of its own: its ledger keeps every message it took, which
@@ -125,7 +123,7 @@ async fn soak(args: &BenchArgs, dir: &Path, seconds: u64) -> anyhow::Result<Valu
     const SAMPLE: Duration = Duration::from_secs(30);
     let url = database_url(args, dir);
     let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
-    let client = reqwest::Client::new();
+    let client = client(args.concurrency)?;
     let mut herald = Server::herald(&url, true, None, dir).await?;
     let rate = f64::from(args.soak_rate.max(1));
     let count = (rate * seconds as f64).round() as usize;
@@ -363,14 +361,31 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// One enqueue under `key` at `url` (`/v1/notifications`); any answer but 202 is an error.
+/// The bench's HTTP client, keeping up to `idle` connections. herald closes a connection idle
+/// for `server.header_timeout_seconds` (10 s by default), so one the pool kept longer may be
+/// closing just as a request goes out on it: the pool lets them go after 5 s.
+fn client(idle: usize) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(idle)
+        .pool_idle_timeout(Duration::from_secs(5))
+        .build()?)
+}
+
+/// One enqueue, as an upstream service makes it: a request whose connection failed before an
+/// answer is sent again under the same key, which herald answers once.
 async fn enqueue_one(client: &reqwest::Client, url: String, key: &str) -> anyhow::Result<()> {
-    let answer = client
-        .post(url)
-        .bearer_auth(TOKEN)
-        .header("Idempotency-Key", key)
-        .json(&email(key))
-        .send()
-        .await?;
+    let send = || {
+        client
+            .post(&url)
+            .bearer_auth(TOKEN)
+            .header("Idempotency-Key", key)
+            .json(&email(key))
+            .send()
+    };
+    let answer = match send().await {
+        Err(err) if err.is_connect() || err.is_request() => send().await?,
+        answer => answer?,
+    };
     if answer.status() != 202 {
         bail!(
             "enqueue answered {}: {}",
