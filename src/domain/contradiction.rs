@@ -292,7 +292,7 @@ mod tests {
 
     /// (what reopen makes of it) as "state/certainty duplicate cause", or "unchanged".
     fn verdict(n: &Notification, attempts: &[Attempt], reported: &[(&str, &str)]) -> String {
-        // `route/key` reports no vendor id; `route/key/id` names one.
+        // A key written `key/id` is reported with the vendor's id of the message.
         let reported: Vec<Reported> = reported
             .iter()
             .map(|(r, k)| {

@@ -871,7 +871,7 @@ impl<D: Dialect> SqlStore<D> {
         let attempts: Vec<AttemptWithOwner> = tx
             .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids)])
             .await?;
-        tx.commit().await?;
+        // Read before the commit: a row that cannot be read leaves nothing claimed.
         for row in attempts {
             if let Some(claim) = claims
                 .iter_mut()
@@ -880,6 +880,7 @@ impl<D: Dialect> SqlStore<D> {
                 claim.attempts.push(row.attempt.try_into()?);
             }
         }
+        tx.commit().await?;
         Ok(claims)
     }
 
