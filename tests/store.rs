@@ -2197,18 +2197,7 @@ async fn a_possible_duplicate_is_kept_until_a_person_acknowledges_it(backend: Ba
         finish(State::Delivered, Certainty::DuplicatePossible),
     )
     .await;
-    let retention = herald::retention::Settings {
-        idempotency: Duration::from_secs(30 * 86_400),
-        finished: Some(Duration::from_secs(7 * 86_400)),
-        batch_size: 10,
-        refusals: PermanentRefusals::Final,
-    };
-    let past_it = t + Duration::from_secs(8 * 86_400);
-    let awake = tokio_util::sync::CancellationToken::new();
-    publish_everything(store, t).await;
-    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
-        .await
-        .unwrap();
+    let swept = sweep_a_week_on(store, t).await;
     assert_eq!(
         swept.notifications, 0,
         "in review as duplicate_possible: kept"
@@ -2233,10 +2222,7 @@ async fn a_possible_duplicate_is_kept_until_a_person_acknowledges_it(backend: Ba
         .resolve("acme", n.id, read.generation, &acknowledge, t)
         .await
         .unwrap();
-    publish_everything(store, t).await;
-    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
-        .await
-        .unwrap();
+    let swept = sweep_a_week_on(store, t).await;
     assert_eq!(swept.notifications, 1, "acknowledged, it goes when due");
 }
 
@@ -2396,18 +2382,7 @@ async fn a_contradicted_notification_is_kept_until_a_person_acknowledges_it(back
     );
     assert!(reopened.contradiction.is_some());
 
-    let retention = herald::retention::Settings {
-        idempotency: Duration::from_secs(30 * 86_400),
-        finished: Some(Duration::from_secs(7 * 86_400)),
-        batch_size: 10,
-        refusals: PermanentRefusals::Final,
-    };
-    let past_it = t + Duration::from_secs(8 * 86_400);
-    let awake = tokio_util::sync::CancellationToken::new();
-    publish_everything(store, t).await;
-    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
-        .await
-        .unwrap();
+    let swept = sweep_a_week_on(store, t).await;
     assert_eq!(swept.notifications, 0, "in review as contradicted: kept");
 
     let read = store.notification("acme", n.id).await.unwrap();
@@ -2424,11 +2399,29 @@ async fn a_contradicted_notification_is_kept_until_a_person_acknowledges_it(back
         .resolve("acme", n.id, read.generation, &acknowledge, t)
         .await
         .unwrap();
-    publish_everything(store, t).await;
-    let swept = herald::retention::sweep(store, &retention, past_it, &awake)
-        .await
-        .unwrap();
+    let swept = sweep_a_week_on(store, t).await;
     assert_eq!(swept.notifications, 1, "acknowledged, it goes when due");
+}
+
+/// Publishes every event, then sweeps a week after `t` with finished notifications kept for
+/// seven days and permanent refusals final: what remains is what a keep rule holds.
+async fn sweep_a_week_on(store: &dyn Store, t: OffsetDateTime) -> herald::retention::Swept {
+    let retention = herald::retention::Settings {
+        idempotency: Duration::from_secs(30 * 86_400),
+        finished: Some(Duration::from_secs(7 * 86_400)),
+        batch_size: 10,
+        refusals: PermanentRefusals::Final,
+    };
+    let awake = tokio_util::sync::CancellationToken::new();
+    publish_everything(store, t).await;
+    herald::retention::sweep(
+        store,
+        &retention,
+        t + Duration::from_secs(8 * 86_400),
+        &awake,
+    )
+    .await
+    .unwrap()
 }
 
 async fn publish_everything(store: &dyn Store, at: OffsetDateTime) {
