@@ -1000,10 +1000,12 @@ fn unsettled_ambiguous(a: &Value) -> bool {
     a["result"] == "ambiguous" && a["settled_by"].is_null()
 }
 
-/// A send the vendor may have taken: accepted, or ambiguous and not settled "not accepted".
+/// A send the vendor may have taken: accepted, ambiguous and not settled "not accepted", or
+/// answered `accepted` after its worker's lease ended (whatever the record had settled).
 fn may_have_been_taken(a: &Value) -> bool {
     a["result"] == "accepted"
         || (a["result"] == "ambiguous" && a["evidence"]["settlement"]["outcome"] != "not_accepted")
+        || late_acceptance(a)
 }
 
 /// A send that may have added a delivery to the ledger, by what the vendor answered (not by
