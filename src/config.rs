@@ -331,6 +331,11 @@ impl ReviewConfig {
 const MIN_IDEMPOTENCY_SECONDS: u64 = 3600;
 /// The longest retention: ten years, far inside the dates the clock can subtract to.
 const MAX_RETENTION_SECONDS: u64 = 3650 * 86_400;
+/// A route's vendor callbacks per second, and burst, by default: well above what a vendor
+/// reports of a busy route (a few events per message), well below what a flood of forged
+/// requests could make the process verify.
+const DEFAULT_CALLBACK_RATE: u32 = 500;
+const DEFAULT_CALLBACK_BURST: u32 = 2000;
 
 /// One sink of the relay, by `kind = "…"` (read with [`Loader::parse_tagged`]).
 #[derive(Debug, Deserialize)]
@@ -512,6 +517,10 @@ pub struct RouteConfig {
     pub rate_limit_per_second: Option<f64>,
     /// How many calls may go at once before the rate applies.
     pub burst: u32,
+    /// Vendor callbacks this process takes per second on this route, and how many at once
+    /// beyond that rate; more are answered 429 with `Retry-After`, before anything is read.
+    pub callback_rate_limit_per_second: u32,
+    pub callback_burst: u32,
     /// The senders an email may name in its own `from`: addresses, or `@domain` for any
     /// address at that domain. Empty: every email goes from the provider's `from`.
     pub allowed_from: Vec<String>,
@@ -585,6 +594,10 @@ struct RouteCommon {
     #[serde(default)]
     burst: Option<u32>,
     #[serde(default)]
+    callback_rate_limit_per_second: Option<u32>,
+    #[serde(default)]
+    callback_burst: Option<u32>,
+    #[serde(default)]
     tenants: Option<Vec<String>>,
     #[serde(default)]
     allowed_from: Vec<String>,
@@ -597,7 +610,7 @@ struct RouteCommon {
 }
 
 impl RouteConfig {
-    const COMMON_KEYS: [&'static str; 12] = [
+    const COMMON_KEYS: [&'static str; 14] = [
         "fallback",
         "circuit_failures",
         "circuit_open_seconds",
@@ -610,6 +623,8 @@ impl RouteConfig {
         "max_age_seconds",
         "rate_limit_per_second",
         "burst",
+        "callback_rate_limit_per_second",
+        "callback_burst",
     ];
 
     /// Parses route `name`; `None` if it has a problem (pushed to `loader`).
@@ -660,6 +675,10 @@ impl RouteConfig {
             max_age: Duration::from_secs(common.max_age_seconds.unwrap_or(24 * 3600)),
             rate_limit_per_second: common.rate_limit_per_second.filter(|r| *r > 0.0),
             burst: common.burst.unwrap_or(1),
+            callback_rate_limit_per_second: common
+                .callback_rate_limit_per_second
+                .unwrap_or(DEFAULT_CALLBACK_RATE),
+            callback_burst: common.callback_burst.unwrap_or(DEFAULT_CALLBACK_BURST),
             tenants: common.tenants,
             allowed_from: common.allowed_from,
             fallback: common.fallback,
@@ -1072,6 +1091,18 @@ impl Config {
                     1,
                     DAY,
                 ),
+                (
+                    format!("routes.{name}.callback_rate_limit_per_second"),
+                    route.callback_rate_limit_per_second.into(),
+                    1,
+                    1_000_000,
+                ),
+                (
+                    format!("routes.{name}.callback_burst"),
+                    route.callback_burst.into(),
+                    1,
+                    1_000_000,
+                ),
             ]);
         }
         for (key, value, min, max) in bounded {
@@ -1337,6 +1368,10 @@ mod tests {
             (
                 "[routes.r]\nprovider = \"sandbox\"\nmax_age_seconds = 9223372036854775807\n",
                 "routes.r.max_age_seconds",
+            ),
+            (
+                "[routes.r]\nprovider = \"sandbox\"\ncallback_rate_limit_per_second = 0\n",
+                "routes.r.callback_rate_limit_per_second",
             ),
         ] {
             let problems = load(text, &[]).unwrap_err().to_string();

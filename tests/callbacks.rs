@@ -28,6 +28,7 @@ on_both_backends!(
     a_delivery_report_after_a_person_closed_it_reopens_it_and_nothing_sends_it_again,
     a_report_of_a_second_message_under_the_key_reopens_a_known_delivery,
     callbacks_that_are_not_the_vendors_or_name_no_message_store_nothing,
+    a_flood_of_callbacks_is_refused_on_its_route_only_and_the_report_is_taken_when_sent_again,
 );
 
 /// The secret the sandbox signs its reports with, as the route configures it.
@@ -45,6 +46,17 @@ async fn vendor_and_herald(
     faults: &str,
     target: Option<CallbackTarget>,
 ) -> Option<(SandboxHandle, TestApp)> {
+    vendor_and_herald_with(backend, profile, faults, target, "").await
+}
+
+/// [`vendor_and_herald`], with `vendor_keys` added to route `vendor`'s table.
+async fn vendor_and_herald_with(
+    backend: Backend,
+    profile: Profile,
+    faults: &str,
+    target: Option<CallbackTarget>,
+    vendor_keys: &str,
+) -> Option<(SandboxHandle, TestApp)> {
     support::install_crypto();
     let sandbox = herald_sandbox::spawn(SandboxConfig {
         profile,
@@ -60,7 +72,9 @@ async fn vendor_and_herald(
         &format!(
             "[dispatch]\nretry_base_ms = 50\nretry_max_seconds = 1\n\
              [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"{profile}\"\n\
-             timeout_seconds = 1\ncallback_secret = \"{SECRET}\"\n\
+             timeout_seconds = 1\ncallback_secret = \"{SECRET}\"\n{vendor_keys}\n\
+             [routes.other]\nprovider = \"sandbox\"\nbase_url = \"{0}\"\nprofile = \"{profile}\"\n\
+             callback_secret = \"{SECRET}\"\n\
              [routes.quiet]\nprovider = \"sandbox\"\nbase_url = \"{0}\"\nprofile = \"{profile}\"\n\
              [channels]\nemail = \"vendor\"\n",
             sandbox.base_url()
@@ -763,4 +777,98 @@ async fn callbacks_that_are_not_the_vendors_or_name_no_message_store_nothing(bac
     let answer = post_report(&app, "vendor", body, &headers).await;
     assert_eq!(answer.status(), StatusCode::OK);
     assert_eq!(app.show(&id).await["receipt"]["status"], "delivered");
+}
+
+async fn a_flood_of_callbacks_is_refused_on_its_route_only_and_the_report_is_taken_when_sent_again(
+    backend: Backend,
+) {
+    let Some((_sandbox, app)) = vendor_and_herald_with(
+        backend,
+        Profile::Idempotent,
+        "",
+        None,
+        "callback_rate_limit_per_second = 1\ncallback_burst = 5",
+    )
+    .await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    let key = sent_key(&app, &id).await;
+    let elsewhere = app
+        .enqueue_id(
+            "k-2",
+            &json!({"channel": "email", "to": "bo@example.com", "route": "other",
+                    "subject": "Hi", "text": "hello"}),
+        )
+        .await;
+    let elsewhere_key = sent_key(&app, &elsewhere).await;
+
+    // A flood of forged requests on route `vendor`, all at once.
+    const FLOOD: usize = 40;
+    let (body, headers) = signed("evt_1", &report(&key, "delivered"), 0);
+    let mut forged = headers.clone();
+    forged[2].1 = "v1,AAAA".into();
+    let started = std::time::Instant::now();
+    let answers = futures::future::join_all(
+        (0..FLOOD).map(|_| post_report(&app, "vendor", body.clone(), &forged)),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let mut admitted = 0;
+    for answer in answers {
+        if answer.status() == StatusCode::UNAUTHORIZED {
+            admitted += 1;
+            continue;
+        }
+        let wait: u64 = answer.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&wait), "Retry-After {wait}");
+        let detail = problem(answer, StatusCode::TOO_MANY_REQUESTS).await;
+        assert!(
+            detail["type"]
+                .as_str()
+                .unwrap()
+                .ends_with("callback-rate-limited"),
+            "{detail}"
+        );
+    }
+    // The burst, and one a second while they were being answered, got through to the check.
+    assert!(
+        (5..=5 + elapsed.as_secs() as usize + 1).contains(&admitted),
+        "{admitted} of {FLOOD} admitted in {elapsed:?} at 1/s after a burst of 5"
+    );
+
+    // The vendor's genuine report right behind it is refused too, and nothing is stored, unless
+    // the flood took long enough for the bucket to refill.
+    let genuine = post_report(&app, "vendor", body, &headers).await;
+    if genuine.status() == StatusCode::TOO_MANY_REQUESTS {
+        assert_eq!(app.db.count("callbacks").await, 0, "nothing stored");
+        assert_ne!(app.show(&id).await["receipt"]["status"], "delivered");
+    } else {
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "the report behind the flood came through after {:?}",
+            started.elapsed()
+        );
+    }
+
+    // Another route's reports are not held up by this one's flood.
+    let (other_body, other_headers) = signed("evt_2", &report(&elsewhere_key, "delivered"), 0);
+    let answer = post_report(&app, "other", other_body, &other_headers).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(app.show(&elsewhere).await["receipt"]["status"], "delivered");
+
+    // The vendor sends its report again, as told, and it is taken.
+    eventually("the report sent again", Duration::from_secs(20), || async {
+        let (body, headers) = signed("evt_1", &report(&key, "delivered"), 0);
+        let answer = post_report(&app, "vendor", body, &headers).await;
+        (answer.status() == StatusCode::OK).then_some(())
+    })
+    .await;
+    assert_eq!(app.show(&id).await["receipt"]["status"], "delivered");
+    assert_eq!(app.db.count("callbacks").await, 2, "one report per route");
 }

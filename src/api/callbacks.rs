@@ -65,6 +65,7 @@ pub struct CallbackReceipt {
         (status = 401, description = "Missing or wrong signature, or a timestamp outside the tolerance; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such route, a route without callbacks, or no event about a message sent on it; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the route's callback rate; nothing stored, send again after Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable; nothing was stored", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn receive(
@@ -88,16 +89,31 @@ pub async fn receive(
             ),
         ));
     };
+    let outcome = |outcome: &'static str| {
+        metrics::counter!("herald_callbacks_total", "route" => route_name.clone(), "result" => outcome)
+            .increment(1);
+    };
+    // Before the signature is checked: a flood of forged requests costs no more than this.
+    if let Err(wait) = route.admit_callback(std::time::Instant::now()) {
+        outcome("rate_limited");
+        let seconds = u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
+        return Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "callback-rate-limited",
+            "Too many callbacks",
+            format!(
+                "route `{route_name}` takes at most its callback_rate_limit_per_second; nothing \
+                 was stored, send it again after Retry-After"
+            ),
+        )
+        .with_retry_after(seconds));
+    }
     let now = OffsetDateTime::now_utc();
     let request = CallbackRequest {
         query: query.as_deref().unwrap_or(""),
         headers: &headers,
         body: &body,
         now,
-    };
-    let outcome = |outcome: &'static str| {
-        metrics::counter!("herald_callbacks_total", "route" => route_name.clone(), "result" => outcome)
-            .increment(1);
     };
     let events = reader.read(&request).map_err(|err| {
         tracing::info!(route = %route_name, %err, "callback refused");

@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 27] = [
+pub const TYPES: [(&str, &str); 28] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -22,6 +22,10 @@ pub const TYPES: [(&str, &str); 27] = [
     (
         "body-too-large",
         "The request body is over server.max_body_bytes; send less, or a batch in parts.",
+    ),
+    (
+        "callback-rate-limited",
+        "The route took as many callbacks as its callback_rate_limit_per_second allows. Nothing was read or stored; send it again after Retry-After.",
     ),
     (
         "callback-unauthenticated",

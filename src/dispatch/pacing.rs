@@ -95,15 +95,9 @@ impl Pace {
     pub async fn take(&self, deadline: Instant) -> Result<(), (HoldReason, Duration)> {
         loop {
             let now = Instant::now();
-            let wait = self.wait(now);
-            if wait.is_zero() {
-                let mut state = self.state.lock().expect("pace lock");
-                if self.rate.is_none() || state.tokens >= 1.0 {
-                    state.tokens -= 1.0;
-                    return Ok(());
-                }
-                continue; // another task took it between the look and the take
-            }
+            let Err(wait) = self.try_take(now) else {
+                return Ok(());
+            };
             if now + wait > deadline {
                 let reason = if self.paused_for(now).is_zero() {
                     HoldReason::Paced
@@ -114,6 +108,23 @@ impl Pace {
             }
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// Takes a token if one is there now; else how long until one could be.
+    pub fn try_take(&self, now: Instant) -> Result<(), Duration> {
+        let wait = self.wait(now);
+        let mut state = self.state.lock().expect("pace lock");
+        if !wait.is_zero() {
+            return Err(wait);
+        }
+        if self.rate.is_some() {
+            // Another task may have taken the last one between the look and the lock.
+            if state.tokens < 1.0 {
+                return Err(Duration::from_millis(1));
+            }
+            state.tokens -= 1.0;
+        }
+        Ok(())
     }
 
     /// The vendor asked for a pause: nobody on this route calls it before `until`.

@@ -47,6 +47,8 @@ pub struct Route {
     /// Where each send goes to its own receiver (webhooks): the pauses receivers asked for, by
     /// host. `None` where every send goes to the one vendor, whose pause holds the route.
     receivers: Option<HostPauses>,
+    /// How fast this process takes the vendor's callbacks for this route.
+    callback_pace: Pace,
     timeout: Duration,
     limits: Limits,
 }
@@ -126,6 +128,12 @@ impl Route {
     /// Its reader of vendor callbacks, if it takes them.
     pub fn callbacks(&self) -> Option<&dyn Callbacks> {
         self.adapter.callbacks()
+    }
+
+    /// Admits one vendor callback under the route's callback rate; else how long until one
+    /// would be.
+    pub fn admit_callback(&self, now: Instant) -> Result<(), Duration> {
+        self.callback_pace.try_take(now)
     }
 
     /// Whether `result` refused the recipient because they asked the vendor to stop.
@@ -390,6 +398,10 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
                 pending: Arc::default(),
                 pace: Pace::new(route.rate_limit_per_second, route.burst),
                 receivers: (!route.provider.settings().one_destination()).then(HostPauses::default),
+                callback_pace: Pace::new(
+                    Some(f64::from(route.callback_rate_limit_per_second)),
+                    route.callback_burst,
+                ),
                 timeout: route.timeout,
                 limits: Limits {
                     max_attempts: route.max_attempts,
