@@ -26,6 +26,7 @@ use support::{Backend, TestDb};
 
 on_both_backends!(
     a_contradicted_notification_is_kept_until_a_person_acknowledges_it,
+    reports_of_two_messages_while_it_waits_to_be_sent_again_end_it_with_its_final_event,
     a_possible_duplicate_is_kept_until_a_person_acknowledges_it,
     a_sweep_racing_a_resend_an_acknowledgement_and_a_claim_deletes_only_what_was_finished,
     a_new_key_creates_a_replay_answers_again_and_another_body_is_refused,
@@ -2401,6 +2402,78 @@ async fn a_contradicted_notification_is_kept_until_a_person_acknowledges_it(back
         .unwrap();
     let swept = sweep_a_week_on(store, t).await;
     assert_eq!(swept.notifications, 1, "acknowledged, it goes when due");
+}
+
+async fn reports_of_two_messages_while_it_waits_to_be_sent_again_end_it_with_its_final_event(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let n = accepted(store, notification("acme", "a", "+1", "twice", t)).await;
+    // Two sends under one key whose answers were lost, to a vendor that does not deduplicate.
+    for attempt in 1..=2 {
+        let c = claim(store, t, 10, &["a"]).await.remove(0);
+        assert_eq!(c.mode, ClaimMode::Send { n: attempt });
+        let queued = applied(
+            store,
+            &c,
+            &Decision {
+                attempt: Some(outcome(attempt, AttemptResult::Ambiguous, None)),
+                ..decision(Next::Retry { at: t })
+            },
+            t,
+        )
+        .await;
+        assert_eq!(queued.state, State::Queued);
+    }
+    let key = store.notification("acme", n.id).await.unwrap().attempts[0]
+        .provider_idempotency_key
+        .clone();
+    // While it waits for a third, the vendor reports a message for each.
+    let report = |id: &str| CallbackEvent {
+        event_id: format!("evt-{id}"),
+        reference: CallbackRef::Key(key.clone()),
+        message: Some(id.into()),
+        status: ReceiptStatus::Delivered,
+        vendor_status: "delivered".into(),
+        at: None,
+        suppress: false,
+    };
+    store
+        .receive_callbacks(&NewCallbacks {
+            route: "a".into(),
+            events: vec![report("m-1"), report("m-2")],
+            idempotency_window: None,
+            received_at: t,
+        })
+        .await
+        .unwrap();
+    let ended = store.notification("acme", n.id).await.unwrap().notification;
+    assert_eq!(
+        (ended.state, ended.certainty),
+        (State::Delivered, Some(Certainty::DuplicatePossible)),
+        "two messages, never a third send"
+    );
+    assert!(claim(store, t, 10, &["a"]).await.is_empty());
+    // Its first final state has its event, as from any record, and then why it was reopened.
+    let states: Vec<String> = rig
+        .db
+        .event_types(n.id.as_uuid())
+        .await
+        .into_iter()
+        .filter(|t| t != "dev.herald.notification.receipt")
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.delivered",
+            "dev.herald.notification.reopened"
+        ]
+    );
 }
 
 /// Publishes every event, then sweeps a week after `t` with finished notifications kept for

@@ -45,6 +45,12 @@ pub(super) async fn hold_against_evidence<D: Dialect>(
         )
         .await?;
     let reopened: Notification = row.try_into()?;
+    // Reopened while it waited to be sent again: this is its first final state, and those who
+    // wait for one hear it as from any other record, then why.
+    if !n.state.is_final() {
+        let event = OutboxEvent::for_notification(&reopened, EventType::Delivered, now);
+        insert_event(&mut **tx, &event).await?;
+    }
     let mut event = OutboxEvent::for_notification(&reopened, EventType::Reopened, now);
     event.data["contradiction"] = reopen.why.clone().into();
     insert_event(&mut **tx, &event).await?;
