@@ -113,6 +113,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             reorder: args.callback_reorder,
         }),
         history: args.history,
+        ..herald_sandbox::SandboxConfig::default()
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -22,10 +22,16 @@ on_both_backends!(
 );
 
 async fn vendor(faults: &str) -> SandboxHandle {
+    vendor_pausing(faults, Duration::from_secs(1)).await
+}
+
+/// A vendor whose `rate_limited` refusals ask for `retry_after`.
+async fn vendor_pausing(faults: &str, retry_after: Duration) -> SandboxHandle {
     support::install_crypto();
     herald_sandbox::spawn(SandboxConfig {
         profile: Profile::Plain,
         faults: herald_sandbox::parse_faults(faults).expect("fault syntax"),
+        retry_after,
         ..SandboxConfig::default()
     })
     .await
@@ -48,7 +54,7 @@ async fn enqueue(app: &TestApp, key: &str, route: &str) -> String {
 async fn delivered(app: &TestApp, id: &str) -> Value {
     eventually(
         &format!("{id} delivered"),
-        Duration::from_secs(15),
+        Duration::from_secs(30),
         || async {
             let n: Value = app
                 .get(ACME, &format!("/v1/notifications/{id}"))
@@ -119,7 +125,9 @@ async fn a_route_keeps_to_its_rate_limit(backend: Backend) {
 }
 
 async fn a_429_pauses_its_route_and_no_other(backend: Backend) {
-    let limited = vendor("rate_limited:nth=1").await;
+    // A pause long enough that a loaded machine cannot make the healthy route look held.
+    const RETRY_AFTER: Duration = Duration::from_secs(8);
+    let limited = vendor_pausing("rate_limited:nth=1", RETRY_AFTER).await;
     let healthy = vendor("").await;
     let config = format!(
         "[dispatch]\nretry_base_ms = 50\n{}{}",
@@ -145,7 +153,7 @@ async fn a_429_pauses_its_route_and_no_other(backend: Backend) {
     let other = enqueue(&app, "healthy-1", "healthy").await;
 
     let other = delivered(&app, &other).await;
-    let pause_ends = refused_at + Duration::from_secs(1);
+    let pause_ends = refused_at + RETRY_AFTER;
     assert!(
         started(&other, 0) < pause_ends,
         "the healthy route was not held: {other}"

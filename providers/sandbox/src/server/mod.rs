@@ -44,6 +44,8 @@ pub struct SandboxConfig {
     pub faults: Vec<FaultRule>,
     /// How long the `delay` fault holds its answer; longer than any sane client timeout.
     pub delay: Duration,
+    /// The `Retry-After` of a `rate_limited` refusal.
+    pub retry_after: Duration,
     /// The secret that signs delivery reports (Standard Webhooks); without it, the sandbox
     /// reports nothing.
     pub callback_secret: Option<herald_provider::signature::SigningSecret>,
@@ -63,6 +65,7 @@ impl Default for SandboxConfig {
             visibility_lag: Duration::ZERO,
             faults: Vec::new(),
             delay: Duration::from_secs(30),
+            retry_after: Duration::from_secs(1),
             callback_secret: None,
             callbacks: None,
             history: 10_000,

@@ -59,6 +59,7 @@ struct Sandbox {
     idempotency_window: Duration,
     visibility_lag: Duration,
     delay: Duration,
+    retry_after: Duration,
     /// The secret that signs delivery reports, and the client that posts them.
     reporter: Option<(SigningSecret, reqwest::Client)>,
     history: usize,
@@ -132,6 +133,7 @@ pub(super) fn router(config: SandboxConfig) -> Result<Router, reqwest::Error> {
         idempotency_window: config.idempotency_window,
         visibility_lag: config.visibility_lag,
         delay: config.delay,
+        retry_after: config.retry_after,
         reporter,
         history: config.history.max(1),
         state: Mutex::new(State {
@@ -201,9 +203,10 @@ async fn post_message(
                 tracing::info!("refused before processing (rate_limited)");
                 let mut response =
                     problem(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down");
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(sandbox.retry_after.as_secs()),
+                );
                 response
             }
             _ => {
