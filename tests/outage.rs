@@ -1,9 +1,10 @@
-//! A PostgreSQL outage while requests keep arriving.
+//! A PostgreSQL outage while requests keep arriving, and one while sends are in flight.
 //!
 //! herald must answer every request promptly during the outage with a 503 problem that leaks
 //! nothing of its internals, say on `/readyz` why it is not ready, store nothing for what it
 //! refused, and come back by itself, without a restart, once the database is back; nothing it
-//! acknowledged before or after may be lost.
+//! acknowledged before or after may be lost. Sends whose answers come while the database is
+//! away keep I1–I3 against the vendor's ledger: each ends once, delivered exactly once.
 //!
 //! The test stops a PostgreSQL cluster of its own ([`support::pg_cluster`]): stopping the
 //! machine's shared server would break every other test running beside it.
@@ -77,12 +78,17 @@ impl Sent {
 }
 
 async fn send(http: &reqwest::Client, base: &str, key: String) -> Sent {
+    let body = body(&key);
+    post(http, base, key, &body).await
+}
+
+async fn post(http: &reqwest::Client, base: &str, key: String, body: &Value) -> Sent {
     let started = Instant::now();
     let result = http
         .post(format!("{base}/v1/notifications"))
         .bearer_auth(ACME)
         .header("Idempotency-Key", &key)
-        .json(&body(&key))
+        .json(body)
         .send()
         .await;
     let mut sent = Sent {
@@ -407,4 +413,208 @@ async fn a_database_outage_gets_prompt_503s_and_herald_recovers_by_itself() {
     );
     db.close().await;
     drop(herald);
+}
+
+/// Notifications in the in-flight run, and how long the vendor holds each answer: with the
+/// route's 16 sends at once, the outage lands while some are waiting for their answers and
+/// others are still queued.
+const IN_FLIGHT_RUN: usize = 48;
+const VENDOR_HOLDS: Duration = Duration::from_secs(2);
+/// The dispatcher's lease in the in-flight run.
+const LEASE: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_outage_mid_send_is_ridden_out_by_the_records_retries() {
+    // Shorter than the records' retries (three, a second apart) after the held answers.
+    outage_mid_send(Duration::from_secs(3)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_mid_send_past_the_lease_is_recovered_by_the_next_claim() {
+    // Past the lease and past the records' retries (three, each up to the pool's 3 s wait
+    // for a connection and a 1 s pause, after answers held 2 s): they gave up, and the next
+    // claim takes the sends back as ambiguous.
+    let Some(lease_expired) = outage_mid_send(Duration::from_secs(20)).await else {
+        return;
+    };
+    assert!(
+        lease_expired > 0,
+        "no attempt was recovered after its lease: the outage did not outlast the records"
+    );
+}
+
+/// Stops the database for `outage` while sends wait for their answers, brings it back, and
+/// checks that the same process ends every notification once, delivered exactly once, by the
+/// vendor's ledger. How many attempts were recovered after their lease ended.
+async fn outage_mid_send(outage: Duration) -> Option<usize> {
+    let cluster = PgCluster::start().await?;
+    support::install_crypto();
+    // An idempotent vendor: a send whose record was lost is settled by replaying its key, so
+    // every notification can end delivered/known, and the ledger says whether that is true.
+    let vendor = herald_sandbox::spawn(herald_sandbox::SandboxConfig {
+        profile: herald_sandbox::Profile::Idempotent,
+        faults: herald_sandbox::parse_faults("delay:1").unwrap(),
+        delay: VENDOR_HOLDS,
+        ..herald_sandbox::SandboxConfig::default()
+    })
+    .await
+    .unwrap();
+    let ledger = vendor.client().unwrap();
+    let dir = TempDir::new("herald-outage-in-flight");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = format!(
+        "[dispatch]\nlease_seconds = {}\nretry_base_ms = 50\nretry_max_seconds = 1\n\
+         [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\n\
+         timeout_seconds = 5\nconcurrency = 16\n[channels]\nemail = \"vendor\"\n",
+        LEASE.as_secs(),
+        vendor.base_url()
+    );
+    let herald = HeraldProcess::start(
+        &test_config_text(&cluster.url(), &listen, &config),
+        dir.path(),
+        "herald",
+    )
+    .await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .unwrap();
+
+    let mut ids = Vec::new();
+    for i in 0..IN_FLIGHT_RUN {
+        let key = format!("in-flight-{i}");
+        let body = email(&format!("{key}@example.com"));
+        let sent = post(&http, &herald.base, key, &body).await;
+        assert!(sent.is(StatusCode::ACCEPTED), "{sent:?}");
+        ids.push(sent.id());
+    }
+    // The vendor has taken some sends and holds their answers; the rest wait their turn.
+    eventually("sends in flight", Duration::from_secs(30), || async {
+        let taken = ledger.ledger().await.ok()?.total_deliveries();
+        (taken > 0).then_some(())
+    })
+    .await;
+    let stopped_at = time::OffsetDateTime::now_utc();
+    cluster.stop_server().await;
+    let down = Instant::now();
+    let taken_at_stop = ledger.ledger().await.unwrap().total_deliveries();
+    let (_, detail) = readyz_while_down(&http, &herald.base).await;
+    tokio::time::sleep(outage.saturating_sub(down.elapsed())).await;
+    cluster.start_server().await;
+
+    // The same process, never restarted, finishes every one.
+    let base = herald.base.clone();
+    let finished: Vec<Value> = eventually(
+        "every notification final after the outage",
+        Duration::from_secs(120),
+        || {
+            let (http, base, ids) = (http.clone(), base.clone(), ids.clone());
+            async move {
+                let mut shown = Vec::new();
+                for id in &ids {
+                    let n = show_if_up(&http, &base, id).await?;
+                    if ["queued", "sending"].contains(&n["state"].as_str()?) {
+                        return None;
+                    }
+                    shown.push(n);
+                }
+                Some(shown)
+            }
+        },
+    )
+    .await;
+    let ledger = ledger.ledger().await.unwrap();
+    let mut wrong = Vec::new();
+    for n in &finished {
+        let id = n["id"].as_str().unwrap();
+        let delivered = ledger.deliveries_of(id);
+        let (state, certainty) = (n["state"].as_str().unwrap(), n["certainty"].as_str());
+        // The vendor deduplicates by key and answers a replay: nothing is left uncertain.
+        if (state, certainty, delivered) != ("delivered", Some("known"), 1) {
+            wrong.push(format!(
+                "{id}: {state}/{certainty:?}, ledger {delivered}: {n:#}"
+            ));
+        }
+        if n["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["result"] == "in_flight")
+        {
+            wrong.push(format!("{id}: an attempt still in flight: {n:#}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{wrong:#?}\nherald log:\n{}",
+        herald.log()
+    );
+
+    // Each record applied once: one `accepted` and one final event per notification.
+    let db = sqlx::PgPool::connect(&cluster.url()).await.unwrap();
+    let events: Vec<(String, i64)> =
+        sqlx::query_as("SELECT type, count(*) FROM outbox GROUP BY type ORDER BY type")
+            .fetch_all(&db)
+            .await
+            .unwrap();
+    let count = |t: &str| events.iter().find(|(ty, _)| ty == t).map_or(0, |(_, n)| *n);
+    let n = IN_FLIGHT_RUN as i64;
+    assert_eq!(count("dev.herald.notification.accepted"), n, "{events:?}");
+    assert_eq!(
+        count("dev.herald.notification.delivered"),
+        n,
+        "one final event each: {events:?}"
+    );
+    db.close().await;
+
+    // The premise held: sends started before the stop were recorded after it.
+    let attempts = || {
+        finished
+            .iter()
+            .flat_map(|n| n["attempts"].as_array().unwrap().iter())
+    };
+    let at = |a: &Value, field: &str| {
+        a[field].as_str().and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        })
+    };
+    let crossed = attempts()
+        .filter(|a| {
+            at(a, "started_at").is_some_and(|t| t < stopped_at)
+                && at(a, "finished_at").is_some_and(|t| t > stopped_at)
+        })
+        .count();
+    let lease_expired = attempts()
+        .filter(|a| a["evidence"]["stage"] == "lease_expired")
+        .count();
+    println!(
+        "in flight: {IN_FLIGHT_RUN} notifications, {taken_at_stop} taken by the vendor when the \
+         database stopped, down {:?}; {crossed} attempts started before the stop and recorded \
+         after it, {lease_expired} of them recovered after their lease; ledger {} deliveries; \
+         /readyz said {detail:?}",
+        outage,
+        ledger.total_deliveries()
+    );
+    assert!(
+        crossed > 0,
+        "no send started before the stop was recorded after it: nothing was in flight"
+    );
+    drop(herald);
+    Some(lease_expired)
+}
+
+/// The notification as herald shows it; `None` while herald cannot read it yet.
+async fn show_if_up(http: &reqwest::Client, base: &str, id: &str) -> Option<Value> {
+    let response = http
+        .get(format!("{base}/v1/notifications/{id}"))
+        .bearer_auth(ACME)
+        .send()
+        .await
+        .ok()?;
+    match response.status() {
+        StatusCode::OK => response.json().await.ok(),
+        StatusCode::SERVICE_UNAVAILABLE => None,
+        other => panic!("reading {id} answered {other}"),
+    }
 }
