@@ -11,19 +11,15 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::auth::Scope;
 use crate::api::{self, AppState, Tokens};
-use crate::config::Config;
+use crate::config::{Config, DEV_TENANT};
 use crate::dispatch::{self, Dispatcher};
-use crate::domain::{RouteInfo, Routing, Templates};
+use crate::domain::{RouteInfo, Routing, Scope, Templates};
 use crate::inbox::Inbox;
 use crate::inbox::nats::NatsInbox;
 use crate::relay::Relay;
 use crate::store::{self, GroupCommit, Store};
 use crate::telemetry;
-
-/// The tenant of the development token.
-pub const DEV_TENANT: &str = "dev";
 
 pub struct App {
     listener: TcpListener,
@@ -118,7 +114,12 @@ impl App {
             sessions: Arc::default(),
             review: config.review.policy(),
         };
-        telemetry::preregister(&config, &state.routing, &state.routes);
+        telemetry::preregister(&config, &state.routing, |route| {
+            state
+                .routes
+                .get(route)
+                .is_some_and(|r| r.callbacks().is_some())
+        });
         let router = api::router(
             state,
             config.server.max_body_bytes,

@@ -14,8 +14,7 @@ use herald_provider::settings::RouteSettings;
 pub use herald_provider::settings::SecretSource;
 use serde::Deserialize;
 
-use crate::api::auth::Scope;
-use crate::domain::{Channel, Delivery, EmailAddress, Template};
+use crate::domain::{Channel, Delivery, EmailAddress, Scope, Template};
 use crate::review::{PermanentRefusals, Policy};
 
 /// The whole configuration. Each section is read on its own (see [`Config::load`]), so that one
@@ -330,6 +329,8 @@ impl ReviewConfig {
 /// minutes must still find its key.
 const MIN_IDEMPOTENCY_SECONDS: u64 = 3600;
 /// The longest retention: ten years, far inside the dates the clock can subtract to.
+/// The tenant of the development token (`serve` without tokens).
+pub const DEV_TENANT: &str = "dev";
 const MAX_RETENTION_SECONDS: u64 = 3650 * 86_400;
 /// A route's vendor callbacks per second, and burst, by default: well above what a vendor
 /// reports of a busy route (a few events per message), well below what a flood of forged
@@ -1267,7 +1268,7 @@ impl Config {
         let tenants: std::collections::BTreeSet<&str> =
             self.tokens.iter().map(|t| t.tenant.as_str()).collect();
         match tenants.len() {
-            0 => Ok(crate::app::DEV_TENANT.to_owned()),
+            0 => Ok(DEV_TENANT.to_owned()),
             1 => Ok(tenants.into_iter().next().unwrap_or_default().to_owned()),
             _ => bail!(
                 "config: inbox.nats.tenant is required when the tokens name several tenants ({})",

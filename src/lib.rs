@@ -8,6 +8,7 @@
 //! - [`api`]: the HTTP API (axum), problem+json errors, auth and tenants.
 //! - [`relay`]: publishes the outbox to the configured sinks (NATS JetStream, webhooks, a log).
 //! - [`inbox`]: turns upstream CloudEvents (HTTP or NATS) into notifications, once each.
+//! - [`nats`]: the NATS connection that the relay and the inbox share.
 //! - [`retention`]: deletes expired idempotency keys and, when asked, old finished notifications.
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
 //! - [`server`]: serves HTTP with header timeouts, a connection cap and a shutdown deadline.
@@ -25,6 +26,7 @@ pub mod config;
 pub mod dispatch;
 pub mod domain;
 pub mod inbox;
+pub mod nats;
 pub mod relay;
 pub mod retention;
 pub mod review;

@@ -223,8 +223,9 @@ pub fn settled(route: &str, by: SettledBy, accepted: bool) {
 /// Puts the counters' series at zero, so that a dashboard or an alert finds them before the
 /// first event they count (a missing series is not a zero to Prometheus): the process-wide
 /// ones, and each configured route's, for the channels it is configured to carry (see
-/// [`carried`]) and, where it takes vendor callbacks, for each callback result.
-pub fn preregister(config: &Config, routing: &Routing, routes: &crate::dispatch::Routes) {
+/// [`carried`]) and, where it takes vendor callbacks (`takes_callbacks`), for each callback
+/// result.
+pub fn preregister(config: &Config, routing: &Routing, takes_callbacks: impl Fn(&str) -> bool) {
     for name in [
         "herald_notifications_accepted_total",
         "herald_idempotency_replays_total",
@@ -243,7 +244,7 @@ pub fn preregister(config: &Config, routing: &Routing, routes: &crate::dispatch:
         for (result, reason) in herald_provider::SendResult::REASONS {
             metrics::counter!("herald_attempts_total", "route" => route.clone(), "result" => result, "reason" => reason).increment(0);
         }
-        if routes.get(route).is_some_and(|r| r.callbacks().is_some()) {
+        if takes_callbacks(route) {
             for result in CALLBACK_RESULTS {
                 metrics::counter!("herald_callbacks_total", "route" => route.clone(), "result" => result).increment(0);
             }
@@ -280,13 +281,14 @@ pub fn preregister(config: &Config, routing: &Routing, routes: &crate::dispatch:
 }
 
 /// The results of `herald_callbacks_total`.
-pub const CALLBACK_RESULTS: [&str; 6] = [
+pub const CALLBACK_RESULTS: [&str; 7] = [
     "taken",
     "repeat",
     "ignored",
     "unauthenticated",
     "malformed",
     "unknown_message",
+    "rate_limited",
 ];
 
 /// The channels `route` is configured to carry: those it is the default route of, and those

@@ -17,9 +17,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
 
-use super::auth::{Principal, Scope};
+use super::auth::Principal;
 use super::problem::Problem;
 use super::{AppState, body_bytes, json_object, typed};
+use crate::domain::Scope;
 use crate::domain::{
     Channel, FieldError, SettledBy, Suppression, SuppressionReason, suppression_recipient,
     text_without_nul,

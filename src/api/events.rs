@@ -16,10 +16,11 @@ use bytes::Bytes;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::auth::{Principal, Scope};
+use super::auth::Principal;
 use super::idempotency::REPLAYED_HEADER;
 use super::problem::Problem;
 use super::{AppState, body_bytes};
+use crate::domain::Scope;
 use crate::domain::cloudevent::{
     BATCH_JSON, CloudEvent, HEADER_PREFIX, STRUCTURED_JSON, media_type,
 };

@@ -8,7 +8,6 @@ pub mod auth;
 mod callbacks;
 mod console;
 mod events;
-pub(crate) mod evidence;
 mod idempotency;
 mod notifications;
 mod ops;

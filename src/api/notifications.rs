@@ -19,11 +19,11 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 use super::auth::Principal;
-use super::auth::Scope;
-use super::evidence;
 use super::idempotency::{self, Answer};
 use super::problem::Problem;
 use super::{AppState, json_object, json_object_of_items, typed};
+use crate::domain::Scope;
+use crate::domain::evidence;
 use crate::domain::{
     Attempt, Certainty, Channel, IdempotencyKey, Notification, NotificationId, NotificationRequest,
     Receipt, ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,

@@ -10,7 +10,8 @@ use time::OffsetDateTime;
 use utoipa::{OpenApi, ToSchema};
 
 use super::problem::Problem;
-use super::{AppState, callbacks, events, evidence, notifications, review, routes};
+use super::{AppState, callbacks, events, notifications, review, routes};
+use crate::domain::evidence;
 use crate::store::StoreError;
 
 pub fn routes() -> Router<AppState> {

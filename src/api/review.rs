@@ -22,12 +22,13 @@ use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 use utoipa::{IntoParams, ToSchema};
 
-use super::auth::{Principal, Scope};
-use super::evidence;
+use super::auth::Principal;
 use super::notifications::{NotificationBody, parse_id};
 use super::problem::Problem;
 use super::{AppState, json_object, typed};
 use crate::dispatch::{self, RequeryRefused};
+use crate::domain::Scope;
+use crate::domain::evidence;
 use crate::domain::{FieldError, NotificationId, SettledBy};
 use crate::review::{self, Ask, Outcome, Reason, Then};
 use crate::store::{NewResolution, NotificationDetail, ReviewFilter, ReviewPreview, StoreError};

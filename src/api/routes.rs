@@ -9,8 +9,8 @@ use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::auth::Scope;
 use super::{AppState, Principal, Problem};
+use crate::domain::Scope;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/v1/routes", get(list))

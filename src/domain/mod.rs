@@ -5,9 +5,11 @@
 pub mod cloudevent;
 mod contradiction;
 mod email;
+pub mod evidence;
 mod notification;
 mod receipt;
 mod routing;
+mod scope;
 mod states;
 mod transition;
 mod values;
@@ -25,6 +27,7 @@ pub use receipt::{
     settled_by_callback, suppression_recipient,
 };
 pub use routing::{RouteInfo, Routing, Template, Templates};
+pub use scope::Scope;
 pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, State};
 pub use transition::{AttemptOutcome, Decision, Next, Settlement};
 pub use values::{

@@ -212,7 +212,7 @@ pub struct Attempt {
     pub provider_ref: Option<String>,
     pub settled_by: Option<SettledBy>,
     /// What the provider's answer (or its absence) showed, and what settled it later.
-    #[schema(schema_with = crate::api::evidence::schema_ref)]
+    #[schema(schema_with = super::evidence::schema_ref)]
     pub evidence: Value,
 }
 

@@ -59,7 +59,7 @@ impl NatsInbox {
     /// Consumes until `shutdown`, setting itself up again whenever NATS goes away. The message
     /// being handled when `shutdown` fires is finished and acknowledged first.
     pub async fn run(self, shutdown: CancellationToken) {
-        let client = match crate::relay::connect_nats(
+        let client = match crate::nats::connect(
             &self.url,
             self.credentials.as_deref(),
             "herald inbox",

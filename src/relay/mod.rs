@@ -33,7 +33,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub use nats::connect as connect_nats;
 use policy::{Backoff, Failure};
 
 use crate::config::{Config, RelayConfig, SinkConfig};

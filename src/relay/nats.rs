@@ -12,7 +12,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
 use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
 use async_trait::async_trait;
 
@@ -29,29 +28,6 @@ pub struct NatsSink {
     stream_ready: AtomicBool,
 }
 
-/// Connects to NATS in the background: returns at once, even while the server is down.
-pub async fn connect(
-    url: &str,
-    credentials: Option<&Path>,
-    name: &str,
-    timeout: Duration,
-) -> anyhow::Result<async_nats::Client> {
-    let mut options = async_nats::ConnectOptions::new()
-        .name(name)
-        .connection_timeout(timeout)
-        .retry_on_initial_connect();
-    if let Some(path) = credentials {
-        options = options
-            .credentials_file(path)
-            .await
-            .with_context(|| format!("cannot read NATS credentials {}", path.display()))?;
-    }
-    options
-        .connect(url)
-        .await
-        .with_context(|| format!("cannot connect to NATS at {url}"))
-}
-
 impl NatsSink {
     pub async fn new(
         url: &str,
@@ -60,7 +36,7 @@ impl NatsSink {
         credentials: Option<&Path>,
         timeout: Duration,
     ) -> anyhow::Result<NatsSink> {
-        let client = connect(url, credentials, "herald relay", timeout).await?;
+        let client = crate::nats::connect(url, credentials, "herald relay", timeout).await?;
         let mut jetstream = jetstream::new(client);
         jetstream.set_timeout(timeout);
         Ok(NatsSink {

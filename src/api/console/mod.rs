@@ -30,9 +30,10 @@ use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
 
 use super::AppState;
-use super::auth::{Principal, Scope};
+use super::auth::Principal;
 use super::notifications::{NotificationBody, parse_id};
 use super::review::{self, Filter, ReviewItem};
+use crate::domain::Scope;
 use crate::review::{Ask, Outcome, Reason, Then};
 
 const COOKIE_NAME: &str = "herald_console";
