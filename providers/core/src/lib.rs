@@ -15,6 +15,7 @@ pub mod callback;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod http;
+pub mod lookback;
 mod redact;
 pub mod settings;
 pub mod signature;

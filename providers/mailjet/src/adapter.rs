@@ -18,7 +18,6 @@ use secrecy::{ExposeSecret, SecretString};
 use time::OffsetDateTime;
 
 use crate::callback::MailjetCallbacks;
-use crate::lookback;
 use crate::wire::{Address, MessageList, MessageResult, OutMessage, SendAnswer, SendBody, id_text};
 
 /// Mailjet's public REST endpoint.
@@ -32,6 +31,11 @@ pub const DEFAULT_VISIBILITY_LAG: Duration = Duration::from_secs(15 * 60);
 pub const MAX_PAYLOAD_BYTES: usize = 15 * 1024 * 1024;
 
 /// Mailjet documents nothing special about 409 or 503, so both keep the cautious default.
+/// Allowed disagreement between herald's clock (which stamped the notification id) and
+/// Mailjet's, for the look-up's lower bound. Generous, because a wider window costs nothing
+/// here: the `CustomID` decides what matches.
+const CLOCK_SKEW: Duration = Duration::from_secs(60 * 60);
+
 const RULES: StatusRules = StatusRules {
     unavailable_means_not_processed: false,
     conflict_means_in_progress: false,
@@ -305,9 +309,14 @@ impl Adapter for MailjetAdapter {
                 pairs.append_pair("CustomID", key.as_str());
                 // Echoes the CustomID, so that an answer about other messages is caught.
                 pairs.append_pair("ShowCustomID", "true");
-                if let Some(since) =
-                    lookback::window_start(&message.notification_id, OffsetDateTime::now_utc())
-                {
+                // The `CustomID` singles the notification out; the bound only keeps the look-up
+                // from depending on whatever default time range Mailjet may apply (its docs
+                // name none).
+                if let Some(since) = herald_provider::lookback::earliest_send(
+                    &message.notification_id,
+                    OffsetDateTime::now_utc(),
+                    CLOCK_SKEW,
+                ) {
                     pairs.append_pair("FromTS", &since.unix_timestamp().to_string());
                 }
             }

@@ -88,7 +88,6 @@
 
 mod adapter;
 mod callback;
-mod lookback;
 mod settings;
 mod wire;
 

@@ -1,14 +1,10 @@
-//! How far back a send of a notification can lie, for the outcome query.
-//!
-//! Nothing about a notification can have been sent before the notification existed. Herald's
-//! notification ids are UUIDv7, whose first 48 bits are the creation time in milliseconds, so
-//! the id itself bounds the search — however late herald reconciles (after an outage, say).
-//! Where an id is not a UUIDv7, the search falls back to a fixed look-back from now.
+//! How far back a send of a notification can lie, for the outcome query: from the id's own
+//! time (see [`herald_provider::lookback`]), else a fixed look-back from now, counted in the
+//! whole UTC days that Twilio's `DateSent` filter takes.
 
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use uuid::{Uuid, Version};
 
 /// Allowed disagreement between herald's clock (which stamped the id) and Twilio's (which
 /// stamps `date_created`). Hosts on NTP agree to well under a second; ten minutes also covers
@@ -22,23 +18,10 @@ pub(crate) const FALLBACK_LOOKBACK: Duration = Duration::from_secs(24 * 60 * 60)
 /// The earliest moment a send of `notification_id` can have been created at the vendor, and
 /// whether that came from the id (`true`) or from the fallback (`false`).
 pub(crate) fn window_start(notification_id: &str, now: OffsetDateTime) -> (OffsetDateTime, bool) {
-    match created_at(notification_id) {
-        // An id stamped in the future is not a timestamp to trust.
-        Some(created) if created <= now + CLOCK_SKEW => (created - CLOCK_SKEW, true),
-        _ => (now - FALLBACK_LOOKBACK, false),
+    match herald_provider::lookback::earliest_send(notification_id, now, CLOCK_SKEW) {
+        Some(start) => (start, true),
+        None => (now - FALLBACK_LOOKBACK, false),
     }
-}
-
-fn created_at(notification_id: &str) -> Option<OffsetDateTime> {
-    let id = Uuid::parse_str(notification_id).ok()?;
-    if id.get_version() != Some(Version::SortRand) {
-        return None;
-    }
-    let (secs, nanos) = id.get_timestamp()?.to_unix();
-    let secs = i64::try_from(secs).ok()?;
-    OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .map(|t| t + time::Duration::nanoseconds(i64::from(nanos)))
 }
 
 /// `YYYY-MM-DD` of `at` in UTC, as Twilio's `DateSent` filter takes it.
@@ -56,18 +39,23 @@ pub(crate) fn utc_date(at: OffsetDateTime) -> String {
 mod tests {
     use super::*;
     use time::macros::datetime;
+    use uuid::Uuid;
 
     #[test]
-    fn a_uuid_v7_bounds_the_window_at_its_own_creation_less_the_skew() {
+    fn a_uuid_v7_bounds_the_window_at_its_own_creation_less_ten_minutes() {
         let id = Uuid::new_v7(uuid::Timestamp::from_unix(
             uuid::NoContext,
             1_780_000_000,
             0,
         ));
         let now = OffsetDateTime::from_unix_timestamp(1_780_000_000 + 3 * 86_400).unwrap();
-        let (start, from_id) = window_start(&id.to_string(), now);
-        assert!(from_id);
-        assert_eq!(start.unix_timestamp(), 1_780_000_000 - 600);
+        assert_eq!(
+            window_start(&id.to_string(), now),
+            (
+                OffsetDateTime::from_unix_timestamp(1_780_000_000 - 600).unwrap(),
+                true
+            )
+        );
     }
 
     #[test]
