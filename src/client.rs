@@ -325,7 +325,7 @@ fn text(v: &Value) -> &str {
 fn age(at: &Value, now: OffsetDateTime) -> String {
     at.as_str()
         .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
-        .map(|t| human(now - t))
+        .map(|t| crate::review::age_in_words(now - t))
         .unwrap_or_else(|| "?".to_owned())
 }
 
@@ -373,16 +373,6 @@ fn detail(value: &Value) -> String {
         Value::Null => String::new(),
         Value::String(text) => text.clone(),
         json => json.to_string(),
-    }
-}
-
-fn human(d: time::Duration) -> String {
-    let s = d.whole_seconds().max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86_400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
     }
 }
 
@@ -593,12 +583,5 @@ mod tests {
         let text = timeline(&failed, None);
         assert!(text.contains("failed     suppressed"), "{text}");
         assert!(!text.contains("\nreceipts"), "{text}");
-    }
-
-    #[test]
-    fn ages_read_as_a_person_would_say_them() {
-        assert_eq!(human(time::Duration::seconds(42)), "42s");
-        assert_eq!(human(time::Duration::minutes(90)), "1h");
-        assert_eq!(human(time::Duration::days(3)), "3d");
     }
 }

@@ -130,6 +130,18 @@ impl Policy {
     }
 }
 
+/// How long an item has waited (or has left), as a person says it on the console and in the
+/// CLI: whole seconds, minutes, hours or days.
+pub fn age_in_words(d: time::Duration) -> String {
+    let s = d.whole_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
 /// A person's note for the audit trail: required, trimmed, at most [`MAX_NOTE_CHARS`].
 pub fn parse_note(note: &str) -> Result<String, FieldError> {
     let note = note.trim();
@@ -435,6 +447,13 @@ fn inside_window(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ages_read_as_a_person_would_say_them() {
+        assert_eq!(super::age_in_words(time::Duration::seconds(42)), "42s");
+        assert_eq!(super::age_in_words(time::Duration::minutes(90)), "1h");
+        assert_eq!(super::age_in_words(time::Duration::days(3)), "3d");
+    }
+
     use super::*;
     use crate::domain::{Channel, Content, Delivery, NotificationId, SettledBy};
     use serde_json::{Map, json};

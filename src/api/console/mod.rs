@@ -15,11 +15,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Form, FromRequestParts, Path, Query, State};
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, LOCATION, REFERRER_POLICY, SET_COOKIE,
     X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -111,6 +112,25 @@ impl Sessions {
 
     fn close(&self, id: &str) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+}
+
+/// A console request's signed-in person: a handler that takes one runs only for a live
+/// session; anyone else is sent to the login page.
+struct SignedIn {
+    id: String,
+    session: Session,
+}
+
+impl FromRequestParts<AppState> for SignedIn {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let (id, session) = state
+            .sessions
+            .get(&parts.headers)
+            .ok_or_else(|| redirect("/console/login"))?;
+        Ok(SignedIn { id, session })
     }
 }
 
@@ -285,12 +305,9 @@ struct CsrfForm {
 
 async fn logout(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    SignedIn { id, session }: SignedIn,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    let Some((id, session)) = state.sessions.get(&headers) else {
-        return redirect("/console/login");
-    };
     if forged(&session, &form.csrf) {
         return refused_as_forged();
     }
@@ -378,12 +395,9 @@ fn age_buckets(now: OffsetDateTime) -> [(Option<OffsetDateTime>, Option<OffsetDa
 
 async fn queue(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    SignedIn { session, .. }: SignedIn,
     Query(query): Query<QueueQuery>,
 ) -> Response {
-    let Some((_, session)) = state.sessions.get(&headers) else {
-        return redirect("/console/login");
-    };
     let tenant = &session.principal.tenant;
     let now = OffsetDateTime::now_utc();
     let given = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
@@ -426,7 +440,7 @@ async fn queue(
                 "route": n.route,
                 "to": n.to,
                 "why": item.why,
-                "age": human(now - n.updated_at),
+                "age": crate::review::age_in_words(now - n.updated_at),
             })
         })
         .collect();
@@ -495,7 +509,7 @@ async fn queue(
     let queue_age = match state.store.queue_stats(now).await {
         Ok(stats) => stats
             .oldest_due
-            .map(|d| human(now - d))
+            .map(|d| crate::review::age_in_words(now - d))
             .unwrap_or_else(|| "none due".to_owned()),
         Err(_) => "?".to_owned(),
     };
@@ -531,24 +545,11 @@ fn rfc3339(t: OffsetDateTime) -> String {
         .unwrap_or_else(|_| t.to_string())
 }
 
-fn human(d: time::Duration) -> String {
-    let s = d.whole_seconds().max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86_400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
 async fn notification(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    SignedIn { session, .. }: SignedIn,
     Path(id): Path<String>,
 ) -> Response {
-    let Some((_, session)) = state.sessions.get(&headers) else {
-        return redirect("/console/login");
-    };
     show(&state, &session, &id, None).await
 }
 
@@ -645,13 +646,10 @@ struct ResolveForm {
 
 async fn resolve(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    SignedIn { session, .. }: SignedIn,
     Path(id): Path<String>,
     Form(form): Form<ResolveForm>,
 ) -> Response {
-    let Some((_, session)) = state.sessions.get(&headers) else {
-        return redirect("/console/login");
-    };
     if forged(&session, &form.csrf) {
         return refused_as_forged();
     }
@@ -715,13 +713,9 @@ struct BulkForm {
 }
 
 async fn bulk_form(
-    State(state): State<AppState>,
-    headers: HeaderMap,
+    SignedIn { session, .. }: SignedIn,
     Query(query): Query<QueueQuery>,
 ) -> Response {
-    let Some((_, session)) = state.sessions.get(&headers) else {
-        return redirect("/console/login");
-    };
     page(
         "bulk.html",
         context! {
@@ -740,12 +734,9 @@ async fn bulk_form(
 /// is refused if the form now says another outcome or filter than the one previewed.
 async fn bulk(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    SignedIn { session, .. }: SignedIn,
     Form(form): Form<BulkForm>,
 ) -> Response {
-    let Some((_, session)) = state.sessions.get(&headers) else {
-        return redirect("/console/login");
-    };
     if forged(&session, &form.csrf) {
         return refused_as_forged();
     }
@@ -759,7 +750,7 @@ async fn bulk(
                 serde_json::json!({
                     "id": item.id.to_string(), "to": item.to, "route": item.route,
                     "reason": item.reason, "label": reason_label(item.reason), "why": item.why,
-                    "age": human(now - item.waiting_since),
+                    "age": crate::review::age_in_words(now - item.waiting_since),
                 })
             })
             .collect();
@@ -794,7 +785,7 @@ async fn bulk(
                 refused => refused,
                 more => body.as_ref().is_some_and(|b| b.more),
                 preview => body.as_ref().and_then(|b| b.preview.clone()),
-                expires => body.as_ref().and_then(|b| b.expires_at).map(|t| human(t - now)),
+                expires => body.as_ref().and_then(|b| b.expires_at).map(|t| crate::review::age_in_words(t - now)),
             },
         )
         .map_status(status)
