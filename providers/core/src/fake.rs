@@ -46,6 +46,36 @@ pub struct FakeServer {
     task: Option<JoinHandle<()>>,
 }
 
+/// A running fake: its server, and the vendor its routes share. The handle offers the vendor's
+/// own methods (its ledger, its faults, what it received) as its own. Dropping it stops the
+/// server and closes every connection, answered or not.
+pub struct FakeHandle<V> {
+    server: FakeServer,
+    vendor: Arc<V>,
+}
+
+impl<V: Send + Sync + 'static> FakeHandle<V> {
+    /// Serves `router(vendor)` on 127.0.0.1, on a free port, in a background task.
+    pub async fn spawn(vendor: V, router: impl FnOnce(Arc<V>) -> Router) -> io::Result<Self> {
+        let vendor = Arc::new(vendor);
+        let server = serve(router(Arc::clone(&vendor))).await?;
+        Ok(FakeHandle { server, vendor })
+    }
+
+    /// `http://127.0.0.1:<port>`: the route's `base_url`.
+    pub fn base_url(&self) -> String {
+        self.server.base_url()
+    }
+}
+
+impl<V> std::ops::Deref for FakeHandle<V> {
+    type Target = V;
+
+    fn deref(&self) -> &V {
+        &self.vendor
+    }
+}
+
 /// Binds 127.0.0.1 on a free port and serves `router` there in a background task. Every
 /// request carries a [`Kill`] extension for the connection it arrived on.
 pub async fn serve(router: Router) -> io::Result<FakeServer> {

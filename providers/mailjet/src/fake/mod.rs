@@ -27,11 +27,12 @@ mod routes;
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::Arc;
 use std::time::Duration;
 
-use herald_provider::fake::{self as harness, FakeServer};
+use herald_provider::fake as harness;
 use secrecy::SecretString;
+
+pub use routes::Vendor;
 
 /// How the fake Mailjet behaves. Fixed for the server's lifetime; faults are set on the handle.
 #[derive(Debug, Clone)]
@@ -130,44 +131,34 @@ pub struct Received {
     pub body: String,
 }
 
-/// The fake Mailjet, running in a background task on 127.0.0.1. Dropping it stops the server
-/// and closes every connection, answered or not.
-pub struct FakeHandle {
-    server: FakeServer,
-    shared: Arc<routes::Shared>,
-}
+/// The fake Mailjet, running in a background task on 127.0.0.1; [`Vendor`]'s methods are its
+/// own. Dropping it stops the server and closes every connection, answered or not.
+pub type FakeHandle = harness::FakeHandle<Vendor>;
 
 /// Binds 127.0.0.1 on a free port and serves the fake there.
 pub async fn spawn(config: FakeConfig) -> io::Result<FakeHandle> {
-    let shared = Arc::new(routes::Shared::new(config));
-    let server = harness::serve(routes::router(shared.clone())).await?;
-    Ok(FakeHandle { server, shared })
+    FakeHandle::spawn(Vendor::new(config), routes::router).await
 }
 
-impl FakeHandle {
-    /// `http://127.0.0.1:<port>`: a `MailjetRoute::base_url`.
-    pub fn base_url(&self) -> String {
-        self.server.base_url()
-    }
-
+impl Vendor {
     pub fn ledger(&self) -> Ledger {
-        self.shared.lock().ledger.clone()
+        self.lock().ledger.clone()
     }
 
     /// Faults for the next sends, in order, one per request; after them, sends are served
     /// normally. Replaces any faults still pending.
     pub fn set_faults(&self, faults: impl IntoIterator<Item = Fault>) {
-        self.shared.lock().send_faults = faults.into_iter().collect();
+        self.lock().send_faults = faults.into_iter().collect();
     }
 
     /// The same for the next `/message` look-ups.
     pub fn set_lookup_faults(&self, faults: impl IntoIterator<Item = Fault>) {
-        self.shared.lock().lookup_faults = faults.into_iter().collect();
+        self.lock().lookup_faults = faults.into_iter().collect();
     }
 
     /// Every request received so far, oldest first.
     pub fn received(&self) -> Vec<Received> {
-        self.shared.lock().received.clone()
+        self.lock().received.clone()
     }
 }
 

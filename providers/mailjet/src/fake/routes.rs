@@ -33,14 +33,15 @@ const MALFORMED_BODY: &str = include_str!("../../../../fixtures/mailjet/error_gl
 /// client reading them as 32-bit (or as floats) would show it.
 const FIRST_MESSAGE_ID: u64 = 70_650_219_165_027_410;
 
-pub(super) struct Shared {
+/// The fake vendor: its settings and its state, which its routes share.
+pub struct Vendor {
     config: FakeConfig,
     state: Mutex<State>,
 }
 
-impl Shared {
+impl Vendor {
     pub(super) fn new(config: FakeConfig) -> Self {
-        Shared {
+        Vendor {
             config,
             state: Mutex::new(State::default()),
         }
@@ -64,7 +65,7 @@ struct Stored {
 #[derive(Default)]
 pub(super) struct Records(Vec<Stored>);
 
-pub(super) fn router(shared: Arc<Shared>) -> Router {
+pub(super) fn router(shared: Arc<Vendor>) -> Router {
     Router::new()
         .route("/v3.1/send", post(send))
         .route("/v3/REST/message", get(list))
@@ -72,7 +73,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn send(
-    AxumState(shared): AxumState<Arc<Shared>>,
+    AxumState(shared): AxumState<Arc<Vendor>>,
     Extension(kill): Extension<Kill>,
     uri: Uri,
     headers: HeaderMap,
@@ -95,7 +96,7 @@ async fn send(
 }
 
 async fn list(
-    AxumState(shared): AxumState<Arc<Shared>>,
+    AxumState(shared): AxumState<Arc<Vendor>>,
     Extension(kill): Extension<Kill>,
     uri: Uri,
     headers: HeaderMap,
@@ -118,7 +119,7 @@ async fn list(
 
 /// Puts the fault (if any) between the processed answer and the wire.
 async fn finish(
-    shared: &Shared,
+    shared: &Vendor,
     kill: Kill,
     fault: Option<Fault>,
     answer: Option<Response>,

@@ -67,7 +67,7 @@ pub struct ReceivedRequest {
 }
 
 /// The fake vendor: fixed settings, and the state behind its lock.
-pub(super) struct Vendor {
+pub struct Vendor {
     api_key: String,
     idempotency_window: Duration,
     delay: Duration,
@@ -118,15 +118,18 @@ impl Vendor {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn ledger(&self) -> Ledger {
+    /// A snapshot of the ledger.
+    pub fn ledger(&self) -> Ledger {
         self.lock().ledger.clone()
     }
 
-    pub(super) fn set_faults(&self, faults: Faults) {
+    /// Replaces the pending faults.
+    pub fn set_faults(&self, faults: Faults) {
         self.lock().faults = faults;
     }
 
-    pub(super) fn last_request(&self) -> Option<ReceivedRequest> {
+    /// The last `POST /emails` received, whatever became of it.
+    pub fn last_request(&self) -> Option<ReceivedRequest> {
         self.lock().last_request.clone()
     }
 

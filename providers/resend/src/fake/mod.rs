@@ -27,12 +27,11 @@ mod api;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::Arc;
 use std::time::Duration;
 
-use herald_provider::fake::{self as harness, FakeServer};
+use herald_provider::fake as harness;
 
-pub use api::ReceivedRequest;
+pub use api::{ReceivedRequest, Vendor};
 
 /// How the fake behaves. Only the faults can change while it runs ([`FakeHandle::set_faults`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -101,38 +100,11 @@ impl Ledger {
     }
 }
 
-/// A running fake on 127.0.0.1. Dropping the handle stops the server and closes its
-/// connections, answered or not.
-pub struct FakeHandle {
-    server: FakeServer,
-    vendor: Arc<api::Vendor>,
-}
+/// The fake Resend, running in a background task on 127.0.0.1; [`Vendor`]'s methods are its
+/// own. Dropping it stops the server and closes every connection, answered or not.
+pub type FakeHandle = harness::FakeHandle<Vendor>;
 
 /// Binds 127.0.0.1 on a free port and serves the fake there in a background task.
 pub async fn spawn(config: FakeConfig) -> io::Result<FakeHandle> {
-    let vendor = Arc::new(api::Vendor::new(config));
-    let server = harness::serve(api::router(vendor.clone())).await?;
-    Ok(FakeHandle { server, vendor })
-}
-
-impl FakeHandle {
-    /// `http://127.0.0.1:<port>`, for [`crate::ResendRoute::base_url`].
-    pub fn base_url(&self) -> String {
-        self.server.base_url()
-    }
-
-    /// A snapshot of the ledger.
-    pub fn ledger(&self) -> Ledger {
-        self.vendor.ledger()
-    }
-
-    /// Replaces the pending faults.
-    pub fn set_faults(&self, faults: Faults) {
-        self.vendor.set_faults(faults);
-    }
-
-    /// The last `POST /emails` received, whatever became of it.
-    pub fn last_request(&self) -> Option<ReceivedRequest> {
-        self.vendor.last_request()
-    }
+    FakeHandle::spawn(Vendor::new(config), api::router).await
 }

@@ -35,14 +35,15 @@ const MAGIC_UNSUBSCRIBED_TO: &str = "+15005550004";
 /// The sender a Messaging Service "picks" when the request names none.
 const POOL_SENDER: &str = "+15005550006";
 
-pub(super) struct Shared {
+/// The fake vendor: its settings and its state, which its routes share.
+pub struct Vendor {
     config: FakeConfig,
     state: Mutex<State>,
 }
 
-impl Shared {
+impl Vendor {
     pub(super) fn new(config: FakeConfig) -> Self {
-        Shared {
+        Vendor {
             config,
             state: Mutex::new(State::default()),
         }
@@ -66,7 +67,7 @@ struct Stored {
 #[derive(Default)]
 pub(super) struct Records(Vec<Stored>);
 
-pub(super) fn router(shared: Arc<Shared>) -> Router {
+pub(super) fn router(shared: Arc<Vendor>) -> Router {
     Router::new()
         .route(
             "/2010-04-01/Accounts/{account_sid}/Messages.json",
@@ -76,7 +77,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn create(
-    AxumState(shared): AxumState<Arc<Shared>>,
+    AxumState(shared): AxumState<Arc<Vendor>>,
     Extension(kill): Extension<Kill>,
     Path(account): Path<String>,
     uri: Uri,
@@ -104,10 +105,10 @@ async fn create(
 }
 
 /// Counts a create from its receipt until its answer is made (or its connection drops).
-struct InFlight<'a>(&'a Shared);
+struct InFlight<'a>(&'a Vendor);
 
 impl<'a> InFlight<'a> {
-    fn enter(shared: &'a Shared) -> Self {
+    fn enter(shared: &'a Vendor) -> Self {
         let mut state = shared.lock();
         state.creates_now += 1;
         state.most_creates_at_once = state.most_creates_at_once.max(state.creates_now);
@@ -122,7 +123,7 @@ impl Drop for InFlight<'_> {
 }
 
 async fn list(
-    AxumState(shared): AxumState<Arc<Shared>>,
+    AxumState(shared): AxumState<Arc<Vendor>>,
     Extension(kill): Extension<Kill>,
     Path(account): Path<String>,
     uri: Uri,
@@ -146,7 +147,7 @@ async fn list(
 
 /// Puts the fault (if any) between the processed answer and the wire.
 async fn finish(
-    shared: &Shared,
+    shared: &Vendor,
     kill: Kill,
     fault: Option<Fault>,
     answer: Option<Response>,
