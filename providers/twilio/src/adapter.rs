@@ -265,6 +265,47 @@ impl TwilioAdapter {
         request.basic_auth(&self.user, Some(self.auth_token.expose_secret()))
     }
 
+    /// Reads the Messages list for `sought` since `since`, page by page (at most
+    /// [`MAX_PAGES`]): the messages with its text, and how many show no text.
+    async fn list(&self, sought: &Sought, since: OffsetDateTime) -> Result<Listing, Evidence> {
+        let mut url = self.messages_url.clone();
+        {
+            let mut pairs = url.query_pairs_mut();
+            pairs.append_pair("To", &sought.to);
+            // A Messaging Service's sender is picked from a pool: filter on the service instead,
+            // below, since the list has no service filter.
+            if let Sender::From(from) = &sought.sender {
+                pairs.append_pair("From", from);
+            }
+            // `DateSent>` is "on or after this UTC day".
+            pairs.append_pair("DateSent>", &lookback::utc_date(since));
+            pairs.append_pair("PageSize", &PAGE_SIZE.to_string());
+        }
+        let mut listing = Listing::default();
+        let mut next = Some(url);
+        for _ in 0..MAX_PAGES {
+            let Some(url) = next.take() else { break };
+            let page = self.page(url).await?;
+            for listed in page.messages {
+                let Some(created) = sought.candidate(&listed, since)? else {
+                    continue;
+                };
+                match listed.body.as_deref() {
+                    Some(text) if text == sought.body => listing.found.push((created, listed)),
+                    // Redacted by content retention: it may be this very send.
+                    None | Some("") => listing.without_text += 1,
+                    Some(_) => {}
+                }
+            }
+            next = match page.next_page_uri.as_deref() {
+                Some(uri) if !uri.is_empty() => Some(self.next_page(uri)?),
+                _ => None,
+            };
+        }
+        listing.complete = next.is_none();
+        Ok(listing)
+    }
+
     /// One page of the Messages list, or the evidence of why the look-up proves nothing.
     async fn page(&self, url: Url) -> Result<MessagePage, Evidence> {
         let Answer {
@@ -407,49 +448,6 @@ impl Adapter for TwilioAdapter {
             };
             let (since, from_id) = lookback::window_start(&message.notification_id, now());
             let since_text = since.format(&Rfc3339).unwrap_or_else(|_| since.to_string());
-            let mut url = self.messages_url.clone();
-            {
-                let mut pairs = url.query_pairs_mut();
-                pairs.append_pair("To", &sought.to);
-                // A Messaging Service's sender is picked from a pool: filter on the service instead,
-                // below, since the list has no service filter.
-                if let Sender::From(from) = &sought.sender {
-                    pairs.append_pair("From", from);
-                }
-                // `DateSent>` is "on or after this UTC day".
-                pairs.append_pair("DateSent>", &lookback::utc_date(since));
-                pairs.append_pair("PageSize", &PAGE_SIZE.to_string());
-            }
-
-            let mut found: Vec<(OffsetDateTime, MessageResource)> = Vec::new();
-            let mut without_text = 0usize;
-            let mut next = Some(url);
-            for _ in 0..MAX_PAGES {
-                let Some(url) = next.take() else { break };
-                let page = match self.page(url).await {
-                    Ok(page) => page,
-                    Err(evidence) => return QueryResult::Unsupported { evidence },
-                };
-                for listed in page.messages {
-                    match sought.candidate(&listed, since) {
-                        Ok(None) => {}
-                        Ok(Some(created)) => match listed.body.as_deref() {
-                            Some(text) if text == sought.body => found.push((created, listed)),
-                            // Redacted by content retention: it may be this very send.
-                            None | Some("") => without_text += 1,
-                            Some(_) => {}
-                        },
-                        Err(evidence) => return QueryResult::Unsupported { evidence },
-                    }
-                }
-                next = match page.next_page_uri.as_deref() {
-                    Some(uri) if !uri.is_empty() => match self.next_page(uri) {
-                        Ok(url) => Some(url),
-                        Err(evidence) => return QueryResult::Unsupported { evidence },
-                    },
-                    _ => None,
-                };
-            }
             let window = format!(
                 "since {since_text} ({})",
                 if from_id {
@@ -458,64 +456,78 @@ impl Adapter for TwilioAdapter {
                     "a fixed look-back: the notification id carries no time"
                 }
             );
-            if next.is_some() {
-                return QueryResult::Unsupported {
-                    evidence: Evidence::new(
-                        "query",
-                        format!(
-                            "more than {MAX_PAGES} pages of messages to this number {window}; the \
-                         rest was not read, so the matches cannot be counted"
-                        ),
-                    )
-                    .with_status(200),
-                };
-            }
-            if without_text > 0 {
-                return QueryResult::Unsupported {
-                    evidence: Evidence::new(
-                        "query",
-                        format!(
-                            "{without_text} messages to this number {window} show no text \
-                         (redacted?); any of them may be a send of this text"
-                        ),
-                    )
-                    .with_status(200),
-                };
-            }
-            if found.is_empty() {
-                return QueryResult::NotFoundYet {
-                    evidence: Evidence::new(
-                        "query",
-                        format!("no message with this text to this number {window}"),
-                    )
-                    .with_status(200),
-                };
-            }
-            // Oldest first. Twilio lists newest first and stamps whole seconds, so the list is
-            // reversed before a stable sort keeps same-second messages in the order Twilio
-            // created them.
-            found.reverse();
-            found.sort_by_key(|(created, _)| *created);
-            let listed: Vec<String> = found
-                .iter()
-                .map(|(_, m)| format!("{} ({})", m.sid, m.status.as_deref().unwrap_or("no status")))
-                .collect();
-            QueryResult::LookAlikes {
-                refs: found.into_iter().map(|(_, m)| m.sid).collect(),
-                since,
-                evidence: Evidence::new(
-                    "query",
-                    format!(
-                        "{} message(s) with this text to this number {window}: {}",
-                        listed.len(),
-                        listed.join(", ")
-                    ),
-                )
-                .with_status(200),
+            match self.list(&sought, since).await {
+                Ok(listing) => listing.judge(since, &window),
+                Err(evidence) => QueryResult::Unsupported { evidence },
             }
         }
         .await;
         self.redactor.query(result)
+    }
+}
+
+/// What the Messages list showed of a look-up.
+#[derive(Default)]
+struct Listing {
+    /// Messages with the sought text, with when Twilio created each.
+    found: Vec<(OffsetDateTime, MessageResource)>,
+    /// Messages to the number whose text is gone (redacted): any may be the sought send.
+    without_text: usize,
+    /// Every page was read.
+    complete: bool,
+}
+
+impl Listing {
+    /// What the listing proves of a send, `window` saying since when it was searched.
+    fn judge(mut self, since: OffsetDateTime, window: &str) -> QueryResult {
+        let unsupported = |detail: String| QueryResult::Unsupported {
+            evidence: Evidence::new("query", detail).with_status(200),
+        };
+        if !self.complete {
+            return unsupported(format!(
+                "more than {MAX_PAGES} pages of messages to this number {window}; the rest was \
+                 not read, so the matches cannot be counted"
+            ));
+        }
+        if self.without_text > 0 {
+            return unsupported(format!(
+                "{} messages to this number {window} show no text (redacted?); any of them may \
+                 be a send of this text",
+                self.without_text
+            ));
+        }
+        if self.found.is_empty() {
+            return QueryResult::NotFoundYet {
+                evidence: Evidence::new(
+                    "query",
+                    format!("no message with this text to this number {window}"),
+                )
+                .with_status(200),
+            };
+        }
+        // Oldest first. Twilio lists newest first and stamps whole seconds, so the list is
+        // reversed before a stable sort keeps same-second messages in the order Twilio
+        // created them.
+        self.found.reverse();
+        self.found.sort_by_key(|(created, _)| *created);
+        let listed: Vec<String> = self
+            .found
+            .iter()
+            .map(|(_, m)| format!("{} ({})", m.sid, m.status.as_deref().unwrap_or("no status")))
+            .collect();
+        QueryResult::LookAlikes {
+            refs: self.found.into_iter().map(|(_, m)| m.sid).collect(),
+            since,
+            evidence: Evidence::new(
+                "query",
+                format!(
+                    "{} message(s) with this text to this number {window}: {}",
+                    listed.len(),
+                    listed.join(", ")
+                ),
+            )
+            .with_status(200),
+        }
     }
 }
 
