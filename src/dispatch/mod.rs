@@ -391,42 +391,22 @@ impl Worker {
             match policy::plan(&s, asked) {
                 Plan::Query => {
                     let asked_at = OffsetDateTime::now_utc();
-                    match call.query().await {
-                        QueryResult::Unsupported { evidence } => {
+                    let result = call.query().await;
+                    match looked_up(&*self.store, route, claim, result, asked_at).await {
+                        Ok(LookUp::Decided(decision)) => break decision,
+                        Ok(LookUp::Failed(evidence)) => {
                             tracing::info!(detail = %evidence.detail, "the outcome query proved nothing");
                             findings = Some(serde_json::json!({"query_failed": evidence}));
                             asked = Asked::Failed;
                         }
-                        QueryResult::LookAlikes {
-                            refs,
-                            since,
-                            evidence,
-                        } => {
-                            let siblings = self.siblings(claim, since, &s).await?;
-                            let s = situation(route, claim, &siblings);
-                            match policy::attribute(
-                                &s,
-                                &refs,
-                                since,
-                                &evidence,
-                                asked_at,
-                                rand::random(),
-                            ) {
-                                Attribution::Decided(decision) => break decision,
-                                Attribution::Inconclusive(record) => {
-                                    tracing::info!(
-                                        look_alikes = refs.len(),
-                                        "the look-alikes cannot be attributed"
-                                    );
-                                    findings = Some(record);
-                                    asked = Asked::Inconclusive;
-                                }
-                            }
+                        Ok(LookUp::Inconclusive(record)) => {
+                            tracing::info!("the look-alikes cannot be attributed");
+                            findings = Some(record);
+                            asked = Asked::Inconclusive;
                         }
-                        result => {
-                            let s = situation(route, claim, &[]);
-                            let step = Step::Queried { result, asked_at };
-                            break policy::decide(&s, step, rand::random());
+                        Err(err) => {
+                            tracing::warn!(%err, "cannot read the look-alikes; the lease will bring it back");
+                            return None;
                         }
                     }
                 }
@@ -468,28 +448,6 @@ impl Worker {
         })
     }
 
-    /// The attempts of look-alike notifications that may have sent since `since`: those created
-    /// within the route's age cap before it. `None` (the lease brings the claim back) when the
-    /// store cannot say: attributing without them could take a sibling's message.
-    async fn siblings(
-        &self,
-        claim: &Claim,
-        since: OffsetDateTime,
-        s: &Situation<'_>,
-    ) -> Option<Vec<Sibling>> {
-        match self
-            .store
-            .look_alikes(claim, since - s.limits.max_age)
-            .await
-        {
-            Ok(siblings) => Some(siblings),
-            Err(err) => {
-                tracing::warn!(%err, "cannot read the look-alikes; the lease will bring it back");
-                None
-            }
-        }
-    }
-
     /// Records the decision, retrying briefly if the database is away. If it stays away, the
     /// lease ends and recovery treats the attempt as ambiguous: safe, never lost.
     async fn commit(&self, claim: &Claim, mut decision: Decision) {
@@ -525,10 +483,7 @@ impl Worker {
                 // saw, settle nothing, and look again at once with the sibling's in view.
                 Err(StoreError::Conflict(cause)) if decision.settle.is_some() => {
                     tracing::info!(%cause, "a look-alike sibling attributed that message first; looking again");
-                    decision.settle = None;
-                    decision.next = Next::Reconcile {
-                        at: OffsetDateTime::now_utc(),
-                    };
+                    decision = policy::look_again(decision, OffsetDateTime::now_utc());
                 }
                 Ok(Recorded::Fenced) => {
                     tracing::warn!(
@@ -595,6 +550,55 @@ fn attempts_after(claim: &Claim, decision: &Decision) -> Vec<crate::domain::Atte
         attempt.evidence = outcome.evidence.clone();
     }
     attempts
+}
+
+/// What a route's look-up answer makes of a claimed notification.
+enum LookUp {
+    /// Record this.
+    Decided(Decision),
+    /// The look-up itself failed: it proves nothing.
+    Failed(Evidence),
+    /// Look-alike messages that the counts cannot attribute (the candidates, as evidence).
+    Inconclusive(serde_json::Value),
+}
+
+/// The step the worker's reconciliation and a person's requery share: the policy's reading
+/// of look-up `result`, asked at `asked_at`, with the look-alike siblings it needs (the
+/// attempts of look-alike notifications created within the route's age cap before the
+/// look-up's window). Fails where the store cannot read them: attributing without them could
+/// take a sibling's message.
+async fn looked_up(
+    store: &dyn Store,
+    route: &Route,
+    claim: &Claim,
+    result: QueryResult,
+    asked_at: OffsetDateTime,
+) -> Result<LookUp, StoreError> {
+    Ok(match result {
+        QueryResult::Unsupported { evidence } => LookUp::Failed(evidence),
+        QueryResult::LookAlikes {
+            refs,
+            since,
+            evidence,
+        } => {
+            let siblings = store
+                .look_alikes(claim, since - route.limits().max_age)
+                .await?;
+            let s = situation(route, claim, &siblings);
+            match policy::attribute(&s, &refs, since, &evidence, asked_at, rand::random()) {
+                Attribution::Decided(decision) => LookUp::Decided(decision),
+                Attribution::Inconclusive(record) => LookUp::Inconclusive(record),
+            }
+        }
+        result => {
+            let s = situation(route, claim, &[]);
+            LookUp::Decided(policy::decide(
+                &s,
+                Step::Queried { result, asked_at },
+                rand::random(),
+            ))
+        }
+    })
 }
 
 /// One notification's calls to its route: its stored request (or why there is none), the
@@ -734,36 +738,12 @@ pub async fn requery(
     let asked_at = OffsetDateTime::now_utc();
     let result = route.query(&request, &message, &key).await;
     let answer = result.evidence().clone();
-    let unsettled = |findings: serde_json::Value| Decision {
-        attempt: None,
-        settle: None,
-        findings: Some(findings),
-        next: Next::Finish {
-            state: crate::domain::State::Unknown,
-            certainty: crate::domain::Certainty::Unknown,
-        },
-    };
-    let decision = match result {
-        QueryResult::Unsupported { evidence } => {
-            unsettled(serde_json::to_value(&evidence).unwrap_or_default())
+    let decision = match looked_up(store, route, &claim, result, asked_at).await? {
+        LookUp::Decided(decision) => decision,
+        LookUp::Failed(evidence) => {
+            policy::still_unknown(serde_json::to_value(&evidence).unwrap_or_default())
         }
-        QueryResult::LookAlikes {
-            refs,
-            since,
-            evidence,
-        } => {
-            let s = situation(route, &claim, &[]);
-            let siblings = store.look_alikes(&claim, since - s.limits.max_age).await?;
-            let s = situation(route, &claim, &siblings);
-            match policy::attribute(&s, &refs, since, &evidence, asked_at, rand::random()) {
-                Attribution::Decided(decision) => decision,
-                Attribution::Inconclusive(record) => unsettled(record),
-            }
-        }
-        result => {
-            let s = situation(route, &claim, &[]);
-            policy::decide(&s, Step::Queried { result, asked_at }, rand::random())
-        }
+        LookUp::Inconclusive(record) => policy::still_unknown(record),
     };
     let settled = decision.settle.is_some();
     match store

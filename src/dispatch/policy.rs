@@ -621,6 +621,31 @@ fn not_found(
     not_accepted(s, &evidence, jitter)
 }
 
+/// A settlement the store refused because a look-alike sibling attributed that vendor message
+/// first: keep what the step saw, settle nothing, and look again at once with the sibling's
+/// settlement in view.
+pub fn look_again(decision: Decision, now: OffsetDateTime) -> Decision {
+    Decision {
+        settle: None,
+        next: Next::Reconcile { at: now },
+        ..decision
+    }
+}
+
+/// A person's requery that settled nothing: the notification stays `unknown` in review, with
+/// what the look-up found kept as evidence on its unsettled attempts.
+pub fn still_unknown(findings: Value) -> Decision {
+    Decision {
+        attempt: None,
+        settle: None,
+        findings: Some(findings),
+        next: Next::Finish {
+            state: State::Unknown,
+            certainty: Certainty::Unknown,
+        },
+    }
+}
+
 /// What look-alike messages prove about this notification.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Attribution {
@@ -762,6 +787,28 @@ mod tests {
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-11-29 12:00:00 UTC);
+
+    #[test]
+    fn a_settlement_a_sibling_beat_is_dropped_and_the_look_up_asked_again_at_once() {
+        let decided = Decision {
+            attempt: Some(outcome(2, &accepted())),
+            settle: Some(Settlement {
+                by: SettledBy::OutcomeQuery,
+                accepted: true,
+                evidence: serde_json::json!({}),
+                provider_ref: Some("SM1".into()),
+            }),
+            findings: None,
+            next: Next::Finish {
+                state: State::Delivered,
+                certainty: Certainty::Known,
+            },
+        };
+        let again = look_again(decided.clone(), T0);
+        assert_eq!(again.attempt, decided.attempt, "what the step saw is kept");
+        assert_eq!(again.settle, None);
+        assert_eq!(again.next, Next::Reconcile { at: T0 });
+    }
 
     fn limits() -> Limits {
         Limits {
