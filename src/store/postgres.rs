@@ -283,6 +283,13 @@ impl Dialect for Postgres {
         Ok(self.pool.acquire().await?)
     }
 
+    async fn snapshot(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {
+        Ok(self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await?)
+    }
+
     /// Delivered to listeners only if the transaction commits.
     async fn wake_others(tx: &mut PgConnection) -> StoreResult<()> {
         tx.execute("SELECT pg_notify($1, '')", vec![Arg::from(WAKE_CHANNEL)])

@@ -300,6 +300,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
     async fn begin(&self) -> StoreResult<Transaction<'static, Self::Db>>;
     /// A connection for reads outside any transaction.
     async fn read(&self) -> StoreResult<PoolConnection<Self::Db>>;
+    /// A read-only transaction whose statements all see one snapshot of the database.
+    async fn snapshot(&self) -> StoreResult<Transaction<'static, Self::Db>>;
     /// Tells other herald processes, once `tx` commits, that work is due.
     async fn wake_others(tx: &mut <Self::Db as Database>::Connection) -> StoreResult<()>;
     /// See [`Store::listen_for_work`].
@@ -944,8 +946,15 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Notifications with their attempts and resolutions, as [`Store::notification`] shows one.
     async fn details(&self, rows: Vec<ClaimedRow>) -> StoreResult<Vec<NotificationDetail>> {
+        Self::details_on(&mut *self.0.read().await?, rows).await
+    }
+
+    /// [`SqlStore::details`], read on `conn`.
+    async fn details_on(
+        conn: &mut impl Conn,
+        rows: Vec<ClaimedRow>,
+    ) -> StoreResult<Vec<NotificationDetail>> {
         let ids: Vec<Uuid> = rows.iter().map(|r| r.notification.id).collect();
-        let mut conn = self.0.read().await?;
         let attempts: Vec<AttemptWithOwner> = conn
             .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids.clone())])
             .await?;
@@ -1321,8 +1330,16 @@ impl<D: Dialect> Store for SqlStore<D> {
         tenant: &str,
         id: NotificationId,
     ) -> StoreResult<NotificationDetail> {
-        let row = self.find(tenant, id).await?;
-        let mut details = self.details(vec![row]).await?;
+        // One snapshot: a row read before a change committed and attempts read after it would
+        // show what the database never held (an `unknown` notification whose sends are all
+        // settled), and a resolution or requery would be refused for a reason that is not so.
+        let mut tx = self.0.snapshot().await?;
+        let row: ClaimedRow = tx
+            .fetch_optional(FIND, args![tenant, id])
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let mut details = Self::details_on(&mut *tx, vec![row]).await?;
+        tx.commit().await?;
         details.pop().ok_or(StoreError::NotFound)
     }
 

@@ -389,6 +389,11 @@ impl Dialect for Sqlite {
         Ok(self.reader.acquire().await?)
     }
 
+    /// WAL: a deferred transaction reads the snapshot its first statement found.
+    async fn snapshot(&self) -> StoreResult<Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.reader.begin().await?)
+    }
+
     /// One process writes an SQLite database, and it wakes its own dispatcher.
     async fn wake_others(_tx: &mut SqliteConnection) -> StoreResult<()> {
         Ok(())
