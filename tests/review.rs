@@ -3,15 +3,24 @@
 //! it when due), races between resolutions, scopes and tenants, a requery that settles, bulk
 //! resolution bound to its preview, and dead letters resent after their vendor recovered — with
 //! the sandbox's ledger as ground truth.
+//!
+//! The races (a resolution against another, against a vendor's signed delivery report, a bulk
+//! resolution against the route's outcome query, a requery against a report) each run on many
+//! notifications at once and count the pairs that really met, so that a race that ran one
+//! request after the other cannot pass for one that was run.
 
 mod support;
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
+use futures::future::join_all;
+use herald_provider::signature::SigningSecret;
 use herald_sandbox::{
-    FaultRule, Profile, SandboxClient, SandboxConfig, SandboxHandle, parse_faults,
+    CallbackBody, FaultRule, Profile, SandboxClient, SandboxConfig, SandboxHandle, parse_faults,
 };
 use reqwest::StatusCode;
+use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use herald::dispatch::Dispatcher;
@@ -23,6 +32,9 @@ use support::{
 on_both_backends!(
     each_resolution_ends_where_the_contract_says,
     two_resolutions_at_once_apply_once,
+    a_resolve_racing_a_delivery_report_lets_one_win_and_the_loser_is_told_why,
+    a_bulk_resolution_racing_the_outcome_query_settles_each_item_once_and_lists_what_it_lost,
+    a_requery_racing_a_delivery_report_settles_once_and_the_loser_is_told_why,
     review_needs_its_scope_and_sees_only_its_tenant,
     a_requery_settles_what_the_vendor_can_now_see,
     a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed,
@@ -36,10 +48,29 @@ on_both_backends!(
 struct Rig {
     app: TestApp,
     dispatcher: Dispatcher,
-    /// Keeps the vendor running for the test.
-    _vendor: SandboxHandle,
+    /// Keeps the vendor running for the test; its look-up is asked directly too.
+    vendor: SandboxHandle,
     ledger: SandboxClient,
 }
+
+/// Faults under which the vendor processes every send and loses its answer: on a route that
+/// cannot look (plain), each ends `unknown`.
+const LOST_ANSWERS: &str = "accept_then_drop:1";
+/// The same, with every look-up failing too: a route that can look (queryable) gives up on
+/// each once its age cap runs out, and it ends `unknown`.
+const LOST_ANSWERS_UNSEEN: &str = "accept_then_drop:1,lookup_error:1";
+
+/// The secret a route that takes its vendor's delivery reports checks their signatures with.
+const CALLBACK_SECRET: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+/// Route `vendor`'s `extra` keys, and the secret that lets it take its vendor's reports.
+fn taking_reports(extra: &str) -> String {
+    format!("{extra}callback_secret = \"{CALLBACK_SECRET}\"\n")
+}
+
+/// How many notifications a race runs on at once: enough that some pairs meet inside herald
+/// whatever the scheduler does with each.
+const RACES: usize = 20;
 
 async fn rig(backend: Backend, profile: Profile, route_extra: &str) -> Option<Rig> {
     support::install_crypto();
@@ -61,7 +92,7 @@ async fn rig(backend: Backend, profile: Profile, route_extra: &str) -> Option<Ri
     Some(Rig {
         app,
         dispatcher,
-        _vendor: vendor,
+        vendor,
         ledger,
     })
 }
@@ -94,12 +125,24 @@ impl Rig {
 
     /// A notification that ends `unknown`: its only send was processed, then its answer lost.
     async fn unknown(&self, key: &str) -> String {
-        self.faults("accept_then_drop:1").await;
-        let id = self.enqueue(key).await;
+        self.unknowns(LOST_ANSWERS, &[key.to_owned()])
+            .await
+            .remove(0)
+    }
+
+    /// One notification per key, each sent once while `faults` hold, that all end `unknown`.
+    async fn unknowns(&self, faults: &str, keys: &[String]) -> Vec<String> {
+        self.faults(faults).await;
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            ids.push(self.enqueue(key).await);
+        }
         self.drain().await;
         self.faults("").await;
-        assert_eq!(self.show(&id).await["state"], "unknown");
-        id
+        for id in &ids {
+            assert_eq!(self.show(id).await["state"], "unknown");
+        }
+        ids
     }
 
     async fn show(&self, id: &str) -> Value {
@@ -126,14 +169,55 @@ impl Rig {
         )
     }
 
-    async fn requery(&self, id: &str) -> reqwest::Response {
-        self.app
+    async fn requery(&self, id: &str) -> (StatusCode, Value) {
+        let response = self
+            .app
             .post_json(
                 ACME_REVIEWER,
                 &format!("/v1/notifications/{id}/requery"),
                 &json!({}),
             )
+            .await;
+        (
+            response.status(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    /// Posts a vendor's signed report to route `vendor`'s callback URL, as the vendor does.
+    async fn post_report(&self, report: &Report) -> (StatusCode, Value) {
+        let mut request = self
+            .app
+            .http
+            .post(self.app.url("/v1/callbacks/vendor"))
+            .header("content-type", "application/json")
+            .body(report.body.clone());
+        for (name, value) in &report.headers {
+            request = request.header(*name, value);
+        }
+        let response = request.send().await.unwrap();
+        (
+            response.status(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    /// The vendor's id of the one message it holds under `key`, as its look-up (queryable
+    /// profile) answers it.
+    async fn vendor_message(&self, key: &str) -> String {
+        let list: Value = self
+            .app
+            .http
+            .get(format!("{}/messages", self.vendor.base_url()))
+            .query(&[("reference", key)])
+            .send()
             .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list["data"].as_array().map(Vec::len), Some(1), "{list:#}");
+        list["data"][0]["id"].as_str().unwrap().to_owned()
     }
 
     async fn queue(&self, query: &str) -> Value {
@@ -200,6 +284,115 @@ fn says(problem: &Value, words: &str) -> bool {
     problem["detail"]
         .as_str()
         .is_some_and(|detail| detail.contains(words))
+}
+
+/// A vendor's delivery report, signed as the sandbox signs its own, ready to post.
+struct Report {
+    body: Vec<u8>,
+    headers: [(&'static str, String); 3],
+}
+
+/// The vendor's signed report that `message_id`, the message sent to `n`'s recipient under its
+/// first attempt's key, was delivered.
+fn delivery_report(n: &Value, message_id: &str) -> Report {
+    let body = serde_json::to_vec(&CallbackBody {
+        reference: n["attempts"][0]["provider_idempotency_key"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        message_id: message_id.to_owned(),
+        to: n["to"].as_str().unwrap().to_owned(),
+        status: "delivered".to_owned(),
+        at: time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    })
+    .unwrap();
+    let event = format!("evt_{}", uuid::Uuid::now_v7().simple());
+    let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
+    let secret = SigningSecret::parse(&SecretString::from(CALLBACK_SECRET)).unwrap();
+    let signature = secret.sign(&event, timestamp, &body);
+    Report {
+        body,
+        headers: [
+            ("webhook-id", event),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ],
+    }
+}
+
+/// One request of a race, with when the client sent it and when its answer came.
+struct Timed<T> {
+    answer: T,
+    sent: Instant,
+    answered: Instant,
+}
+
+impl<T> Timed<T> {
+    /// Whether both requests were under way at one instant, as the client saw them.
+    fn overlaps<U>(&self, other: &Timed<U>) -> bool {
+        self.sent < other.answered && other.sent < self.answered
+    }
+}
+
+async fn timed<T>(request: impl Future<Output = T>) -> Timed<T> {
+    let sent = Instant::now();
+    let answer = request.await;
+    Timed {
+        answer,
+        sent,
+        answered: Instant::now(),
+    }
+}
+
+/// `prefix-0`, `prefix-1`, …: one idempotency key per notification of a race.
+fn keys(prefix: &str) -> Vec<String> {
+    (0..RACES).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Whether the loser of a race met the winner inside herald: refused because the winner
+/// committed while it was under way (it had read the notification as it stood before), rather
+/// than because the winner had finished before it read. Its refusal must say one or the other.
+fn met_the_winner(refusal: &Value) -> bool {
+    let said = |phrases: &[&str]| phrases.iter().any(|p| says(refusal, p));
+    if said(&[
+        "changed while it was being resolved",
+        "changed while it was requeried",
+    ]) {
+        return true;
+    }
+    assert!(
+        said(&[
+            "not in review",
+            "only an `unknown` notification is requeried",
+            "changed since the preview",
+        ]),
+        "the loser is told why it lost: {refusal:#}"
+    );
+    false
+}
+
+/// Says how a batch of races went (`outcome`: who won them), and fails unless they were really
+/// run: some pairs were under way at once, and some losers read the notification before their
+/// winner changed it.
+fn assert_raced(backend: Backend, overlapped: usize, met: usize, outcome: &str) {
+    eprintln!(
+        "{backend:?}: {overlapped} of {RACES} pairs overlapped, {met} losers met their winner \
+         inside herald{outcome}"
+    );
+    assert!(overlapped > 0, "no pair overlapped: the race was not run");
+    assert!(
+        met > 0,
+        "no loser met its winner inside herald: the race was not run"
+    );
+}
+
+/// The 409 that a race's loser gets: a conflict that says why. Whether it met the winner.
+fn lost(status: StatusCode, problem: &Value) -> bool {
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    assert_eq!(problem["type"], "/problems/conflict", "{problem:#}");
+    met_the_winner(problem)
 }
 
 fn ending(n: &Value) -> (&str, &str) {
@@ -325,24 +518,248 @@ async fn two_resolutions_at_once_apply_once(backend: Backend) {
     let Some(rig) = rig(backend, Profile::Plain, "").await else {
         return;
     };
-    let id = rig.unknown("raced").await;
+    let ids = rig.unknowns(LOST_ANSWERS, &keys("raced")).await;
     let resend = json!({"outcome": "not_delivered", "then": "resend", "note": "racing"});
-    let (a, b) = tokio::join!(
-        rig.resolve(&id, resend.clone()),
-        rig.resolve(&id, resend.clone())
+    // Every pair at once: two people resend the same notification.
+    let races = join_all(ids.iter().map(|id| async {
+        tokio::join!(
+            timed(rig.resolve(id, resend.clone())),
+            timed(rig.resolve(id, resend.clone()))
+        )
+    }))
+    .await;
+    let (mut overlapped, mut met) = (0, 0);
+    for (id, (a, b)) in ids.iter().zip(&races) {
+        overlapped += usize::from(a.overlaps(b));
+        let (won, loser) = match (a.answer.0, b.answer.0) {
+            (StatusCode::OK, _) => (&a.answer, &b.answer),
+            (_, StatusCode::OK) => (&b.answer, &a.answer),
+            _ => panic!("one of the two must win: {:?} {:?}", a.answer, b.answer),
+        };
+        assert_eq!(won.1["state"], "queued", "{:#}", won.1);
+        met += usize::from(lost(loser.0, &loser.1));
+        let n = rig.show(id).await;
+        assert_eq!(
+            n["review"]["resolutions"].as_array().unwrap().len(),
+            1,
+            "never two resends: {n:#}"
+        );
+    }
+    assert_raced(backend, overlapped, met, "");
+    rig.drain().await;
+    for id in &ids {
+        assert_eq!(ending(&rig.show(id).await), ("delivered", "known"));
+        assert_eq!(
+            rig.delivered(id).await,
+            2,
+            "the send whose answer was lost, and the one resend that won"
+        );
+    }
+}
+
+async fn a_resolve_racing_a_delivery_report_lets_one_win_and_the_loser_is_told_why(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend, Profile::Plain, &taking_reports("")).await else {
+        return;
+    };
+    let ids = rig.unknowns(LOST_ANSWERS, &keys("reported")).await;
+    let mut reports = Vec::with_capacity(ids.len());
+    for id in &ids {
+        // herald never learnt the vendor's id of a send whose answer was lost: whatever id the
+        // vendor names is new to it.
+        let message = format!("sbx_{}", uuid::Uuid::now_v7());
+        reports.push(delivery_report(&rig.show(id).await, &message));
+    }
+    let resend = json!({"outcome": "not_delivered", "then": "resend",
+                        "note": "not on the vendor's dashboard"});
+    // Every pair at once: a person says the message never left while its vendor reports it
+    // delivered.
+    let races = join_all(ids.iter().zip(&reports).map(|(id, report)| async {
+        tokio::join!(
+            timed(rig.resolve(id, resend.clone())),
+            timed(rig.post_report(report))
+        )
+    }))
+    .await;
+    let (mut overlapped, mut met, mut resolved) = (0, 0, 0);
+    for (id, (resolve, report)) in ids.iter().zip(&races) {
+        overlapped += usize::from(resolve.overlaps(report));
+        // The report is the vendor's word: taken as evidence whoever won.
+        assert_eq!(report.answer.0, StatusCode::OK, "{:#}", report.answer.1);
+        assert_eq!(report.answer.1["new"], 1, "{:#}", report.answer.1);
+        let n = rig.show(id).await;
+        assert_eq!(ending(&n), ("delivered", "known"), "{n:#}");
+        let resolutions = n["review"]["resolutions"].as_array().map_or(0, Vec::len);
+        if resolve.answer.0 == StatusCode::OK {
+            // The person won; the report that came after contradicts them, and reopens it as
+            // delivered, for a person to acknowledge: it is never sent again.
+            resolved += 1;
+            assert_eq!(resolutions, 1, "{n:#}");
+            assert_eq!(n["review"]["reason"], "contradicted", "{n:#}");
+            assert_eq!(n["review"]["open"], true, "{n:#}");
+        } else {
+            met += usize::from(lost(resolve.answer.0, &resolve.answer.1));
+            assert_eq!(resolutions, 0, "the loser changed nothing: {n:#}");
+            assert_eq!(n["attempts"][0]["settled_by"], "callback", "{n:#}");
+            assert_eq!(n["contradiction"], Value::Null, "{n:#}");
+        }
+    }
+    assert_raced(
+        backend,
+        overlapped,
+        met,
+        &format!("; {resolved} resolves won"),
     );
-    let mut statuses = [a.0, b.0];
-    statuses.sort();
-    assert_eq!(
-        statuses,
-        [StatusCode::OK, StatusCode::CONFLICT],
-        "{a:?} {b:?}"
+    rig.drain().await;
+    for id in &ids {
+        let n = rig.show(id).await;
+        assert_eq!(ending(&n), ("delivered", "known"), "{n:#}");
+        assert_eq!(n["attempts"].as_array().unwrap().len(), 1, "{n:#}");
+        assert_eq!(
+            rig.delivered(id).await,
+            1,
+            "known, and the vendor holds exactly one: {n:#}"
+        );
+    }
+}
+
+async fn a_bulk_resolution_racing_the_outcome_query_settles_each_item_once_and_lists_what_it_lost(
+    backend: Backend,
+) {
+    // The dispatcher never claims an item in review: what settles one on the route's own
+    // evidence is its outcome query, which a requery asks now and decides by the dispatcher's
+    // reconciliation policy. Every look-up fails while the route's age cap runs out, so the
+    // notifications end unknown; once the look-up works again, a requery settles each.
+    let Some(rig) = rig(backend, Profile::Queryable, "max_age_seconds = 1\n").await else {
+        return;
+    };
+    let ids = rig.unknowns(LOST_ANSWERS_UNSEEN, &keys("bulk-raced")).await;
+    let (status, dry) = rig
+        .bulk(json!({"filter": {"reason": "unknown"}, "outcome": "delivered", "dry_run": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{dry:#}");
+    assert_eq!(dry["ids"], json!(ids), "{dry:#}");
+    // The confirmation and a requery of every item it applies to, all at once.
+    let confirm = json!({"preview": dry["preview"], "note": "the vendor's dashboard has them all"});
+    let (bulk, requeries) = tokio::join!(
+        timed(rig.bulk(confirm)),
+        join_all(ids.iter().map(|id| timed(rig.requery(id))))
     );
-    let n = rig.show(&id).await;
+    let (status, real) = &bulk.answer;
+    assert_eq!(*status, StatusCode::OK, "{real:#}");
+    let applied = |id: &str| real["ids"].as_array().unwrap().contains(&json!(id));
+    let refusal = |id: &str| {
+        real["refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+    };
+    let (mut overlapped, mut met) = (0, 0);
+    for (id, requery) in ids.iter().zip(&requeries) {
+        overlapped += usize::from(requery.overlaps(&bulk));
+        let n = rig.show(id).await;
+        assert_eq!(ending(&n), ("delivered", "known"), "{n:#}");
+        let resolutions = n["review"]["resolutions"].as_array().map_or(0, Vec::len);
+        let (status, body) = &requery.answer;
+        let ended_by = if *status == StatusCode::OK {
+            // The look-up settled it first: the bulk resolution lists it as refused, and why.
+            assert_eq!(body["settled"], true, "{body:#}");
+            assert!(!applied(id), "applied twice: {real:#}");
+            let refusal =
+                refusal(id).unwrap_or_else(|| panic!("{id} neither applied nor refused: {real:#}"));
+            met += usize::from(met_the_winner(refusal));
+            assert_eq!(n["attempts"][0]["settled_by"], "outcome_query", "{n:#}");
+            assert_eq!(resolutions, 0, "{n:#}");
+            "dev.herald.notification.delivered"
+        } else {
+            met += usize::from(lost(*status, body));
+            assert!(applied(id), "{id} settled by nobody: {real:#}");
+            assert_eq!(refusal(id), None, "{real:#}");
+            assert_eq!(n["attempts"][0]["settled_by"], "review", "{n:#}");
+            assert_eq!(resolutions, 1, "{n:#}");
+            "dev.herald.notification.resolved"
+        };
+        let events = rig.app.db.event_types(id.parse().unwrap()).await;
+        assert_eq!(
+            events,
+            [
+                "dev.herald.notification.accepted",
+                "dev.herald.notification.unknown",
+                ended_by
+            ],
+            "it ended once"
+        );
+        assert_eq!(rig.delivered(id).await, 1, "known: the vendor holds one");
+    }
+    let listed = |field: &str| real[field].as_array().unwrap().len();
+    assert_eq!(listed("ids") + listed("refused"), RACES, "{real:#}");
+    eprintln!(
+        "{backend:?}: {overlapped} of {RACES} requeries overlapped the bulk resolution, {met} \
+         met it inside herald, {} applied by it",
+        listed("ids")
+    );
+    assert!(
+        overlapped > 0,
+        "no requery overlapped: the race was not run"
+    );
+}
+
+async fn a_requery_racing_a_delivery_report_settles_once_and_the_loser_is_told_why(
+    backend: Backend,
+) {
+    let route = taking_reports("max_age_seconds = 1\n");
+    let Some(rig) = rig(backend, Profile::Queryable, &route).await else {
+        return;
+    };
+    let ids = rig.unknowns(LOST_ANSWERS_UNSEEN, &keys("requeried")).await;
+    let mut reports = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let n = rig.show(id).await;
+        let key = n["attempts"][0]["provider_idempotency_key"]
+            .as_str()
+            .unwrap();
+        // The report names the message the look-up finds: the two are evidence of one message.
+        let message = rig.vendor_message(key).await;
+        reports.push(delivery_report(&n, &message));
+    }
+    let races = join_all(ids.iter().zip(&reports).map(|(id, report)| async {
+        tokio::join!(timed(rig.requery(id)), timed(rig.post_report(report)))
+    }))
+    .await;
+    let (mut overlapped, mut met, mut requeried) = (0, 0, 0);
+    for (id, (requery, report)) in ids.iter().zip(&races) {
+        overlapped += usize::from(requery.overlaps(report));
+        assert_eq!(report.answer.0, StatusCode::OK, "{:#}", report.answer.1);
+        assert_eq!(report.answer.1["new"], 1, "{:#}", report.answer.1);
+        let n = rig.show(id).await;
+        let (status, body) = &requery.answer;
+        let settled_by = if *status == StatusCode::OK {
+            assert_eq!(body["settled"], true, "{body:#}");
+            requeried += 1;
+            "outcome_query"
+        } else {
+            met += usize::from(lost(*status, body));
+            "callback"
+        };
+        assert_eq!(n["attempts"][0]["settled_by"], settled_by, "{n:#}");
+        // Both name the same message: nothing contradicts, nothing waits for a person.
+        assert_eq!(ending(&n), ("delivered", "known"), "{n:#}");
+        assert_eq!(n["contradiction"], Value::Null, "{n:#}");
+        assert_eq!(n["attempts"].as_array().unwrap().len(), 1, "{n:#}");
+        assert_eq!(rig.delivered(id).await, 1, "known: the vendor holds one");
+    }
+    assert_raced(
+        backend,
+        overlapped,
+        met,
+        &format!("; {requeried} requeries won"),
+    );
     assert_eq!(
-        n["review"]["resolutions"].as_array().unwrap().len(),
-        1,
-        "never two resends"
+        rig.queue("").await["data"],
+        json!([]),
+        "nothing waits for a person"
     );
 }
 
@@ -408,9 +825,8 @@ async fn a_requery_settles_what_the_vendor_can_now_see(backend: Backend) {
     assert_eq!(ending(&n), ("unknown", "unknown"), "{n:#}");
 
     // Still failing: the answer is kept, nothing else changes.
-    let response = rig.requery(&id).await;
-    assert_eq!(response.status(), StatusCode::OK);
-    let body: Value = response.json().await.unwrap();
+    let (status, body) = rig.requery(&id).await;
+    assert_eq!(status, StatusCode::OK);
     assert_eq!(body["settled"], false, "{body:#}");
     assert_eq!(body["notification"]["state"], "unknown");
     assert!(
@@ -420,8 +836,7 @@ async fn a_requery_settles_what_the_vendor_can_now_see(backend: Backend) {
 
     // The look-up works again: the requery finds the delivery and settles it.
     rig.faults("").await;
-    let response = rig.requery(&id).await;
-    let body: Value = response.json().await.unwrap();
+    let (_, body) = rig.requery(&id).await;
     assert_eq!(body["settled"], true, "{body:#}");
     assert_eq!(ending(&body["notification"]), ("delivered", "known"));
     assert_eq!(
@@ -431,8 +846,8 @@ async fn a_requery_settles_what_the_vendor_can_now_see(backend: Backend) {
     assert_eq!(rig.delivered(&id).await, 1);
 
     // Nothing left to ask; and a route without a query refuses.
-    let response = rig.requery(&id).await;
-    assert_eq!(response.status(), StatusCode::CONFLICT);
+    let (status, _) = rig.requery(&id).await;
+    assert_eq!(status, StatusCode::CONFLICT);
 }
 
 async fn a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed(backend: Backend) {
