@@ -4,7 +4,9 @@
 //!
 //! It follows the IETF draft and Stripe: a key is per tenant; the same key with the same body
 //! answers the original status and body again (`Idempotent-Replayed: true`); with another body,
-//! 422; while the first request is unfinished, 409; no key, 400.
+//! 422; no key, 400. A request whose key another request is still storing waits for that one
+//! (herald stores a notification in one short transaction) and is answered as its replay,
+//! where Stripe and the draft answer 409 and leave the client to retry.
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value};
@@ -116,7 +118,6 @@ pub fn answer(outcome: AcceptOutcome, created: Value) -> Answer {
             Answer::Replayed { status, body }
         }
         AcceptOutcome::KeyReused => Answer::Refused(key_reused()),
-        AcceptOutcome::InProgress => Answer::Refused(key_in_progress()),
     }
 }
 
@@ -127,16 +128,6 @@ fn key_reused() -> Problem {
         "Idempotency key reused",
         "this Idempotency-Key was used before with a different request body",
     )
-}
-
-fn key_in_progress() -> Problem {
-    Problem::new(
-        StatusCode::CONFLICT,
-        "idempotency-key-in-progress",
-        "Request in progress",
-        "a request with this Idempotency-Key is still being processed; retry shortly",
-    )
-    .with_retry_after(1)
 }
 
 #[cfg(test)]

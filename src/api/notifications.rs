@@ -204,8 +204,6 @@ fn prepare(
             )),
         (status = 400, description = "No key, an invalid key, or a body that is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token lacks the `send` scope, or may not send through the route", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A request with this key is still being processed", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u32, description = "Seconds to wait before retrying"))),
         (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, or the key was used before with another body", body = Problem, content_type = "application/problem+json"),
     ))]

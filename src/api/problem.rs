@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 28] = [
+pub const TYPES: [(&str, &str); 27] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -50,10 +50,6 @@ pub const TYPES: [(&str, &str); 28] = [
     (
         "forbidden",
         "The token lacks the scope this endpoint needs.",
-    ),
-    (
-        "idempotency-key-in-progress",
-        "A request with this key is still being processed; retry after Retry-After.",
     ),
     (
         "idempotency-key-invalid",

@@ -159,8 +159,6 @@ pub enum AcceptOutcome {
     },
     /// The key was used before with another request.
     KeyReused,
-    /// Another request with this key has not finished yet.
-    InProgress,
 }
 
 /// A notification with its history, as `GET /v1/notifications/{id}` shows it.

@@ -1139,31 +1139,37 @@ impl<D: Dialect> SqlStore<D> {
             // The unique key decides who created the notification, not a prior read: on
             // PostgreSQL the insert waits for a concurrent transaction holding the same key and
             // then does nothing if it committed; on SQLite the one writer has already committed.
-            let claimed = tx
-                .execute(
-                    CLAIM_KEY,
-                    vec![
-                        Arg::from(&n.tenant),
-                        Arg::from(item.key.as_str()),
-                        Arg::Bytes(item.request_hash.clone()),
-                        Arg::json(&item.response),
-                        Arg::from(n.id),
-                        Arg::from(n.created_at),
-                    ],
-                )
-                .await?
-                == 1;
-            if !claimed {
+            // So a request never meets its key "in progress": it waits for the first and is
+            // answered as its replay.
+            let outcome = loop {
+                let claimed = tx
+                    .execute(
+                        CLAIM_KEY,
+                        vec![
+                            Arg::from(&n.tenant),
+                            Arg::from(item.key.as_str()),
+                            Arg::Bytes(item.request_hash.clone()),
+                            Arg::json(&item.response),
+                            Arg::from(n.id),
+                            Arg::from(n.created_at),
+                        ],
+                    )
+                    .await?
+                    == 1;
+                if claimed {
+                    insert_notification(&mut *tx, n).await?;
+                    break AcceptOutcome::Created;
+                }
                 let existing: Option<IdempotencyRow> = tx
                     .fetch_optional(FIND_KEY, args![&n.tenant, item.key.as_str()])
                     .await?;
-                outcomes.push(existing.map_or(AcceptOutcome::InProgress, |row| {
-                    row.outcome_for(&item.request_hash)
-                }));
-                continue;
-            }
-            insert_notification(&mut *tx, n).await?;
-            outcomes.push(AcceptOutcome::Created);
+                // Gone between the two statements: its window ended and retention swept it,
+                // so the key is free again.
+                if let Some(row) = existing {
+                    break row.outcome_for(&item.request_hash);
+                }
+            };
+            outcomes.push(outcome);
         }
         if outcomes.contains(&AcceptOutcome::Created) {
             D::wake_others(&mut tx).await?;
