@@ -4,10 +4,16 @@
 
 use time::OffsetDateTime;
 
-use super::sql::{Arg, Conn, Dialect, NotificationRow, args, attempts_of, insert_event};
+use super::rows::{NotificationRow, attempts_of, insert_event};
+use super::seam::{Arg, Conn, Dialect, args};
 use super::{EventType, OutboxEvent, StoreResult};
-use crate::domain::{Notification, reopen};
+use crate::domain::{Notification, NotificationId, Reported, reopen};
 
+/// The messages vendors reported of notification `$1`, as (route, provider key, the vendor's id
+/// where the report named one): each report with a receipt says that route's vendor took the
+/// message sent under that key.
+const REPORTED: &str = "SELECT DISTINCT route, provider_key, provider_ref FROM callbacks
+     WHERE notification_id = $1 AND provider_key IS NOT NULL AND status <> 'none'";
 /// Reopens a notification: delivered after all (or perhaps twice), in review until a person
 /// acknowledges it, under a new generation so that a resolution read before is refused.
 const REOPEN: &str = concat!(
@@ -16,7 +22,7 @@ const REOPEN: &str = concat!(
          contradicted_at = $5, finished_at = $5, updated_at = $5, generation = generation + 1
      WHERE id = $1
      RETURNING ",
-    super::sql::notification_columns!()
+    super::rows::notification_columns!()
 );
 
 /// Holds `n` (as it stands in this transaction, its row locked) against every piece of evidence
@@ -28,7 +34,7 @@ pub(super) async fn hold_against_evidence<D: Dialect>(
     now: OffsetDateTime,
 ) -> StoreResult<Option<Notification>> {
     let attempts = attempts_of::<D>(&mut **tx, n.id).await?;
-    let reported = super::receipts::reported(&mut **tx, n.id).await?;
+    let reported = reported(&mut **tx, n.id).await?;
     let Some(reopen) = reopen(&n, &attempts, &reported) else {
         return Ok(None);
     };
@@ -69,4 +75,20 @@ pub(super) async fn hold_against_evidence<D: Dialect>(
             .increment(1);
     }
     Ok(Some(reopened))
+}
+
+/// The messages vendors reported of notification `id`.
+pub(super) async fn reported(
+    conn: &mut impl Conn,
+    id: NotificationId,
+) -> StoreResult<Vec<Reported>> {
+    let rows: Vec<(String, String, Option<String>)> = conn.fetch_all(REPORTED, args![id]).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(route, key, message)| Reported {
+            route,
+            key,
+            message,
+        })
+        .collect())
 }

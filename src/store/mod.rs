@@ -10,6 +10,8 @@ mod group;
 mod postgres;
 mod previews;
 mod receipts;
+mod rows;
+mod seam;
 mod sql;
 mod sqlite;
 mod timestamp;
@@ -646,12 +648,12 @@ pub struct LiftSuppression {
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
     use anyhow::Context;
     Ok(match Backend::of(url)? {
-        Backend::Sqlite => Arc::new(sql::SqlStore::new(
+        Backend::Sqlite => Arc::new(seam::SqlStore::new(
             sqlite::Sqlite::connect(url)
                 .await
                 .with_context(|| opening(url))?,
         )),
-        Backend::Postgres => Arc::new(sql::SqlStore::new(
+        Backend::Postgres => Arc::new(seam::SqlStore::new(
             postgres::Postgres::connect(url, max_connections)
                 .await
                 .with_context(|| opening(url))?,

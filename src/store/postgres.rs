@@ -11,10 +11,9 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgListener, Pg
 use sqlx::{PgPool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{
-    Arg, Conn, Dialect, RelayStatements, RetentionStatements, attempt_columns, claimed_columns,
-    due_tenants, list_statement, relay_statements, resolution_columns, retention_statements,
-};
+use super::rows::{attempt_columns, claimed_columns, resolution_columns};
+use super::rows::{due_tenants, list_statement, relay_statements, retention_statements};
+use super::seam::{Arg, Conn, Dialect, RelayStatements, RetentionStatements};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -339,4 +338,4 @@ impl Dialect for Postgres {
 }
 
 // Lists go as arrays, for `= ANY`.
-super::sql::conn!(PgConnection, PgArguments, |list| list);
+super::seam::conn!(PgConnection, PgArguments, |list| list);

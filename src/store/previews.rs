@@ -7,7 +7,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use super::sql::{Arg, Conn, Dialect, SqlStore, args};
+use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use super::{ReviewPreview, StoreError, StoreResult, Timestamp};
 use crate::domain::NotificationId;
 

@@ -10,15 +10,16 @@ use sqlx::types::Json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::sql::{Arg, ClaimedRow, Conn, Dialect, SqlStore, args, corrupt};
+use super::rows::{ClaimedRow, corrupt};
+use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use super::{
     CallbacksTaken, Claim, EventType, LiftSuppression, NewCallbacks, NewSuppression, OutboxEvent,
     StoreError, StoreResult, SuppressionFilter, Timestamp,
 };
 use crate::domain::{
     AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
-    ReceiptStatus, Reported, SettledBy, Settlement, Suppression, SuppressionReason,
-    messages_proven, settled_by_callback, suppression_recipient,
+    ReceiptStatus, SettledBy, Settlement, Suppression, SuppressionReason, messages_proven,
+    settled_by_callback, suppression_recipient,
 };
 use herald_provider::callback::{CallbackEvent, CallbackRef};
 
@@ -26,11 +27,6 @@ const RECORD_CALLBACK: &str = "INSERT INTO callbacks
          (route, event_id, notification_id, provider_key, status, received_at, provider_ref)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (route, event_id) DO NOTHING";
-/// The messages vendors reported of notification `$1`, as (route, provider key, the vendor's id
-/// where the report named one): each report with a receipt says that route's vendor took the
-/// message sent under that key.
-const REPORTED: &str = "SELECT DISTINCT route, provider_key, provider_ref FROM callbacks
-     WHERE notification_id = $1 AND provider_key IS NOT NULL AND status <> 'none'";
 /// The attempt on route `$1` whose key is `$3`, of notification `$2`: a key names its
 /// notification (it starts with the notification's id), and only a message sent on this route
 /// is this route's vendor's to report.
@@ -45,7 +41,7 @@ const SENT_AS_REF: &str = "SELECT notification_id FROM attempts
 const LOCK: &str = "UPDATE notifications SET late_evidence = true WHERE id = $1";
 const FIND_BY_ID: &str = concat!(
     "SELECT ",
-    super::sql::claimed_columns!(),
+    super::rows::claimed_columns!(),
     " FROM notifications WHERE id = $1"
 );
 const RECEIPT_RANK: &str = "SELECT coalesce(max(rank), 0) FROM receipts WHERE notification_id = $1";
@@ -65,7 +61,7 @@ const FINISH_DELIVERED: &str = concat!(
          updated_at = $2, generation = generation + 1
      WHERE id = $1 AND state IN ('unknown', 'queued')
      RETURNING ",
-    super::sql::notification_columns!()
+    super::rows::notification_columns!()
 );
 const INSERT_SUPPRESSION: &str = "INSERT INTO suppressions
          (tenant, channel, recipient, reason, source, evidence, note, created_at)
@@ -103,7 +99,7 @@ impl<D: Dialect> SqlStore<D> {
         loop {
             tries += 1;
             match self.try_take_callbacks(callbacks).await {
-                Err(err) if tries < super::sql::ACCEPT_TRIES && D::retryable(&err) => {
+                Err(err) if tries < super::seam::ACCEPT_TRIES && D::retryable(&err) => {
                     tracing::debug!(%err, "taking callbacks collided with another transaction; retrying");
                 }
                 outcome => return outcome,
@@ -307,7 +303,7 @@ async fn take_one<D: Dialect>(
             .await?;
             let mut outbox = OutboxEvent::for_notification(&notification, EventType::Receipt, now);
             outbox.data["receipt"] = serde_json::to_value(&receipt).unwrap_or(Value::Null);
-            super::sql::insert_event(&mut **tx, &outbox).await?;
+            super::rows::insert_event(&mut **tx, &outbox).await?;
         }
     }
 
@@ -355,11 +351,11 @@ async fn settle<D: Dialect>(
     idempotency_window: Option<Duration>,
     now: OffsetDateTime,
 ) -> StoreResult<(bool, Option<Notification>)> {
-    let reported = reported(&mut **tx, id).await?;
+    let reported = super::evidence::reported(&mut **tx, id).await?;
     if reported.is_empty() {
         return Ok((false, None));
     }
-    let attempts = super::sql::attempts_of::<D>(&mut **tx, id).await?;
+    let attempts = super::rows::attempts_of::<D>(&mut **tx, id).await?;
     let keys: BTreeSet<(&str, &str)> = reported
         .iter()
         .map(|r| (r.route.as_str(), r.key.as_str()))
@@ -395,33 +391,17 @@ async fn settle<D: Dialect>(
         } else {
             Certainty::DuplicatePossible
         };
-        let row: Option<super::sql::NotificationRow> = tx
+        let row: Option<super::rows::NotificationRow> = tx
             .fetch_optional(FINISH_DELIVERED, args![id, now, certainty.as_str()])
             .await?;
         if let Some(row) = row {
             let n: Notification = row.try_into()?;
             let event = OutboxEvent::for_notification(&n, EventType::Delivered, now);
-            super::sql::insert_event(&mut **tx, &event).await?;
+            super::rows::insert_event(&mut **tx, &event).await?;
             finished = Some(n);
         }
     }
     Ok((!settled.is_empty(), finished))
-}
-
-/// The messages vendors reported of notification `id`.
-pub(super) async fn reported(
-    conn: &mut impl Conn,
-    id: NotificationId,
-) -> StoreResult<Vec<Reported>> {
-    let rows: Vec<(String, String, Option<String>)> = conn.fetch_all(REPORTED, args![id]).await?;
-    Ok(rows
-        .into_iter()
-        .map(|(route, key, message)| Reported {
-            route,
-            key,
-            message,
-        })
-        .collect())
 }
 
 /// After a worker's record, in its transaction: a vendor report may have come while the

@@ -22,10 +22,9 @@ use sqlx::types::Json;
 use sqlx::{Connection, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{
-    Dialect, RelayStatements, RetentionStatements, attempt_columns, claimed_columns, due_tenants,
-    list_statement, relay_statements, resolution_columns, retention_statements,
-};
+use super::rows::{attempt_columns, claimed_columns, resolution_columns};
+use super::rows::{due_tenants, list_statement, relay_statements, retention_statements};
+use super::seam::{Dialect, RelayStatements, RetentionStatements};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -409,4 +408,4 @@ impl Dialect for Sqlite {
 }
 
 // Lists go as JSON arrays, for `json_each`.
-super::sql::conn!(SqliteConnection, SqliteArguments, |list| Json(list));
+super::seam::conn!(SqliteConnection, SqliteArguments, |list| Json(list));
