@@ -216,6 +216,30 @@ impl<D: Dialect> SqlStore<D> {
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
         let mut tx = self.0.begin().await?;
+        match Self::claim_in(&mut tx, now, lease, limit, routes, prepare).await {
+            Ok(claims) => {
+                tx.commit().await?;
+                Ok(claims)
+            }
+            // Rolled back now, not whenever the dropped transaction's connection is next used:
+            // until then its rows stay locked, and the claim that sets an unreadable one aside
+            // next would skip it as locked (seen: a claim that failed, then set nothing aside).
+            Err(err) => {
+                tx.rollback().await?;
+                Err(err)
+            }
+        }
+    }
+
+    /// [`SqlStore::claim_once`] in `tx`: chooses, leases and reads the claims; commits nothing.
+    async fn claim_in(
+        tx: &mut Transaction<'static, D::Db>,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        routes: &[RouteSlot],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
         let due: Vec<(Uuid, String)> = tx
             .fetch_all(D::CLAIM_DUE, claim_due_args(now, limit, routes))
             .await?;
@@ -316,7 +340,6 @@ impl<D: Dialect> SqlStore<D> {
                 claim.attempts.push(row.attempt.try_into()?);
             }
         }
-        tx.commit().await?;
         Ok(claims)
     }
 
