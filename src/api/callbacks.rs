@@ -97,17 +97,7 @@ pub async fn receive(
     // Before the signature is checked: a flood of forged requests costs no more than this.
     if let Err(wait) = route.admit_callback(std::time::Instant::now()) {
         outcome("rate_limited");
-        let seconds = u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
-        return Err(Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "callback-rate-limited",
-            "Too many callbacks",
-            format!(
-                "route `{route_name}` takes at most its callback_rate_limit_per_second; nothing \
-                 was stored, send it again after Retry-After"
-            ),
-        )
-        .with_retry_after(seconds));
+        return Err(rate_limited(&route_name, wait));
     }
     let now = OffsetDateTime::now_utc();
     let request = CallbackRequest {
@@ -198,6 +188,21 @@ pub async fn receive(
         repeats: taken.repeats,
         unknown: taken.unknown,
     }))
+}
+
+/// The answer to a callback over its route's rate: nothing read, sent again after `wait`.
+fn rate_limited(route: &str, wait: std::time::Duration) -> Problem {
+    let seconds = u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
+    Problem::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "callback-rate-limited",
+        "Too many callbacks",
+        format!(
+            "route `{route}` takes at most its callback_rate_limit_per_second; nothing was \
+             stored, send it again after Retry-After"
+        ),
+    )
+    .with_retry_after(seconds)
 }
 
 /// A page of suppressions.
