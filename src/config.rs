@@ -328,9 +328,9 @@ impl ReviewConfig {
 /// The shortest window a key is remembered: an upstream retrying through an outage of a few
 /// minutes must still find its key.
 const MIN_IDEMPOTENCY_SECONDS: u64 = 3600;
-/// The longest retention: ten years, far inside the dates the clock can subtract to.
 /// The tenant of the development token (`serve` without tokens).
 pub const DEV_TENANT: &str = "dev";
+/// The longest retention: ten years, far inside the dates the clock can subtract to.
 const MAX_RETENTION_SECONDS: u64 = 3650 * 86_400;
 /// A route's vendor callbacks per second, and burst, by default: well above what a vendor
 /// reports of a busy route (a few events per message), well below what a flood of forged
@@ -518,9 +518,10 @@ pub struct RouteConfig {
     pub rate_limit_per_second: Option<f64>,
     /// How many calls may go at once before the rate applies.
     pub burst: u32,
-    /// Vendor callbacks this process takes per second on this route, and how many at once
-    /// beyond that rate; more are answered 429 with `Retry-After`, before anything is read.
+    /// Vendor callbacks (signed as the vendor signs) this process takes per second on this
+    /// route; more are answered 429 with `Retry-After`, and nothing of them is stored.
     pub callback_rate_limit_per_second: u32,
+    /// How many such callbacks may come at once before that rate applies.
     pub callback_burst: u32,
     /// The senders an email may name in its own `from`: addresses, or `@domain` for any
     /// address at that domain. Empty: every email goes from the provider's `from`.

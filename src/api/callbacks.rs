@@ -66,7 +66,7 @@ pub struct CallbackReceipt {
         (status = 401, description = "Missing or wrong signature, or a timestamp outside the tolerance; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such route, a route without callbacks, or no event about a message sent on it; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Over the route's callback rate; nothing stored, send again after Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Authenticated, but over the route's callback rate; nothing stored, send again after Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable; nothing was stored", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn receive(
@@ -94,11 +94,6 @@ pub async fn receive(
         metrics::counter!("herald_callbacks_total", "route" => route_name.clone(), "result" => outcome)
             .increment(1);
     };
-    // Before the signature is checked: a flood of forged requests costs no more than this.
-    if let Err(wait) = route.admit_callback(std::time::Instant::now()) {
-        outcome("rate_limited");
-        return Err(rate_limited(&route_name, wait));
-    }
     let now = OffsetDateTime::now_utc();
     let request = CallbackRequest {
         query: query.as_deref().unwrap_or(""),
@@ -124,6 +119,13 @@ pub async fn receive(
             }
         }
     })?;
+    // Counted once the vendor's signature holds: forged requests (a 401 each, after one HMAC)
+    // never spend the genuine reports' budget, which keeps a storm of real ones (or of a leaked
+    // secret) from the database.
+    if let Err(wait) = route.admit_callback(std::time::Instant::now()) {
+        outcome("rate_limited");
+        return Err(rate_limited(&route_name, wait));
+    }
     // A vendor's time that herald could not store and read back is left out, as an unreadable
     // one is: the report is taken, timed at its arrival. Text it cannot store is refused.
     let events: Vec<_> = events

@@ -25,7 +25,7 @@ pub const TYPES: [(&str, &str); 27] = [
     ),
     (
         "callback-rate-limited",
-        "The route took as many callbacks as its callback_rate_limit_per_second allows. Nothing was read or stored; send it again after Retry-After.",
+        "The route took as many authenticated callbacks as its callback_rate_limit_per_second allows. Nothing was stored; send it again after Retry-After.",
     ),
     (
         "callback-unauthenticated",
