@@ -399,8 +399,8 @@ impl Worker {
                             findings = Some(serde_json::json!({"query_failed": evidence}));
                             asked = Asked::Failed;
                         }
-                        Ok(LookUp::Inconclusive(record)) => {
-                            tracing::info!("the look-alikes cannot be attributed");
+                        Ok(LookUp::Inconclusive(look_alikes, record)) => {
+                            tracing::info!(look_alikes, "the look-alikes cannot be attributed");
                             findings = Some(record);
                             asked = Asked::Inconclusive;
                         }
@@ -558,8 +558,9 @@ enum LookUp {
     Decided(Decision),
     /// The look-up itself failed: it proves nothing.
     Failed(Evidence),
-    /// Look-alike messages that the counts cannot attribute (the candidates, as evidence).
-    Inconclusive(serde_json::Value),
+    /// This many look-alike messages, which the counts cannot attribute (the candidates, as
+    /// evidence).
+    Inconclusive(usize, serde_json::Value),
 }
 
 /// The step the worker's reconciliation and a person's requery share: the policy's reading
@@ -587,7 +588,7 @@ async fn looked_up(
             let s = situation(route, claim, &siblings);
             match policy::attribute(&s, &refs, since, &evidence, asked_at, rand::random()) {
                 Attribution::Decided(decision) => LookUp::Decided(decision),
-                Attribution::Inconclusive(record) => LookUp::Inconclusive(record),
+                Attribution::Inconclusive(record) => LookUp::Inconclusive(refs.len(), record),
             }
         }
         result => {
@@ -743,7 +744,7 @@ pub async fn requery(
         LookUp::Failed(evidence) => {
             policy::still_unknown(serde_json::to_value(&evidence).unwrap_or_default())
         }
-        LookUp::Inconclusive(record) => policy::still_unknown(record),
+        LookUp::Inconclusive(_, record) => policy::still_unknown(record),
     };
     let settled = decision.settle.is_some();
     match store

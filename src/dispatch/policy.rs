@@ -810,6 +810,21 @@ mod tests {
         assert_eq!(again.next, Next::Reconcile { at: T0 });
     }
 
+    #[test]
+    fn a_requery_that_settles_nothing_leaves_it_unknown_with_what_it_found() {
+        let findings = serde_json::json!({"look_up": "three look-alikes"});
+        let decision = still_unknown(findings.clone());
+        assert_eq!(decision.findings, Some(findings));
+        assert_eq!((decision.attempt, decision.settle), (None, None));
+        assert_eq!(
+            decision.next,
+            Next::Finish {
+                state: State::Unknown,
+                certainty: Certainty::Unknown
+            }
+        );
+    }
+
     fn limits() -> Limits {
         Limits {
             max_attempts: 4,

@@ -225,7 +225,9 @@ impl<D: Dialect> SqlStore<D> {
             // until then its rows stay locked, and the claim that sets an unreadable one aside
             // next would skip it as locked (seen: a claim that failed, then set nothing aside).
             Err(err) => {
-                tx.rollback().await?;
+                if let Err(rollback) = tx.rollback().await {
+                    tracing::warn!(%rollback, "cannot roll a failed claim back; its connection will");
+                }
                 Err(err)
             }
         }

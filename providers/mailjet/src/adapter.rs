@@ -30,12 +30,12 @@ pub const DEFAULT_VISIBILITY_LAG: Duration = Duration::from_secs(15 * 60);
 /// other payload limit, and herald sends no attachments.
 pub const MAX_PAYLOAD_BYTES: usize = 15 * 1024 * 1024;
 
-/// Mailjet documents nothing special about 409 or 503, so both keep the cautious default.
 /// Allowed disagreement between herald's clock (which stamped the notification id) and
 /// Mailjet's, for the look-up's lower bound. Generous, because a wider window costs nothing
 /// here: the `CustomID` decides what matches.
 const CLOCK_SKEW: Duration = Duration::from_secs(60 * 60);
 
+/// Mailjet documents nothing special about 409 or 503, so both keep the cautious default.
 const RULES: StatusRules = StatusRules {
     unavailable_means_not_processed: false,
     conflict_means_in_progress: false,

@@ -37,7 +37,7 @@ use herald_provider::fake as harness;
 
 pub use api::{ReceivedRequest, Vendor};
 
-/// How the fake behaves. Only the faults can change while it runs ([`FakeHandle::set_faults`]).
+/// How the fake behaves. Only the faults can change while it runs ([`Vendor::set_faults`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeConfig {
     /// The one app it serves; a request for another app is refused like a wrong key.

@@ -33,7 +33,7 @@ use herald_provider::fake as harness;
 
 pub use api::{ReceivedRequest, Vendor};
 
-/// How the fake behaves. Only the faults can change while it runs ([`FakeHandle::set_faults`]).
+/// How the fake behaves. Only the faults can change while it runs ([`Vendor::set_faults`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeConfig {
     /// The one API key it accepts as `Authorization: Bearer <key>`.
