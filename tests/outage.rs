@@ -420,13 +420,19 @@ async fn a_database_outage_gets_prompt_503s_and_herald_recovers_by_itself() {
 /// others are still queued.
 const IN_FLIGHT_RUN: usize = 48;
 const VENDOR_HOLDS: Duration = Duration::from_secs(2);
-/// The dispatcher's lease in the in-flight run.
-const LEASE: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_outage_mid_send_is_ridden_out_by_the_records_retries() {
-    // Shorter than the records' retries (three, a second apart) after the held answers.
-    outage_mid_send(Duration::from_secs(3)).await;
+    // Shorter than the records' retries (three, each up to the pool's 3 s wait for a
+    // connection and a 1 s pause) after the held answers: none needs the lease.
+    // A lease far longer than that, so that a slow restart cannot make one end first.
+    let lease = Duration::from_secs(60);
+    if let Some(lease_expired) = outage_mid_send(Duration::from_secs(3), lease).await {
+        assert_eq!(
+            lease_expired, 0,
+            "a record gave up and waited for the lease"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -434,7 +440,8 @@ async fn an_outage_mid_send_past_the_lease_is_recovered_by_the_next_claim() {
     // Past the lease and past the records' retries (three, each up to the pool's 3 s wait
     // for a connection and a 1 s pause, after answers held 2 s): they gave up, and the next
     // claim takes the sends back as ambiguous.
-    let Some(lease_expired) = outage_mid_send(Duration::from_secs(20)).await else {
+    let lease = Duration::from_secs(10);
+    let Some(lease_expired) = outage_mid_send(Duration::from_secs(20), lease).await else {
         return;
     };
     assert!(
@@ -446,7 +453,7 @@ async fn an_outage_mid_send_past_the_lease_is_recovered_by_the_next_claim() {
 /// Stops the database for `outage` while sends wait for their answers, brings it back, and
 /// checks that the same process ends every notification once, delivered exactly once, by the
 /// vendor's ledger. How many attempts were recovered after their lease ended.
-async fn outage_mid_send(outage: Duration) -> Option<usize> {
+async fn outage_mid_send(outage: Duration, lease: Duration) -> Option<usize> {
     let cluster = PgCluster::start().await?;
     support::install_crypto();
     // An idempotent vendor: a send whose record was lost is settled by replaying its key, so
@@ -466,7 +473,7 @@ async fn outage_mid_send(outage: Duration) -> Option<usize> {
         "[dispatch]\nlease_seconds = {}\nretry_base_ms = 50\nretry_max_seconds = 1\n\
          [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\n\
          timeout_seconds = 5\nconcurrency = 16\n[channels]\nemail = \"vendor\"\n",
-        LEASE.as_secs(),
+        lease.as_secs(),
         vendor.base_url()
     );
     let herald = HeraldProcess::start(
@@ -495,9 +502,10 @@ async fn outage_mid_send(outage: Duration) -> Option<usize> {
         (taken > 0).then_some(())
     })
     .await;
-    let stopped_at = time::OffsetDateTime::now_utc();
+    let stopping_at = time::OffsetDateTime::now_utc();
     cluster.stop_server().await;
     let down = Instant::now();
+    let stopped_at = time::OffsetDateTime::now_utc();
     let taken_at_stop = ledger.ledger().await.unwrap().total_deliveries();
     let (_, detail) = readyz_while_down(&http, &herald.base).await;
     tokio::time::sleep(outage.saturating_sub(down.elapsed())).await;
@@ -568,7 +576,7 @@ async fn outage_mid_send(outage: Duration) -> Option<usize> {
     );
     db.close().await;
 
-    // The premise held: sends started before the stop were recorded after it.
+    // The premise held: sends started before the stop began were recorded after it ended.
     let attempts = || {
         finished
             .iter()
@@ -581,7 +589,7 @@ async fn outage_mid_send(outage: Duration) -> Option<usize> {
     };
     let crossed = attempts()
         .filter(|a| {
-            at(a, "started_at").is_some_and(|t| t < stopped_at)
+            at(a, "started_at").is_some_and(|t| t < stopping_at)
                 && at(a, "finished_at").is_some_and(|t| t > stopped_at)
         })
         .count();
