@@ -5,11 +5,15 @@
 //!
 //! Every state change writes its outbox event in the same transaction as the change itself.
 
+mod claims;
 mod evidence;
 mod group;
+mod outbox;
 mod postgres;
 mod previews;
 mod receipts;
+mod retention;
+mod review;
 mod rows;
 mod seam;
 mod sql;

@@ -546,3 +546,12 @@ macro_rules! retention_statements {
     };
 }
 pub(super) use retention_statements;
+
+/// Settles every unsettled ambiguous attempt but this step's own (`$2`) on route `$7` (only its
+/// own vendor speaks for a route's sends; NULL, a person's word, settles every route's); the
+/// vendor reference that settled them, if any, goes on the earliest (`$6`).
+pub(super) const SETTLE: &str = "UPDATE attempts
+     SET settled_by = $3, evidence = json_patch(evidence, $4),
+         provider_ref = CASE WHEN n = $6 THEN coalesce($5, provider_ref) ELSE provider_ref END
+     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND n <> $2
+       AND ($7 IS NULL OR route = $7)";

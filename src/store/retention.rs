@@ -1,0 +1,70 @@
+//! Retention's area of the store: expired idempotency keys and upstream event ids, and finished
+//! notifications past their time, a batch at a time, never what a keep rule holds.
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::StoreResult;
+use super::seam::{Arg, Conn, Dialect, SqlStore, args};
+use crate::review::PermanentRefusals;
+
+/// The smallest UUIDv7 of `t`'s millisecond: a notification id (a UUIDv7) below it was made
+/// before `t`, so the primary key and the key index find old rows without an index on time.
+fn first_id_at(t: OffsetDateTime) -> Uuid {
+    let millis = u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+    uuid::Builder::from_unix_timestamp_millis(millis, &[0; 10]).into_uuid()
+}
+
+impl<D: Dialect> SqlStore<D> {
+    pub(super) async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+        let mut tx = self.0.begin().await?;
+        let keys = tx
+            .execute(
+                "DELETE FROM idempotency_keys WHERE (tenant, key) IN (
+                     SELECT tenant, key FROM idempotency_keys
+                     WHERE notification_id < $1 LIMIT $2)",
+                args![first_id_at(before), i64::from(limit)],
+            )
+            .await?;
+        let events = tx
+            .execute(
+                "DELETE FROM inbox WHERE (tenant, source, event_id) IN (
+                     SELECT tenant, source, event_id FROM inbox WHERE received_at < $1 LIMIT $2)",
+                args![before, i64::from(limit)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(keys + events)
+    }
+
+    pub(super) async fn forget_finished(
+        &self,
+        before: OffsetDateTime,
+        limit: u32,
+        refusals: PermanentRefusals,
+    ) -> StoreResult<u64> {
+        let mut tx = self.0.begin().await?;
+        let refusals_final = refusals == PermanentRefusals::Final;
+        let ids: Vec<(Uuid,)> = tx
+            .fetch_all(
+                D::RETENTION.finished,
+                args![
+                    first_id_at(before),
+                    before,
+                    i64::from(limit),
+                    Some(refusals_final)
+                ],
+            )
+            .await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids = || Arg::Uuids(ids.iter().map(|(id,)| *id).collect());
+        for statement in D::RETENTION.children {
+            tx.execute(statement, vec![ids()]).await?;
+        }
+        let deleted = tx.execute(D::RETENTION.notifications, vec![ids()]).await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+}
