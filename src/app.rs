@@ -193,6 +193,7 @@ impl App {
         if let Some(nats_inbox) = nats_inbox {
             nats_inbox.await.context("the NATS inbox panicked")?;
         }
+        self.store.close().await;
         Ok(())
     }
 }

@@ -208,6 +208,7 @@ async fn a_symlink_or_a_hard_link_to_the_same_sqlite_file_cannot_open_it_twice()
     let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     // Once the first is closed, the lock goes with it.
+    first.close().await;
     drop(first);
     herald::store::connect(&format!("sqlite://{}", hard_link.display()), 1)
         .await

@@ -319,6 +319,10 @@ pub trait Store: Send + Sync + 'static {
     async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()>;
     /// How many write transactions the database commits in parallel (SQLite: one writer).
     fn writers(&self) -> usize;
+    /// Closes every connection and waits until they are closed (SQLite checkpoints its log
+    /// then), and only then lets another process have the database. Nothing uses the store
+    /// after.
+    async fn close(&self);
 
     /// Commits each new notification with its idempotency record and `accepted` event, all in
     /// one transaction; keys already used are answered from their record instead.

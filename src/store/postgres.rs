@@ -296,6 +296,10 @@ impl Dialect for Postgres {
         Ok(())
     }
 
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
     async fn listen_for_work(&self, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
         loop {
             let listener = async {

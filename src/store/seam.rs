@@ -267,6 +267,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
     async fn wake_others(tx: &mut <Self::Db as Database>::Connection) -> StoreResult<()>;
     /// See [`Store::listen_for_work`].
     async fn listen_for_work(&self, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken);
+    /// See [`Store::close`].
+    async fn close(&self);
     /// Whether a failed transaction collided with another and may simply run again.
     fn retryable(err: &StoreError) -> bool;
 }

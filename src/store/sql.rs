@@ -243,6 +243,10 @@ async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreRes
 
 #[async_trait]
 impl<D: Dialect> Store for SqlStore<D> {
+    async fn close(&self) {
+        self.0.close().await;
+    }
+
     fn writers(&self) -> usize {
         D::WRITERS
     }

@@ -100,9 +100,11 @@ const READERS: u32 = 4;
 pub struct Sqlite {
     writer: SqlitePool,
     reader: SqlitePool,
-    /// Held for the life of the process: a second herald on the same file refuses to start,
-    /// because two dispatchers without `SKIP LOCKED` would claim the same rows.
-    _lock: Option<std::fs::File>,
+    /// Held until the store is closed (or the process ends): a second herald on the same file
+    /// refuses to start, because two dispatchers without `SKIP LOCKED` would claim the same
+    /// rows; and one that reached the file by another name (a hard link) would not see this
+    /// one's write-ahead log, whose name follows the name opened.
+    lock: std::sync::Mutex<Option<std::fs::File>>,
 }
 
 impl Sqlite {
@@ -140,7 +142,7 @@ impl Sqlite {
         Ok(Sqlite {
             writer,
             reader,
-            _lock: lock,
+            lock: std::sync::Mutex::new(lock),
         })
     }
 
@@ -399,6 +401,17 @@ impl Dialect for Sqlite {
     }
 
     async fn listen_for_work(&self, _wake: Arc<tokio::sync::Notify>, _shutdown: CancellationToken) {
+    }
+
+    /// The lock goes only once every connection has closed and the last has checkpointed the
+    /// log into the file: a process that opens the file next, by whatever name, finds it whole.
+    async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+        self.lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
     }
 
     /// The one writer serialises every transaction: nothing collides.
