@@ -311,13 +311,24 @@ async fn a_burst_far_above_the_rate_waits_for_the_route_and_spends_no_attempt(ba
 async fn an_open_circuit_without_a_fallback_holds_its_work_until_a_probe_closes_it(
     backend: Backend,
 ) {
-    let vendor = vendor("unavailable_before_processing:1").await;
+    // The vendor refuses its first four requests, then recovers: counted in requests, not in
+    // the test's time, so that a slow machine cannot let probes spend a notification's budget
+    // while the test looks on. (A probe is a real send: it spends an attempt; a hold does not.)
+    const REFUSED: usize = 4;
+    let faults: Vec<String> = (1..=REFUSED)
+        .map(|n| format!("unavailable_before_processing:nth={n}"))
+        .collect();
+    let vendor = vendor(&faults.join(",")).await;
+    // Budget enough for every refusal to land on one notification, and its delivery.
     let config = format!(
         "[dispatch]\nretry_base_ms = 50\nretry_max_seconds = 1\n{}",
         route(
             "lone",
             &vendor,
-            "circuit_failures = 2\ncircuit_open_seconds = 1\nmax_attempts = 3"
+            &format!(
+                "circuit_failures = 2\ncircuit_open_seconds = 1\nmax_attempts = {}",
+                REFUSED + 1
+            )
         )
     );
     let Some(app) = spawn_app_with(backend, &config).await else {
@@ -327,27 +338,7 @@ async fn an_open_circuit_without_a_fallback_holds_its_work_until_a_probe_closes_
     for i in 0..4 {
         ids.push(enqueue(&app, &format!("lone-{i}"), "lone").await);
     }
-    // Held while it rests: with 3 attempts each, spent holds would have failed them by now.
-    eventually(
-        "the circuit to open and hold",
-        Duration::from_secs(20),
-        || async {
-            (metric_sum(
-                &app,
-                "herald_holds_total{route=\"lone\",reason=\"circuit_open\"}",
-            )
-            .await
-                >= 3.0)
-                .then_some(())
-        },
-    )
-    .await;
-    vendor
-        .client()
-        .unwrap()
-        .set_faults(&[] as &[herald_sandbox::FaultRule])
-        .await
-        .unwrap();
+    let mut attempts = 0;
     for id in &ids {
         let n = delivered(&app, id).await;
         let vendors_answers = n["attempts"]
@@ -357,7 +348,24 @@ async fn an_open_circuit_without_a_fallback_holds_its_work_until_a_probe_closes_
             .all(|a| a["evidence"]["stage"] != "circuit_open");
         assert!(vendors_answers, "no attempt for a hold: {n}");
         assert_eq!(n["certainty"], "known", "{n}");
+        attempts += n["attempts"].as_array().unwrap().len();
     }
+    // Every attempt is a request the vendor answered: its refusals and its deliveries.
+    let ledger = vendor.client().unwrap().ledger().await.unwrap();
+    assert_eq!(ledger.total_deliveries(), 4);
+    assert_eq!(
+        (attempts as u64, ledger.requests),
+        ((REFUSED + 4) as u64, (REFUSED + 4) as u64),
+        "an attempt without a request, or a request without an attempt"
+    );
+
+    // And the circuit did hold work back while it rested.
+    let holds = metric_sum(
+        &app,
+        "herald_holds_total{route=\"lone\",reason=\"circuit_open\"}",
+    )
+    .await;
+    assert!(holds >= 1.0, "the circuit never held anything back");
 }
 
 /// The sum of every series of the metric family that `prefix` starts (up to and with `{` and
