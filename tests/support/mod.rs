@@ -166,6 +166,13 @@ impl TestDb {
     }
 
     /// The outbox event types of one notification, oldest first, straight from the database.
+    /// The notification's state events, oldest first: its events less the receipt moves.
+    pub async fn state_event_types(&self, notification: uuid::Uuid) -> Vec<String> {
+        let mut types = self.event_types(notification).await;
+        types.retain(|t| t != "dev.herald.notification.receipt");
+        types
+    }
+
     pub async fn event_types(&self, notification: uuid::Uuid) -> Vec<String> {
         const SQL: &str = "SELECT type FROM outbox WHERE notification_id = $1 ORDER BY seq";
         match self.backend {
