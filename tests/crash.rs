@@ -37,9 +37,10 @@
 //! wakes with sends it started before its lease ended writes none after their deadline, and the
 //! answers it then reads are held against the record. Only a freeze between a worker's last look
 //! at the clock and its write escapes the deadline (the README's residue): such a notification
-//! must have been reopened by the answer, and is told apart by a freeze across its attempt's
-//! deadline. `HERALD_CRASH_SCALE=10` soaks ten
-//! times longer, `HERALD_CRASH_SCALE=0.2` is a short run for iterating (the default, 1, is 3,000
+//! must have been reopened, by the answer or, where none came, by the worker's word that its
+//! call outlived its deadline's promise, and is told apart by a freeze across its attempt's
+//! deadline (or that moment). `HERALD_CRASH_SCALE=10` soaks ten times longer,
+//! `HERALD_CRASH_SCALE=0.2` is a short run for iterating (the default, 1, is 3,000
 //! notifications and 40 kills per run).
 
 mod support;
@@ -1001,11 +1002,13 @@ fn unsettled_ambiguous(a: &Value) -> bool {
 }
 
 /// A send the vendor may have taken: accepted, ambiguous and not settled "not accepted", or
-/// answered `accepted` after its worker's lease ended (whatever the record had settled).
+/// answered `accepted` after its worker's lease ended, or left unanswered by a call that
+/// outlived its deadline's promise (whatever the record had settled).
 fn may_have_been_taken(a: &Value) -> bool {
     a["result"] == "accepted"
         || (a["result"] == "ambiguous" && a["evidence"]["settlement"]["outcome"] != "not_accepted")
         || late_acceptance(a)
+        || left_late(a)
 }
 
 /// A send that may have added a delivery to the ledger, by what the vendor answered (not by
@@ -1037,25 +1040,40 @@ fn late_acceptance(a: &Value) -> bool {
     a["evidence"]["late_result"]["result"] == "accepted"
 }
 
+/// A lost call whose worker saw it end unanswered after the moment its send deadline promised
+/// every look-up (the deadline, the route's timeout and a second's slack): its request may have
+/// left after another worker looked for it.
+fn left_late(a: &Value) -> bool {
+    a["evidence"]["late_result"]["evidence"]["may_have_left_late"] == true
+}
+
 /// The residue no deadline can close: a worker frozen between its last look at the clock and
-/// its write wrote when it woke, after another worker had proved the send absent — and then
-/// read the vendor's answer, which reopened the record (so nothing false is recorded). Shown by
-/// a freeze that began by the attempt's send deadline (with 250 ms for a loaded machine between
-/// the look and the write) and ended after it.
+/// its write wrote when it woke, after another worker had proved the send absent. Its record
+/// was reopened (so nothing false is recorded): by the vendor's answer, which the worker read,
+/// shown by a freeze that began by the attempt's send deadline (with 250 ms for a loaded machine
+/// between the look and the write) and ended after it; or, where no answer came, by the
+/// worker's word that its call outlived its deadline's promise, shown by a freeze across that
+/// moment. (The worker cannot tell a freeze before its write from one after it, so the second
+/// also reopens a send that left in time.)
 fn written_after_a_freeze(s: &Seen, freezes: &[Freeze]) -> bool {
     let deadline = |a: &Value| {
         a["send_deadline"]
             .as_str()
             .and_then(|d| OffsetDateTime::parse(d, &Rfc3339).ok())
     };
+    let frozen_across = |from_by: OffsetDateTime, moment: OffsetDateTime| {
+        freezes
+            .iter()
+            .any(|f| f.from <= from_by && f.until > moment)
+    };
+    // Every route here has a 1 s timeout, and herald cuts a call a second after it.
+    let promised = |d: OffsetDateTime| d + time::Duration::seconds(2);
     !s.n["contradiction"].is_null()
         && s.attempts().iter().any(|a| {
-            late_acceptance(a)
-                && deadline(a).is_some_and(|d| {
-                    freezes
-                        .iter()
-                        .any(|f| f.from <= d + time::Duration::milliseconds(250) && f.until > d)
-                })
+            deadline(a).is_some_and(|d| {
+                (late_acceptance(a) && frozen_across(d + time::Duration::milliseconds(250), d))
+                    || (left_late(a) && frozen_across(promised(d), promised(d)))
+            })
         })
 }
 
@@ -1102,6 +1120,8 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool, freezes: &[Freeze
                 wrong.push("delivered, yet the vendor never delivered it".into());
             }
         }
+        // The residue makes a send that was settled "not accepted" a maybe again.
+        ("unknown", "unknown") if residue => {}
         ("unknown", "unknown") => {
             if !attempts.iter().any(unsettled_ambiguous) {
                 wrong.push("unknown without an unsettled ambiguous attempt".into());

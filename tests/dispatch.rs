@@ -14,13 +14,14 @@ use herald::dispatch::Dispatcher;
 use herald::domain::{
     AttemptOutcome, AttemptResult, Certainty, Decision, Next, SettledBy, Settlement, State,
 };
-use herald::store::{ClaimMode, Recorded, RouteSlot};
+use herald::store::{Claim, ClaimMode, Recorded, RouteSlot};
 use support::{Backend, TestApp, email, spawn_stepped};
 
 on_both_backends!(
     every_fault_ends_where_the_contract_says,
     a_claim_abandoned_by_a_dead_worker_is_reconciled,
     a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome,
+    a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery,
 );
 
 /// The one route of the rig.
@@ -474,10 +475,10 @@ async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
     }
 }
 
-async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend: Backend) {
-    let Some(rig) = rig(backend, Profile::Plain, "at_most_once", "").await else {
-        return;
-    };
+/// A notification whose first worker lost its lease: the next claim's look-up found nothing of
+/// attempt 1 once it could have shown, and attempt 2 was accepted — delivered, known, as far as
+/// anything recorded can tell. Its id, and the stale claim whose worker has not recorded yet.
+async fn delivered_beside_a_stale_claim(rig: &Rig) -> (String, Claim) {
     let id = rig.enqueue("fenced").await;
     let store = &rig.app.store;
     let lease = Duration::from_secs(LEASE_SECONDS);
@@ -496,9 +497,6 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
         .remove(0);
     assert_eq!(fresh.mode, ClaimMode::Reconcile);
     assert_eq!(fresh.generation, stale.generation + 1);
-
-    // Its look-up finds nothing once attempt 1 could have shown, and it sends again: delivered,
-    // known, as far as anything recorded can tell.
     let not_found = Decision {
         attempt: None,
         settle: Some(Settlement {
@@ -520,24 +518,9 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
         .unwrap()
         .remove(0);
     assert_eq!(resend.mode, ClaimMode::Send { n: 2 });
-    let accepted = |n, reference: &str| Decision {
-        attempt: Some(AttemptOutcome {
-            n,
-            result: AttemptResult::Accepted,
-            permanent: None,
-            provider_ref: Some(reference.into()),
-            evidence: serde_json::json!({"stage": "response", "status": 202}),
-        }),
-        settle: None,
-        findings: None,
-        next: Next::Finish {
-            state: State::Delivered,
-            certainty: Certainty::Known,
-        },
-    };
     assert!(matches!(
         store
-            .record(&resend, &accepted(2, "resent-ref"), later)
+            .record(&resend, &answered(2, accepted("resent-ref")), later)
             .await
             .unwrap(),
         Recorded::Applied(_)
@@ -547,15 +530,67 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
         (n["state"].as_str(), n["certainty"].as_str()),
         (Some("delivered"), Some("known"))
     );
+    (id, stale)
+}
+
+/// Attempt `n`'s answer, recorded as the step that ends it delivered and known.
+fn answered(
+    n: i32,
+    (result, provider_ref, evidence): (AttemptResult, Option<&str>, Value),
+) -> Decision {
+    Decision {
+        attempt: Some(AttemptOutcome {
+            n,
+            result,
+            permanent: None,
+            provider_ref: provider_ref.map(str::to_owned),
+            evidence,
+        }),
+        settle: None,
+        findings: None,
+        next: Next::Finish {
+            state: State::Delivered,
+            certainty: Certainty::Known,
+        },
+    }
+}
+
+fn accepted(reference: &str) -> (AttemptResult, Option<&str>, Value) {
+    (
+        AttemptResult::Accepted,
+        Some(reference),
+        serde_json::json!({"stage": "response", "status": 202}),
+    )
+}
+
+/// How many events of `event` the outbox holds.
+async fn events(rig: &Rig, event: &str) -> i64 {
+    rig.app
+        .db
+        .scalar(&format!(
+            "SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.{event}'"
+        ))
+        .await
+}
+
+async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "at_most_once", "").await else {
+        return;
+    };
+    let (id, stale) = delivered_beside_a_stale_claim(&rig).await;
 
     // Then the stale worker reads the answer it was sent: the vendor had taken attempt 1 too.
-    assert!(matches!(
-        store
-            .record(&stale, &accepted(1, "late-ref"), later)
-            .await
-            .unwrap(),
-        Recorded::Fenced
-    ));
+    let recorded = rig
+        .app
+        .store
+        .record(
+            &stale,
+            &answered(1, accepted("late-ref")),
+            OffsetDateTime::now_utc(),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(recorded, Recorded::Fenced));
     let n = rig.show(&id).await;
     let first = &n["attempts"][0];
     assert_eq!(
@@ -578,13 +613,58 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
             && why.contains("2 message(s)"),
         "{why}"
     );
-    let db = &rig.app.db;
-    let count = |event: &'static str| async move {
-        db.scalar(&format!(
-            "SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.{event}'"
-        ))
-        .await
+    assert_eq!(events(&rig, "delivered").await, 1, "one delivery recorded");
+    assert_eq!(events(&rig, "reopened").await, 1, "and one reopening");
+}
+
+/// The stale worker was held up past its send deadline and its call ended unanswered: its
+/// request may have left after the look-up found nothing, so `known` cannot stand beside it.
+async fn a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "at_most_once", "").await else {
+        return;
     };
-    assert_eq!(count("delivered").await, 1, "one delivery recorded");
-    assert_eq!(count("reopened").await, 1, "and one reopening");
+    let (id, stale) = delivered_beside_a_stale_claim(&rig).await;
+    let unanswered = |may_have_left_late: bool| {
+        let mut evidence = serde_json::json!({
+            "stage": "awaiting_response",
+            "detail": "connection closed before message completed",
+        });
+        if may_have_left_late {
+            evidence["may_have_left_late"] = true.into();
+        }
+        answered(1, (AttemptResult::Ambiguous, None, evidence))
+    };
+    let store = &rig.app.store;
+    let now = OffsetDateTime::now_utc();
+
+    // Unanswered within its deadline's promise, it proves nothing against the look-up.
+    let recorded = store.record(&stale, &unanswered(false), now).await.unwrap();
+    assert!(matches!(recorded, Recorded::Fenced));
+    let n = rig.show(&id).await;
+    assert_eq!(
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("delivered"), Some("known")),
+        "{n:#}"
+    );
+
+    let recorded = store.record(&stale, &unanswered(true), now).await.unwrap();
+    assert!(matches!(recorded, Recorded::Fenced));
+    let n = rig.show(&id).await;
+    assert_eq!(
+        n["attempts"][0]["evidence"]["late_result"]["evidence"]["may_have_left_late"], true,
+        "{n:#}"
+    );
+    assert_eq!(
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("delivered"), Some("duplicate_possible")),
+        "{n:#}"
+    );
+    let why = n["contradiction"]["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("attempt 1's worker was held up past its send deadline")
+            && why.contains("may hold one more"),
+        "{why}"
+    );
+    assert_eq!(n["review"]["reason"], "contradicted", "{n:#}");
+    assert_eq!(events(&rig, "reopened").await, 1);
 }

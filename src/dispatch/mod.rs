@@ -33,6 +33,7 @@ use crate::store::{
     Claim, ClaimMode, GroupCommit, NewSuppression, Recorded, Records, Store, StoreError,
 };
 use policy::{Asked, Attribution, Hold, Plan, Situation, Step};
+use routes::Sent;
 
 /// How the dispatcher paces itself; from `[dispatch]` in herald.toml. (The retry schedule is
 /// each route's, in its [`policy::Limits`].)
@@ -306,10 +307,10 @@ impl Worker {
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
                 let sent = match self.suppression(&claim.notification).await {
-                    Some(refusal) => Ok(refusal),
+                    Some(refusal) => Ok(Sent::refusal(refusal)),
                     None => {
                         let sent = call.send(deadline_of(&claim, n)).await;
-                        if let Ok(result) = &sent
+                        if let Ok(Sent { result, .. }) = &sent
                             && route.unsubscribed(result)
                         {
                             self.suppress_unsubscribed(&claim.notification, route.name(), result)
@@ -433,7 +434,7 @@ impl Worker {
                         false => self.suppression(&claim.notification).await,
                     };
                     let sent = match suppressed {
-                        Some(refusal) => Ok(refusal),
+                        Some(refusal) => Ok(Sent::refusal(refusal)),
                         None => call.send(deadline).await,
                     };
                     let s = situation(route, claim, &[]);
@@ -612,7 +613,7 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    async fn send(&self, deadline: OffsetDateTime) -> Result<SendResult, Hold> {
+    async fn send(&self, deadline: OffsetDateTime) -> Result<Sent, Hold> {
         self.route
             .send(self.request, self.message, self.key, deadline)
             .await
@@ -634,9 +635,14 @@ fn deadline_of(claim: &Claim, n: i32) -> OffsetDateTime {
 }
 
 /// The policy's step for attempt `n`'s call: the vendor's answer, or herald's own hold.
-fn step(n: i32, replay: bool, reconciling: bool, sent: Result<SendResult, Hold>) -> Step {
+fn step(n: i32, replay: bool, reconciling: bool, sent: Result<Sent, Hold>) -> Step {
     match sent {
-        Ok(result) => Step::Sent { n, replay, result },
+        Ok(Sent { result, overran }) => Step::Sent {
+            n,
+            replay,
+            result,
+            overran,
+        },
         Err(hold) => Step::Held {
             n,
             hold,

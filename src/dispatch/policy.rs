@@ -38,6 +38,7 @@ use herald_provider::{Capabilities, Evidence, QueryResult, SendResult};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::domain::evidence::{MAY_HAVE_LEFT_LATE, may_have_left_late};
 use crate::domain::{
     Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, HoldReason, Next,
     NotificationId, SettledBy, Settlement, Sibling, State, messages_proven,
@@ -118,11 +119,13 @@ pub enum Plan {
 /// What the worker did in this step.
 #[derive(Debug, Clone)]
 pub enum Step {
-    /// Attempt `n` was sent (as a first send, a retry, a replay or a resend).
+    /// Attempt `n` was sent (as a first send, a retry, a replay or a resend); `overran` where
+    /// its call ended after its send deadline's promise (see [`super::routes::Sent`]).
     Sent {
         n: i32,
         replay: bool,
         result: SendResult,
+        overran: bool,
     },
     /// The outcome query answered; `asked_at` is when it was sent, because a "not found" proves
     /// only what was visible then, however late the answer arrived.
@@ -342,7 +345,12 @@ fn outcome(n: i32, result: &SendResult) -> AttemptOutcome {
 /// Decides what a step proved and what happens next. `jitter` is uniform in [0, 1).
 pub fn decide(s: &Situation<'_>, step: Step, jitter: f64) -> Decision {
     match step {
-        Step::Sent { n, replay, result } => decide_sent(s, n, replay, result, jitter),
+        Step::Sent {
+            n,
+            replay,
+            result,
+            overran,
+        } => decide_sent(s, n, replay, result, overran, jitter),
         Step::Queried { result, asked_at } => decide_queried(s, result, asked_at, jitter),
         // Nothing left herald: the attempt is withdrawn, and the route takes it again once it
         // can (a reconciliation goes on where it stood).
@@ -364,11 +372,18 @@ fn decide_sent(
     n: i32,
     replay: bool,
     result: SendResult,
+    overran: bool,
     jitter: f64,
 ) -> Decision {
     let unsettled = !s.unsettled(Some(n)).is_empty();
     let elsewhere = s.unsettled_elsewhere();
-    let attempt = Some(outcome(n, &result));
+    let mut attempt = outcome(n, &result);
+    // An answer settles itself; without one, whoever looks the send up must know that it may
+    // have left after the moment its deadline promised.
+    if overran && attempt.result == AttemptResult::Ambiguous {
+        attempt.evidence[MAY_HAVE_LEFT_LATE] = true.into();
+    }
+    let attempt = Some(attempt);
     let because = || format!("attempt {n} on `{}`: {}", s.route, result.reason());
     let answer = json!({"attempt": n, "answer": attempt.as_ref().map(|a| a.evidence.clone())});
     let key_settles = |accepted: bool| Settlement {
@@ -580,9 +595,14 @@ fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision
 
 /// When a send may last have been processed: its call started by its send deadline or never,
 /// and was cut at the route's timeout (and [`CALL_SLACK`]). Whether its worker crashed, froze
-/// or waited, nothing of it reaches the vendor later.
+/// or waited, nothing of it reaches the vendor later — unless its worker saw its call outlive
+/// that moment, and said so: then until its result was recorded, after the call had ended.
 fn processed_until(limits: &Limits, a: &Attempt) -> OffsetDateTime {
-    a.send_deadline + limits.timeout + CALL_SLACK
+    let promised = a.send_deadline + limits.timeout + CALL_SLACK;
+    match a.finished_at {
+        Some(recorded) if may_have_left_late(&a.evidence) => promised.max(recorded),
+        _ => promised,
+    }
 }
 
 /// When every send in `also` and this notification's unsettled ones is visible to the look-up:
@@ -1146,6 +1166,7 @@ mod tests {
                 n: 2,
                 replay: true,
                 result: key_reused(),
+                overran: false,
             },
             0.5,
         );
@@ -1174,6 +1195,7 @@ mod tests {
                 n: 1,
                 replay: false,
                 result: key_reused(),
+                overran: false,
             },
             0.5,
         );
@@ -1194,6 +1216,7 @@ mod tests {
                     n: 1,
                     replay: false,
                     result,
+                    overran: false,
                 },
                 0.5,
             )
@@ -1226,6 +1249,7 @@ mod tests {
                     n: 2,
                     replay: false,
                     result,
+                    overran: false,
                 },
                 0.5,
             )
@@ -1252,6 +1276,7 @@ mod tests {
                 n: 2,
                 replay: false,
                 result: accepted(),
+                overran: false,
             },
             0.5,
         )
@@ -1388,6 +1413,7 @@ mod tests {
                     n: 2,
                     replay: true,
                     result,
+                    overran: false,
                 },
                 0.5,
             )
@@ -1490,6 +1516,7 @@ mod tests {
                 n: 4,
                 replay: false,
                 result: rejected(false),
+                overran: false,
             },
             0.5,
         );
@@ -1504,6 +1531,7 @@ mod tests {
                 n: 4,
                 replay: false,
                 result: rejected(false),
+                overran: false,
             },
             0.5,
         );
@@ -1522,6 +1550,7 @@ mod tests {
                 n: 1,
                 replay: false,
                 result: rejected(false),
+                overran: false,
             },
             0.5,
         );
@@ -1639,11 +1668,52 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_call_that_outlived_its_deadline_is_looked_up_only_after_it_was_recorded() {
+        let c = caps(false, true);
+        let history = [attempt(1, F, false)];
+        let s = situation(Delivery::AtMostOnce, &c, &history, T0);
+        let overran = |result| Step::Sent {
+            n: 1,
+            replay: false,
+            result,
+            overran: true,
+        };
+        let marked = |d: Decision| d.attempt.unwrap().evidence[MAY_HAVE_LEFT_LATE].clone();
+        assert_eq!(marked(decide(&s, overran(ambiguous()), 0.5)), true);
+        assert_eq!(
+            marked(decide(&s, overran(accepted()), 0.5)),
+            Value::Null,
+            "an answer settles itself"
+        );
+        assert_eq!(marked(decide(&s, sent(ambiguous()), 0.5)), Value::Null);
+
+        // Its worker woke 60 s after the deadline and recorded the call it had made: the
+        // request may have reached the vendor until then.
+        let mut late = attempt(1, Amb, false);
+        let recorded = T0 + Duration::from_secs(60);
+        late.finished_at = Some(recorded);
+        late.evidence = json!({"stage": "awaiting_response", MAY_HAVE_LEFT_LATE: true});
+        let history = [late];
+        let visible = recorded + Duration::from_secs(5);
+        let promised = T0 + limits().timeout + CALL_SLACK + Duration::from_secs(5);
+        let not_found = QueryResult::NotFoundYet {
+            evidence: Evidence::new("query", "no message"),
+        };
+        let s = situation(Delivery::AtMostOnce, &c, &history, promised);
+        assert_eq!(
+            decide(&s, queried(not_found, promised), 0.5).next,
+            Next::Reconcile { at: visible },
+            "the deadline's promise does not hold for it"
+        );
+    }
+
     fn sent(result: SendResult) -> Step {
         Step::Sent {
             n: 1,
             replay: false,
             result,
+            overran: false,
         }
     }
 
@@ -1721,6 +1791,7 @@ mod tests {
                 n: 2,
                 replay: true,
                 result: refused.clone(),
+                overran: false,
             };
             let d = decide(&s, step, 0.5);
             assert!(
@@ -1768,6 +1839,7 @@ mod tests {
             n: 2,
             replay: false,
             result,
+            overran: false,
         };
         let ends = |step| summary(decide(&s, step, 0.5).next);
         assert_eq!(ends(on_b(accepted())), "delivered/duplicate_possible");
@@ -1778,6 +1850,7 @@ mod tests {
                 n: 2,
                 replay: true,
                 result: accepted(),
+                overran: false,
             },
             0.5,
         );

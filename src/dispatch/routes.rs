@@ -30,6 +30,27 @@ use crate::config::{Config, RouteConfig};
 use crate::domain::{AttemptResult, HoldReason};
 use crate::store::RouteSlot;
 
+/// What a call to a route's vendor came to.
+#[derive(Debug)]
+pub struct Sent {
+    pub result: SendResult,
+    /// The call ended after the moment its send deadline promised every proof of absence (the
+    /// deadline, the route's timeout and [`CALL_SLACK`]): its worker was held up (frozen, say)
+    /// somewhere between its last look at the clock and the answer, and cannot tell whether its
+    /// request left before that moment or after it.
+    pub overran: bool,
+}
+
+impl Sent {
+    /// A refusal herald made itself, without calling the vendor.
+    pub fn refusal(result: SendResult) -> Self {
+        Sent {
+            result,
+            overran: false,
+        }
+    }
+}
+
 pub struct Route {
     name: String,
     /// The `provider = "…"` of its configuration.
@@ -151,6 +172,19 @@ impl Route {
     /// timeout here is ambiguous: the adapter's own should have fired first, so the request may
     /// be out.
     pub async fn send(
+        &self,
+        request: &Result<Request, Evidence>,
+        message: &Message,
+        key: &ProviderKey,
+        deadline: OffsetDateTime,
+    ) -> Result<Sent, Hold> {
+        let result = self.call(request, message, key, deadline).await?;
+        // Read once the answer is in: as late as the request could have left.
+        let overran = OffsetDateTime::now_utc() > deadline + self.timeout + CALL_SLACK;
+        Ok(Sent { result, overran })
+    }
+
+    async fn call(
         &self,
         request: &Result<Request, Evidence>,
         message: &Message,

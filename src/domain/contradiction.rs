@@ -6,6 +6,12 @@
 //! `delivered`, with the certainty the evidence allows, and in review (reason `contradicted`)
 //! until a person acknowledges it. Evidence that agrees with the record changes nothing.
 //!
+//! A worker whose lost call outlived its send deadline's promise shows less: that its request
+//! *may* have left after another worker looked for it and found nothing. That takes `known`
+//! from a delivery beside it (`duplicate_possible`), and makes a notification failed, cancelled
+//! or waiting to be sent again `unknown` (under `at_least_once`, one waiting to be sent again
+//! is sent: the policy accepts a duplicate over a loss, and its delivery is reopened).
+//!
 //! Messages are told apart as far as herald can: by the vendor's reference where one is known,
 //! else one per attempt; a replay that settled an earlier send under the same key delivered the
 //! same message (the vendor deduplicated it). A vendor's report under a provider key counts as
@@ -16,12 +22,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Attempt, AttemptResult, Certainty, Notification, Reported, SettledBy, State};
+use super::evidence::may_have_left_late;
+use super::{
+    Attempt, AttemptResult, Certainty, Delivery, Notification, Reported, SettledBy, State,
+};
 
 /// What later evidence makes of a notification.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reopen {
-    /// Always `delivered`: every contradiction herald can see is a message the record denied.
+    /// `delivered` where the evidence shows a message the record denied; `unknown` where it
+    /// shows only that one may have left.
     pub state: State,
     pub certainty: Certainty,
     /// The recipient may have it more than once where the record said once (or never).
@@ -51,6 +61,12 @@ fn late_acceptance(a: &Attempt) -> Option<Option<&str>> {
     let late = &a.evidence["late_result"];
     let reference = late["provider_ref"].as_str();
     (late["result"] == "accepted" || reference.is_some()).then_some(reference)
+}
+
+/// A lost call that outlived its send deadline's promise: its request may have left after
+/// another worker's look-up found nothing (see [`crate::domain::evidence::MAY_HAVE_LEFT_LATE`]).
+fn left_late(a: &Attempt) -> bool {
+    may_have_left_late(&a.evidence["late_result"]["evidence"])
 }
 
 /// How a settlement of `a` came out, if one did.
@@ -138,9 +154,25 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
             ));
         }
     }
+    // Sends that may have left late with a message nothing counts yet.
+    let maybe: Vec<&Attempt> = attempts
+        .iter()
+        .filter(|a| left_late(a) && message(a, attempts).is_none())
+        .collect();
     let late: Vec<String> = attempts
         .iter()
         .filter_map(|a| {
+            if maybe.iter().any(|m| m.n == a.n) {
+                let denied = match settled(a) {
+                    Some(_) => " (it had been settled not accepted)",
+                    None => "",
+                };
+                return Some(format!(
+                    "attempt {}'s worker was held up past its send deadline with its request \
+                     unanswered, which may have reached the vendor late{denied}",
+                    a.n
+                ));
+            }
             let reference = late_acceptance(a)?;
             let denied = match (a.result, settled(a)) {
                 (AttemptResult::Accepted, _) | (_, Some("accepted")) => return None,
@@ -159,23 +191,31 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
             })
         })
         .collect();
-    // A send in flight, or an ambiguity that nothing settled, may have delivered one more.
-    let open = attempts.iter().any(|a| {
-        a.result == AttemptResult::InFlight
-            || (a.result == AttemptResult::Ambiguous
-                && a.settled_by.is_none()
-                && late_acceptance(a).is_none())
-    });
+    // A send in flight, an ambiguity that nothing settled, or one that may have left late, may
+    // have delivered one more.
+    let open = !maybe.is_empty()
+        || attempts.iter().any(|a| {
+            a.result == AttemptResult::InFlight
+                || (a.result == AttemptResult::Ambiguous
+                    && a.settled_by.is_none()
+                    && late_acceptance(a).is_none())
+        });
     let count = messages.len();
-    let certainty = if count == 1 && !open {
-        Certainty::Known
-    } else {
-        Certainty::DuplicatePossible
+    let (state, certainty) = match count {
+        0 => (State::Unknown, Certainty::Unknown),
+        1 if !open => (State::Delivered, Certainty::Known),
+        _ => (State::Delivered, Certainty::DuplicatePossible),
     };
     let contradicted = match (n.state, n.certainty) {
-        (State::Delivered, Some(Certainty::Known)) => count >= 2,
-        (State::Queued | State::Failed | State::Unknown | State::Cancelled, _) => count >= 1,
-        (State::Delivered, _) | (State::Sending, _) => false,
+        (State::Delivered, Some(Certainty::Known)) => count >= 2 || (count == 1 && open),
+        (State::Queued | State::Failed | State::Unknown | State::Cancelled, _) if count >= 1 => {
+            true
+        }
+        // Only a message that may have left: a final record that denies it must not stand, and
+        // `at_most_once` must not send again beside it.
+        (State::Failed | State::Cancelled, _) => !maybe.is_empty(),
+        (State::Queued, _) => !maybe.is_empty() && n.delivery == Delivery::AtMostOnce,
+        (State::Delivered | State::Sending | State::Unknown, _) => false,
     };
     if !contradicted {
         return None;
@@ -195,19 +235,26 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
     } else {
         evidence.join("; ")
     };
+    let conclusion = match certainty {
+        Certainty::Known => format!("the vendor took {count} message(s)"),
+        Certainty::DuplicatePossible => format!(
+            "the vendor took {count} message(s){}, so the recipient may have it more than once",
+            if maybe.is_empty() {
+                ""
+            } else {
+                " and may hold one more"
+            }
+        ),
+        Certainty::Unknown => "the vendor may hold a message, and only a person can settle \
+                               whether it does"
+            .to_owned(),
+    };
     Some(Reopen {
-        state: State::Delivered,
+        state,
         certainty,
         duplicate: count >= 2,
         cause,
-        why: format!(
-            "{evidence}, while the record said {record}: the vendor took {count} message(s){}",
-            if certainty == Certainty::Known {
-                ""
-            } else {
-                ", so the recipient may have it more than once"
-            }
-        ),
+        why: format!("{evidence}, while the record said {record}: {conclusion}"),
     })
 }
 
@@ -273,6 +320,16 @@ mod tests {
         a
     }
 
+    /// A lost call's answer that never came, from a worker held up past its send deadline's
+    /// promise.
+    fn held_up(mut a: Attempt) -> Attempt {
+        a.evidence["late_result"] = json!({
+            "result": "ambiguous",
+            "evidence": {"stage": "awaiting_response", "may_have_left_late": true},
+        });
+        a
+    }
+
     use AttemptResult::{Accepted, Ambiguous, Rejected};
 
     /// The stale worker's attempt 1, reclaimed as ambiguous and settled "not accepted" by a
@@ -326,6 +383,10 @@ mod tests {
         let failed = notification(State::Failed, Some(Certainty::Known));
         let unknown = notification(State::Unknown, Some(Certainty::Unknown));
         let queued = notification(State::Queued, None);
+        let queued_at_least_once = Notification {
+            delivery: Delivery::AtLeastOnce,
+            ..queued.clone()
+        };
         let sending = notification(State::Sending, None);
         let resent = attempt(2, "primary", Accepted, Some("SM2"));
         let failed_over = attempt(2, "fallback", Accepted, Some("SM9"));
@@ -390,6 +451,68 @@ mod tests {
                 "late ambiguous proves nothing",
                 &failed,
                 vec![stale("ambiguous", None), refused.clone()],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "held up past its deadline after a look-up said not found and a resend was \
+                 accepted",
+                &known,
+                vec![held_up(stale("ambiguous", None)), resent.clone()],
+                vec![],
+                "delivered/duplicate_possible late_result",
+            ),
+            (
+                "...the same, after a failover",
+                &known,
+                vec![held_up(stale("ambiguous", None)), failed_over.clone()],
+                vec![],
+                "delivered/duplicate_possible late_result",
+            ),
+            (
+                "held up past its deadline after the notification failed",
+                &failed,
+                vec![held_up(stale("ambiguous", None)), refused.clone()],
+                vec![],
+                "unknown/unknown late_result",
+            ),
+            (
+                "held up while it waits to be sent again, at most once",
+                &queued,
+                vec![held_up(stale("ambiguous", None))],
+                vec![],
+                "unknown/unknown late_result",
+            ),
+            (
+                "...at least once, it is sent again",
+                &queued_at_least_once,
+                vec![held_up(stale("ambiguous", None))],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "held up on the very ambiguity left unknown",
+                &unknown,
+                vec![held_up(attempt(1, "primary", Ambiguous, None))],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "held up on a send a look-up found: its message is counted",
+                &known,
+                vec![held_up(settled(
+                    attempt(1, "primary", Ambiguous, Some("SM1")),
+                    SettledBy::OutcomeQuery,
+                    "accepted",
+                    json!({}),
+                ))],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "held up beside a duplicate already recorded",
+                &duplicate,
+                vec![held_up(stale("ambiguous", None)), resent.clone()],
                 vec![],
                 "unchanged",
             ),
@@ -545,6 +668,18 @@ mod tests {
             "attempt 1 was answered `accepted` (SM1) after its worker's lease ended (it had been \
              settled not accepted), while the record said delivered/known: the vendor took 2 \
              message(s), so the recipient may have it more than once"
+        );
+        let attempts = [
+            held_up(stale("ambiguous", None)),
+            attempt(2, "primary", Accepted, Some("SM2")),
+        ];
+        let why = reopen(&n, &attempts, &[]).unwrap().why;
+        assert_eq!(
+            why,
+            "attempt 1's worker was held up past its send deadline with its request unanswered, \
+             which may have reached the vendor late (it had been settled not accepted), while \
+             the record said delivered/known: the vendor took 1 message(s) and may hold one \
+             more, so the recipient may have it more than once"
         );
     }
 }

@@ -21,6 +21,19 @@ use utoipa::openapi::{KnownFormat, Ref, RefOr};
 /// The component's name in the OpenAPI document.
 pub const SCHEMA_NAME: &str = "Evidence";
 
+/// Set on an ambiguous attempt's evidence where its call ended after the moment its send
+/// deadline promised every proof of absence (the deadline, the route's timeout and the call's
+/// slack): its worker was held up (frozen, say) somewhere between its last look at the clock
+/// and the answer, and cannot tell whether its request left before that moment or after it,
+/// when another worker may have looked the send up and found nothing.
+pub const MAY_HAVE_LEFT_LATE: &str = "may_have_left_late";
+
+/// Whether `evidence` (an attempt's, or the `late_result` kept on it) says its request may have
+/// left after its send deadline's promise.
+pub fn may_have_left_late(evidence: &Value) -> bool {
+    evidence[MAY_HAVE_LEFT_LATE] == true
+}
+
 /// `evidence` with every `detail` that holds a JSON object or array without escapes turned into
 /// that JSON, at any depth (a settlement quotes the answer that settled it, with its own
 /// `detail`).
@@ -141,6 +154,18 @@ pub fn schema() -> RefOr<Schema> {
                     "Any JSON value: the provider's answer as JSON when it was a JSON object or \
                  array; otherwise text: an error, an answer that is not JSON, or a JSON answer \
                  that was cut at 512 bytes or holds escaped characters (kept as sent).",
+                )),
+        )
+        .property(
+            MAY_HAVE_LEFT_LATE,
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .description(Some(
+                    "Present (true) where this ambiguous call ended after the moment its send \
+                 deadline promised (the deadline, the route's timeout and 1 s): its worker was \
+                 held up, and its request may have reached the vendor after another worker \
+                 looked it up and found nothing. Held against the record like an acceptance \
+                 that may have been.",
                 )),
         )
         .property("at", time("When herald wrote this evidence."))

@@ -143,7 +143,7 @@ fn first_unsettled(claim: &Claim, decision: &Decision) -> Option<i32> {
         .min()
 }
 /// The event type of a final state.
-fn event_for(state: State) -> Option<EventType> {
+pub(super) fn event_for(state: State) -> Option<EventType> {
     match state {
         State::Delivered => Some(EventType::Delivered),
         State::Failed => Some(EventType::Failed),

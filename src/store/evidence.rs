@@ -53,8 +53,10 @@ pub(super) async fn hold_against_evidence<D: Dialect>(
     let reopened: Notification = row.try_into()?;
     // Reopened while it waited to be sent again: this is its first final state, and those who
     // wait for one hear it as from any other record, then why.
-    if !n.state.is_final() {
-        let event = OutboxEvent::for_notification(&reopened, EventType::Delivered, now);
+    if !n.state.is_final()
+        && let Some(final_state) = super::claims::event_for(reopened.state)
+    {
+        let event = OutboxEvent::for_notification(&reopened, final_state, now);
         insert_event(&mut **tx, &event).await?;
     }
     let mut event = OutboxEvent::for_notification(&reopened, EventType::Reopened, now);

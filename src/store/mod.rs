@@ -757,7 +757,8 @@ pub enum EventType {
     /// The receipt moved forward on a vendor's callback.
     Receipt,
     /// Later evidence contradicted what was recorded: the notification is delivered after all,
-    /// or may have been delivered twice, and waits in review.
+    /// may have been delivered twice, or may have been delivered where the record said it was
+    /// not (`unknown`), and waits in review.
     Reopened,
 }
 
