@@ -349,6 +349,15 @@ async fn a_report_that_came_before_the_ambiguity_settles_it_once_recorded(backen
     assert_eq!(n["attempts"][0]["result"], "ambiguous");
     assert_eq!(n["attempts"][0]["settled_by"], "callback");
     assert_eq!(n["receipt"]["status"], "delivered");
+    // Settled in the record's own transaction: nobody could see it `unknown`.
+    let states = app.db.state_event_types(id.parse().unwrap()).await;
+    assert_eq!(
+        states,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.delivered"
+        ]
+    );
     let ledger = sandbox.client().unwrap().ledger().await.unwrap();
     assert_eq!(ledger.total_deliveries(), 1);
 }

@@ -297,12 +297,6 @@ impl<D: Dialect> SqlStore<D> {
         let mut recorded = Vec::with_capacity(items.len());
         for (claim, decision) in items {
             let mut outcome = Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?;
-            if let Recorded::Applied(_) = outcome
-                && let Some(finished) =
-                    super::receipts::settle_recorded::<D>(&mut tx, claim, decision, now).await?
-            {
-                outcome = Recorded::Applied(Box::new(finished));
-            }
             // Evidence came while it was being sent: hold this record against it.
             if let Recorded::Applied(n) = &outcome
                 && n.late_evidence
@@ -641,6 +635,16 @@ impl<D: Dialect> SqlStore<D> {
                 vec![Arg::from(id), Arg::from(n), Arg::json(&record)],
             )
             .await?;
+        }
+        // A vendor's report may have come while the attempt was in flight, before there was
+        // an ambiguity to settle. Settled by it now, in this transaction, no crash can leave a
+        // proven send in review; where that finishes it, the state recorded above was never
+        // seen, and the report's `delivered` is its event.
+        if !in_review
+            && let Some(finished) =
+                super::receipts::settle_recorded::<D>(tx, claim, decision, now).await?
+        {
+            return Ok(Recorded::Applied(Box::new(finished)));
         }
         // In review, a requery that settles nothing leaves it `unknown`: no state changed.
         let changed = !(in_review && notification.state == State::Unknown);

@@ -79,8 +79,6 @@ const SUPPRESSIONS: &str = "SELECT channel, recipient, reason, source, evidence,
      ORDER BY channel, recipient LIMIT $5";
 /// The `unknown` event a worker's record wrote in this transaction, for a notification that a
 /// stored report then finished in the same transaction: a state nobody could see.
-const UNSEEN_UNKNOWN_EVENT: &str = "DELETE FROM outbox
-     WHERE notification_id = $1 AND type = $2 AND created_at = $3";
 const LIFT: &str = "DELETE FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3
      RETURNING channel, recipient, reason, source, evidence, note, created_at";
 
@@ -404,12 +402,11 @@ async fn settle<D: Dialect>(
     Ok((!settled.is_empty(), finished))
 }
 
-/// After a worker's record, in its transaction: a vendor report may have come while the
-/// attempt was in flight, before there was an ambiguity to settle; settle by it now that there
-/// is, so that no crash between the two can leave a proven send in review. Conservative about
-/// keys (no idempotency window: only a lone send under the key is proven). The notification
-/// as it ends, if the reports finished it; the `unknown` event the record wrote for it then
-/// goes, for nobody could see that state.
+/// Within a worker's record, before its event: a vendor report may have come while the attempt
+/// was in flight, before there was an ambiguity to settle; settle by it now that there is, so
+/// that no crash between the two can leave a proven send in review. Conservative about keys
+/// (no idempotency window: only a lone send under the key is proven). The notification as it
+/// ends, if the reports finished it (with its `delivered` event).
 pub(super) async fn settle_recorded<D: Dialect>(
     tx: &mut sqlx::Transaction<'static, D::Db>,
     claim: &Claim,
@@ -426,15 +423,14 @@ pub(super) async fn settle_recorded<D: Dialect>(
     if !ambiguous {
         return Ok(None);
     }
-    let id = claim.notification.id;
-    let (_, finished) = settle::<D>(tx, id, &claim.notification.route, None, now).await?;
-    if finished.is_some() {
-        tx.execute(
-            UNSEEN_UNKNOWN_EVENT,
-            args![id, EventType::Unknown.as_str(), now],
-        )
-        .await?;
-    }
+    let (_, finished) = settle::<D>(
+        tx,
+        claim.notification.id,
+        &claim.notification.route,
+        None,
+        now,
+    )
+    .await?;
     Ok(finished)
 }
 
