@@ -822,10 +822,11 @@ max_attempts = {MAX_ATTEMPTS}
 
     let tally = Tally::of(&seen);
     println!(
-        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {}, reopened {} (by a freeze before the write {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
+        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {} (may have left late {}), reopened {} (by a freeze before the write {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
         vendor.name(),
         freezes.len(),
         tally.late_answers,
+        tally.left_late,
         tally.reopened,
         seen.iter()
             .filter(|s| written_after_a_freeze(s, &freezes))
@@ -1393,9 +1394,11 @@ struct Tally {
     /// Notifications that moved to a fallback, and attempts an open circuit kept from a vendor.
     failed_over: usize,
     circuit_open: usize,
-    /// Answers a worker read after its lease ended (of any result), and notifications that
-    /// later evidence reopened.
+    /// Answers a worker read after its lease ended (of any result), of them those whose call
+    /// outlived its deadline's promise unanswered, and notifications that later evidence
+    /// reopened.
     late_answers: usize,
+    left_late: usize,
     reopened: usize,
 }
 
@@ -1421,6 +1424,7 @@ impl Tally {
             t.reopened += usize::from(!s.n["contradiction"].is_null());
             for a in s.attempts() {
                 t.late_answers += usize::from(!a["evidence"]["late_result"].is_null());
+                t.left_late += usize::from(left_late(a));
                 t.circuit_open += usize::from(a["evidence"]["stage"] == "circuit_open");
                 t.ambiguous += usize::from(a["result"] == "ambiguous");
                 if lease_expired(a) {

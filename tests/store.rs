@@ -10,11 +10,12 @@ use std::time::Duration;
 use serde_json::{Map, json};
 use time::OffsetDateTime;
 
+use herald::domain::transitions::{Mover, TRANSITIONS, Transition, allowed};
 use herald::domain::{
     AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, HoldReason,
     IdempotencyKey, Next, Notification, NotificationId, SettledBy, Settlement, State,
 };
-use herald::review::{Change, Outcome, PermanentRefusals, Reason, Resend, Then};
+use herald::review::{Ask, Change, Outcome, PermanentRefusals, Reason, Resend, Then};
 use herald::store::{
     AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
     NewAccept, NewCallbacks, NewInboxEvent, NewResolution, Recorded, ReviewFilter, ReviewPreview,
@@ -66,6 +67,7 @@ on_both_backends!(
     keys_and_upstream_event_ids_are_forgotten_after_their_window_a_batch_at_a_time,
     finished_notifications_go_with_their_rows_once_published_and_past_retention,
     a_bulk_preview_is_kept_per_tenant_taken_once_and_expired_ones_go,
+    every_guard_moves_only_as_the_transition_table_allows,
 );
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -1764,15 +1766,7 @@ async fn a_requery_in_review_is_fenced_and_emits_only_on_change(backend: Backend
     let store = &*rig.store;
     let n = unknown(store, t).await;
     let read = store.notification("acme", n.id).await.unwrap();
-    let as_claim = Claim {
-        notification: read.notification.clone(),
-        generation: read.generation,
-        mode: ClaimMode::Reconcile,
-        attempts: read.attempts.clone(),
-        request: read.request.clone(),
-        budget_from: read.budget_from,
-        budget_since: None,
-    };
+    let as_claim = Claim::in_review(read.clone());
     let nothing = Decision {
         findings: Some(json!({"query": "failed"})),
         ..decision(finish(State::Unknown, Certainty::Unknown))
@@ -2358,24 +2352,13 @@ async fn a_contradicted_notification_is_kept_until_a_person_acknowledges_it(back
         .await
         .unwrap();
     // …and the vendor's report that it delivered it.
-    let report = CallbackEvent {
-        event_id: "evt-delivered".into(),
-        reference: CallbackRef::Key(key),
-        message: None,
-        status: ReceiptStatus::Delivered,
-        vendor_status: "delivered".into(),
-        at: None,
-        suppress: false,
-    };
-    store
-        .receive_callbacks(&NewCallbacks {
-            route: "a".into(),
-            events: vec![report],
-            idempotency_window: None,
-            received_at: t,
-        })
-        .await
-        .unwrap();
+    take_reports(
+        store,
+        "a",
+        vec![delivered_report("evt-delivered", &key, None)],
+        t,
+    )
+    .await;
     let reopened = store.notification("acme", n.id).await.unwrap().notification;
     assert_eq!(
         (reopened.state, reopened.certainty, reopened.acknowledged),
@@ -2433,24 +2416,8 @@ async fn reports_of_two_messages_while_it_waits_to_be_sent_again_end_it_with_its
         .provider_idempotency_key
         .clone();
     // While it waits for a third, the vendor reports a message for each.
-    let report = |id: &str| CallbackEvent {
-        event_id: format!("evt-{id}"),
-        reference: CallbackRef::Key(key.clone()),
-        message: Some(id.into()),
-        status: ReceiptStatus::Delivered,
-        vendor_status: "delivered".into(),
-        at: None,
-        suppress: false,
-    };
-    store
-        .receive_callbacks(&NewCallbacks {
-            route: "a".into(),
-            events: vec![report("m-1"), report("m-2")],
-            idempotency_window: None,
-            received_at: t,
-        })
-        .await
-        .unwrap();
+    let report = |id: &str| delivered_report(&format!("evt-{id}"), &key, Some(id));
+    take_reports(store, "a", vec![report("m-1"), report("m-2")], t).await;
     let ended = store.notification("acme", n.id).await.unwrap().notification;
     assert_eq!(
         (ended.state, ended.certainty),
@@ -2468,6 +2435,36 @@ async fn reports_of_two_messages_while_it_waits_to_be_sent_again_end_it_with_its
             "dev.herald.notification.reopened"
         ]
     );
+}
+
+/// A vendor's report that it delivered the message sent under `key` (with its own id for it).
+fn delivered_report(event_id: &str, key: &str, message: Option<&str>) -> CallbackEvent {
+    CallbackEvent {
+        event_id: event_id.to_owned(),
+        reference: CallbackRef::Key(key.to_owned()),
+        message: message.map(str::to_owned),
+        status: ReceiptStatus::Delivered,
+        vendor_status: "delivered".into(),
+        at: None,
+        suppress: false,
+    }
+}
+
+async fn take_reports(
+    store: &dyn Store,
+    route: &str,
+    events: Vec<CallbackEvent>,
+    t: OffsetDateTime,
+) {
+    store
+        .receive_callbacks(&NewCallbacks {
+            route: route.to_owned(),
+            events,
+            idempotency_window: None,
+            received_at: t,
+        })
+        .await
+        .unwrap();
 }
 
 /// Publishes every event, then sweeps a week after `t` with finished notifications kept for
@@ -2712,4 +2709,350 @@ async fn a_bulk_preview_is_kept_per_tenant_taken_once_and_expired_ones_go(backen
         Err(StoreError::NotFound)
     ));
     assert_eq!(rig.db.count("review_previews").await, 1);
+}
+
+/// Every way a notification is moved, tried from every state. Each is the store's own guard
+/// (and, for a person, the review rule that decides what a resolution may change).
+#[derive(Debug, Clone, Copy)]
+enum Guard {
+    Claim,
+    Cancel,
+    /// A worker's record of its step, by the first worker's claim.
+    Record(Ending),
+    /// The first worker's answer, read after another worker claimed it.
+    Late(LateAnswer),
+    /// A vendor's report of the first attempt's key.
+    Report,
+    Resolve(Outcome, Option<Then>, bool),
+    /// A person's requery: what the look-up proved.
+    Requery(Ending),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Delivered,
+    /// Delivered, but an earlier send may have been taken too.
+    Duplicate,
+    Failed,
+    Unknown,
+    Retry,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum LateAnswer {
+    Accepted,
+    Unanswered,
+    LeftLate,
+}
+
+const GUARDS: [Guard; 19] = [
+    Guard::Claim,
+    Guard::Cancel,
+    Guard::Record(Ending::Delivered),
+    Guard::Record(Ending::Duplicate),
+    Guard::Record(Ending::Failed),
+    Guard::Record(Ending::Unknown),
+    Guard::Record(Ending::Retry),
+    Guard::Late(LateAnswer::Accepted),
+    Guard::Late(LateAnswer::Unanswered),
+    Guard::Late(LateAnswer::LeftLate),
+    Guard::Report,
+    Guard::Resolve(Outcome::Delivered, None, false),
+    Guard::Resolve(Outcome::NotDelivered, Some(Then::Close), false),
+    Guard::Resolve(Outcome::NotDelivered, Some(Then::Resend), false),
+    Guard::Resolve(Outcome::NotDelivered, Some(Then::Resend), true),
+    Guard::Resolve(Outcome::Acknowledged, None, false),
+    Guard::Requery(Ending::Delivered),
+    Guard::Requery(Ending::Failed),
+    Guard::Requery(Ending::Retry),
+];
+
+/// A notification on its own route brought to `state` by the store's own moves (its first
+/// attempt ambiguous, but where it was delivered or refused for good), and its first worker's
+/// claim: live where it is `sending`, lost or finished otherwise.
+async fn placed(store: &dyn Store, state: State, route: &str, t: OffsetDateTime) -> Claim {
+    let n = accepted(store, notification("acme", route, "+1", route, t)).await;
+    assert_eq!(n.state, State::Queued);
+    let c = claim(store, t, 10, &[route]).await.remove(0);
+    let with = |result, permanent, next| Decision {
+        attempt: Some(AttemptOutcome {
+            permanent,
+            ..outcome(
+                1,
+                result,
+                (result == AttemptResult::Accepted).then_some("m-1"),
+            )
+        }),
+        ..decision(next)
+    };
+    let retry = Next::Retry { at: t };
+    let step = match state {
+        State::Sending => None,
+        State::Queued | State::Cancelled => Some(with(AttemptResult::Ambiguous, None, retry)),
+        State::Delivered => Some(with(
+            AttemptResult::Accepted,
+            None,
+            finish(State::Delivered, Certainty::Known),
+        )),
+        State::Failed => Some(with(
+            AttemptResult::Rejected,
+            Some(true),
+            finish(State::Failed, Certainty::Known),
+        )),
+        State::Unknown => Some(with(
+            AttemptResult::Ambiguous,
+            None,
+            finish(State::Unknown, Certainty::Unknown),
+        )),
+    };
+    if let Some(step) = step {
+        applied(store, &c, &step, t).await;
+    }
+    if state == State::Cancelled {
+        store.cancel("acme", n.id, t).await.unwrap();
+    }
+    let now = store.notification("acme", n.id).await.unwrap().notification;
+    assert_eq!(now.state, state, "placed on {route}");
+    c
+}
+
+fn ending(ending: Ending, t: OffsetDateTime) -> (Option<AttemptOutcome>, Next) {
+    match ending {
+        Ending::Delivered => (
+            Some(outcome(1, AttemptResult::Accepted, Some("m-1"))),
+            finish(State::Delivered, Certainty::Known),
+        ),
+        Ending::Duplicate => (
+            Some(outcome(1, AttemptResult::Accepted, Some("m-1"))),
+            finish(State::Delivered, Certainty::DuplicatePossible),
+        ),
+        Ending::Failed => (
+            Some(AttemptOutcome {
+                permanent: Some(true),
+                ..outcome(1, AttemptResult::Rejected, None)
+            }),
+            finish(State::Failed, Certainty::Known),
+        ),
+        Ending::Unknown => (
+            Some(outcome(1, AttemptResult::Ambiguous, None)),
+            finish(State::Unknown, Certainty::Unknown),
+        ),
+        Ending::Retry => (
+            Some(outcome(1, AttemptResult::Ambiguous, None)),
+            Next::Retry { at: t },
+        ),
+    }
+}
+
+/// Tries `guard` on the notification of `c` (its first worker's claim); the mover it acted
+/// as (a reopening is always later evidence's, whichever guard brought it).
+async fn try_guard(store: &dyn Store, guard: Guard, c: &Claim, t: OffsetDateTime) -> Mover {
+    let id = c.notification.id;
+    let route = c.notification.route.as_str();
+    let later = t + LEASE + Duration::from_secs(1);
+    let read = store.notification("acme", id).await.unwrap();
+    match guard {
+        Guard::Claim => {
+            claim(store, later, 10, &[route]).await;
+            Mover::Dispatcher
+        }
+        Guard::Cancel => {
+            let _refused_unless_queued = store.cancel("acme", id, t).await;
+            Mover::Upstream
+        }
+        Guard::Record(e) => {
+            let (attempt, next) = ending(e, t);
+            let d = Decision {
+                attempt,
+                ..decision(next)
+            };
+            store.record(c, &d, t).await.unwrap();
+            Mover::Dispatcher
+        }
+        Guard::Late(answer) => {
+            if read.notification.state == State::Sending {
+                claim(store, later, 10, &[route]).await;
+            }
+            let mut evidence = json!({"stage": "awaiting_response"});
+            if let LateAnswer::LeftLate = answer {
+                evidence[herald::domain::evidence::MAY_HAVE_LEFT_LATE] = true.into();
+            }
+            let attempt = match answer {
+                LateAnswer::Accepted => outcome(1, AttemptResult::Accepted, Some("m-late")),
+                LateAnswer::Unanswered | LateAnswer::LeftLate => AttemptOutcome {
+                    evidence,
+                    ..outcome(1, AttemptResult::Ambiguous, None)
+                },
+            };
+            let d = Decision {
+                attempt: Some(attempt),
+                ..decision(finish(State::Delivered, Certainty::Known))
+            };
+            let recorded = store.record(c, &d, later).await.unwrap();
+            assert!(matches!(recorded, Recorded::Fenced), "{guard:?}");
+            Mover::Evidence
+        }
+        Guard::Report => {
+            let key = &read.attempts[0].provider_idempotency_key;
+            let report = delivered_report(&format!("evt-{id}"), key, None);
+            take_reports(store, route, vec![report], t).await;
+            Mover::Callback
+        }
+        Guard::Resolve(outcome, then, force) => {
+            let ask = Ask::new(outcome, then, force).unwrap();
+            let n = &read.notification;
+            if let Ok(change) = herald::review::resolve(n, &read.attempts, &ask, None, t) {
+                let resolution = NewResolution {
+                    principal: "on-call".into(),
+                    outcome,
+                    then,
+                    note: "checked".into(),
+                    change,
+                    before: (n.state, n.certainty),
+                };
+                store
+                    .resolve("acme", id, read.generation, &resolution, t)
+                    .await
+                    .unwrap();
+            }
+            Mover::Person
+        }
+        Guard::Requery(e) => {
+            let (_, next) = ending(e, t);
+            let requery = Claim::in_review(read);
+            let d = Decision {
+                settle: Some(Settlement {
+                    by: SettledBy::OutcomeQuery,
+                    accepted: matches!(e, Ending::Delivered),
+                    evidence: json!({"stage": "query"}),
+                    provider_ref: None,
+                }),
+                ..decision(next)
+            };
+            let _fenced_unless_unknown = store.record_in_review(&requery, &d, t).await.unwrap();
+            Mover::Person
+        }
+    }
+}
+
+async fn every_guard_moves_only_as_the_transition_table_allows(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let store = &*rig.store;
+    let t = now();
+    let mut seen: Vec<Transition> = vec![];
+    let mut moved = |from: Option<State>, to: Option<State>, by: Mover, what: String| {
+        if from != to {
+            assert!(
+                allowed(from, to, by),
+                "{what}: {from:?} -> {to:?} by {by:?}, which the transition table does not have"
+            );
+            seen.push(Transition {
+                from,
+                to,
+                by,
+                why: "",
+            });
+        }
+    };
+    moved(None, Some(State::Queued), Mover::Upstream, "accept".into());
+    let mut routes = 0;
+    for from in State::ALL {
+        for guard in GUARDS {
+            routes += 1;
+            let c = placed(store, *from, &format!("r{routes}"), t).await;
+            let by = try_guard(store, guard, &c, t).await;
+            let after = store
+                .notification("acme", c.notification.id)
+                .await
+                .unwrap()
+                .notification;
+            let by = match (c.notification.contradiction, &after.contradiction) {
+                (None, Some(_)) => Mover::Evidence,
+                _ => by,
+            };
+            moved(Some(*from), Some(after.state), by, format!("{guard:?}"));
+        }
+    }
+
+    // The review rule, in Rust and in the SQL of the listing and of the queue's counts, says
+    // the same of every notification these moves left.
+    the_review_rule_reads_alike_in_rust_and_sql(store, t).await;
+
+    // Retention: one of each state, a week after they ended.
+    let mut placed_ids = vec![];
+    for from in State::ALL {
+        routes += 1;
+        let c = placed(store, *from, &format!("r{routes}"), t).await;
+        placed_ids.push((*from, c.notification.id));
+    }
+    sweep_a_week_on(store, t).await;
+    for (from, id) in placed_ids {
+        let after = match store.notification("acme", id).await {
+            Ok(read) => Some(read.notification.state),
+            Err(StoreError::NotFound) => None,
+            Err(err) => panic!("{err}"),
+        };
+        moved(Some(from), after, Mover::Retention, "retention".into());
+    }
+
+    for row in TRANSITIONS {
+        assert!(
+            seen.iter()
+                .any(|s| (s.from, s.to, s.by) == (row.from, row.to, row.by)),
+            "no guard made {:?} -> {:?} by {:?} ({}): a row of the table nothing does",
+            row.from,
+            row.to,
+            row.by,
+            row.why
+        );
+    }
+}
+
+async fn the_review_rule_reads_alike_in_rust_and_sql(store: &dyn Store, t: OffsetDateTime) {
+    let every = ListFilter {
+        limit: 1000,
+        ..ListFilter::default()
+    };
+    let mut by_rust: Vec<(Reason, NotificationId)> = vec![];
+    for read in store.list("acme", &every).await.unwrap() {
+        if let Some(reason) = herald::review::reason(&read.notification, &read.attempts) {
+            by_rust.push((reason, read.notification.id));
+        }
+    }
+    let stats = store.queue_stats(t).await.unwrap();
+    for reason in Reason::ALL {
+        let mut rust: Vec<NotificationId> = by_rust
+            .iter()
+            .filter(|(r, _)| *r == reason)
+            .map(|(_, id)| *id)
+            .collect();
+        let filter = ReviewFilter {
+            reasons: vec![reason],
+            limit: 1000,
+            ..ReviewFilter::default()
+        };
+        let mut sql: Vec<NotificationId> = store
+            .review("acme", &filter)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.notification.id)
+            .collect();
+        rust.sort_by_key(|id| id.as_uuid());
+        sql.sort_by_key(|id| id.as_uuid());
+        assert_eq!(sql, rust, "the review listing for {reason}");
+        assert_eq!(
+            count_in(&stats)(reason),
+            rust.len() as i64,
+            "the queue's count for {reason}"
+        );
+    }
+    assert!(
+        Reason::ALL
+            .iter()
+            .all(|r| by_rust.iter().any(|(x, _)| x == r)),
+        "every reason is among them: {by_rust:?}"
+    );
 }

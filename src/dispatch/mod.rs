@@ -733,15 +733,7 @@ pub async fn requery(
         Some(request) => Ok(request),
         None => route.prepare(&message, &key),
     };
-    let claim = Claim {
-        notification: detail.notification.clone(),
-        generation: detail.generation,
-        mode: ClaimMode::Reconcile,
-        attempts: detail.attempts,
-        request: detail.request,
-        budget_from: detail.budget_from,
-        budget_since: None,
-    };
+    let claim = Claim::in_review(detail);
     let asked_at = OffsetDateTime::now_utc();
     let result = route.query(&request, &message, &key).await;
     let answer = result.evidence().clone();

@@ -4,6 +4,7 @@
 
 pub mod cloudevent;
 mod contradiction;
+mod decision;
 mod email;
 pub mod evidence;
 mod notification;
@@ -11,11 +12,12 @@ mod receipt;
 mod routing;
 mod scope;
 mod states;
-mod transition;
+pub mod transitions;
 mod values;
 
 pub use cloudevent::CloudEvent;
 pub use contradiction::{Reopen, reopen};
+pub use decision::{AttemptOutcome, Decision, Next, Settlement};
 pub use email::grants_sender;
 pub use herald_provider::Channel;
 pub use notification::{
@@ -29,7 +31,6 @@ pub use receipt::{
 pub use routing::{RouteInfo, Routing, Template, Templates};
 pub use scope::Scope;
 pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, State};
-pub use transition::{AttemptOutcome, Decision, Next, Settlement};
 pub use values::{
     EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,
     in_range, parse_time, text_without_nul, without_nul,

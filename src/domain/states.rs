@@ -34,20 +34,19 @@ macro_rules! text_enum {
 }
 
 text_enum! {
-    // Each variant says what moves a row in and out.
-    /// Where a notification stands.
+    /// Where a notification stands. Which moves between states there are, and who makes
+    /// each, is herald's transition table (docs/api.md, "Words").
     State {
-        /// In: accepted by the API or the inbox; a retry; review `not_delivered` + `resend`.
-        /// Out: claimed by a dispatcher (`sending`) or cancelled.
+        /// Waiting to be sent (now or when due).
         Queued = "queued",
-        /// In: claimed, with an `in_flight` attempt committed before any call. Also held while an
-        /// ambiguous attempt is reconciled. Out: the recorded result.
+        /// Claimed by a dispatcher, with an `in_flight` attempt committed before any call; also
+        /// while an ambiguous attempt is reconciled.
         Sending = "sending",
         /// Final. The provider accepted it; certainty `known` or `duplicate_possible`.
         Delivered = "delivered",
         /// Final. The provider did not accept it, and nothing ambiguous is in the history.
         Failed = "failed",
-        /// An unsettled ambiguity that policy forbids resending; waits for a person.
+        /// Final until a person settles it: nothing can tell whether the provider took it.
         Unknown = "unknown",
         /// Final. Cancelled while `queued`.
         Cancelled = "cancelled",

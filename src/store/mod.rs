@@ -271,6 +271,22 @@ pub struct Claim {
     pub budget_since: Option<OffsetDateTime>,
 }
 
+impl Claim {
+    /// A person's requery of a notification in review, as it was read: fenced by the
+    /// generation it was read with, as a worker's claim is by its own.
+    pub fn in_review(detail: NotificationDetail) -> Claim {
+        Claim {
+            notification: detail.notification,
+            generation: detail.generation,
+            mode: ClaimMode::Reconcile,
+            attempts: detail.attempts,
+            request: detail.request,
+            budget_from: detail.budget_from,
+            budget_since: None,
+        }
+    }
+}
+
 /// A route a claim may take work for, and how much.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteSlot {

@@ -36,7 +36,7 @@ const REVIEW: &str = concat!(
      WHERE tenant = $1 AND ($2 IS NULL OR route = $2)
        AND ($3 IS NULL OR finished_at >= $3) AND ($4 IS NULL OR finished_at < $4)
        AND ($5 IS NULL OR id > $5)
-       AND (($6 AND state = 'unknown')
+       AND (($6 AND state = 'unknown' AND (contradiction IS NULL OR acknowledged))
          OR ($7 AND state = 'delivered' AND certainty = 'duplicate_possible' AND NOT acknowledged
              AND contradiction IS NULL)
          OR ($11 AND contradiction IS NOT NULL AND NOT acknowledged)
