@@ -112,48 +112,7 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         .iter()
         .filter_map(|a| message(a, attempts))
         .collect();
-    // The vendor ids reported under each (route, key).
-    let mut keys: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
-    for r in reported {
-        let ids = keys.entry((&r.route, &r.key)).or_default();
-        ids.extend(r.message.as_deref());
-    }
-    let mut reports = Vec::new();
-    for ((route, key), ids) in keys {
-        let sent: Vec<Message> = attempts
-            .iter()
-            .filter(|a| a.route == route && a.provider_idempotency_key == key)
-            .filter_map(|a| message(a, attempts))
-            .collect();
-        let unheld: Vec<&str> = ids
-            .into_iter()
-            .filter(|id| !sent.contains(&Message::Ref(route, id)))
-            .collect();
-        // A send whose id herald never learnt may be one of the unheld.
-        let nameless: Vec<Message> = sent
-            .iter()
-            .filter(|m| matches!(m, Message::Attempt(_)))
-            .copied()
-            .collect();
-        for id in &unheld {
-            messages.insert(Message::Ref(route, id));
-        }
-        for m in nameless.iter().take(unheld.len()) {
-            messages.remove(m);
-        }
-        if unheld.len() > nameless.len() {
-            reports.push(format!(
-                "route `{route}`'s vendor reported {} under key {key}, which the record does \
-                 not hold",
-                unheld.join(", ")
-            ));
-        } else if sent.is_empty() {
-            messages.insert(Message::Reported(route, key));
-            reports.push(format!(
-                "route `{route}`'s vendor reported a message sent under key {key}"
-            ));
-        }
-    }
+    let reports = count_reports(attempts, reported, &mut messages);
     // Sends that may have left late with a message nothing counts yet.
     let maybe: Vec<&Attempt> = attempts
         .iter()
@@ -161,35 +120,7 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         .collect();
     let late: Vec<String> = attempts
         .iter()
-        .filter_map(|a| {
-            if maybe.iter().any(|m| m.n == a.n) {
-                let denied = match settled(a) {
-                    Some(_) => " (it had been settled not accepted)",
-                    None => "",
-                };
-                return Some(format!(
-                    "attempt {}'s worker was held up past its send deadline with its request \
-                     unanswered, which may have reached the vendor late{denied}",
-                    a.n
-                ));
-            }
-            let reference = late_acceptance(a)?;
-            let denied = match (a.result, settled(a)) {
-                (AttemptResult::Accepted, _) | (_, Some("accepted")) => return None,
-                (_, Some(_)) => " (it had been settled not accepted)",
-                _ => "",
-            };
-            Some(match reference {
-                Some(r) => format!(
-                    "attempt {} was answered `accepted` ({r}) after its worker's lease ended{denied}",
-                    a.n
-                ),
-                None => format!(
-                    "attempt {} was answered `accepted` after its worker's lease ended{denied}",
-                    a.n
-                ),
-            })
-        })
+        .filter_map(|a| late_sentence(a, maybe.iter().any(|m| m.n == a.n)))
         .collect();
     // A send in flight, an ambiguity that nothing settled, or one that may have left late, may
     // have delivered one more.
@@ -255,6 +186,90 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         duplicate: count >= 2,
         cause,
         why: format!("{evidence}, while the record said {record}: {conclusion}"),
+    })
+}
+
+/// Adds to `messages` those that vendors reported and no counted send accounts for, and says
+/// what each report shows that the record does not.
+fn count_reports<'a>(
+    attempts: &'a [Attempt],
+    reported: &'a [Reported],
+    messages: &mut BTreeSet<Message<'a>>,
+) -> Vec<String> {
+    // The vendor ids reported under each (route, key).
+    let mut keys: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for r in reported {
+        let ids = keys.entry((&r.route, &r.key)).or_default();
+        ids.extend(r.message.as_deref());
+    }
+    let mut reports = Vec::new();
+    for ((route, key), ids) in keys {
+        let sent: Vec<Message> = attempts
+            .iter()
+            .filter(|a| a.route == route && a.provider_idempotency_key == key)
+            .filter_map(|a| message(a, attempts))
+            .collect();
+        let unheld: Vec<&str> = ids
+            .into_iter()
+            .filter(|id| !sent.contains(&Message::Ref(route, id)))
+            .collect();
+        // A send whose id herald never learnt may be one of the unheld.
+        let nameless: Vec<Message> = sent
+            .iter()
+            .filter(|m| matches!(m, Message::Attempt(_)))
+            .copied()
+            .collect();
+        for id in &unheld {
+            messages.insert(Message::Ref(route, id));
+        }
+        for m in nameless.iter().take(unheld.len()) {
+            messages.remove(m);
+        }
+        if unheld.len() > nameless.len() {
+            reports.push(format!(
+                "route `{route}`'s vendor reported {} under key {key}, which the record does \
+                 not hold",
+                unheld.join(", ")
+            ));
+        } else if sent.is_empty() {
+            messages.insert(Message::Reported(route, key));
+            reports.push(format!(
+                "route `{route}`'s vendor reported a message sent under key {key}"
+            ));
+        }
+    }
+    reports
+}
+
+/// What `a`'s late result shows that its record denies, in words: an acceptance, or (where
+/// `maybe_left_late`, its message counted nowhere) a request that may have left late.
+fn late_sentence(a: &Attempt, maybe_left_late: bool) -> Option<String> {
+    if maybe_left_late {
+        let denied = match settled(a) {
+            Some(_) => " (it had been settled not accepted)",
+            None => "",
+        };
+        return Some(format!(
+            "attempt {}'s worker was held up past its send deadline with its request \
+             unanswered, which may have reached the vendor late{denied}",
+            a.n
+        ));
+    }
+    let reference = late_acceptance(a)?;
+    let denied = match (a.result, settled(a)) {
+        (AttemptResult::Accepted, _) | (_, Some("accepted")) => return None,
+        (_, Some(_)) => " (it had been settled not accepted)",
+        _ => "",
+    };
+    Some(match reference {
+        Some(r) => format!(
+            "attempt {} was answered `accepted` ({r}) after its worker's lease ended{denied}",
+            a.n
+        ),
+        None => format!(
+            "attempt {} was answered `accepted` after its worker's lease ended{denied}",
+            a.n
+        ),
     })
 }
 
