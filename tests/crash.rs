@@ -822,7 +822,7 @@ max_attempts = {MAX_ATTEMPTS}
 
     let tally = Tally::of(&seen);
     println!(
-        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {} (may have left late {}), reopened {} (by a freeze before the write {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
+        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {} (may have left late {}), reopened {} (after a freeze across a deadline {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
         vendor.name(),
         freezes.len(),
         tally.late_answers,

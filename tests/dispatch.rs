@@ -12,8 +12,11 @@ use time::OffsetDateTime;
 
 use herald::dispatch::Dispatcher;
 use herald::domain::{
-    AttemptOutcome, AttemptResult, Certainty, Decision, Next, SettledBy, Settlement, State,
+    AttemptOutcome, AttemptResult, Certainty, Decision, Next, NotificationId, SettledBy,
+    Settlement, State,
 };
+use herald::review::{Ask, Outcome};
+use herald::store::NewResolution;
 use herald::store::{Claim, ClaimMode, Recorded, RouteSlot};
 use support::{Backend, TestApp, email, spawn_stepped};
 
@@ -22,6 +25,7 @@ on_both_backends!(
     a_claim_abandoned_by_a_dead_worker_is_reconciled,
     a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome,
     a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery,
+    a_request_that_may_have_left_late_is_told_to_whoever_settles_its_resend,
 );
 
 /// The one route of the rig.
@@ -476,10 +480,12 @@ async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
 }
 
 /// A notification whose first worker lost its lease: the next claim's look-up found nothing of
-/// attempt 1 once it could have shown, and attempt 2 was accepted — delivered, known, as far as
-/// anything recorded can tell. Its id, and the stale claim whose worker has not recorded yet.
-async fn delivered_beside_a_stale_claim(rig: &Rig) -> (String, Claim) {
-    let id = rig.enqueue("fenced").await;
+/// attempt 1 once it could have shown, and attempt 2 was sent, recorded as `second`. Its id, and
+/// the stale claim whose worker has not recorded yet.
+async fn resent_beside_a_stale_claim(rig: &Rig, second: &Decision) -> (String, Claim) {
+    let id = rig
+        .enqueue(&format!("fenced-{}", uuid::Uuid::new_v4()))
+        .await;
     let store = &rig.app.store;
     let lease = Duration::from_secs(LEASE_SECONDS);
     let now = OffsetDateTime::now_utc();
@@ -519,12 +525,16 @@ async fn delivered_beside_a_stale_claim(rig: &Rig) -> (String, Claim) {
         .remove(0);
     assert_eq!(resend.mode, ClaimMode::Send { n: 2 });
     assert!(matches!(
-        store
-            .record(&resend, &answered(2, accepted("resent-ref")), later)
-            .await
-            .unwrap(),
+        store.record(&resend, second, later).await.unwrap(),
         Recorded::Applied(_)
     ));
+    (id, stale)
+}
+
+/// [`resent_beside_a_stale_claim`], attempt 2 accepted: delivered, known, as far as anything
+/// recorded can tell.
+async fn delivered_beside_a_stale_claim(rig: &Rig) -> (String, Claim) {
+    let (id, stale) = resent_beside_a_stale_claim(rig, &answered(2, accepted("resent-ref"))).await;
     let n = rig.show(&id).await;
     assert_eq!(
         (n["state"].as_str(), n["certainty"].as_str()),
@@ -561,6 +571,19 @@ fn accepted(reference: &str) -> (AttemptResult, Option<&str>, Value) {
         Some(reference),
         serde_json::json!({"stage": "response", "status": 202}),
     )
+}
+
+/// Attempt 1's call, ended without an answer; `may_have_left_late` where it ended after the
+/// moment its send deadline promised.
+fn unanswered(may_have_left_late: bool) -> Decision {
+    let mut evidence = serde_json::json!({
+        "stage": "awaiting_response",
+        "detail": "connection closed before message completed",
+    });
+    if may_have_left_late {
+        evidence["may_have_left_late"] = true.into();
+    }
+    answered(1, (AttemptResult::Ambiguous, None, evidence))
 }
 
 /// How many events of `event` the outbox holds.
@@ -624,16 +647,6 @@ async fn a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery(b
         return;
     };
     let (id, stale) = delivered_beside_a_stale_claim(&rig).await;
-    let unanswered = |may_have_left_late: bool| {
-        let mut evidence = serde_json::json!({
-            "stage": "awaiting_response",
-            "detail": "connection closed before message completed",
-        });
-        if may_have_left_late {
-            evidence["may_have_left_late"] = true.into();
-        }
-        answered(1, (AttemptResult::Ambiguous, None, evidence))
-    };
     let store = &rig.app.store;
     let now = OffsetDateTime::now_utc();
 
@@ -667,4 +680,108 @@ async fn a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery(b
     );
     assert_eq!(n["review"]["reason"], "contradicted", "{n:#}");
     assert_eq!(events(&rig, "reopened").await, 1);
+}
+
+/// The held-up worker's request may have left late while the resend waits in review, itself
+/// unanswered (`unknown`): the person who settles it hears of it first; a requery that finds
+/// the resend cannot make it `known` beside it; and a person's own resolution weighs it once.
+async fn a_request_that_may_have_left_late_is_told_to_whoever_settles_its_resend(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "at_most_once", "").await else {
+        return;
+    };
+    let store = &rig.app.store;
+    let unknown = Decision {
+        attempt: Some(AttemptOutcome {
+            n: 2,
+            result: AttemptResult::Ambiguous,
+            permanent: None,
+            provider_ref: None,
+            evidence: serde_json::json!({"stage": "awaiting_response"}),
+        }),
+        settle: None,
+        findings: None,
+        next: Next::Finish {
+            state: State::Unknown,
+            certainty: Certainty::Unknown,
+        },
+    };
+    let found = Decision {
+        attempt: None,
+        settle: Some(Settlement {
+            by: SettledBy::OutcomeQuery,
+            accepted: true,
+            evidence: serde_json::json!({"detail": "found"}),
+            provider_ref: None,
+        }),
+        findings: None,
+        next: Next::Finish {
+            state: State::Delivered,
+            certainty: Certainty::Known,
+        },
+    };
+    for settled_by_requery in [true, false] {
+        let (id, stale) = resent_beside_a_stale_claim(&rig, &unknown).await;
+        let now = OffsetDateTime::now_utc();
+        let late = store.record(&stale, &unanswered(true), now).await.unwrap();
+        assert!(matches!(late, Recorded::Fenced));
+        let n = rig.show(&id).await;
+        assert_eq!(
+            (n["state"].as_str(), n["review"]["reason"].as_str()),
+            (Some("unknown"), Some("contradicted")),
+            "{n:#}"
+        );
+        let id = NotificationId::parse(&id).unwrap();
+        let read = store.notification("acme", id).await.unwrap();
+        if settled_by_requery {
+            store
+                .record_in_review(&Claim::in_review(read), &found, now)
+                .await
+                .unwrap();
+            let n = store.notification("acme", id).await.unwrap().notification;
+            assert_eq!(
+                (n.state, n.certainty),
+                (State::Delivered, Some(Certainty::DuplicatePossible)),
+                "the resend found, and attempt 1 may have left too"
+            );
+            continue;
+        }
+        // A person acknowledges what they were told, then says delivered.
+        for (outcome, then) in [(Outcome::Acknowledged, None), (Outcome::Delivered, None)] {
+            let read = store.notification("acme", id).await.unwrap();
+            let ask = Ask::new(outcome, then, false).unwrap();
+            let change =
+                herald::review::resolve(&read.notification, &read.attempts, &ask, None, now)
+                    .unwrap();
+            let resolution = NewResolution {
+                principal: "on-call".into(),
+                outcome,
+                then,
+                note: "the vendor's log shows one message".into(),
+                change,
+                before: (read.notification.state, read.notification.certainty),
+            };
+            store
+                .resolve("acme", id, read.generation, &resolution, now)
+                .await
+                .unwrap();
+        }
+        let read = store.notification("acme", id).await.unwrap();
+        assert_eq!(
+            (read.notification.state, read.notification.certainty),
+            (State::Delivered, Some(Certainty::Known))
+        );
+        assert_eq!(
+            read.attempts[0].evidence["late_result_reviewed"], true,
+            "{:#}",
+            read.attempts[0].evidence
+        );
+        // Their word stands against the same possibility, however often it is held up again.
+        let again = store.record(&stale, &unanswered(true), now).await.unwrap();
+        assert!(matches!(again, Recorded::Fenced));
+        let n = store.notification("acme", id).await.unwrap().notification;
+        assert_eq!(
+            (n.state, n.certainty),
+            (State::Delivered, Some(Certainty::Known))
+        );
+    }
 }

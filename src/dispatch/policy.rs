@@ -37,6 +37,7 @@ use std::time::Duration;
 use herald_provider::{Capabilities, Evidence, QueryResult, SendResult};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 use crate::domain::evidence::{MAY_HAVE_LEFT_LATE, may_have_left_late};
 use crate::domain::{
@@ -596,13 +597,20 @@ fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision
 /// When a send may last have been processed: its call started by its send deadline or never,
 /// and was cut at the route's timeout (and [`CALL_SLACK`]). Whether its worker crashed, froze
 /// or waited, nothing of it reaches the vendor later — unless its worker saw its call outlive
-/// that moment, and said so: then until its result was recorded, after the call had ended.
+/// that moment, and said so: then until that worker recorded it, after its call had ended.
 fn processed_until(limits: &Limits, a: &Attempt) -> OffsetDateTime {
     let promised = a.send_deadline + limits.timeout + CALL_SLACK;
-    match a.finished_at {
-        Some(recorded) if may_have_left_late(&a.evidence) => promised.max(recorded),
-        _ => promised,
-    }
+    let late = &a.evidence["late_result"];
+    let recorded = if may_have_left_late(&a.evidence) {
+        a.finished_at
+    } else if may_have_left_late(&late["evidence"]) {
+        late["at"]
+            .as_str()
+            .and_then(|at| OffsetDateTime::parse(at, &Rfc3339).ok())
+    } else {
+        None
+    };
+    recorded.map_or(promised, |at| promised.max(at))
 }
 
 /// When every send in `also` and this notification's unsettled ones is visible to the look-up:

@@ -8,9 +8,12 @@
 //!
 //! A worker whose lost call outlived its send deadline's promise shows less: that its request
 //! *may* have left after another worker looked for it and found nothing. That takes `known`
-//! from a delivery beside it (`duplicate_possible`), and makes a notification failed, cancelled
-//! or waiting to be sent again `unknown` (under `at_least_once`, one waiting to be sent again
-//! is sent: the policy accepts a duplicate over a loss, and its delivery is reopened).
+//! from a delivery beside it (`duplicate_possible`) or a cancellation (`cancelled`/`unknown`),
+//! makes a notification failed or waiting to be sent again `unknown` (under `at_least_once`,
+//! one waiting to be sent again is sent: the policy accepts a duplicate over a loss, and its
+//! delivery is reopened), and tells a person reviewing an `unknown` one. Once a person has
+//! resolved the notification, that possibility was theirs to weigh: it is not held against
+//! their word again.
 //!
 //! Messages are told apart as far as herald can: by the vendor's reference where one is known,
 //! else one per attempt; a replay that settled an earlier send under the same key delivered the
@@ -30,8 +33,9 @@ use super::{
 /// What later evidence makes of a notification.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reopen {
-    /// `delivered` where the evidence shows a message the record denied; `unknown` where it
-    /// shows only that one may have left.
+    /// `delivered` where the evidence shows a message the record denied; where it shows only
+    /// that one may have left, `unknown` (a cancellation stays `cancelled`, its certainty
+    /// `unknown`: nobody may send it again).
     pub state: State,
     pub certainty: Certainty,
     /// The recipient may have it more than once where the record said once (or never).
@@ -64,10 +68,16 @@ fn late_acceptance(a: &Attempt) -> Option<Option<&str>> {
 }
 
 /// A lost call that outlived its send deadline's promise: its request may have left after
-/// another worker's look-up found nothing (see [`crate::domain::evidence::MAY_HAVE_LEFT_LATE`]).
-fn left_late(a: &Attempt) -> bool {
-    may_have_left_late(&a.evidence["late_result"]["evidence"])
+/// another worker's look-up found nothing (see [`crate::domain::evidence::MAY_HAVE_LEFT_LATE`]),
+/// and no person has resolved the notification since.
+pub fn left_late(a: &Attempt) -> bool {
+    may_have_left_late(&a.evidence["late_result"]["evidence"]) && a.evidence[REVIEWED] != true
 }
+
+/// Set on an attempt's evidence, beside its left-late `late_result`, once a person resolved
+/// its notification. (A key of its own: evidence only ever gains top-level keys, which both
+/// databases merge alike.)
+pub const REVIEWED: &str = "late_result_reviewed";
 
 /// How a settlement of `a` came out, if one did.
 fn settled(a: &Attempt) -> Option<&str> {
@@ -133,6 +143,7 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         });
     let count = messages.len();
     let (state, certainty) = match count {
+        0 if n.state == State::Cancelled => (State::Cancelled, Certainty::Unknown),
         0 => (State::Unknown, Certainty::Unknown),
         1 if !open => (State::Delivered, Certainty::Known),
         _ => (State::Delivered, Certainty::DuplicatePossible),
@@ -142,11 +153,16 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         (State::Queued | State::Failed | State::Unknown | State::Cancelled, _) if count >= 1 => {
             true
         }
-        // Only a message that may have left: a final record that denies it must not stand, and
-        // `at_most_once` must not send again beside it.
-        (State::Failed | State::Cancelled, _) => !maybe.is_empty(),
+        // Only a message that may have left: a final record that denies it must not stand,
+        // `at_most_once` must not send again beside it, and whoever settles an `unknown` one
+        // must hear of it.
+        (State::Failed, _) | (State::Cancelled, Some(Certainty::Known)) => !maybe.is_empty(),
         (State::Queued, _) => !maybe.is_empty() && n.delivery == Delivery::AtMostOnce,
-        (State::Delivered | State::Sending | State::Unknown, _) => false,
+        // (An unsettled one is what the review already shows.)
+        (State::Unknown, _) => {
+            n.contradiction.is_none() && maybe.iter().any(|a| a.settled_by.is_some())
+        }
+        (State::Delivered | State::Sending | State::Cancelled, _) => false,
     };
     if !contradicted {
         return None;
@@ -176,6 +192,9 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
                 " and may hold one more"
             }
         ),
+        Certainty::Unknown if state == State::Cancelled => "the vendor may hold the message that \
+            was cancelled: it stays cancelled, and is never sent again"
+            .to_owned(),
         Certainty::Unknown => "the vendor may hold a message, and only a person can settle \
                                whether it does"
             .to_owned(),
@@ -345,6 +364,11 @@ mod tests {
         a
     }
 
+    fn reviewed(mut a: Attempt) -> Attempt {
+        a.evidence[REVIEWED] = true.into();
+        a
+    }
+
     use AttemptResult::{Accepted, Ambiguous, Rejected};
 
     /// The stale worker's attempt 1, reclaimed as ambiguous and settled "not accepted" by a
@@ -398,6 +422,7 @@ mod tests {
         let failed = notification(State::Failed, Some(Certainty::Known));
         let unknown = notification(State::Unknown, Some(Certainty::Unknown));
         let queued = notification(State::Queued, None);
+        let cancelled = notification(State::Cancelled, Some(Certainty::Known));
         let queued_at_least_once = Notification {
             delivery: Delivery::AtLeastOnce,
             ..queued.clone()
@@ -506,9 +531,33 @@ mod tests {
                 "unchanged",
             ),
             (
-                "held up on the very ambiguity left unknown",
+                "held up on the very ambiguity left unknown: the review shows it already",
                 &unknown,
                 vec![held_up(attempt(1, "primary", Ambiguous, None))],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "held up on a send settled not accepted, beside the ambiguity left unknown",
+                &unknown,
+                vec![
+                    held_up(stale("ambiguous", None)),
+                    attempt(2, "primary", Ambiguous, None),
+                ],
+                vec![],
+                "unknown/unknown late_result",
+            ),
+            (
+                "held up after it was cancelled: it stays cancelled",
+                &cancelled,
+                vec![held_up(stale("ambiguous", None))],
+                vec![],
+                "cancelled/unknown late_result",
+            ),
+            (
+                "held up, then a person resolved it: theirs to weigh",
+                &failed,
+                vec![reviewed(held_up(stale("ambiguous", None))), refused.clone()],
                 vec![],
                 "unchanged",
             ),

@@ -103,12 +103,17 @@ impl Decision {
     }
 
     /// Its attempt's result, for when the claim was lost before it could be recorded: kept as
-    /// evidence on that attempt, never as the result.
-    pub fn late_evidence(&self) -> Option<(i32, Value)> {
+    /// evidence on that attempt, never as the result, with when it came.
+    pub fn late_evidence(&self, now: OffsetDateTime) -> Option<(i32, Value)> {
         self.attempt.as_ref().map(|a| {
             (
                 a.n,
-                json!({"late_result": {"result": a.result, "provider_ref": a.provider_ref, "evidence": a.evidence}}),
+                json!({"late_result": {
+                    "result": a.result,
+                    "provider_ref": a.provider_ref,
+                    "evidence": a.evidence,
+                    "at": now.format(&Rfc3339).ok(),
+                }}),
             )
         })
     }

@@ -124,7 +124,8 @@ pub fn schema() -> RefOr<Schema> {
             "provider_ref",
             ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])),
         )
-        .property("evidence", schema_ref());
+        .property("evidence", schema_ref())
+        .property("at", time("When it came."));
     ObjectBuilder::new()
         .schema_type(Type::Object)
         .description(Some(
@@ -166,6 +167,16 @@ pub fn schema() -> RefOr<Schema> {
                  held up, and its request may have reached the vendor after another worker \
                  looked it up and found nothing. Held against the record like an acceptance \
                  that may have been.",
+                )),
+        )
+        .property(
+            "late_result_reviewed",
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .description(Some(
+                    "Present (true) once a person resolved the notification after a `late_result` \
+                 that said its request may have left late: that possibility was theirs to weigh, \
+                 and is not held against their resolution again.",
                 )),
         )
         .property("at", time("When herald wrote this evidence."))

@@ -16,7 +16,7 @@ pub mod transitions;
 mod values;
 
 pub use cloudevent::CloudEvent;
-pub use contradiction::{Reopen, reopen};
+pub use contradiction::{REVIEWED, Reopen, left_late, reopen};
 pub use decision::{AttemptOutcome, Decision, Next, Settlement};
 pub use email::grants_sender;
 pub use herald_provider::Channel;

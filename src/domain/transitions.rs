@@ -1,7 +1,8 @@
 //! Which states a notification moves between, and who moves it, written once as data. Every
 //! guard that moves one — a worker's record, a requery, a person's resolution, a cancellation,
 //! a vendor's report, a reopening, retention — is held against this table on both databases
-//! (`tests/transitions.rs`), and the review rule's two forms (Rust and SQL) against each other.
+//! (`every_guard_moves_only_as_the_transition_table_allows` in `tests/store.rs`), and the review
+//! rule's two forms (Rust and SQL) against each other.
 //! A move a guard makes that the table lacks, or a row no guard makes, fails that test.
 
 use super::State;
@@ -59,7 +60,6 @@ pub const TRANSITIONS: &[Transition] = &[
     t(Some(Cancelled), Some(Delivered), Evidence, "a late answer or a report shows a message"),
     t(Some(Queued), Some(Unknown), Evidence, "a request that may have left late, under at_most_once"),
     t(Some(Failed), Some(Unknown), Evidence, "a request that may have left late"),
-    t(Some(Cancelled), Some(Unknown), Evidence, "a request that may have left late"),
     t(Some(Unknown), Some(Delivered), Person, "resolved delivered, or a requery found it"),
     t(Some(Unknown), Some(Failed), Person, "resolved not delivered and closed, or a requery proved it absent with retries spent"),
     t(Some(Unknown), Some(Queued), Person, "resolved not delivered, to send again (or a requery proved it absent)"),
@@ -82,7 +82,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_final_state_is_left_only_by_a_person_later_evidence_or_retention() {
+    fn a_final_state_is_left_only_by_a_person_a_report_later_evidence_or_retention() {
         for t in TRANSITIONS {
             if t.from.is_some_and(State::is_final) {
                 assert!(

@@ -49,8 +49,9 @@ pub enum Reason {
     /// Failed for a permanent cause (the vendor refused it for good): listed apart, resent
     /// only with `force`.
     Rejected,
-    /// Evidence that came after it was recorded (a late answer, a vendor's report) showed a
-    /// message the record denied, and reopened it as delivered: a person acknowledges it.
+    /// Evidence that came after it was recorded (a late answer, a vendor's report, a request
+    /// that may have left late) contradicted the record and reopened it: a person
+    /// acknowledges it.
     Contradicted,
 }
 
@@ -362,10 +363,12 @@ pub fn resolve(
             n.certainty.map(|c| format!("/{c}")).unwrap_or_default()
         )));
     };
-    let change = |state, certainty, settle, resend| Change {
+    // A resend starts over: what a person acknowledged of its past is behind it, and what it
+    // comes to may need them again.
+    let change = |state, certainty, settle, resend: Option<Resend>| Change {
         state,
         certainty,
-        acknowledged: n.acknowledged,
+        acknowledged: n.acknowledged && resend.is_none(),
         settle,
         resend,
         forced: false,

@@ -91,7 +91,7 @@ const WITHDRAW_ATTEMPT: &str =
     "DELETE FROM attempts WHERE notification_id = $1 AND n = $2 AND result = 'in_flight'";
 const ANNOTATE_UNSETTLED: &str = "UPDATE attempts SET evidence = json_patch(evidence, $2)
      WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND route = $3";
-const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
+pub(super) const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
      WHERE notification_id = $1 AND n = $2";
 /// Look-alike attempts on route `$1`: those of notifications still on it with the same request,
 /// and those of notifications that failed over from it with the same content (their request
@@ -319,8 +319,16 @@ impl<D: Dialect> SqlStore<D> {
         now: OffsetDateTime,
     ) -> StoreResult<Recorded> {
         let mut tx = self.0.begin().await?;
-        let recorded =
+        let mut recorded =
             Self::record_in(&mut tx, RECORD_IN_REVIEW, true, claim, decision, now).await?;
+        // What its look-up found is held against what came late, as a worker's record is.
+        if let Recorded::Applied(n) = &recorded
+            && n.late_evidence
+            && let Some(reopened) =
+                super::evidence::hold_against_evidence::<D>(&mut tx, (**n).clone(), now).await?
+        {
+            recorded = Recorded::Applied(Box::new(reopened));
+        }
         tx.commit().await?;
         Ok(recorded)
     }
@@ -561,7 +569,7 @@ impl<D: Dialect> SqlStore<D> {
         }
         let row: Option<NotificationRow> = tx.fetch_optional(update, args).await?;
         let Some(row) = row else {
-            if let Some((n, late)) = decision.late_evidence() {
+            if let Some((n, late)) = decision.late_evidence(now) {
                 // Marked first: the mark waits for whoever holds the notification now to
                 // commit, and their record, made later, sees it.
                 let row: NotificationRow = tx.fetch_one(MARK_LATE_EVIDENCE, args![id]).await?;

@@ -14,8 +14,9 @@ use crate::domain::{Notification, NotificationId, Reported, reopen};
 /// message sent under that key.
 const REPORTED: &str = "SELECT DISTINCT route, provider_key, provider_ref FROM callbacks
      WHERE notification_id = $1 AND provider_key IS NOT NULL AND status <> 'none'";
-/// Reopens a notification: delivered after all (or perhaps twice), in review until a person
-/// acknowledges it, under a new generation so that a resolution read before is refused.
+/// Reopens a notification as later evidence makes it (delivered after all or perhaps twice, or
+/// perhaps sent), in review until a person acknowledges it, under a new generation so that a
+/// resolution read before is refused.
 const REOPEN: &str = concat!(
     "UPDATE notifications
      SET state = $2, certainty = $3, acknowledged = false, contradiction = $4,

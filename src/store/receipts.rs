@@ -77,8 +77,6 @@ const SUPPRESSIONS: &str = "SELECT channel, recipient, reason, source, evidence,
      WHERE tenant = $1 AND ($2 IS NULL OR channel = $2) AND ($6 IS NULL OR recipient = $6)
        AND ($3 IS NULL OR channel > $3 OR (channel = $3 AND recipient > $4))
      ORDER BY channel, recipient LIMIT $5";
-/// The `unknown` event a worker's record wrote in this transaction, for a notification that a
-/// stored report then finished in the same transaction: a state nobody could see.
 const LIFT: &str = "DELETE FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3
      RETURNING channel, recipient, reason, source, evidence, note, created_at";
 

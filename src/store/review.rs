@@ -4,14 +4,16 @@
 
 use time::OffsetDateTime;
 
-use super::rows::{ClaimedRow, NotificationRow, SETTLE, corrupt, insert_event};
+use super::rows::{ClaimedRow, NotificationRow, SETTLE, attempts_of, corrupt, insert_event};
 use super::rows::{claimed_columns, notification_columns, refused_for_good};
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use super::{
     EventType, NewResolution, NotificationDetail, OutboxEvent, QueueStats, ReviewFilter,
     StoreError, StoreResult, Timestamp,
 };
-use crate::domain::{Notification, NotificationId, SettledBy, Settlement, State};
+use crate::domain::{
+    Notification, NotificationId, REVIEWED, SettledBy, Settlement, State, left_late,
+};
 use crate::review::Reason;
 
 /// A person's resolution, fenced by the generation they read. A resend is due now, with a
@@ -164,6 +166,18 @@ impl<D: Dialect> SqlStore<D> {
             ],
         )
         .await?;
+        // A request that may have left late was the person's to weigh: not held against their
+        // word again.
+        let weighed = serde_json::json!({ REVIEWED: true });
+        for a in attempts_of::<D>(&mut *tx, id).await? {
+            if left_late(&a) {
+                tx.execute(
+                    super::claims::ANNOTATE_ATTEMPT,
+                    vec![Arg::from(id), Arg::from(a.n), Arg::json(&weighed)],
+                )
+                .await?;
+            }
+        }
         insert_event(
             &mut *tx,
             &OutboxEvent::for_notification(&notification, EventType::Resolved, now),

@@ -504,7 +504,7 @@ macro_rules! retention_statements {
             finished: concat!(
                 "SELECT id FROM notifications
                  WHERE id < $1 AND finished_at < $2
-                   AND (state = 'cancelled'
+                   AND ((state = 'cancelled' AND (acknowledged OR contradiction IS NULL))
                         OR (state = 'delivered'
                             AND (acknowledged
                                  OR (certainty <> 'duplicate_possible' AND contradiction IS NULL)))
