@@ -221,9 +221,11 @@ async fn report_readiness(store: Arc<dyn Store>, shutdown: CancellationToken) {
 /// `herald relay`: the relay alone, on the configured database and sinks, until `shutdown`.
 pub async fn relay(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let store = store::connect(&config.database.url, config.database.max_connections).await?;
-    let relay = Relay::build(&config, store).await?;
+    let relay = Relay::build(&config, store.clone()).await?;
     tracing::info!(sinks = ?relay.sink_names(), "herald relay is running");
     relay.run(shutdown).await;
+    // As `serve` does: SQLite's lock goes only once every connection has closed.
+    store.close().await;
     Ok(())
 }
 

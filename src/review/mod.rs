@@ -220,6 +220,11 @@ pub fn why(reason: Reason, n: &Notification, attempts: &[Attempt]) -> String {
         .filter(|a| a.result == AttemptResult::Ambiguous && a.settled_by.is_none())
         .count();
     match reason {
+        // Reopened as unknown and acknowledged: what reopened it is still the reason.
+        Reason::Unknown if let Some(c) = &n.contradiction => format!(
+            "reopened: {}; the vendor may or may not have it. Last: {last}",
+            c.why
+        ),
         Reason::Unknown => format!(
             "{} that no outcome query or replay could settle; the vendor may or may not have \
              it. Last: {last}",
@@ -757,5 +762,25 @@ mod tests {
             ..reopened
         };
         assert_eq!(reason(&acknowledged, &history), None);
+    }
+
+    #[test]
+    fn one_reopened_as_unknown_waits_as_unknown_once_acknowledged_and_says_why() {
+        let maybe = "attempt 1's worker was held up past its send deadline";
+        let reopened = Notification {
+            acknowledged: true,
+            contradiction: Some(crate::domain::Contradiction {
+                why: maybe.into(),
+                at: T0,
+            }),
+            ..notification(State::Unknown, Some(Certainty::Unknown))
+        };
+        let settled = [Attempt {
+            settled_by: Some(SettledBy::OutcomeQuery),
+            ..attempt(&reopened, AttemptResult::Ambiguous, None)
+        }];
+        assert_eq!(reason(&reopened, &settled), Some(Reason::Unknown));
+        let why = why(Reason::Unknown, &reopened, &settled);
+        assert!(why.starts_with(&format!("reopened: {maybe}")), "{why}");
     }
 }
