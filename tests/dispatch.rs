@@ -586,15 +586,16 @@ fn unanswered(may_have_left_late: bool) -> Decision {
     answered(1, (AttemptResult::Ambiguous, None, evidence))
 }
 
-/// How many events of `event` the outbox holds.
-async fn events(rig: &Rig, event: &str) -> i64 {
-    rig.app
-        .db
-        .scalar(&format!(
-            "SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.{event}'"
-        ))
-        .await
+/// The notification's state events, oldest first.
+async fn events(rig: &Rig, id: &str) -> Vec<String> {
+    rig.app.db.state_event_types(id.parse().unwrap()).await
 }
+
+const DELIVERED_THEN_REOPENED: [&str; 3] = [
+    "dev.herald.notification.accepted",
+    "dev.herald.notification.delivered",
+    "dev.herald.notification.reopened",
+];
 
 async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend: Backend) {
     let Some(rig) = rig(backend, Profile::Plain, "at_most_once", "").await else {
@@ -636,8 +637,11 @@ async fn a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome(backend
             && why.contains("2 message(s)"),
         "{why}"
     );
-    assert_eq!(events(&rig, "delivered").await, 1, "one delivery recorded");
-    assert_eq!(events(&rig, "reopened").await, 1, "and one reopening");
+    assert_eq!(
+        events(&rig, &id).await,
+        DELIVERED_THEN_REOPENED,
+        "one delivery recorded, and one reopening"
+    );
 }
 
 /// The stale worker was held up past its send deadline and its call ended unanswered: its
@@ -679,7 +683,7 @@ async fn a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery(b
         "{why}"
     );
     assert_eq!(n["review"]["reason"], "contradicted", "{n:#}");
-    assert_eq!(events(&rig, "reopened").await, 1);
+    assert_eq!(events(&rig, &id).await, DELIVERED_THEN_REOPENED);
 }
 
 /// The held-up worker's request may have left late while the resend waits in review, itself
