@@ -45,7 +45,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -971,6 +971,17 @@ impl Seen {
             .collect()
     }
 
+    /// Every vendor message herald names as this notification's: its attempts' references and
+    /// those of answers read after a lease was lost, each once.
+    fn named(&self) -> Vec<&str> {
+        let late = self
+            .attempts()
+            .iter()
+            .filter_map(|a| a["evidence"]["late_result"]["provider_ref"].as_str());
+        let named: BTreeSet<&str> = self.references().into_iter().chain(late).collect();
+        named.into_iter().collect()
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} ({}, group {}): {}/{}, {}; ledger {} for {:?}; events {:?}; attempts {}",
@@ -1248,13 +1259,13 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool, freezes: &[Freeze
     wrong
 }
 
-/// Twilio: every message herald holds as this notification's is a real one, of its recipient
-/// and text; `delivered`/`known` holds exactly one (or, settled with look-alike siblings whose
-/// sends were all taken, none named: which is whose, nothing says), any other delivery at
-/// least one, `failed` none.
+/// Twilio: every message herald holds as this notification's (an attempt's reference, or a late
+/// answer's) is a real one, of its recipient and text; `delivered`/`known` holds exactly one (or,
+/// settled with look-alike siblings whose sends were all taken, none named: which is whose,
+/// nothing says), any other delivery at least one, `failed` none.
 fn check_references(s: &Seen, ledger: &Ledger) -> Vec<String> {
     let mut wrong = Vec::new();
-    let held = s.references();
+    let held = s.named();
     let unnamed = s.attempts().iter().any(|a| {
         a["settled_by"] == "outcome_query"
             && a["provider_ref"].is_null()
@@ -1290,7 +1301,7 @@ fn check_references(s: &Seen, ledger: &Ledger) -> Vec<String> {
 fn check_shared_references(seen: &[Seen]) -> Vec<String> {
     let mut holders: HashMap<&str, Vec<&Seen>> = HashMap::new();
     for s in seen {
-        for r in s.references() {
+        for r in s.named() {
             holders.entry(r).or_default().push(s);
         }
     }

@@ -2816,6 +2816,36 @@ async fn placed(store: &dyn Store, state: State, route: &str, t: OffsetDateTime)
     c
 }
 
+/// A notification whose first worker lost its lease (its claim is returned, for a late
+/// answer): its attempt was recovered and settled "not accepted" by a look-up, and the resend
+/// that followed was ambiguous, so it waits to be looked up again with nothing in flight.
+async fn waiting_to_look_up_a_resend(store: &dyn Store, route: &str, t: OffsetDateTime) -> Claim {
+    let n = accepted(store, notification("acme", route, "+1", route, t)).await;
+    let first = claim(store, t, 10, &[route]).await.remove(0);
+    let recovered_at = t + LEASE + Duration::from_secs(1);
+    let recovery = claim(store, recovered_at, 10, &[route]).await.remove(0);
+    let not_found = Decision {
+        settle: Some(Settlement {
+            by: SettledBy::OutcomeQuery,
+            accepted: false,
+            evidence: json!({"stage": "query"}),
+            provider_ref: None,
+        }),
+        ..decision(Next::Retry { at: recovered_at })
+    };
+    applied(store, &recovery, &not_found, recovered_at).await;
+    let resend = claim(store, recovered_at, 10, &[route]).await.remove(0);
+    let ambiguous = Decision {
+        attempt: Some(outcome(2, AttemptResult::Ambiguous, None)),
+        ..decision(Next::Reconcile {
+            at: recovered_at + Duration::from_secs(3600),
+        })
+    };
+    let waiting = applied(store, &resend, &ambiguous, recovered_at).await;
+    assert_eq!(waiting.state, State::Sending, "{n:?}");
+    first
+}
+
 fn ending(ending: Ending, t: OffsetDateTime) -> (Option<AttemptOutcome>, Next) {
     match ending {
         Ending::Delivered => (
@@ -2978,6 +3008,28 @@ async fn every_guard_moves_only_as_the_transition_table_allows(backend: Backend)
             moved(Some(*from), Some(after.state), by, format!("{guard:?}"));
         }
     }
+
+    // A late answer while the notification waits to look up a resend, nothing in flight.
+    routes += 1;
+    let lost = waiting_to_look_up_a_resend(store, &format!("r{routes}"), t).await;
+    let by = try_guard(store, Guard::Late(LateAnswer::Accepted), &lost, t).await;
+    let after = store
+        .notification("acme", lost.notification.id)
+        .await
+        .unwrap()
+        .notification;
+    assert_eq!(
+        (after.state, after.certainty),
+        (State::Delivered, Some(Certainty::DuplicatePossible)),
+        "the late answer's message, and the resend's that nothing settled"
+    );
+    assert!(after.contradiction.is_some(), "in review: {after:?}");
+    moved(
+        Some(State::Sending),
+        Some(after.state),
+        by,
+        "late answer while waiting".into(),
+    );
 
     // The review rule, in Rust and in the SQL of the listing and of the queue's counts, says
     // the same of every notification these moves left.

@@ -686,8 +686,9 @@ pub enum Attribution {
 
 /// Attributes the look-alike messages `refs` (oldest first, seen since `since`) of a content
 /// look-up. The rule, in prose:
-/// - a message already attributed (the reference of an accepted send or of a settlement, of
-///   this notification or a sibling's) is nobody else's: only the *free* ones count;
+/// - a message already attributed (the reference of an accepted send, of a settlement, or of
+///   an answer read after its worker's lease was lost; of this notification or a sibling's) is
+///   nobody else's: only the *free* ones count;
 /// - the sends that may have produced a free message are this notification's unsettled
 ///   ambiguous attempts and the siblings' attempts that are in flight, ambiguous and not
 ///   settled "not accepted", or accepted without a reference — each produced at most one;
@@ -707,10 +708,18 @@ pub fn attribute(
     asked_at: OffsetDateTime,
     jitter: f64,
 ) -> Attribution {
+    let sought = s.unsettled(None);
+    // A late answer of a send this look-up is for names what it should find: not attributed.
+    let late = s
+        .here()
+        .filter(|a| !sought.iter().any(|o| o.n == a.n))
+        .chain(s.siblings.iter().map(|sib| &sib.attempt))
+        .filter_map(Attempt::late_reference);
     let attributed: std::collections::HashSet<&str> = s
         .here()
         .chain(s.siblings.iter().map(|sib| &sib.attempt))
         .filter_map(|a| a.provider_ref.as_deref())
+        .chain(late)
         .collect();
     let free: Vec<&String> = refs
         .iter()
@@ -726,7 +735,7 @@ pub fn attribute(
         .iter()
         .filter(|sib| sib.attempt.result == AttemptResult::InFlight)
         .count();
-    let own = s.unsettled(None).len();
+    let own = sought.len();
     let sends = own + rivals.len();
     let record = json!({
         "look_alikes": refs,
@@ -801,7 +810,10 @@ fn may_have_sent(s: &Situation<'_>, a: &Attempt, since: OffsetDateTime) -> bool 
         AttemptResult::Ambiguous => !settled_not_accepted(a),
         AttemptResult::Rejected => false,
     };
-    produced && a.provider_ref.is_none() && processed_until(&s.limits, a) >= since
+    produced
+        && a.provider_ref.is_none()
+        && a.late_reference().is_none()
+        && processed_until(&s.limits, a) >= since
 }
 
 /// An ambiguous attempt that a settlement proved was not taken.
@@ -981,6 +993,15 @@ mod tests {
         sib
     }
 
+    /// A sibling's send settled "not accepted", whose worker then read the vendor's answer naming
+    /// `reference` after its lease was lost.
+    fn taken_late(order: u128, reference: &str) -> Sibling {
+        let mut sib = settled_not_taken(order);
+        sib.attempt.evidence["late_result"] =
+            json!({"result": "accepted", "provider_ref": reference});
+        sib
+    }
+
     /// What attributing `refs` decides for a notification with one unsettled ambiguous attempt
     /// (two with `twice`), among `siblings`, asked at `at`: "known M", "duplicate M",
     /// "not accepted", "wait", or "inconclusive".
@@ -1118,6 +1139,22 @@ mod tests {
                 "known M1",
             ),
             (
+                "a sibling's late answer owns the message its settlement denied",
+                vec!["M1"],
+                vec![taken_late(1, "M1")],
+                false,
+                late,
+                "not accepted",
+            ),
+            (
+                "...and leaves the other one free",
+                vec!["M1", "M2"],
+                vec![taken_late(1, "M1")],
+                false,
+                early,
+                "known M2",
+            ),
+            (
                 "a sibling accepted without a reference holds one message",
                 vec!["M1"],
                 vec![earlier_sibling(AttemptResult::Accepted, None)],
@@ -1161,6 +1198,44 @@ mod tests {
         for (case, refs, siblings, twice, at, expected) in cases {
             assert_eq!(attribution(&refs, &siblings, twice, at), expected, "{case}");
         }
+    }
+
+    /// Seen in a frozen crash run: attempt 1 was settled "not accepted", its worker then read the
+    /// vendor's answer naming M1 after its lease was lost, and attempt 2's look-up found M1 and
+    /// M2. Counting M1 as free made two messages for one send, "inconclusive", and a third send.
+    #[test]
+    fn a_late_answer_owns_its_message_in_the_next_look_up() {
+        let c = caps(false, true);
+        let mut first = attempt(1, Amb, false);
+        first.settled_by = Some(SettledBy::OutcomeQuery);
+        first.evidence = json!({
+            "settlement": {"outcome": "not_accepted"},
+            "late_result": {"result": "accepted", "provider_ref": "M1"},
+        });
+        let history = [first, attempt(2, Amb, false)];
+        let at = T0 + Duration::from_secs(1);
+        let settled_by_look_up = |history: &[Attempt], refs: &[&str]| {
+            let s = situation(Delivery::AtLeastOnce, &c, history, at);
+            let refs: Vec<String> = refs.iter().map(|r| (*r).to_owned()).collect();
+            let evidence = Evidence::new("query", "look-alikes");
+            match attribute(&s, &refs, T0 - Duration::from_secs(600), &evidence, at, 0.5) {
+                Attribution::Decided(d) => d.settle.map(|s| (s.accepted, s.provider_ref)),
+                Attribution::Inconclusive(_) => None,
+            }
+        };
+        assert_eq!(
+            settled_by_look_up(&history, &["M1", "M2"]),
+            Some((true, Some("M2".to_owned()))),
+            "M1 is attempt 1's: one free message for attempt 2"
+        );
+        // Still unsettled, the late-answered send is the one looked for: its message counts.
+        let mut unsettled = history[0].clone();
+        unsettled.settled_by = None;
+        unsettled.evidence["settlement"] = Value::Null;
+        assert_eq!(
+            settled_by_look_up(&[unsettled], &["M1"]),
+            Some((true, Some("M1".to_owned())))
+        );
     }
 
     #[test]

@@ -62,9 +62,8 @@ enum Message<'a> {
 /// The answer a worker read after its lease was lost (kept as `late_result` evidence), if it
 /// says the vendor took the message: with the vendor's reference, where it named one.
 fn late_acceptance(a: &Attempt) -> Option<Option<&str>> {
-    let late = &a.evidence["late_result"];
-    let reference = late["provider_ref"].as_str();
-    (late["result"] == "accepted" || reference.is_some()).then_some(reference)
+    let reference = a.late_reference();
+    (a.evidence["late_result"]["result"] == "accepted" || reference.is_some()).then_some(reference)
 }
 
 /// A lost call that outlived its send deadline's promise: its request may have left after
@@ -115,8 +114,8 @@ fn message<'a>(a: &'a Attempt, attempts: &'a [Attempt]) -> Option<Message<'a>> {
 
 /// What later evidence makes of notification `n`, given its attempts (with any `late_result`
 /// evidence) and the messages vendors reported of it; `None` where the evidence agrees with the
-/// record, or while a worker holds it (its record is held against the evidence when it is
-/// made).
+/// record, or while a worker's send is in flight (its record is held against the evidence when
+/// it is made).
 pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> Option<Reopen> {
     let mut messages: BTreeSet<Message> = attempts
         .iter()
@@ -162,7 +161,16 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         (State::Unknown, _) => {
             n.contradiction.is_none() && maybe.iter().any(|a| a.settled_by.is_some())
         }
-        (State::Delivered | State::Sending | State::Cancelled, _) => false,
+        // Waiting to be looked up again, with no send in flight: a late answer shows a message
+        // a settlement denied, and the next step might send again beside it. (A worker amid a
+        // send holds it: its record is held against the evidence when it is made.)
+        (State::Sending, _) => {
+            !attempts.iter().any(|a| a.result == AttemptResult::InFlight)
+                && attempts
+                    .iter()
+                    .any(|a| settled(a) == Some("not_accepted") && late_acceptance(a).is_some())
+        }
+        (State::Delivered | State::Cancelled, _) => false,
     };
     if !contradicted {
         return None;
@@ -629,6 +637,27 @@ mod tests {
                     stale("accepted", Some("SM1")),
                     attempt(2, "primary", AttemptResult::InFlight, None),
                 ],
+                vec![],
+                "unchanged",
+            ),
+            (
+                "waiting to look up a resend, nothing in flight: not sent again beside it",
+                &sending,
+                vec![
+                    stale("accepted", Some("SM1")),
+                    attempt(2, "primary", Ambiguous, None),
+                ],
+                vec![],
+                "delivered/duplicate_possible late_result",
+            ),
+            (
+                "waiting to look up the very send a late answer took: the look-up finds it",
+                &sending,
+                vec![late(
+                    attempt(1, "primary", Ambiguous, None),
+                    "accepted",
+                    Some("SM1"),
+                )],
                 vec![],
                 "unchanged",
             ),

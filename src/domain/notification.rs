@@ -216,6 +216,15 @@ pub struct Attempt {
     pub evidence: Value,
 }
 
+impl Attempt {
+    /// The vendor's reference in the answer this attempt's worker read after its lease was lost
+    /// (kept as `late_result` evidence), where that answer named one: a message of this
+    /// attempt's, whatever its settlement said.
+    pub fn late_reference(&self) -> Option<&str> {
+        self.evidence["late_result"]["provider_ref"].as_str()
+    }
+}
+
 /// An attempt of a look-alike notification: on the same route with the same stored provider
 /// request, so to the same recipient with the same content. Dispatch reads these to attribute
 /// messages that a vendor's look-up matched by content.

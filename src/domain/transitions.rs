@@ -55,6 +55,7 @@ pub const TRANSITIONS: &[Transition] = &[
     t(Some(Queued), Some(Delivered), Callback, "a report proved a send while it waited to be sent again"),
     t(Some(Unknown), Some(Delivered), Callback, "a report proved the send left in review"),
     t(Some(Queued), Some(Delivered), Evidence, "a late answer or a report shows a message"),
+    t(Some(Sending), Some(Delivered), Evidence, "a late answer shows a message a settlement denied, while it waited to be looked up again"),
     t(Some(Failed), Some(Delivered), Evidence, "a late answer or a report shows a message"),
     t(Some(Unknown), Some(Delivered), Evidence, "a late answer or a report shows a message"),
     t(Some(Cancelled), Some(Delivered), Evidence, "a late answer or a report shows a message"),

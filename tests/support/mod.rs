@@ -426,7 +426,15 @@ fn test_config(db: &TestDb, extra: &str) -> Config {
 fn try_test_config(db: &TestDb, extra: &str) -> anyhow::Result<Config> {
     install_crypto();
     let path = std::env::temp_dir().join(format!("herald-test-{}.toml", uuid::Uuid::new_v4()));
-    std::fs::write(&path, test_config_text(&db.url, "127.0.0.1:0", extra)).expect("write config");
+    // The relay's default sink prints every event on stdout, where a failing test's output
+    // would bury its panic under them: the outbox keeps every event for the tests to read.
+    let quiet = if extra.contains("[sinks.") {
+        ""
+    } else {
+        "\n[sinks.log]\nkind = \"log\"\npath = \"/dev/null\"\n"
+    };
+    let text = test_config_text(&db.url, "127.0.0.1:0", extra) + quiet;
+    std::fs::write(&path, text).expect("write config");
     let config = Config::load(Some(&path), std::iter::empty()).map_err(anyhow::Error::from);
     let _ = std::fs::remove_file(path);
     config
