@@ -206,6 +206,37 @@ impl Situation<'_> {
         Next::Finish { state, certainty }
     }
 
+    /// A late answer (read after a lease was lost) showed a message: the vendor has the
+    /// notification, and another send could only add one.
+    fn taken_late(&self) -> bool {
+        self.attempts.iter().any(Attempt::taken_late)
+    }
+
+    /// Delivered, as its attempts and late answers show: `known` where exactly one attempt took
+    /// a message and no other may have (`settling_here`: this route's unsettled attempts are
+    /// being settled "not accepted" now), else `duplicate_possible`.
+    fn delivered_late(&self, settling_here: bool) -> Next {
+        let took = |a: &&Attempt| {
+            a.result == AttemptResult::Accepted
+                || a.taken_late()
+                || (a.settled_by.is_some() && a.evidence["settlement"]["outcome"] == "accepted")
+        };
+        let open = |a: &&Attempt| {
+            a.result == AttemptResult::Ambiguous
+                && a.settled_by.is_none()
+                && !a.taken_late()
+                && !(settling_here && a.route == self.route)
+        };
+        let once = self.attempts.iter().filter(took).count() == 1
+            && !self.attempts.iter().any(|a| open(&a));
+        let certainty = if once {
+            Certainty::Known
+        } else {
+            Certainty::DuplicatePossible
+        };
+        self.finish(State::Delivered, certainty)
+    }
+
     /// On to the fallback, if the route has one.
     fn failover(&self, because: String) -> Option<Next> {
         self.fallback.map(|route| Next::Failover {
@@ -257,6 +288,10 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
     }
     if s.attempts_left() && s.inside_idempotency_window() {
         return Plan::Replay;
+    }
+    // Nothing is sent beside a message a late answer showed (a replay above adds none).
+    if s.taken_late() {
+        return Plan::Record(Box::new(only(s.delivered_late(false))));
     }
     // A look-up that failed proved nothing, and the send may yet be found: ask again later
     // rather than resend now, which would deliver twice what a working look-up would show once.
@@ -580,7 +615,9 @@ fn wait_until(at: OffsetDateTime) -> Decision {
 /// retry, or end where caps are reached.
 fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision {
     let because = format!("the outcome query on `{}` proved it not accepted", s.route);
-    let next = if let Some(next) = s.failover(because) {
+    let next = if s.taken_late() {
+        s.delivered_late(true)
+    } else if let Some(next) = s.failover(because) {
         next
     } else if s.attempts_left() {
         Next::Retry {
@@ -1236,6 +1273,55 @@ mod tests {
             settled_by_look_up(&[unsettled], &["M1"]),
             Some((true, Some("M1".to_owned())))
         );
+    }
+
+    /// What a late answer showed is never sent beside: not after a look-up that cannot
+    /// attribute the look-alikes, whether the late-answered send was settled "not accepted"
+    /// (its message counts, the resend's may be one more) or is the one looked for; nor after
+    /// a look-up that proves the resend absent.
+    #[test]
+    fn a_message_a_late_answer_showed_is_never_sent_beside() {
+        let c = caps(false, true);
+        let late = |mut a: Attempt| {
+            a.evidence["late_result"] = json!({"result": "accepted", "provider_ref": "M1"});
+            a
+        };
+        let denied = late(Attempt {
+            evidence: json!({"settlement": {"outcome": "not_accepted"}}),
+            ..attempt(1, Amb, true)
+        });
+        let resend = attempt(2, Amb, false);
+        for delivery in [Delivery::AtLeastOnce, Delivery::AtMostOnce] {
+            let history = [denied.clone(), resend.clone()];
+            let s = situation(delivery, &c, &history, T0);
+            assert_eq!(
+                plan(&s, Asked::Inconclusive),
+                Plan::Record(Box::new(only(finish(
+                    State::Delivered,
+                    Certainty::DuplicatePossible
+                )))),
+                "{delivery:?}"
+            );
+            let history = [late(attempt(1, Amb, false))];
+            let s = situation(delivery, &c, &history, T0);
+            assert_eq!(
+                plan(&s, Asked::Inconclusive),
+                Plan::Record(Box::new(only(finish(State::Delivered, Certainty::Known)))),
+                "{delivery:?}"
+            );
+        }
+        let history = [denied, resend];
+        let at = T0 + Duration::from_secs(60);
+        let s = situation(Delivery::AtLeastOnce, &c, &history, at);
+        let evidence = Evidence::new("query", "look-alikes");
+        let refs = ["M1".to_owned()];
+        let Attribution::Decided(d) =
+            attribute(&s, &refs, T0 - Duration::from_secs(600), &evidence, at, 0.5)
+        else {
+            panic!("M1 is attempt 1's: attempt 2 is not there")
+        };
+        assert!(!d.settle.expect("attempt 2 settled").accepted);
+        assert_eq!(d.next, finish(State::Delivered, Certainty::Known));
     }
 
     #[test]

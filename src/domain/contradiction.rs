@@ -62,8 +62,7 @@ enum Message<'a> {
 /// The answer a worker read after its lease was lost (kept as `late_result` evidence), if it
 /// says the vendor took the message: with the vendor's reference, where it named one.
 fn late_acceptance(a: &Attempt) -> Option<Option<&str>> {
-    let reference = a.late_reference();
-    (a.evidence["late_result"]["result"] == "accepted" || reference.is_some()).then_some(reference)
+    a.taken_late().then(|| a.late_reference())
 }
 
 /// A lost call that outlived its send deadline's promise: its request may have left after

@@ -223,6 +223,11 @@ impl Attempt {
     pub fn late_reference(&self) -> Option<&str> {
         self.evidence["late_result"]["provider_ref"].as_str()
     }
+
+    /// Whether that late answer says the vendor took the message.
+    pub fn taken_late(&self) -> bool {
+        self.evidence["late_result"]["result"] == "accepted" || self.late_reference().is_some()
+    }
 }
 
 /// An attempt of a look-alike notification: on the same route with the same stored provider

@@ -338,8 +338,9 @@ async fn take_one<D: Dialect>(
 /// notification if a report proved an attempt, nothing is left unsettled, and it was in review
 /// or waiting to be sent again: `delivered`, `known` where exactly one message is proven,
 /// `duplicate_possible` where more may be. A notification being sent (`sending`) keeps its
-/// state: the worker holding it records its own decision, and settles by the reports in that
-/// record's transaction. Whether anything was settled, and the notification if it finished.
+/// state here: the worker holding it records its own decision, and settles by the reports in
+/// that record's transaction (later evidence held against it afterwards may still reopen it).
+/// Whether anything was settled, and the notification if it finished.
 async fn settle<D: Dialect>(
     tx: &mut sqlx::Transaction<'static, D::Db>,
     id: NotificationId,
