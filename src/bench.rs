@@ -34,8 +34,12 @@ use crate::store;
 const TOKEN: &str = "herald-bench-token-0123456789abcdef";
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if args.notifications == 0 || args.concurrency == 0 || args.batch_size == 0 {
-        bail!("--notifications, --concurrency and --batch-size must be at least 1");
+    if args.notifications == 0
+        || args.concurrency == 0
+        || args.batch_size == 0
+        || args.processes == 0
+    {
+        bail!("--notifications, --concurrency, --batch-size and --processes must be at least 1");
     }
     let dir = std::env::temp_dir().join(format!("herald-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -51,6 +55,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
 async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     let url = database_url(args, dir);
+    if args.processes > 1 && !url.starts_with("postgres") {
+        bail!("--processes above 1 needs a PostgreSQL --database-url: SQLite has one writer");
+    }
     let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
     let client = client(args.concurrency)?;
     let n = args.notifications;
@@ -58,7 +65,7 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     // The vendor runs in a process of its own: its ledger keeps every message it took, which
     // is the vendor's memory, not herald's.
     let mut vendor = Server::vendor(dir).await?;
-    let mut api = Server::herald(&url, false, Some(&vendor.base), dir).await?;
+    let mut api = Server::herald(&url, "api", false, Some(&vendor.base), dir).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_rss = api.rss_kib("VmRSS");
     let single = drive(&client, &api, "single enqueue", n, args.concurrency, 1).await?;
@@ -74,13 +81,23 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     let api_peak = api.rss_kib("VmHWM");
     api.stop().await;
 
-    let mut worker = Server::herald(&url, true, Some(&vendor.base), dir).await?;
-    let drain = wait_delivered(&client, &worker, "drain", 2 * n, 0).await?;
+    let mut workers = Vec::with_capacity(args.processes);
+    for i in 0..args.processes {
+        let name = format!("dispatch-{i}");
+        workers.push(Server::herald(&url, &name, true, Some(&vendor.base), dir).await?);
+    }
+    // The first processes deliver while the others start: the rate counts from when all run.
+    let drain = wait_delivered(&client, &workers, "drain", 2 * n, 0).await?;
     // A share of what herald sustains end to end: the slower of accepting and delivering.
     let rate = (single.per_second.min(drain) * args.latency_share).max(1.0);
-    let latency = offered_load(&client, &worker, rate, args.latency_seconds).await?;
-    let peak_rss = api_peak.max(worker.rss_kib("VmHWM"));
-    worker.stop().await;
+    let latency = offered_load(&client, &workers, rate, args.latency_seconds).await?;
+    let mut peak_rss = api_peak;
+    let mut delivered_by_process = Vec::with_capacity(workers.len());
+    for worker in &mut workers {
+        delivered_by_process.push(delivered(&client, std::slice::from_ref(worker)).await?);
+        peak_rss = peak_rss.max(worker.rss_kib("VmHWM"));
+        worker.stop().await;
+    }
     let vendor_peak = vendor.rss_kib("VmHWM");
     vendor.stop().await;
 
@@ -93,6 +110,7 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
         "notifications": n,
         "concurrency": args.concurrency,
         "batch_size": args.batch_size,
+        "processes": args.processes,
         "accepted_per_second": {
             "single": single.per_second.round(),
             "batch": batch.per_second.round(),
@@ -102,6 +120,7 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
             "batch": batch.request_ms(),
         },
         "delivered_per_second": drain.round(),
+        "delivered_by_process": delivered_by_process,
         "latency_accept_to_delivered_ms": {
             "offered_per_second": rate.round(),
             "notifications": latency.count,
@@ -124,7 +143,7 @@ async fn soak(args: &BenchArgs, dir: &Path, seconds: u64) -> anyhow::Result<Valu
     let url = database_url(args, dir);
     let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
     let client = client(args.concurrency)?;
-    let mut herald = Server::herald(&url, true, None, dir).await?;
+    let mut herald = Server::herald(&url, "serve", true, None, dir).await?;
     let rate = f64::from(args.soak_rate.max(1));
     let count = (rate * seconds as f64).round() as usize;
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -161,9 +180,10 @@ async fn soak(args: &BenchArgs, dir: &Path, seconds: u64) -> anyhow::Result<Valu
     while let Some(sent) = sends.join_next().await {
         sent??;
     }
-    wait_delivered(&client, &herald, "soak deliveries", count, 0).await?;
+    let one = std::slice::from_ref(&herald);
+    wait_delivered(&client, one, "soak deliveries", count, 0).await?;
     samples.push(soak_sample(&client, &herald, &url, &request_ms, started, count).await?);
-    let delivered = delivered(&client, &herald).await?;
+    let delivered = delivered(&client, one).await?;
     herald.stop().await;
     let bytes = store::database_bytes(&url)
         .await?
@@ -198,7 +218,7 @@ async fn soak_sample(
 ) -> anyhow::Result<Value> {
     let mut took = std::mem::take(&mut *request_ms.lock().unwrap_or_else(|e| e.into_inner()));
     took.sort_by(f64::total_cmp);
-    let delivered = delivered(client, herald).await?;
+    let delivered = delivered(client, std::slice::from_ref(herald)).await?;
     let sample = json!({
         "seconds": started.elapsed().as_secs(),
         "rss_mib": mib(herald.rss_kib("VmRSS")),
@@ -232,11 +252,11 @@ impl Server {
     /// the built-in sandbox vendor inside the process, as the quick start runs.
     async fn herald(
         url: &str,
+        name: &str,
         dispatch: bool,
         vendor: Option<&str>,
         dir: &Path,
     ) -> anyhow::Result<Server> {
-        let name = if dispatch { "dispatch" } else { "api" };
         Self::start(dir, name, "/readyz", |command, listen| {
             command
                 .arg("serve")
@@ -482,11 +502,12 @@ async fn drive(
     })
 }
 
-/// Waits until the server's dispatcher has delivered `total` notifications beyond `already`,
-/// and answers the rate it delivered them at.
+/// Waits until the servers' dispatchers have delivered `total` notifications beyond `already`,
+/// and answers the rate they delivered them at from the call on (what they delivered before it
+/// counts for neither the time nor the rate).
 async fn wait_delivered(
     client: &reqwest::Client,
-    server: &Server,
+    servers: &[Server],
     phase: &'static str,
     total: usize,
     already: usize,
@@ -495,11 +516,14 @@ async fn wait_delivered(
     let progress = Progress::start(phase, total, done.clone());
     let started = Instant::now();
     let mut last_change = (Instant::now(), 0);
+    let mut first_read = None;
     loop {
-        let delivered = delivered(client, server).await?.saturating_sub(already);
+        let delivered = delivered(client, servers).await?.saturating_sub(already);
+        let at_start = *first_read.get_or_insert(delivered);
         done.store(delivered, Ordering::Relaxed);
         if delivered >= total {
-            break;
+            progress.finish();
+            return Ok((total - at_start.min(total)) as f64 / started.elapsed().as_secs_f64());
         }
         if delivered != last_change.1 {
             last_change = (Instant::now(), delivered);
@@ -508,26 +532,28 @@ async fn wait_delivered(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    progress.finish();
-    Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
-/// The notifications this process has finished as delivered, from its own metrics.
-async fn delivered(client: &reqwest::Client, server: &Server) -> anyhow::Result<usize> {
-    let text = client
-        .get(server.url("/metrics"))
-        .send()
-        .await?
-        .text()
-        .await?;
-    Ok(text
-        .lines()
-        .filter(|line| {
-            line.starts_with("herald_notifications_finished_total{")
-                && line.contains("state=\"delivered\"")
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as usize)
+/// The notifications these processes have finished as delivered, from their own metrics.
+async fn delivered(client: &reqwest::Client, servers: &[Server]) -> anyhow::Result<usize> {
+    let mut total = 0.0;
+    for server in servers {
+        let text = client
+            .get(server.url("/metrics"))
+            .send()
+            .await?
+            .text()
+            .await?;
+        total += text
+            .lines()
+            .filter(|line| {
+                line.starts_with("herald_notifications_finished_total{")
+                    && line.contains("state=\"delivered\"")
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    Ok(total as usize)
 }
 
 /// Accept → delivered times of the notifications enqueued in the latency phase.
@@ -543,14 +569,16 @@ impl Latencies {
 }
 
 /// Enqueues at `rate` per second for `seconds` (an open loop: a slow answer does not slow the
-/// next request), waits for every delivery, then reads each notification's timeline.
+/// next request), spread over `servers` as a load balancer would, waits for every delivery,
+/// then reads each notification's timeline.
 async fn offered_load(
     client: &reqwest::Client,
-    server: &Server,
+    servers: &[Server],
     rate: f64,
     seconds: u64,
 ) -> anyhow::Result<Latencies> {
-    let already = delivered(client, server).await?;
+    let server = &servers[0];
+    let already = delivered(client, servers).await?;
     let since = OffsetDateTime::now_utc();
     let count = (rate * seconds as f64).round().max(1.0) as usize;
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -562,7 +590,7 @@ async fn offered_load(
         tokio::time::sleep_until(started + interval.mul_f64(i as f64)).await;
         let (client, url, done) = (
             client.clone(),
-            server.url("/v1/notifications"),
+            servers[i % servers.len()].url("/v1/notifications"),
             done.clone(),
         );
         let key = format!("latency-{}-{i}", since.unix_timestamp_nanos());
@@ -576,7 +604,7 @@ async fn offered_load(
         sent??;
     }
     progress.finish();
-    wait_delivered(client, server, "deliveries", count, already).await?;
+    wait_delivered(client, servers, "deliveries", count, already).await?;
 
     let mut sorted_ms = Vec::with_capacity(count);
     let mut cursor: Option<String> = None;

@@ -109,6 +109,10 @@ pub struct BenchArgs {
     /// enqueue and delivery).
     #[arg(long, default_value_t = 0.2)]
     pub latency_share: f64,
+    /// `herald serve` processes dispatching on the one database in the drain and latency
+    /// phases, started before the drain (more than one: PostgreSQL only).
+    #[arg(long, default_value_t = 1)]
+    pub processes: usize,
     /// Instead of the phases, a soak: the quick start's process (`serve` with the built-in
     /// sandbox vendor inside it) offered `--soak-rate` enqueues a second for this many
     /// seconds, its memory, enqueue p99 and backlog sampled every 30 s.

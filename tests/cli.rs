@@ -582,4 +582,63 @@ fn bench_runs_every_phase_and_reports_each_figure() {
         "{}",
         stderr(&output)
     );
+    let latency = summary["latency_accept_to_delivered_ms"]["notifications"].as_u64();
+    assert_eq!(
+        summary["delivered_by_process"],
+        serde_json::json!([120 + latency.unwrap()])
+    );
+
+    let several = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["bench", "--processes", "2"])
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!several.status.success());
+    assert!(
+        stderr(&several).contains("--processes above 1 needs a PostgreSQL --database-url"),
+        "{}",
+        stderr(&several)
+    );
+}
+
+/// On PostgreSQL, `--processes 2` runs two dispatching `herald serve` on the one database, and
+/// the summary accounts for every delivery, process by process.
+#[tokio::test]
+async fn bench_runs_several_processes_on_postgresql() {
+    let Some(db) = support::TestDb::new(Backend::Postgres).await else {
+        return;
+    };
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["bench", "--notifications", "60", "--concurrency", "4"])
+        .args([
+            "--batch-size",
+            "20",
+            "--latency-seconds",
+            "1",
+            "--processes",
+            "2",
+        ])
+        .args(["--database-url", &db.url])
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (&summary["database"], &summary["processes"]),
+        (&serde_json::json!("postgres"), &serde_json::json!(2))
+    );
+    let by_process: Vec<u64> = summary["delivered_by_process"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    let latency = summary["latency_accept_to_delivered_ms"]["notifications"].as_u64();
+    assert_eq!(by_process.len(), 2, "{summary:#}");
+    assert_eq!(
+        by_process.iter().sum::<u64>(),
+        120 + latency.unwrap(),
+        "{summary:#}"
+    );
 }
