@@ -6,10 +6,11 @@
 //! The phases, each on the same database:
 //! 1. single enqueue: `notifications` requests with fresh keys at `concurrency`, dispatcher off;
 //! 2. batch enqueue: as many again, `batch_size` per request;
-//! 3. drain: a new process with the dispatcher on delivers the whole backlog;
-//! 4. latency: enqueue at a fixed share of the sustained rate (the slower of phases 1 and 3)
-//!    while the dispatcher runs, then read each notification's accept → delivered time (its
-//!    creation to the end of its accepted attempt).
+//! 3. drain: new processes with the dispatcher on (`--processes`, one by default; more only on
+//!    PostgreSQL) deliver the whole backlog;
+//! 4. latency: enqueue at a fixed share of the sustained rate (the slower of phases 1 and 3),
+//!    spread over those processes, while they dispatch, then read each notification's accept →
+//!    delivered time (its creation to the end of its accepted attempt).
 //!
 //! `--soak SECONDS` runs instead the quick start's process as a user would leave it running —
 //! `serve` with the built-in sandbox vendor in the same process — offered a fixed rate, and
