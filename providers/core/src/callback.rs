@@ -9,8 +9,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use reqwest::header::HeaderMap;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
+use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use serde::{Deserialize, Serialize};
+use sha2::Sha256;
 use time::OffsetDateTime;
 
 use crate::signature::SigningSecret;
@@ -188,6 +193,71 @@ pub fn verify_standard_webhook(
         )));
     }
     Ok(id.to_owned())
+}
+
+/// The HTTP Basic credentials a vendor that signs nothing sends with each callback (written into
+/// the callback URL, or configured beside it): all that tells its requests from anyone's.
+#[derive(Clone)]
+pub struct BasicCredentials {
+    /// `username:password`, as the `Authorization` header carries them once decoded.
+    credentials: SecretSlice<u8>,
+    /// The credentials' own digest (HMAC-SHA256 keyed with them), the other side of every
+    /// comparison: comparing digests takes the same time whatever was sent, its length too.
+    expected: [u8; 32],
+}
+
+/// By hand: the digest would let anyone who reads a log guess the password offline.
+impl fmt::Debug for BasicCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BasicCredentials")
+            .field("credentials", &"[REDACTED]")
+            .finish()
+    }
+}
+
+impl BasicCredentials {
+    pub fn new(username: &str, password: &SecretString) -> Self {
+        let credentials =
+            SecretSlice::from(format!("{username}:{}", password.expose_secret()).into_bytes());
+        let expected = hmac_sha256(credentials.expose_secret(), credentials.expose_secret());
+        BasicCredentials {
+            credentials,
+            expected,
+        }
+    }
+
+    /// Checks `Authorization: Basic …` against the credentials, in constant time.
+    pub fn authenticate(&self, request: &CallbackRequest<'_>) -> Result<(), CallbackError> {
+        let refused = |why: &str| Err(CallbackError::Unauthenticated(why.to_owned()));
+        let Some(header) = request.headers.get(AUTHORIZATION) else {
+            return refused(
+                "header `Authorization` is missing: the callback URL's credentials were not sent",
+            );
+        };
+        let header = header.as_bytes().trim_ascii();
+        let encoded = match header.split_at_checked(6) {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case(b"basic ") => rest.trim_ascii(),
+            _ => return refused("`Authorization` is not HTTP Basic"),
+        };
+        let Ok(sent) = STANDARD.decode(encoded) else {
+            return refused("`Authorization` is not base64");
+        };
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.credentials.expose_secret())
+            .expect("HMAC-SHA256 accepts keys of any length");
+        mac.update(&sent);
+        if mac.verify_slice(&self.expected).is_err() {
+            return refused("`Authorization` does not carry this route's callback credentials");
+        }
+        Ok(())
+    }
+}
+
+/// HMAC-SHA256 of `data` keyed with `key`.
+fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(key).expect("HMAC-SHA256 accepts keys of any length");
+    mac.update(data);
+    mac.finalize().into_bytes().into()
 }
 
 #[cfg(test)]

@@ -2,90 +2,34 @@
 //! HTTP Basic credentials written into the callback URL configured in Mailjet. The crate docs
 //! state the mapping and its sources.
 
-use std::fmt;
-
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use herald_provider::callback::{
-    CallbackError, CallbackEvent, CallbackRef, CallbackRequest, Callbacks, ReceiptStatus,
+    BasicCredentials, CallbackError, CallbackEvent, CallbackRef, CallbackRequest, Callbacks,
+    ReceiptStatus,
 };
-use hmac::{Hmac, KeyInit, Mac};
-use reqwest::header::AUTHORIZATION;
-use secrecy::{ExposeSecret, SecretSlice, SecretString};
+use secrecy::SecretString;
 use serde_json::{Map, Value};
-use sha2::Sha256;
 use time::OffsetDateTime;
 
 use crate::wire::id_text;
 
 /// Reads one route's Mailjet events; Mailjet signs nothing, so the credentials in the URL are
 /// all that tells its requests from anyone's.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct MailjetCallbacks {
-    /// `username:password`, the Basic credentials Mailjet must send.
-    credentials: SecretSlice<u8>,
-    /// The credentials' own digest (HMAC-SHA256 keyed with them), the other side of every
-    /// comparison: comparing digests takes the same time whatever was sent, its length too.
-    expected: [u8; 32],
-}
-
-/// By hand: the digest would let anyone who reads a log guess the password offline.
-impl fmt::Debug for MailjetCallbacks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MailjetCallbacks")
-            .field("credentials", &"[REDACTED]")
-            .finish()
-    }
+    credentials: BasicCredentials,
 }
 
 impl MailjetCallbacks {
     pub(crate) fn new(username: &str, password: &SecretString) -> Self {
-        let credentials =
-            SecretSlice::from(format!("{username}:{}", password.expose_secret()).into_bytes());
-        let expected = digest(credentials.expose_secret(), credentials.expose_secret());
         MailjetCallbacks {
-            credentials,
-            expected,
+            credentials: BasicCredentials::new(username, password),
         }
     }
-
-    /// Checks `Authorization: Basic …` against the route's credentials, in constant time.
-    fn authenticate(&self, request: &CallbackRequest<'_>) -> Result<(), CallbackError> {
-        let refused = |why: &str| Err(CallbackError::Unauthenticated(why.to_owned()));
-        let Some(header) = request.headers.get(AUTHORIZATION) else {
-            return refused(
-                "header `Authorization` is missing: the callback URL's credentials were not sent",
-            );
-        };
-        let header = header.as_bytes().trim_ascii();
-        let encoded = match header.split_at_checked(6) {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case(b"basic ") => rest.trim_ascii(),
-            _ => return refused("`Authorization` is not HTTP Basic"),
-        };
-        let Ok(sent) = STANDARD.decode(encoded) else {
-            return refused("`Authorization` is not base64");
-        };
-        let mut mac = Hmac::<Sha256>::new_from_slice(self.credentials.expose_secret())
-            .expect("HMAC-SHA256 accepts keys of any length");
-        mac.update(&sent);
-        if mac.verify_slice(&self.expected).is_err() {
-            return refused("`Authorization` does not carry this route's callback credentials");
-        }
-        Ok(())
-    }
-}
-
-/// HMAC-SHA256 of `data` keyed with `key`.
-fn digest(key: &[u8], data: &[u8]) -> [u8; 32] {
-    let mut mac =
-        Hmac::<Sha256>::new_from_slice(key).expect("HMAC-SHA256 accepts keys of any length");
-    mac.update(data);
-    mac.finalize().into_bytes().into()
 }
 
 impl Callbacks for MailjetCallbacks {
     fn read(&self, request: &CallbackRequest<'_>) -> Result<Vec<CallbackEvent>, CallbackError> {
-        self.authenticate(request)?;
+        self.credentials.authenticate(request)?;
         let body: Value = serde_json::from_slice(request.body)
             .map_err(|err| CallbackError::Malformed(format!("not JSON: {err}")))?;
         // One event per request, or (Event API version 2, "grouping") an array of them.

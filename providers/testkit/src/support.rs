@@ -319,6 +319,19 @@ pub fn run_python(script: &str, input: &serde_json::Value) -> serde_json::Value 
     })
 }
 
+/// The `Authorization` header a client sends for `https://user:password@…`, for each
+/// `(user, password)`, built by Python's own `base64` (`scripts/basic_auth.py`): for the vendors
+/// that sign nothing, HTTP Basic is all there is to check. Ask `python_with(&[], …)` first.
+pub fn python_basic_auth(credentials: &[(&str, &str)]) -> Vec<String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/basic_auth.py");
+    let input: Vec<serde_json::Value> = credentials
+        .iter()
+        .map(|(user, password)| serde_json::json!({"user": user, "password": password}))
+        .collect();
+    serde_json::from_value(run_python(script, &input.into()))
+        .expect("the script prints a JSON list")
+}
+
 /// The reason a callback reader refused a request as not the vendor's; panics on anything else.
 pub fn unauthenticated(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
     match result {

@@ -12,15 +12,15 @@ use herald_provider::callback::{
 };
 use herald_provider::settings::{RouteContext, RouteSettings};
 use herald_provider::{Adapter, ProviderKey};
-use herald_provider_testkit::support::{json, malformed, python_with, unauthenticated};
+use herald_provider_testkit::support::{
+    json, malformed, python_basic_auth, python_with, unauthenticated,
+};
 use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::support::{
-    API_KEY, FROM, SECRET, email, install_crypto_provider, python_basic_auth, route,
-};
+use crate::support::{API_KEY, FROM, SECRET, email, install_crypto_provider, route};
 
 const USER: &str = "mailjet-events";
 /// Must never show in an error or a `Debug`.

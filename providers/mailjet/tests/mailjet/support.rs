@@ -63,16 +63,3 @@ pub fn email() -> Message {
 pub fn key(message: &Message) -> ProviderKey {
     ProviderKey::new(format!("ntf-{}", message.notification_id))
 }
-
-/// The `Authorization` header a client sends for `https://user:password@…`, for each
-/// `(user, password)`, built by Python's own `base64` (`basic_auth.py`): Mailjet signs nothing,
-/// so HTTP Basic is all there is to check. Ask `support::python_with(&[], …)` first.
-pub fn python_basic_auth(credentials: &[(&str, &str)]) -> Vec<String> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mailjet/basic_auth.py");
-    let input: Vec<serde_json::Value> = credentials
-        .iter()
-        .map(|(user, password)| serde_json::json!({"user": user, "password": password}))
-        .collect();
-    serde_json::from_value(support::run_python(script, &input.into()))
-        .expect("the script prints a JSON list")
-}

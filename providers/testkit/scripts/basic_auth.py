@@ -1,5 +1,6 @@
-"""HTTP Basic credentials, built by Python's own `base64` (Mailjet signs nothing: the Event API
-posts to a URL with credentials in it, so Basic is all there is to check).
+"""HTTP Basic credentials, built by Python's own `base64`, for the vendors that sign nothing and
+post their callbacks with credentials in the URL (Mailjet, SparkPost): Basic is all there is to
+check.
 
 Reads JSON on stdin: a list of {"user": str, "password": str}. Prints JSON: for each, the
 Authorization header a client sends for https://user:password@....
