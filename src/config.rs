@@ -575,6 +575,7 @@ vendors! {
     "twilio" => Twilio(herald_twilio::Settings),
     "mailjet" => Mailjet(herald_mailjet::Settings),
     "onesignal" => Onesignal(herald_onesignal::Settings),
+    "sparkpost" => Sparkpost(herald_sparkpost::Settings),
 }
 
 /// The keys every route has, whatever its provider.

@@ -382,12 +382,14 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "routes.mailjet.api_secret",
         "routes.onesignal.api_key",
         "routes.resend.api_key",
+        "routes.sparkpost.api_key",
+        "routes.sparkpost.callback_password",
         "routes.twilio.auth_token",
         "sinks.upstream.secret: environment variable HERALD_EVENTS_SECRET is not set",
     ] {
         assert!(problems.contains(key), "{key:?} missing from:\n{problems}");
     }
-    assert!(problems.contains("config: 10 problems"), "{problems}");
+    assert!(problems.contains("config: 12 problems"), "{problems}");
     assert!(problems.contains("(in ") && problems.contains("herald.example.toml)"));
 
     // A value of the wrong type from the environment names its key and its variable.

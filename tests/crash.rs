@@ -25,8 +25,8 @@
 //! PostgreSQL runs two processes on one database; SQLite one. The vendor is the sandbox in each
 //! profile (the queryable one with look-up faults); a failover chain, an idempotent sandbox
 //! whose fallback is a plain one, both with faults, and a circuit breaker that opens after three
-//! failures in a row (the ledger of a notification is then both vendors'); and on PostgreSQL also the Resend fake
-//! (settled by replaying the idempotency key), the Twilio fake (settled by its outcome query,
+//! failures in a row (the ledger of a notification is then both vendors'); and on PostgreSQL also the Resend and
+//! SparkPost fakes (settled by replaying the idempotency key), the Twilio fake (settled by its outcome query,
 //! with look-up faults), and the Twilio fake with notifications in same-text groups to one
 //! number, whose look-ups find each other's messages (look-alikes): the ledger cannot say which
 //! member holds which message, so it is checked per group. A plain sandbox that reports every
@@ -81,6 +81,7 @@ crash_tests! {
     postgres_queryable_vendor: Postgres, Vendor::Sandbox(Profile::Queryable), Kills;
     postgres_plain_vendor: Postgres, Vendor::Sandbox(Profile::Plain), Kills;
     postgres_resend: Postgres, Vendor::Resend, Kills;
+    postgres_sparkpost: Postgres, Vendor::SparkPost, Kills;
     postgres_twilio: Postgres, Vendor::Twilio, Kills;
     postgres_twilio_look_alikes: Postgres, Vendor::TwilioLookAlikes, Kills;
     sqlite_idempotent_vendor: Sqlite, Vendor::Sandbox(Profile::Idempotent), Kills;
@@ -118,6 +119,7 @@ struct Freeze {
 enum Vendor {
     Sandbox(Profile),
     Resend,
+    SparkPost,
     Twilio,
     /// The Twilio fake, with notifications in same-text groups to one number.
     TwilioLookAlikes,
@@ -137,8 +139,11 @@ enum Running {
         primary: SandboxHandle,
         backup: SandboxHandle,
     },
-    Resend {
-        vendor: Arc<herald_resend::fake::FakeHandle>,
+    /// A fake that settles by replaying the key (Resend, SparkPost): its route, and a reader of
+    /// its ledger (each fake has its own types).
+    Replaying {
+        route: String,
+        ledger: Box<dyn Fn() -> Ledger + Send + Sync>,
         _faults: AbortOnDrop,
     },
     Twilio {
@@ -211,11 +216,55 @@ const BY_CALLBACK: &str = "callback";
 /// The secret the reporting sandbox signs with, and its route checks.
 const REPORT_SECRET: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
+/// The fake of `$krate`, a vendor that settles by replaying the key, with every fault of its
+/// armed in turn, as [`Running::Replaying`].
+macro_rules! replaying {
+    ($krate:ident, $provider:literal) => {{
+        use $krate::fake::{self, Fault, Faults};
+        let config = fake::FakeConfig {
+            delay: Duration::from_millis(1500),
+            ..fake::FakeConfig::default()
+        };
+        let route = |base_url: &str| {
+            format!(
+                "provider = \"{}\"\nbase_url = \"{base_url}\"\napi_key = \"{}\"\nfrom = \"noreply@acme.example\"\n",
+                $provider, config.api_key
+            )
+        };
+        let vendor = Arc::new(fake::spawn(config.clone()).await.expect("the fake starts"));
+        let kinds = [
+            Fault::AcceptThenDrop,
+            Fault::Delay,
+            Fault::ErrorAfterProcessing,
+            Fault::UnavailableBeforeProcessing,
+            Fault::RateLimited,
+        ];
+        let armed = vendor.clone();
+        let injector = inject(
+            move |k| armed.set_faults(Faults::next([kinds[k]])),
+            kinds.len(),
+        );
+        Running::Replaying {
+            route: route(&vendor.base_url()),
+            ledger: Box::new(move || {
+                let ledger = vendor.ledger();
+                Ledger {
+                    total: ledger.total_deliveries(),
+                    deliveries: ledger.deliveries.into_iter().collect(),
+                    messages: HashMap::new(),
+                }
+            }),
+            _faults: injector,
+        }
+    }};
+}
+
 impl Vendor {
     fn name(self) -> &'static str {
         match self {
             Vendor::Sandbox(profile) => profile.as_str(),
             Vendor::Resend => "resend",
+            Vendor::SparkPost => "sparkpost",
             Vendor::Twilio => "twilio",
             Vendor::TwilioLookAlikes => "twilio-look-alikes",
             Vendor::Chain => "failover-chain",
@@ -230,9 +279,10 @@ impl Vendor {
             Vendor::Sandbox(Profile::Queryable) | Vendor::Twilio | Vendor::TwilioLookAlikes => {
                 Some(BY_QUERY)
             }
-            Vendor::Sandbox(Profile::Idempotent) | Vendor::Resend | Vendor::Chain => {
-                Some(BY_REPLAY)
-            }
+            Vendor::Sandbox(Profile::Idempotent)
+            | Vendor::Resend
+            | Vendor::SparkPost
+            | Vendor::Chain => Some(BY_REPLAY),
             Vendor::Reporting => Some(BY_CALLBACK),
         }
     }
@@ -268,7 +318,7 @@ impl Vendor {
     /// Notification `i` goes by email or SMS: whichever the vendor carries, alternating.
     fn channel(self, i: usize) -> &'static str {
         match self {
-            Vendor::Resend => "email",
+            Vendor::Resend | Vendor::SparkPost => "email",
             Vendor::Twilio | Vendor::TwilioLookAlikes => "sms",
             Vendor::Sandbox(_) | Vendor::Chain | Vendor::Reporting if i.is_multiple_of(2) => {
                 "email"
@@ -345,30 +395,8 @@ impl Vendor {
                 .await
                 .expect("sandbox starts"),
             ),
-            Vendor::Resend => {
-                use herald_resend::fake::{self, Fault, Faults};
-                let config = fake::FakeConfig {
-                    delay: Duration::from_millis(1500),
-                    ..fake::FakeConfig::default()
-                };
-                let vendor = Arc::new(fake::spawn(config).await.expect("resend fake starts"));
-                let kinds = [
-                    Fault::AcceptThenDrop,
-                    Fault::Delay,
-                    Fault::ErrorAfterProcessing,
-                    Fault::UnavailableBeforeProcessing,
-                    Fault::RateLimited,
-                ];
-                let armed = vendor.clone();
-                let injector = inject(
-                    move |k| armed.set_faults(Faults::next([kinds[k]])),
-                    kinds.len(),
-                );
-                Running::Resend {
-                    vendor,
-                    _faults: injector,
-                }
-            }
+            Vendor::Resend => replaying!(herald_resend, "resend"),
+            Vendor::SparkPost => replaying!(herald_sparkpost, "sparkpost"),
             Vendor::Twilio | Vendor::TwilioLookAlikes => {
                 use herald_twilio::fake::{self, Fault};
                 let mut config = fake::FakeConfig::new(TWILIO_SID, TWILIO_TOKEN.into());
@@ -478,11 +506,7 @@ impl Running {
                 "{}fallback = \"backup\"\ncircuit_failures = 3\ncircuit_open_seconds = 1\n",
                 sandbox_route(primary, Profile::Idempotent)
             ),
-            Running::Resend { vendor, .. } => format!(
-                "provider = \"resend\"\nbase_url = \"{}\"\napi_key = \"{}\"\nfrom = \"noreply@acme.example\"\n",
-                vendor.base_url(),
-                herald_resend::fake::FakeConfig::default().api_key
-            ),
+            Running::Replaying { route, .. } => route.clone(),
             Running::Twilio { vendor, .. } => format!(
                 "provider = \"twilio\"\nbase_url = \"{}\"\naccount_sid = \"{TWILIO_SID}\"\nauth_token = \"{TWILIO_TOKEN}\"\nfrom = \"+15005550006\"\nvisibility_lag_ms = {}\n",
                 vendor.base_url(),
@@ -547,14 +571,7 @@ impl Running {
                     messages: HashMap::new(),
                 }
             }
-            Running::Resend { vendor, .. } => {
-                let ledger = vendor.ledger();
-                Ledger {
-                    total: ledger.total_deliveries(),
-                    deliveries: ledger.deliveries.into_iter().collect(),
-                    messages: HashMap::new(),
-                }
-            }
+            Running::Replaying { ledger, .. } => ledger(),
             Running::Twilio { vendor, .. } => {
                 let ledger = vendor.ledger();
                 let mut deliveries = HashMap::new();
@@ -871,9 +888,9 @@ max_attempts = {MAX_ATTEMPTS}
         tally.lease_expired_delivered > 0,
         "no attempt recovered by its lease belongs to a notification the vendor delivered"
     );
-    // Resend answers a replay exactly as the first request, so which send it processed is not
-    // for the test to tell: there, the count above is all the proof there is.
-    if vendor != Vendor::Resend {
+    // Resend and SparkPost answer a replay as the first request, so which send they processed
+    // is not for the test to tell: there, the count above is all the proof there is.
+    if !matches!(vendor, Vendor::Resend | Vendor::SparkPost) {
         assert!(
             tally.lease_expired_processed > 0,
             "no kill provably landed between the vendor's processing and herald's record"

@@ -16,6 +16,7 @@ on_both_backends!(
     twilio_settles_every_fault_by_looking_the_message_up,
     smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
+    sparkpost_settles_every_fault_by_replaying_its_key_and_reads_its_webhooks,
     an_emails_own_sender_copies_tags_and_headers_reach_resend_as_documented,
     onesignal_settles_every_fault_by_replaying_its_key,
     webhooks_are_signed_classified_and_kept_off_private_networks,
@@ -94,6 +95,79 @@ fn email() -> Value {
     json!({"channel": "email", "to": "ada@example.com", "subject": "Hi", "text": "hello", "html": "<p>hello</p>"})
 }
 
+/// The faults every fake of a vendor that replays by key plays, in the order herald meets them.
+#[derive(Debug, Clone, Copy)]
+enum Played {
+    Dropped,
+    ErrorAfterProcessing,
+    UnavailableBeforeProcessing,
+    RateLimited,
+    /// Held past the route's timeout: the replay meets the first request still in progress.
+    Delay,
+}
+
+/// Sends an email into each fault (`arm` sets the vendor's fake to play it next), and checks
+/// that a replay under the notification's key settles it: delivered and known, delivered once
+/// by the vendor's ledger (`deliveries`, by herald's key), the ambiguity settled by replay.
+async fn replays_settle_every_fault(
+    rig: &Rig,
+    vendor: &str,
+    arm: impl Fn(Option<Played>),
+    deliveries: impl Fn(&str) -> u64,
+) {
+    let cases: &[(&str, Option<Played>, &[&str])] = &[
+        ("plain", None, &["accepted"]),
+        ("dropped", Some(Played::Dropped), &["ambiguous", "accepted"]),
+        (
+            "500",
+            Some(Played::ErrorAfterProcessing),
+            &["ambiguous", "accepted"],
+        ),
+        (
+            "503",
+            Some(Played::UnavailableBeforeProcessing),
+            &["ambiguous", "accepted"],
+        ),
+        ("429", Some(Played::RateLimited), &["rejected", "accepted"]),
+    ];
+    for (label, fault, attempts) in cases {
+        arm(*fault);
+        let n = rig.deliver(label, email()).await;
+        expect(
+            &n,
+            "delivered",
+            "known",
+            attempts,
+            &format!("{vendor} {label}"),
+        );
+        let key = n["id"].as_str().unwrap();
+        assert_eq!(deliveries(key), 1, "{vendor} {label}: delivered once");
+        if attempts[0] == "ambiguous" {
+            assert_eq!(
+                n["attempts"][0]["settled_by"], "idempotent_replay",
+                "{vendor} {label}"
+            );
+        }
+    }
+    // A timeout: the replay meets the first request still in progress (409), then its answer.
+    arm(Some(Played::Delay));
+    let n = rig.deliver("delayed", email()).await;
+    let (state, certainty, attempts) = outcome(&n);
+    assert_eq!(
+        (state.as_str(), certainty.as_str()),
+        ("delivered", "known"),
+        "{vendor}: {n:#}"
+    );
+    assert_eq!(
+        (
+            attempts.first().map(String::as_str),
+            attempts.last().map(String::as_str)
+        ),
+        (Some("ambiguous"), Some("accepted"))
+    );
+    assert_eq!(deliveries(n["id"].as_str().unwrap()), 1);
+}
+
 async fn resend_settles_every_fault_by_replaying_its_key(backend: Backend) {
     use herald_resend::fake::{self, Fault, Faults};
     let vendor = fake::spawn(fake::FakeConfig {
@@ -110,73 +184,87 @@ async fn resend_settles_every_fault_by_replaying_its_key(backend: Backend) {
     let Some(rig) = start_rig(backend, &route).await else {
         return;
     };
-    let cases: &[(&str, Option<Fault>, &str, &[&str])] = &[
-        ("plain", None, "known", &["accepted"]),
-        (
-            "dropped",
-            Some(Fault::AcceptThenDrop),
-            "known",
-            &["ambiguous", "accepted"],
-        ),
-        (
-            "500",
-            Some(Fault::ErrorAfterProcessing),
-            "known",
-            &["ambiguous", "accepted"],
-        ),
-        (
-            "503",
-            Some(Fault::UnavailableBeforeProcessing),
-            "known",
-            &["ambiguous", "accepted"],
-        ),
-        (
-            "429",
-            Some(Fault::RateLimited),
-            "known",
-            &["rejected", "accepted"],
-        ),
-    ];
-    for (label, fault, certainty, attempts) in cases {
-        vendor.set_faults(Faults::next(*fault));
-        let n = rig.deliver(label, email()).await;
-        expect(
-            &n,
-            "delivered",
-            certainty,
-            attempts,
-            &format!("resend {label}"),
-        );
-        let key = n["id"].as_str().unwrap();
-        assert_eq!(
-            vendor.ledger().deliveries_of(key),
-            1,
-            "resend {label}: delivered once"
-        );
-        if attempts.len() > 1 && attempts[0] == "ambiguous" {
-            assert_eq!(
-                n["attempts"][0]["settled_by"], "idempotent_replay",
-                "resend {label}"
-            );
-        }
-    }
-    // A timeout: the replay meets the first request still in progress (409), then its answer.
-    vendor.set_faults(Faults::next([Fault::Delay]));
-    let n = rig.deliver("delayed", email()).await;
-    let (state, certainty, attempts) = outcome(&n);
-    assert_eq!(
-        (state.as_str(), certainty.as_str()),
-        ("delivered", "known"),
-        "{n:#}"
+    let arm = |played: Option<Played>| {
+        vendor.set_faults(Faults::next(played.map(|played| match played {
+            Played::Dropped => Fault::AcceptThenDrop,
+            Played::ErrorAfterProcessing => Fault::ErrorAfterProcessing,
+            Played::UnavailableBeforeProcessing => Fault::UnavailableBeforeProcessing,
+            Played::RateLimited => Fault::RateLimited,
+            Played::Delay => Fault::Delay,
+        })));
+    };
+    let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
+    replays_settle_every_fault(&rig, "resend", arm, deliveries).await;
+}
+
+async fn sparkpost_settles_every_fault_by_replaying_its_key_and_reads_its_webhooks(
+    backend: Backend,
+) {
+    use herald_sparkpost::fake::{self, Fault, Faults};
+    let config = fake::FakeConfig {
+        delay: Duration::from_millis(1500),
+        suppressed: vec!["suppressed@example.com".to_owned()],
+        ..fake::FakeConfig::default()
+    };
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    let password = "0123456789abcdef0123456789abcdef";
+    let route = format!(
+        "provider = \"sparkpost\"\nbase_url = \"{}\"\napi_key = \"{}\"\nfrom = \"Acme <noreply@acme.example>\"\n\
+         callback_username = \"sparkpost\"\ncallback_password = \"{password}\"\n",
+        vendor.base_url(),
+        config.api_key
     );
-    assert_eq!(
-        (
-            attempts.first().map(String::as_str),
-            attempts.last().map(String::as_str)
-        ),
-        (Some("ambiguous"), Some("accepted"))
-    );
-    assert_eq!(vendor.ledger().deliveries_of(n["id"].as_str().unwrap()), 1);
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let arm = |played: Option<Played>| {
+        vendor.set_faults(Faults::next(played.map(|played| match played {
+            Played::Dropped => Fault::AcceptThenDrop,
+            Played::ErrorAfterProcessing => Fault::ErrorAfterProcessing,
+            Played::UnavailableBeforeProcessing => Fault::UnavailableBeforeProcessing,
+            Played::RateLimited => Fault::RateLimited,
+            Played::Delay => Fault::Delay,
+        })));
+    };
+    let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
+    replays_settle_every_fault(&rig, "sparkpost", arm, deliveries).await;
+
+    // A recipient on SparkPost's suppression list: created with none accepted, nothing sent.
+    let mut suppressed = email();
+    suppressed["to"] = json!("suppressed@example.com");
+    let n = rig.deliver("suppressed", suppressed).await;
+    expect(&n, "failed", "known", &["rejected"], "sparkpost suppressed");
+    assert_eq!(vendor.ledger().deliveries_of(n["id"].as_str().unwrap()), 0);
+
+    // SparkPost's webhook names the message by the key in its metadata; a hard bounce moves the
+    // receipt and suppresses the recipient. Without the webhook's credentials, nothing counts.
+    let n = rig.deliver("bounced", email()).await;
+    let id = n["id"].as_str().unwrap();
+    let batch = json!([{"msys": {"message_event": {
+        "type": "bounce", "bounce_class": "10", "event_id": "92356927693813857",
+        "transmission_id": n["attempts"][0]["provider_ref"], "timestamp": "1460989507",
+        "rcpt_meta": {"herald_key": id},
+    }}}]);
+    let post = |user: &str| {
+        rig.app
+            .http
+            .post(rig.app.url("/v1/callbacks/vendor"))
+            .basic_auth(user, Some(password))
+            .json(&batch)
+            .send()
+    };
+    assert_eq!(post("someone").await.unwrap().status(), 401);
+    assert_eq!(post("sparkpost").await.unwrap().status(), 200);
+    let n = rig.app.show(id).await;
+    assert_eq!(n["receipt"]["status"], "bounced", "{n:#}");
+    let list: Value = rig
+        .app
+        .get(ACME, "/v1/suppressions?channel=email")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["data"][0]["recipient"], "ada@example.com", "{list:#}");
 }
 
 async fn an_emails_own_sender_copies_tags_and_headers_reach_resend_as_documented(backend: Backend) {

@@ -215,8 +215,51 @@ impl fmt::Debug for BasicCredentials {
     }
 }
 
+/// The shortest callback password a route takes: as long as herald's own token secrets, for it
+/// alone lets a caller write delivery reports.
+pub const MIN_CALLBACK_PASSWORD_CHARS: usize = 32;
+
+/// What is wrong with a route's `callback_username` and `callback_password`; says which, never
+/// what the password is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    #[error(
+        "needs a callback_username, without `:` (HTTP Basic cannot carry one), alongside its \
+         callback_password"
+    )]
+    Username,
+    #[error(
+        "needs a callback_password of at least {MIN_CALLBACK_PASSWORD_CHARS} characters \
+         alongside its callback_username: it is all that guards a public URL (e.g. \
+         `openssl rand -hex 24`)"
+    )]
+    Password,
+}
+
 impl BasicCredentials {
-    pub fn new(username: &str, password: &SecretString) -> Self {
+    /// A route's callback credentials: both or neither, a user name HTTP Basic can carry, and
+    /// a password of at least [`MIN_CALLBACK_PASSWORD_CHARS`].
+    pub fn configured(
+        username: Option<&str>,
+        password: Option<&SecretString>,
+    ) -> Result<Option<Self>, CredentialsError> {
+        match (username, password) {
+            (None, None) => Ok(None),
+            (Some(user), Some(password)) => {
+                if user.is_empty() || user.contains(':') {
+                    return Err(CredentialsError::Username);
+                }
+                if password.expose_secret().chars().count() < MIN_CALLBACK_PASSWORD_CHARS {
+                    return Err(CredentialsError::Password);
+                }
+                Ok(Some(BasicCredentials::new(user, password)))
+            }
+            (None, Some(_)) => Err(CredentialsError::Username),
+            (Some(_), None) => Err(CredentialsError::Password),
+        }
+    }
+
+    fn new(username: &str, password: &SecretString) -> Self {
         let credentials =
             SecretSlice::from(format!("{username}:{}", password.expose_secret()).into_bytes());
         let expected = hmac_sha256(credentials.expose_secret(), credentials.expose_secret());

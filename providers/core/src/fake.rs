@@ -1,6 +1,7 @@
 //! The harness every vendor fake shares (feature `fake`): a local HTTP server on 127.0.0.1
-//! that can close a connection without answering, and the one-shot fault queue the fakes
-//! take their misbehaviour from.
+//! that can close a connection without answering, the one-shot fault queue the fakes take
+//! their misbehaviour from, and the idempotency records of a vendor that keeps a key's first
+//! request and answer for a window ([`IdempotencyRecords`]: Resend's and SparkPost's fakes).
 //!
 //! [`serve`] runs each connection itself (hyper's HTTP/1 connection per socket) instead of
 //! through `axum::serve`, because an `accept_then_drop` fault must close a connection after
@@ -21,11 +22,12 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::{Extension, Router};
 use hyper::server::conn::http1;
@@ -270,5 +272,90 @@ mod tests {
         let mut once = Faults::next([7]);
         assert_eq!([once.draw(), once.draw()], [Some(7), None]);
         assert_eq!(Faults::<u8>::none().draw(), None);
+    }
+}
+
+/// The idempotency records of a vendor that keeps a key's first request and answer for a
+/// window: what a fake of such a vendor decides about a request with a key it has seen.
+#[derive(Debug)]
+pub struct IdempotencyRecords<A> {
+    records: HashMap<String, Record<A>>,
+}
+
+// By hand: a derived `Default` would demand `A: Default`.
+impl<A> Default for IdempotencyRecords<A> {
+    fn default() -> Self {
+        IdempotencyRecords {
+            records: HashMap::new(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Record<A> {
+    answer: A,
+    payload: serde_json::Value,
+    processed_at: Instant,
+    /// How long after processing the first request still counts as in progress (a fault that
+    /// holds its answer), otherwise zero. A time span rather than a flag flipped when the
+    /// answer goes out, because a handler whose client hung up is dropped before then.
+    in_progress_for: Duration,
+}
+
+/// What the records say of a request under a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen<A> {
+    /// No record inside the window: process it.
+    New,
+    /// The same payload, finished: answer the first answer again.
+    Replay(A),
+    /// Another payload under the key: the first request was processed, this one is not.
+    OtherPayload,
+    /// The same payload while the first request is still in progress.
+    InProgress,
+}
+
+impl<A: Clone> IdempotencyRecords<A> {
+    /// What to do with `payload` under `key` at `now`, for a vendor that keeps a key for
+    /// `window`.
+    pub fn seen(
+        &self,
+        key: &str,
+        payload: &serde_json::Value,
+        now: Instant,
+        window: Duration,
+    ) -> Seen<A> {
+        let Some(record) = self.records.get(key) else {
+            return Seen::New;
+        };
+        let age = now.duration_since(record.processed_at);
+        if age >= window {
+            Seen::New
+        } else if record.payload != *payload {
+            Seen::OtherPayload
+        } else if age < record.in_progress_for {
+            Seen::InProgress
+        } else {
+            Seen::Replay(record.answer.clone())
+        }
+    }
+
+    /// Keeps the first processed request under `key` and its answer, in progress for
+    /// `in_progress_for` after `now`.
+    pub fn record(
+        &mut self,
+        key: &str,
+        payload: serde_json::Value,
+        answer: A,
+        now: Instant,
+        in_progress_for: Duration,
+    ) {
+        let record = Record {
+            answer,
+            payload,
+            processed_at: now,
+            in_progress_for,
+        };
+        self.records.insert(key.to_owned(), record);
     }
 }

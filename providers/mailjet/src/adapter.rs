@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use herald_provider::callback::Callbacks;
+use herald_provider::callback::{BasicCredentials, Callbacks, CredentialsError};
 use herald_provider::http::{
     Answer, StatusRules, classify_failure_status, exchange, look_up, unreadable_success,
     with_vendor_code,
@@ -106,23 +106,10 @@ pub enum MailjetError {
     VisibilityLag,
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
-    #[error(
-        "a Mailjet route that reads events needs a callback_username, without `:` (HTTP Basic \
-         cannot carry one), alongside its callback_password"
-    )]
-    CallbackUsername,
-    /// The password itself is never part of the message.
-    #[error(
-        "a Mailjet route that reads events needs a callback_password of at least \
-         {MIN_CALLBACK_PASSWORD_CHARS} characters alongside its callback_username: it is all \
-         that guards a public URL (e.g. `openssl rand -hex 24`)"
-    )]
-    CallbackPassword,
+    /// Says which credential is wrong, never what the password is.
+    #[error("a Mailjet route that reads events {0}")]
+    Callback(#[source] CredentialsError),
 }
-
-/// The shortest callback password a route takes: as long as herald's own token secrets, for it
-/// alone lets a caller write delivery reports.
-pub const MIN_CALLBACK_PASSWORD_CHARS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct MailjetAdapter {
@@ -155,20 +142,12 @@ impl MailjetAdapter {
         if route.visibility_lag.is_zero() {
             return Err(MailjetError::VisibilityLag);
         }
-        let callbacks = match (&route.callback_username, &route.callback_password) {
-            (None, None) => None,
-            (Some(user), Some(password)) => {
-                if user.is_empty() || user.contains(':') {
-                    return Err(MailjetError::CallbackUsername);
-                }
-                if password.expose_secret().chars().count() < MIN_CALLBACK_PASSWORD_CHARS {
-                    return Err(MailjetError::CallbackPassword);
-                }
-                Some(MailjetCallbacks::new(user, password))
-            }
-            (None, Some(_)) => return Err(MailjetError::CallbackUsername),
-            (Some(_), None) => return Err(MailjetError::CallbackPassword),
-        };
+        let callbacks = BasicCredentials::configured(
+            route.callback_username.as_deref(),
+            route.callback_password.as_ref(),
+        )
+        .map_err(MailjetError::Callback)?
+        .map(MailjetCallbacks::new);
         let bad_url = |reason: String| MailjetError::BaseUrl {
             url: route.base_url.clone(),
             reason,

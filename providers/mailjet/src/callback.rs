@@ -6,7 +6,6 @@ use herald_provider::callback::{
     BasicCredentials, CallbackError, CallbackEvent, CallbackRef, CallbackRequest, Callbacks,
     ReceiptStatus,
 };
-use secrecy::SecretString;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -20,10 +19,8 @@ pub(crate) struct MailjetCallbacks {
 }
 
 impl MailjetCallbacks {
-    pub(crate) fn new(username: &str, password: &SecretString) -> Self {
-        MailjetCallbacks {
-            credentials: BasicCredentials::new(username, password),
-        }
+    pub(crate) fn new(credentials: BasicCredentials) -> Self {
+        MailjetCallbacks { credentials }
     }
 }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use herald_provider::callback::CredentialsError;
 use herald_provider::settings::{
     RouteContext, RouteSettings, SecretSource, SettingsError, endpoint_of,
 };
@@ -77,8 +78,8 @@ impl RouteSettings for Settings {
                 MailjetError::From => "from",
                 MailjetError::VisibilityLag => "visibility_lag_ms",
                 MailjetError::Client(_) => "",
-                MailjetError::CallbackUsername => "callback_username",
-                MailjetError::CallbackPassword => "callback_password",
+                MailjetError::Callback(CredentialsError::Username) => "callback_username",
+                MailjetError::Callback(CredentialsError::Password) => "callback_password",
             };
             SettingsError::new(key, e)
         })?;

@@ -8,7 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use herald_mailjet::{MailjetAdapter, MailjetError, MailjetRoute, Settings};
 use herald_provider::callback::{
-    CallbackError, CallbackEvent, CallbackRef, CallbackRequest, ReceiptStatus,
+    CallbackError, CallbackEvent, CallbackRef, CallbackRequest, CredentialsError, ReceiptStatus,
 };
 use herald_provider::settings::{RouteContext, RouteSettings};
 use herald_provider::{Adapter, ProviderKey};
@@ -332,8 +332,8 @@ fn events_are_read_only_with_both_credentials_and_the_password_is_never_shown() 
     ];
     for (err, which) in refused {
         let matches = match which {
-            "username" => matches!(err, MailjetError::CallbackUsername),
-            _ => matches!(err, MailjetError::CallbackPassword),
+            "username" => matches!(err, MailjetError::Callback(CredentialsError::Username)),
+            _ => matches!(err, MailjetError::Callback(CredentialsError::Password)),
         };
         assert!(matches, "{which}: {err:?}");
         assert!(!format!("{err} {err:?}").contains(PASSWORD));

@@ -14,7 +14,6 @@
 //! otherwise the first answer again). Only a request that passes all of that is a delivery, and
 //! the ledger counts it at once, before any fault decides what goes on the wire.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -26,7 +25,7 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
-use herald_provider::fake::Kill;
+use herald_provider::fake::{IdempotencyRecords, Kill, Seen};
 
 use super::{FakeConfig, Fault, Faults, Ledger};
 use crate::wire::{
@@ -78,20 +77,10 @@ pub struct Vendor {
 struct VendorState {
     ledger: Ledger,
     /// Per idempotency key, what its first processed request was and answered.
-    records: HashMap<String, Record>,
+    records: IdempotencyRecords<String>,
     /// The pending faults; each request that gets past authentication draws one.
     faults: Faults,
     last_request: Option<ReceivedRequest>,
-}
-
-struct Record {
-    id: String,
-    payload: Value,
-    processed_at: Instant,
-    /// How long after processing the first request still counts as in progress: the `delay`
-    /// fault's hold, otherwise zero. A time span rather than a flag flipped when the answer
-    /// goes out, because a handler whose client hung up is dropped before then.
-    in_progress_for: Duration,
 }
 
 /// What processing decided, before any fault touches the answer.
@@ -175,16 +164,19 @@ impl Vendor {
         }
 
         let now = Instant::now();
-        if let Some(record) = key.and_then(|key| state.records.get(key)) {
-            let age = now.duration_since(record.processed_at);
-            if age < self.idempotency_window {
-                return if record.payload != payload {
-                    Outcome::Refused(StatusCode::CONFLICT, INVALID_IDEMPOTENT_REQUEST)
-                } else if age < record.in_progress_for {
-                    Outcome::Refused(StatusCode::CONFLICT, CONCURRENT_IDEMPOTENT_REQUESTS)
-                } else {
-                    Outcome::Replayed(record.id.clone())
-                };
+        if let Some(key) = key {
+            match state
+                .records
+                .seen(key, &payload, now, self.idempotency_window)
+            {
+                Seen::New => {}
+                Seen::Replay(id) => return Outcome::Replayed(id),
+                Seen::OtherPayload => {
+                    return Outcome::Refused(StatusCode::CONFLICT, INVALID_IDEMPOTENT_REQUEST);
+                }
+                Seen::InProgress => {
+                    return Outcome::Refused(StatusCode::CONFLICT, CONCURRENT_IDEMPOTENT_REQUESTS);
+                }
             }
         }
 
@@ -198,15 +190,9 @@ impl Vendor {
                 Some(Fault::Delay) => self.delay,
                 _ => Duration::ZERO,
             };
-            state.records.insert(
-                key.to_owned(),
-                Record {
-                    id: id.clone(),
-                    payload,
-                    processed_at: now,
-                    in_progress_for,
-                },
-            );
+            state
+                .records
+                .record(key, payload, id.clone(), now, in_progress_for);
         }
         Outcome::Delivered(id)
     }
