@@ -576,6 +576,7 @@ vendors! {
     "mailjet" => Mailjet(herald_mailjet::Settings),
     "onesignal" => Onesignal(herald_onesignal::Settings),
     "sparkpost" => Sparkpost(herald_sparkpost::Settings),
+    "postmark" => Postmark(herald_postmark::Settings),
 }
 
 /// The keys every route has, whatever its provider.

@@ -26,7 +26,8 @@
 //! profile (the queryable one with look-up faults); a failover chain, an idempotent sandbox
 //! whose fallback is a plain one, both with faults, and a circuit breaker that opens after three
 //! failures in a row (the ledger of a notification is then both vendors'); and on PostgreSQL also the Resend and
-//! SparkPost fakes (settled by replaying the idempotency key), the Twilio fake (settled by its outcome query,
+//! SparkPost fakes (settled by replaying the idempotency key), the Postmark fake (settled by
+//! looking its metadata up), the Twilio fake (settled by its outcome query,
 //! with look-up faults), and the Twilio fake with notifications in same-text groups to one
 //! number, whose look-ups find each other's messages (look-alikes): the ledger cannot say which
 //! member holds which message, so it is checked per group. A plain sandbox that reports every
@@ -82,6 +83,7 @@ crash_tests! {
     postgres_plain_vendor: Postgres, Vendor::Sandbox(Profile::Plain), Kills;
     postgres_resend: Postgres, Vendor::Resend, Kills;
     postgres_sparkpost: Postgres, Vendor::SparkPost, Kills;
+    postgres_postmark: Postgres, Vendor::Postmark, Kills;
     postgres_twilio: Postgres, Vendor::Twilio, Kills;
     postgres_twilio_look_alikes: Postgres, Vendor::TwilioLookAlikes, Kills;
     sqlite_idempotent_vendor: Sqlite, Vendor::Sandbox(Profile::Idempotent), Kills;
@@ -120,6 +122,8 @@ enum Vendor {
     Sandbox(Profile),
     Resend,
     SparkPost,
+    /// No key: settled by the look-up of herald's key in the messages' metadata.
+    Postmark,
     Twilio,
     /// The Twilio fake, with notifications in same-text groups to one number.
     TwilioLookAlikes,
@@ -139,9 +143,9 @@ enum Running {
         primary: SandboxHandle,
         backup: SandboxHandle,
     },
-    /// A fake that settles by replaying the key (Resend, SparkPost): its route, and a reader of
-    /// its ledger (each fake has its own types).
-    Replaying {
+    /// A vendor crate's fake with its five faults armed in turn (Resend, SparkPost, Postmark):
+    /// its route, and a reader of its ledger (each fake has its own types).
+    Fake {
         route: String,
         ledger: Box<dyn Fn() -> Ledger + Send + Sync>,
         _faults: AbortOnDrop,
@@ -217,7 +221,7 @@ const BY_CALLBACK: &str = "callback";
 const REPORT_SECRET: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 /// The fake of `$krate`, a vendor that settles by replaying the key, with every fault of its
-/// armed in turn, as [`Running::Replaying`].
+/// armed in turn, as [`Running::Fake`].
 macro_rules! replaying {
     ($krate:ident, $provider:literal) => {{
         use $krate::fake::{self, Fault, Faults};
@@ -244,7 +248,7 @@ macro_rules! replaying {
             move |k| armed.set_faults(Faults::next([kinds[k]])),
             kinds.len(),
         );
-        Running::Replaying {
+        Running::Fake {
             route: route(&vendor.base_url()),
             ledger: Box::new(move || {
                 let ledger = vendor.ledger();
@@ -265,6 +269,7 @@ impl Vendor {
             Vendor::Sandbox(profile) => profile.as_str(),
             Vendor::Resend => "resend",
             Vendor::SparkPost => "sparkpost",
+            Vendor::Postmark => "postmark",
             Vendor::Twilio => "twilio",
             Vendor::TwilioLookAlikes => "twilio-look-alikes",
             Vendor::Chain => "failover-chain",
@@ -276,9 +281,10 @@ impl Vendor {
     fn settles_by(self) -> Option<&'static str> {
         match self {
             Vendor::Sandbox(Profile::Plain) => None,
-            Vendor::Sandbox(Profile::Queryable) | Vendor::Twilio | Vendor::TwilioLookAlikes => {
-                Some(BY_QUERY)
-            }
+            Vendor::Sandbox(Profile::Queryable)
+            | Vendor::Twilio
+            | Vendor::TwilioLookAlikes
+            | Vendor::Postmark => Some(BY_QUERY),
             Vendor::Sandbox(Profile::Idempotent)
             | Vendor::Resend
             | Vendor::SparkPost
@@ -318,7 +324,7 @@ impl Vendor {
     /// Notification `i` goes by email or SMS: whichever the vendor carries, alternating.
     fn channel(self, i: usize) -> &'static str {
         match self {
-            Vendor::Resend | Vendor::SparkPost => "email",
+            Vendor::Resend | Vendor::SparkPost | Vendor::Postmark => "email",
             Vendor::Twilio | Vendor::TwilioLookAlikes => "sms",
             Vendor::Sandbox(_) | Vendor::Chain | Vendor::Reporting if i.is_multiple_of(2) => {
                 "email"
@@ -397,6 +403,49 @@ impl Vendor {
             ),
             Vendor::Resend => replaying!(herald_resend, "resend"),
             Vendor::SparkPost => replaying!(herald_sparkpost, "sparkpost"),
+            Vendor::Postmark => {
+                use herald_postmark::fake::{self, Fault, Faults};
+                let config = fake::FakeConfig {
+                    visibility_lag: VENDOR_LAG,
+                    delay: Duration::from_millis(1500),
+                    ..fake::FakeConfig::default()
+                };
+                let vendor = Arc::new(fake::spawn(config.clone()).await.expect("the fake starts"));
+                let route = format!(
+                    "provider = \"postmark\"\nbase_url = \"{}\"\nserver_token = \"{}\"\nfrom = \"noreply@acme.example\"\nvisibility_lag_ms = {}\n",
+                    vendor.base_url(),
+                    config.server_token,
+                    VENDOR_LAG.as_millis()
+                );
+                let kinds = [
+                    Fault::AcceptThenDrop,
+                    Fault::Delay,
+                    Fault::ErrorAfterProcessing,
+                    Fault::UnavailableBeforeProcessing,
+                    Fault::RateLimited,
+                ];
+                let armed = vendor.clone();
+                let injector = inject(
+                    move |k| armed.set_faults(Faults::next([kinds[k]])),
+                    kinds.len(),
+                );
+                Running::Fake {
+                    route,
+                    ledger: Box::new(move || {
+                        let ledger = vendor.ledger();
+                        let mut deliveries = HashMap::new();
+                        for delivery in &ledger.deliveries {
+                            *deliveries.entry(delivery.key.clone()).or_default() += 1;
+                        }
+                        Ledger {
+                            total: ledger.total(),
+                            deliveries,
+                            messages: HashMap::new(),
+                        }
+                    }),
+                    _faults: injector,
+                }
+            }
             Vendor::Twilio | Vendor::TwilioLookAlikes => {
                 use herald_twilio::fake::{self, Fault};
                 let mut config = fake::FakeConfig::new(TWILIO_SID, TWILIO_TOKEN.into());
@@ -506,7 +555,7 @@ impl Running {
                 "{}fallback = \"backup\"\ncircuit_failures = 3\ncircuit_open_seconds = 1\n",
                 sandbox_route(primary, Profile::Idempotent)
             ),
-            Running::Replaying { route, .. } => route.clone(),
+            Running::Fake { route, .. } => route.clone(),
             Running::Twilio { vendor, .. } => format!(
                 "provider = \"twilio\"\nbase_url = \"{}\"\naccount_sid = \"{TWILIO_SID}\"\nauth_token = \"{TWILIO_TOKEN}\"\nfrom = \"+15005550006\"\nvisibility_lag_ms = {}\n",
                 vendor.base_url(),
@@ -571,7 +620,7 @@ impl Running {
                     messages: HashMap::new(),
                 }
             }
-            Running::Replaying { ledger, .. } => ledger(),
+            Running::Fake { ledger, .. } => ledger(),
             Running::Twilio { vendor, .. } => {
                 let ledger = vendor.ledger();
                 let mut deliveries = HashMap::new();

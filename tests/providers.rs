@@ -13,6 +13,7 @@ use support::{ACME, Backend, TestApp, spawn_stepped};
 
 on_both_backends!(
     mailjet_settles_every_fault_by_looking_up_its_custom_id,
+    postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_webhooks,
     twilio_settles_every_fault_by_looking_the_message_up,
     smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
@@ -38,6 +39,21 @@ async fn start_rig(backend: Backend, route: &str) -> Option<Rig> {
 }
 
 impl Rig {
+    /// Posts a vendor's report to the route's callback URL with HTTP Basic `credentials`, as a
+    /// vendor that signs nothing does: the status herald answers.
+    async fn report(&self, (user, password): (&str, &str), body: &Value) -> u16 {
+        let response = self
+            .app
+            .http
+            .post(self.app.url("/v1/callbacks/vendor"))
+            .basic_auth(user, Some(password))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        response.status().as_u16()
+    }
+
     /// Enqueues `body` on the route, dispatches until nothing is left, and reads it back.
     async fn deliver(&self, key: &str, mut body: Value) -> Value {
         body["route"] = json!("vendor");
@@ -104,6 +120,19 @@ enum Played {
     RateLimited,
     /// Held past the route's timeout: the replay meets the first request still in progress.
     Delay,
+}
+
+/// [`Played`] as the variant of the same name of a vendor fake's own `Fault`.
+macro_rules! fault_of {
+    ($fault:ident) => {
+        |played: Played| match played {
+            Played::Dropped => $fault::AcceptThenDrop,
+            Played::ErrorAfterProcessing => $fault::ErrorAfterProcessing,
+            Played::UnavailableBeforeProcessing => $fault::UnavailableBeforeProcessing,
+            Played::RateLimited => $fault::RateLimited,
+            Played::Delay => $fault::Delay,
+        }
+    };
 }
 
 /// Sends an email into each fault (`arm` sets the vendor's fake to play it next), and checks
@@ -185,13 +214,7 @@ async fn resend_settles_every_fault_by_replaying_its_key(backend: Backend) {
         return;
     };
     let arm = |played: Option<Played>| {
-        vendor.set_faults(Faults::next(played.map(|played| match played {
-            Played::Dropped => Fault::AcceptThenDrop,
-            Played::ErrorAfterProcessing => Fault::ErrorAfterProcessing,
-            Played::UnavailableBeforeProcessing => Fault::UnavailableBeforeProcessing,
-            Played::RateLimited => Fault::RateLimited,
-            Played::Delay => Fault::Delay,
-        })));
+        vendor.set_faults(Faults::next(played.map(fault_of!(Fault))));
     };
     let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
     replays_settle_every_fault(&rig, "resend", arm, deliveries).await;
@@ -218,21 +241,15 @@ async fn sparkpost_settles_every_fault_by_replaying_its_key_and_reads_its_webhoo
         return;
     };
     let arm = |played: Option<Played>| {
-        vendor.set_faults(Faults::next(played.map(|played| match played {
-            Played::Dropped => Fault::AcceptThenDrop,
-            Played::ErrorAfterProcessing => Fault::ErrorAfterProcessing,
-            Played::UnavailableBeforeProcessing => Fault::UnavailableBeforeProcessing,
-            Played::RateLimited => Fault::RateLimited,
-            Played::Delay => Fault::Delay,
-        })));
+        vendor.set_faults(Faults::next(played.map(fault_of!(Fault))));
     };
     let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
     replays_settle_every_fault(&rig, "sparkpost", arm, deliveries).await;
 
     // A recipient on SparkPost's suppression list: created with none accepted, nothing sent.
-    let mut suppressed = email();
-    suppressed["to"] = json!("suppressed@example.com");
-    let n = rig.deliver("suppressed", suppressed).await;
+    let mut on_list = email();
+    on_list["to"] = json!("suppressed@example.com");
+    let n = rig.deliver("suppressed", on_list).await;
     expect(&n, "failed", "known", &["rejected"], "sparkpost suppressed");
     assert_eq!(vendor.ledger().deliveries_of(n["id"].as_str().unwrap()), 0);
 
@@ -245,26 +262,11 @@ async fn sparkpost_settles_every_fault_by_replaying_its_key_and_reads_its_webhoo
         "transmission_id": n["attempts"][0]["provider_ref"], "timestamp": "1460989507",
         "rcpt_meta": {"herald_key": id},
     }}}]);
-    let post = |user: &str| {
-        rig.app
-            .http
-            .post(rig.app.url("/v1/callbacks/vendor"))
-            .basic_auth(user, Some(password))
-            .json(&batch)
-            .send()
-    };
-    assert_eq!(post("someone").await.unwrap().status(), 401);
-    assert_eq!(post("sparkpost").await.unwrap().status(), 200);
+    assert_eq!(rig.report(("someone", password), &batch).await, 401);
+    assert_eq!(rig.report(("sparkpost", password), &batch).await, 200);
     let n = rig.app.show(id).await;
     assert_eq!(n["receipt"]["status"], "bounced", "{n:#}");
-    let list: Value = rig
-        .app
-        .get(ACME, "/v1/suppressions?channel=email")
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(list["data"][0]["recipient"], "ada@example.com", "{list:#}");
+    assert_eq!(suppressed(&rig.app).await, ["ada@example.com"]);
 }
 
 async fn an_emails_own_sender_copies_tags_and_headers_reach_resend_as_documented(backend: Backend) {
@@ -620,6 +622,86 @@ async fn twilio_settles_every_fault_by_looking_the_message_up(backend: Backend) 
     }
 }
 
+/// Sends an email into each fault a vendor without a key meets (`arm` sets its fake to play it
+/// next), and checks that the look-up settles it: delivered and known, delivered once by the
+/// vendor's ledger (`deliveries`, by herald's key), an ambiguity settled by the look-up (and,
+/// where the vendor never took it, sent again).
+async fn lookups_settle_every_fault(
+    rig: &Rig,
+    vendor: &str,
+    arm: impl Fn(Option<Played>),
+    deliveries: impl Fn(&str) -> u64,
+) {
+    // The label, the fault, the attempts' results, and how the first was settled.
+    type Case<'a> = (&'a str, Option<Played>, &'a [&'a str], Option<&'a str>);
+    let cases: &[Case] = &[
+        ("plain", None, &["accepted"], None),
+        (
+            "dropped",
+            Some(Played::Dropped),
+            &["ambiguous"],
+            Some("outcome_query"),
+        ),
+        (
+            "500",
+            Some(Played::ErrorAfterProcessing),
+            &["ambiguous"],
+            Some("outcome_query"),
+        ),
+        (
+            "503",
+            Some(Played::UnavailableBeforeProcessing),
+            &["ambiguous", "accepted"],
+            Some("outcome_query"),
+        ),
+        (
+            "429",
+            Some(Played::RateLimited),
+            &["rejected", "accepted"],
+            None,
+        ),
+    ];
+    for (label, fault, attempts, settled_by) in cases {
+        arm(*fault);
+        let n = rig.deliver(label, email()).await;
+        expect(
+            &n,
+            "delivered",
+            "known",
+            attempts,
+            &format!("{vendor} {label}"),
+        );
+        assert_eq!(
+            n["attempts"][0]["settled_by"].as_str(),
+            *settled_by,
+            "{vendor} {label}: {n:#}"
+        );
+        assert_eq!(
+            deliveries(n["id"].as_str().unwrap()),
+            1,
+            "{vendor} {label}: delivered once"
+        );
+    }
+}
+
+/// The tenant's suppressed email recipients, sorted.
+async fn suppressed(app: &TestApp) -> Vec<String> {
+    let list: Value = app
+        .get(ACME, "/v1/suppressions?channel=email")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let mut recipients: Vec<String> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["recipient"].as_str().unwrap().to_owned())
+        .collect();
+    recipients.sort();
+    recipients
+}
+
 async fn mailjet_settles_every_fault_by_looking_up_its_custom_id(backend: Backend) {
     use herald_mailjet::fake::{self, Fault};
     use secrecy::SecretString;
@@ -634,52 +716,61 @@ async fn mailjet_settles_every_fault_by_looking_up_its_custom_id(backend: Backen
     let Some(rig) = start_rig(backend, &route).await else {
         return;
     };
-    let cases = [
-        ("plain", None, &["accepted"][..], None),
-        (
-            "dropped",
-            Some(Fault::AcceptThenDrop),
-            &["ambiguous"][..],
-            Some("outcome_query"),
-        ),
-        (
-            "500",
-            Some(Fault::ErrorAfterProcessing),
-            &["ambiguous"][..],
-            Some("outcome_query"),
-        ),
-        (
-            "503",
-            Some(Fault::UnavailableBeforeProcessing),
-            &["ambiguous", "accepted"][..],
-            Some("outcome_query"),
-        ),
-        (
-            "429",
-            Some(Fault::RateLimited),
-            &["rejected", "accepted"][..],
-            None,
-        ),
-    ];
-    for (label, fault, attempts, settled_by) in cases {
-        vendor.set_faults(fault);
-        let n = rig.deliver(label, email()).await;
-        expect(
-            &n,
-            "delivered",
-            "known",
-            attempts,
-            &format!("mailjet {label}"),
-        );
-        assert_eq!(
-            n["attempts"][0]["settled_by"].as_str(),
-            settled_by,
-            "mailjet {label}: {n:#}"
-        );
-        assert_eq!(
-            vendor.ledger().deliveries_of(n["id"].as_str().unwrap()),
-            1,
-            "mailjet {label}: delivered once"
-        );
-    }
+    let arm = |played: Option<Played>| {
+        vendor.set_faults(played.map(fault_of!(Fault)));
+    };
+    let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
+    lookups_settle_every_fault(&rig, "mailjet", arm, deliveries).await;
+}
+
+async fn postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_webhooks(
+    backend: Backend,
+) {
+    use herald_postmark::fake::{self, Fault, Faults};
+    let config = fake::FakeConfig {
+        visibility_lag: Duration::from_millis(200),
+        delay: Duration::from_millis(1500),
+        inactive: vec!["gone@example.com".to_owned()],
+        ..fake::FakeConfig::default()
+    };
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    let password = "0123456789abcdef0123456789abcdef";
+    let route = format!(
+        "provider = \"postmark\"\nbase_url = \"{}\"\nserver_token = \"{}\"\nfrom = \"noreply@acme.example\"\n\
+         visibility_lag_ms = 500\ncallback_username = \"postmark\"\ncallback_password = \"{password}\"\n",
+        vendor.base_url(),
+        config.server_token
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let arm = |played: Option<Played>| {
+        vendor.set_faults(Faults::next(played.map(fault_of!(Fault))));
+    };
+    let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
+    lookups_settle_every_fault(&rig, "postmark", arm, deliveries).await;
+
+    // An inactive recipient: refused, known, and suppressed here too.
+    let mut gone = email();
+    gone["to"] = json!("gone@example.com");
+    let n = rig.deliver("inactive", gone).await;
+    expect(&n, "failed", "known", &["rejected"], "postmark inactive");
+    assert_eq!(suppressed(&rig.app).await, ["gone@example.com"]);
+
+    // A webhook names the message by the key in its metadata; a bounce that deactivated the
+    // address moves the receipt and suppresses it. Without the URL's credentials, nothing counts.
+    let n = rig.deliver("bounced", email()).await;
+    let id = n["id"].as_str().unwrap();
+    let bounce = json!({
+        "RecordType": "Bounce", "ID": 4323372036854775807_i64, "Type": "HardBounce",
+        "MessageID": n["attempts"][0]["provider_ref"], "Metadata": {"herald_key": id},
+        "Email": "ada@example.com", "BouncedAt": "2019-11-05T16:33:54.9070259Z", "Inactive": true,
+    });
+    assert_eq!(rig.report(("someone", password), &bounce).await, 401);
+    assert_eq!(rig.report(("postmark", password), &bounce).await, 200);
+    assert_eq!(rig.app.show(id).await["receipt"]["status"], "bounced");
+    assert_eq!(
+        suppressed(&rig.app).await,
+        ["ada@example.com", "gone@example.com"]
+    );
 }

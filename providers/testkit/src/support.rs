@@ -15,7 +15,7 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use herald_provider::callback::{CallbackError, CallbackEvent};
+use herald_provider::callback::{CallbackError, CallbackEvent, CallbackRequest};
 use herald_provider::{
     Adapter, Channel, EmailOptions, Evidence, Message, ProviderKey, QueryResult, SendResult,
 };
@@ -330,6 +330,35 @@ pub fn python_basic_auth(credentials: &[(&str, &str)]) -> Vec<String> {
         .collect();
     serde_json::from_value(run_python(script, &input.into()))
         .expect("the script prints a JSON list")
+}
+
+/// What `adapter`'s callback reader makes of `body` posted now with `Authorization:
+/// authorization` (`None`: without the header), for a vendor that signs nothing and sends HTTP
+/// Basic credentials. Panics if the adapter reads no callbacks.
+pub fn read_basic_callback(
+    adapter: &dyn Adapter,
+    authorization: Option<&str>,
+    body: &str,
+) -> Result<Vec<CallbackEvent>, CallbackError> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::CONTENT_TYPE,
+        reqwest::header::HeaderValue::from_static("application/json"),
+    );
+    if let Some(value) = authorization {
+        let value = value.parse().expect("an Authorization header value");
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    let request = CallbackRequest {
+        query: "",
+        headers: &headers,
+        body: body.as_bytes(),
+        now: time::OffsetDateTime::now_utc(),
+    };
+    adapter
+        .callbacks()
+        .expect("the route reads callbacks")
+        .read(&request)
 }
 
 /// The reason a callback reader refused a request as not the vendor's; panics on anything else.

@@ -8,14 +8,13 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use herald_mailjet::{MailjetAdapter, MailjetError, MailjetRoute, Settings};
 use herald_provider::callback::{
-    CallbackError, CallbackEvent, CallbackRef, CallbackRequest, CredentialsError, ReceiptStatus,
+    CallbackError, CallbackEvent, CallbackRef, CredentialsError, ReceiptStatus,
 };
 use herald_provider::settings::{RouteContext, RouteSettings};
 use herald_provider::{Adapter, ProviderKey};
 use herald_provider_testkit::support::{
-    json, malformed, python_basic_auth, python_with, unauthenticated,
+    json, malformed, python_basic_auth, python_with, read_basic_callback, unauthenticated,
 };
-use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -49,20 +48,7 @@ fn read_with(
     authorization: Option<&str>,
     body: &str,
 ) -> Result<Vec<CallbackEvent>, CallbackError> {
-    let mut headers = HeaderMap::new();
-    headers.insert("content-type", HeaderValue::from_static("application/json"));
-    if let Some(authorization) = authorization {
-        headers.insert("authorization", authorization.parse().unwrap());
-    }
-    let result = adapter
-        .callbacks()
-        .expect("the route reads events")
-        .read(&CallbackRequest {
-            query: "",
-            headers: &headers,
-            body: body.as_bytes(),
-            now: OffsetDateTime::now_utc(),
-        });
+    let result = read_basic_callback(adapter, authorization, body);
     if let Err(err) = &result {
         assert!(
             !err.to_string().contains(PASSWORD),

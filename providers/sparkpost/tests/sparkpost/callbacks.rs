@@ -4,16 +4,12 @@
 
 use std::time::Duration;
 
-use herald_provider::Adapter;
-use herald_provider::callback::{
-    CallbackError, CallbackEvent, CallbackRef, CallbackRequest, ReceiptStatus,
-};
+use herald_provider::callback::{CallbackError, CallbackEvent, CallbackRef, ReceiptStatus};
 use herald_provider::settings::{RouteContext, RouteSettings};
 use herald_provider_testkit::support::{
-    malformed, python_basic_auth, python_with, unauthenticated,
+    malformed, python_basic_auth, python_with, read_basic_callback, unauthenticated,
 };
 use herald_sparkpost::{Settings, SparkPostAdapter};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -42,20 +38,7 @@ fn read_with(
     authorization: Option<&str>,
     body: &str,
 ) -> Result<Vec<CallbackEvent>, CallbackError> {
-    let mut headers = HeaderMap::new();
-    if let Some(value) = authorization {
-        headers.insert(AUTHORIZATION, HeaderValue::from_str(value).unwrap());
-    }
-    let request = CallbackRequest {
-        query: "",
-        headers: &headers,
-        body: body.as_bytes(),
-        now: OffsetDateTime::now_utc(),
-    };
-    adapter
-        .callbacks()
-        .expect("the route reads webhooks")
-        .read(&request)
+    read_basic_callback(adapter, authorization, body)
 }
 
 /// One `message_event` (or `track_event`, …) of `kind` about herald's transmission.

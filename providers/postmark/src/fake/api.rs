@@ -1,0 +1,295 @@
+//! Postmark's `POST /email` and `GET /messages/outbound` as the fake speaks them, and everything
+//! it remembers: the ledger with each delivery's time, the pending faults of sends and of
+//! look-ups, and the last send received.
+//!
+//! All of it sits behind one `Mutex` so that counting a request, drawing its fault and
+//! processing it is one atomic step. The lock is never held across an `.await`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde_json::Value;
+
+use herald_provider::fake::Kill;
+
+use super::{Delivery, FakeConfig, Fault, Faults, Ledger};
+use crate::wire::{
+    self, EMAIL_PATH, KEY_FILTER, KEY_METADATA, Listed, MessageList, OUTBOUND_PATH, SERVER_TOKEN,
+};
+
+// The documented error bodies, shared with the tests through `fixtures/postmark/`.
+const BAD_TOKEN: &str = include_str!("../../../../fixtures/postmark/errors/bad_token_401.json");
+const INVALID_REQUEST: &str =
+    include_str!("../../../../fixtures/postmark/errors/invalid_request_422.json");
+const INACTIVE_RECIPIENT: &str =
+    include_str!("../../../../fixtures/postmark/errors/inactive_recipient_422.json");
+const RATE_LIMIT: &str = include_str!("../../../../fixtures/postmark/errors/rate_limit_429.json");
+const INTERNAL_ERROR: &str =
+    include_str!("../../../../fixtures/postmark/errors/internal_error_500.json");
+
+/// What one `POST /email` carried, minus the token: tests check the request's shape here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedRequest {
+    /// Whether `X-Postmark-Server-Token` was there; the token itself is checked, never kept.
+    pub token_sent: bool,
+    pub content_type: Option<String>,
+    pub accept: Option<String>,
+    /// The JSON body, or `Value::Null` if it was not JSON.
+    pub body: Value,
+}
+
+/// The fake vendor: fixed settings, and the state behind its lock.
+pub struct Vendor {
+    config: FakeConfig,
+    state: Mutex<VendorState>,
+}
+
+#[derive(Default)]
+struct VendorState {
+    ledger: Ledger,
+    /// When each delivery (by position in the ledger) was made: the search lists it after the
+    /// visibility lag.
+    delivered_at: Vec<Instant>,
+    faults: Faults,
+    lookup_faults: Faults,
+    last_request: Option<ReceivedRequest>,
+}
+
+/// What processing decided, before any fault touches the answer.
+enum Outcome {
+    Answer(Response),
+    Refused(StatusCode, &'static str),
+}
+
+impl Vendor {
+    pub(super) fn new(config: FakeConfig) -> Vendor {
+        Vendor {
+            config,
+            state: Mutex::new(VendorState::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, VendorState> {
+        // No code panics while holding the lock, so a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A snapshot of the ledger.
+    pub fn ledger(&self) -> Ledger {
+        self.lock().ledger.clone()
+    }
+
+    /// Replaces the pending faults of sends.
+    pub fn set_faults(&self, faults: Faults) {
+        self.lock().faults = faults;
+    }
+
+    /// Replaces the pending faults of look-ups.
+    pub fn set_lookup_faults(&self, faults: Faults) {
+        self.lock().lookup_faults = faults;
+    }
+
+    /// The last `POST /email` received, whatever became of it.
+    pub fn last_request(&self) -> Option<ReceivedRequest> {
+        self.lock().last_request.clone()
+    }
+
+    fn authenticated(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(SERVER_TOKEN)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|token| token == self.config.server_token)
+    }
+
+    /// A send proper, under the lock.
+    fn send(&self, state: &mut VendorState, payload: Option<Value>) -> Outcome {
+        let text = |value: &Value, name: &str| {
+            value
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let Some(payload) = payload.filter(Value::is_object) else {
+            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
+        };
+        let (Some(_from), Some(to)) = (text(&payload, "From"), text(&payload, "To")) else {
+            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
+        };
+        if text(&payload, "HtmlBody").is_none() && text(&payload, "TextBody").is_none() {
+            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
+        }
+        if self.config.inactive.contains(&to) {
+            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INACTIVE_RECIPIENT);
+        }
+        let message_id = uuid::Uuid::new_v4().to_string();
+        let key = payload
+            .get("Metadata")
+            .and_then(|meta| text(meta, KEY_METADATA))
+            .unwrap_or_default();
+        tracing::debug!(%message_id, %key, "delivered");
+        state.ledger.deliveries.push(Delivery {
+            message_id: message_id.clone(),
+            key,
+            to: to.clone(),
+        });
+        state.delivered_at.push(Instant::now());
+        let answer = wire::Answer {
+            error_code: wire::OK,
+            message: "OK".to_owned(),
+            message_id: Some(message_id),
+            submitted_at: Some("2014-02-17T07:25:01.4178645-05:00".to_owned()),
+            to: Some(to),
+        };
+        Outcome::Answer(Json(answer).into_response())
+    }
+
+    /// The outbound search proper, under the lock: the listed deliveries with `key`, newest
+    /// first.
+    fn search(&self, state: &VendorState, key: Option<&str>) -> Outcome {
+        let now = Instant::now();
+        let messages: Vec<Listed> = state
+            .ledger
+            .deliveries
+            .iter()
+            .zip(&state.delivered_at)
+            .rev()
+            .filter(|(delivery, at)| {
+                now.duration_since(**at) >= self.config.visibility_lag
+                    && key.is_none_or(|key| delivery.key == key)
+            })
+            .map(|(delivery, _)| Listed {
+                message_id: delivery.message_id.clone(),
+                status: Some("Sent".to_owned()),
+                metadata: BTreeMap::from([(KEY_METADATA.to_owned(), delivery.key.clone())]),
+            })
+            .collect();
+        let list = MessageList {
+            total_count: messages.len() as u64,
+            messages,
+        };
+        Outcome::Answer(Json(list).into_response())
+    }
+}
+
+pub(super) fn router(vendor: Arc<Vendor>) -> Router {
+    Router::new()
+        .route(EMAIL_PATH, post(send_email))
+        .route(OUTBOUND_PATH, get(search))
+        .with_state(vendor)
+}
+
+async fn send_email(
+    State(vendor): State<Arc<Vendor>>,
+    Extension(kill): Extension<Kill>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header_text = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let payload = serde_json::from_slice::<Value>(&body).ok();
+    let (fault, outcome) = {
+        let mut state = vendor.lock();
+        state.ledger.requests += 1;
+        state.last_request = Some(ReceivedRequest {
+            token_sent: headers.contains_key(SERVER_TOKEN),
+            content_type: header_text(header::CONTENT_TYPE),
+            accept: header_text(header::ACCEPT),
+            body: payload.clone().unwrap_or(Value::Null),
+        });
+        if !vendor.authenticated(&headers) {
+            return fixture(StatusCode::UNAUTHORIZED, BAD_TOKEN);
+        }
+        let fault = state.faults.draw();
+        let outcome = (!before_processing(fault)).then(|| vendor.send(&mut state, payload));
+        (fault, outcome)
+    };
+    answer(&vendor, kill, fault, outcome).await
+}
+
+async fn search(
+    State(vendor): State<Arc<Vendor>>,
+    Extension(kill): Extension<Kill>,
+    headers: HeaderMap,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response {
+    let (fault, outcome) = {
+        let mut state = vendor.lock();
+        if !vendor.authenticated(&headers) {
+            return fixture(StatusCode::UNAUTHORIZED, BAD_TOKEN);
+        }
+        let fault = state.lookup_faults.draw();
+        let key = query.get(KEY_FILTER).map(String::as_str);
+        let outcome = (!before_processing(fault)).then(|| vendor.search(&state, key));
+        (fault, outcome)
+    };
+    answer(&vendor, kill, fault, outcome).await
+}
+
+fn before_processing(fault: Option<Fault>) -> bool {
+    matches!(
+        fault,
+        Some(Fault::RateLimited | Fault::UnavailableBeforeProcessing)
+    )
+}
+
+/// The answer to a request, after `fault`: `outcome` is `None` where the fault answered before
+/// processing.
+async fn answer(
+    vendor: &Vendor,
+    kill: Kill,
+    fault: Option<Fault>,
+    outcome: Option<Outcome>,
+) -> Response {
+    let Some(outcome) = outcome else {
+        return match fault {
+            Some(Fault::RateLimited) => {
+                tracing::info!("refused before processing (rate_limited)");
+                let mut response = fixture(StatusCode::TOO_MANY_REQUESTS, RATE_LIMIT);
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            _ => {
+                tracing::info!("refused before processing (unavailable_before_processing)");
+                (StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable").into_response()
+            }
+        };
+    };
+    let response = match outcome {
+        Outcome::Answer(response) => response,
+        Outcome::Refused(status, body) => fixture(status, body),
+    };
+    match fault {
+        Some(Fault::AcceptThenDrop) => {
+            tracing::info!("closing the connection after processing (accept_then_drop)");
+            kill.kill().await
+        }
+        Some(Fault::Delay) => {
+            tracing::info!(delay = ?vendor.config.delay, "holding the answer (delay)");
+            tokio::time::sleep(vendor.config.delay).await;
+            response
+        }
+        Some(Fault::ErrorAfterProcessing) => {
+            tracing::info!("answering 500 after processing (error_after_processing)");
+            fixture(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR)
+        }
+        _ => response,
+    }
+}
+
+fn fixture(status: StatusCode, body: &'static str) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
