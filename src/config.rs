@@ -577,6 +577,7 @@ vendors! {
     "onesignal" => Onesignal(herald_onesignal::Settings),
     "sparkpost" => Sparkpost(herald_sparkpost::Settings),
     "postmark" => Postmark(herald_postmark::Settings),
+    "sendgrid" => Sendgrid(herald_sendgrid::Settings),
 }
 
 /// The keys every route has, whatever its provider.

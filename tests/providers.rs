@@ -14,6 +14,7 @@ use support::{ACME, Backend, TestApp, spawn_stepped};
 on_both_backends!(
     mailjet_settles_every_fault_by_looking_up_its_custom_id,
     postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_webhooks,
+    sendgrid_settles_by_email_activity_only_where_the_account_has_it,
     twilio_settles_every_fault_by_looking_the_message_up,
     smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
@@ -700,6 +701,51 @@ async fn suppressed(app: &TestApp) -> Vec<String> {
         .collect();
     recipients.sort();
     recipients
+}
+
+async fn sendgrid_settles_by_email_activity_only_where_the_account_has_it(backend: Backend) {
+    use herald_sendgrid::fake::{self, Fault, Faults};
+    let config = fake::FakeConfig {
+        visibility_lag: Duration::from_millis(200),
+        delay: Duration::from_millis(1500),
+        ..fake::FakeConfig::default()
+    };
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    let route = |lookup: &str| {
+        format!(
+            "provider = \"sendgrid\"\nbase_url = \"{}\"\napi_key = \"{}\"\nfrom = \"noreply@acme.example\"\n{lookup}",
+            vendor.base_url(),
+            config.api_key
+        )
+    };
+    let arm = |played: Option<Played>| {
+        vendor.set_faults(Faults::next(played.map(fault_of!(Fault))));
+    };
+    let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
+    let Some(rig) = start_rig(
+        backend,
+        &route("activity_lookup = true\nvisibility_lag_ms = 500\n"),
+    )
+    .await
+    else {
+        return;
+    };
+    lookups_settle_every_fault(&rig, "sendgrid", arm, deliveries).await;
+
+    // Without Email Activity nothing can settle a lost answer: at most once stops at unknown.
+    let Some(rig) = start_rig(backend, &route("")).await else {
+        return;
+    };
+    arm(Some(Played::Dropped));
+    let n = rig.deliver("no activity", email()).await;
+    expect(
+        &n,
+        "unknown",
+        "unknown",
+        &["ambiguous"],
+        "sendgrid without activity",
+    );
+    assert_eq!(deliveries(n["id"].as_str().unwrap()), 1);
 }
 
 async fn mailjet_settles_every_fault_by_looking_up_its_custom_id(backend: Backend) {

@@ -359,3 +359,129 @@ impl<A: Clone> IdempotencyRecords<A> {
         self.records.insert(key.to_owned(), record);
     }
 }
+
+/// The five faults of a fake whose vendor is looked up rather than replayed (Postmark's,
+/// SendGrid's), for its sends and its look-ups alike. Each sits on one side of processing,
+/// which is what decides whether the client may conclude anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Process (a send delivers), then close the connection without answering.
+    AcceptThenDrop,
+    /// Process, then hold the answer past the client's timeout.
+    Delay,
+    /// Process, then answer the vendor's 500.
+    ErrorAfterProcessing,
+    /// Answer 503 without processing.
+    UnavailableBeforeProcessing,
+    /// Answer the vendor's 429 with `retry-after: 1`, without processing.
+    RateLimited,
+}
+
+impl Fault {
+    /// Whether the fault answers before the request is processed.
+    pub fn is_before_processing(self) -> bool {
+        matches!(
+            self,
+            Fault::RateLimited | Fault::UnavailableBeforeProcessing
+        )
+    }
+}
+
+/// A vendor's own answers to [`Fault::RateLimited`] and [`Fault::ErrorAfterProcessing`].
+pub struct FaultAnswers {
+    /// The vendor's 429 body; the fake adds `retry-after: 1`.
+    pub rate_limited: &'static str,
+    /// The vendor's 500 body.
+    pub server_error: &'static str,
+}
+
+impl FaultAnswers {
+    /// The answer to a request that drew `fault`: `processed` is what processing answered, or
+    /// `None` where the fault answers before processing. `delay` is how long [`Fault::Delay`]
+    /// holds; `kill` closes the connection for [`Fault::AcceptThenDrop`].
+    pub async fn answer(
+        &self,
+        fault: Option<Fault>,
+        processed: Option<axum::response::Response>,
+        kill: Kill,
+        delay: Duration,
+    ) -> axum::response::Response {
+        use axum::http::{HeaderValue, StatusCode, header};
+        use axum::response::IntoResponse;
+        let json = |status: StatusCode, body: &'static str| {
+            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        };
+        let Some(processed) = processed else {
+            return if fault == Some(Fault::RateLimited) {
+                tracing::info!("refused before processing (rate_limited)");
+                let mut response = json(StatusCode::TOO_MANY_REQUESTS, self.rate_limited);
+                let retry = HeaderValue::from_static("1");
+                response.headers_mut().insert(header::RETRY_AFTER, retry);
+                response
+            } else {
+                tracing::info!("refused before processing (unavailable_before_processing)");
+                (StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable").into_response()
+            };
+        };
+        match fault {
+            Some(Fault::AcceptThenDrop) => {
+                tracing::info!("closing the connection after processing (accept_then_drop)");
+                kill.kill().await
+            }
+            Some(Fault::Delay) => {
+                tracing::info!(?delay, "holding the answer (delay)");
+                tokio::time::sleep(delay).await;
+                processed
+            }
+            Some(Fault::ErrorAfterProcessing) => {
+                tracing::info!("answering 500 after processing (error_after_processing)");
+                json(StatusCode::INTERNAL_SERVER_ERROR, self.server_error)
+            }
+            _ => processed,
+        }
+    }
+}
+
+/// Ground truth of a fake whose vendor lists its messages by herald's key after a lag: every
+/// message it really delivered, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ledger {
+    /// Sends received, whatever became of them.
+    pub requests: u64,
+    pub deliveries: Vec<Delivery>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The vendor's id of the message, as its send answered it.
+    pub message_id: String,
+    /// Herald's key, where the vendor keeps it with the message; empty when the send had none.
+    pub key: String,
+    pub to: String,
+    pub delivered_at: Instant,
+}
+
+impl Ledger {
+    /// How many times a message with this key was delivered; 0 if never.
+    pub fn deliveries_of(&self, key: &str) -> u64 {
+        self.deliveries.iter().filter(|d| d.key == key).count() as u64
+    }
+
+    pub fn total(&self) -> u64 {
+        self.deliveries.len() as u64
+    }
+
+    /// What the vendor's look-up lists at `now` for `key` (every key: `None`), newest first:
+    /// the deliveries at least `lag` old.
+    pub fn listed<'a>(
+        &'a self,
+        key: Option<&'a str>,
+        lag: Duration,
+        now: Instant,
+    ) -> impl Iterator<Item = &'a Delivery> {
+        self.deliveries.iter().rev().filter(move |delivery| {
+            now.duration_since(delivery.delivered_at) >= lag
+                && key.is_none_or(|key| delivery.key == key)
+        })
+    }
+}

@@ -34,12 +34,12 @@ pub enum Derived {
     /// The request is read and never answered, past the adapter's timeout. Ambiguous.
     NoAnswer,
     /// The documented success's status and headers, then half its body and a close. Ambiguous:
-    /// the vendor probably took it, nothing proves it.
+    /// the vendor probably took it, nothing proves it. Not played where the success has no body.
     TruncatedSuccess,
     /// The documented success's status with an HTML body. Ambiguous.
     NonJsonSuccess,
     /// The documented success's status and headers, then its body a byte at a time, until
-    /// past the adapter's timeout. Ambiguous.
+    /// past the adapter's timeout. Ambiguous. Not played where the success has no body.
     SlowSuccess,
     /// A 400 with a 200 KB body: a permanent rejection whose evidence is still an excerpt.
     HugeError,
@@ -129,6 +129,9 @@ impl Derived {
             Derived::ResetBeforeRequest => at_once(Act::ResetBeforeReading),
             Derived::ResetAfterRequest => at_once(Act::ResetAfterReading),
             Derived::NoAnswer => Some((Some(Act::Hold), FAULT_TIMEOUT)),
+            // Half of an empty body is the whole of it: with nothing to cut or to trickle,
+            // these two are the documented success itself.
+            Derived::TruncatedSuccess | Derived::SlowSuccess if success?.body.is_empty() => None,
             Derived::TruncatedSuccess => at_once(Act::Truncate(success?.clone())),
             Derived::NonJsonSuccess => at_once(Act::Answer(ours(Reply::with_type(
                 success?.status,

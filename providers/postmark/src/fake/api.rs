@@ -11,13 +11,13 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
-use herald_provider::fake::Kill;
+use herald_provider::fake::{FaultAnswers, Kill};
 
 use super::{Delivery, FakeConfig, Fault, Faults, Ledger};
 use crate::wire::{
@@ -30,9 +30,10 @@ const INVALID_REQUEST: &str =
     include_str!("../../../../fixtures/postmark/errors/invalid_request_422.json");
 const INACTIVE_RECIPIENT: &str =
     include_str!("../../../../fixtures/postmark/errors/inactive_recipient_422.json");
-const RATE_LIMIT: &str = include_str!("../../../../fixtures/postmark/errors/rate_limit_429.json");
-const INTERNAL_ERROR: &str =
-    include_str!("../../../../fixtures/postmark/errors/internal_error_500.json");
+const FAULT_ANSWERS: FaultAnswers = FaultAnswers {
+    rate_limited: include_str!("../../../../fixtures/postmark/errors/rate_limit_429.json"),
+    server_error: include_str!("../../../../fixtures/postmark/errors/internal_error_500.json"),
+};
 
 /// What one `POST /email` carried, minus the token: tests check the request's shape here.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,18 +55,9 @@ pub struct Vendor {
 #[derive(Default)]
 struct VendorState {
     ledger: Ledger,
-    /// When each delivery (by position in the ledger) was made: the search lists it after the
-    /// visibility lag.
-    delivered_at: Vec<Instant>,
     faults: Faults,
     lookup_faults: Faults,
     last_request: Option<ReceivedRequest>,
-}
-
-/// What processing decided, before any fault touches the answer.
-enum Outcome {
-    Answer(Response),
-    Refused(StatusCode, &'static str),
 }
 
 impl Vendor {
@@ -109,7 +101,7 @@ impl Vendor {
     }
 
     /// A send proper, under the lock.
-    fn send(&self, state: &mut VendorState, payload: Option<Value>) -> Outcome {
+    fn send(&self, state: &mut VendorState, payload: Option<Value>) -> Response {
         let text = |value: &Value, name: &str| {
             value
                 .get(name)
@@ -118,16 +110,16 @@ impl Vendor {
                 .map(str::to_owned)
         };
         let Some(payload) = payload.filter(Value::is_object) else {
-            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
+            return fixture(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
         };
         let (Some(_from), Some(to)) = (text(&payload, "From"), text(&payload, "To")) else {
-            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
+            return fixture(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
         };
         if text(&payload, "HtmlBody").is_none() && text(&payload, "TextBody").is_none() {
-            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
+            return fixture(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
         }
         if self.config.inactive.contains(&to) {
-            return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, INACTIVE_RECIPIENT);
+            return fixture(StatusCode::UNPROCESSABLE_ENTITY, INACTIVE_RECIPIENT);
         }
         let message_id = uuid::Uuid::new_v4().to_string();
         let key = payload
@@ -139,43 +131,36 @@ impl Vendor {
             message_id: message_id.clone(),
             key,
             to: to.clone(),
+            delivered_at: Instant::now(),
         });
-        state.delivered_at.push(Instant::now());
-        let answer = wire::Answer {
+        Json(wire::Answer {
             error_code: wire::OK,
             message: "OK".to_owned(),
             message_id: Some(message_id),
             submitted_at: Some("2014-02-17T07:25:01.4178645-05:00".to_owned()),
             to: Some(to),
-        };
-        Outcome::Answer(Json(answer).into_response())
+        })
+        .into_response()
     }
 
     /// The outbound search proper, under the lock: the listed deliveries with `key`, newest
     /// first.
-    fn search(&self, state: &VendorState, key: Option<&str>) -> Outcome {
-        let now = Instant::now();
-        let messages: Vec<Listed> = state
+    fn search(&self, state: &VendorState, key: Option<&str>) -> Response {
+        let listed = state
             .ledger
-            .deliveries
-            .iter()
-            .zip(&state.delivered_at)
-            .rev()
-            .filter(|(delivery, at)| {
-                now.duration_since(**at) >= self.config.visibility_lag
-                    && key.is_none_or(|key| delivery.key == key)
-            })
-            .map(|(delivery, _)| Listed {
+            .listed(key, self.config.visibility_lag, Instant::now());
+        let messages: Vec<Listed> = listed
+            .map(|delivery| Listed {
                 message_id: delivery.message_id.clone(),
                 status: Some("Sent".to_owned()),
                 metadata: BTreeMap::from([(KEY_METADATA.to_owned(), delivery.key.clone())]),
             })
             .collect();
-        let list = MessageList {
+        Json(MessageList {
             total_count: messages.len() as u64,
             messages,
-        };
-        Outcome::Answer(Json(list).into_response())
+        })
+        .into_response()
     }
 }
 
@@ -199,7 +184,7 @@ async fn send_email(
             .map(str::to_owned)
     };
     let payload = serde_json::from_slice::<Value>(&body).ok();
-    let (fault, outcome) = {
+    let (fault, processed) = {
         let mut state = vendor.lock();
         state.ledger.requests += 1;
         state.last_request = Some(ReceivedRequest {
@@ -212,10 +197,13 @@ async fn send_email(
             return fixture(StatusCode::UNAUTHORIZED, BAD_TOKEN);
         }
         let fault = state.faults.draw();
-        let outcome = (!before_processing(fault)).then(|| vendor.send(&mut state, payload));
-        (fault, outcome)
+        let processed = (!fault.is_some_and(Fault::is_before_processing))
+            .then(|| vendor.send(&mut state, payload));
+        (fault, processed)
     };
-    answer(&vendor, kill, fault, outcome).await
+    FAULT_ANSWERS
+        .answer(fault, processed, kill, vendor.config.delay)
+        .await
 }
 
 async fn search(
@@ -224,70 +212,20 @@ async fn search(
     headers: HeaderMap,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response {
-    let (fault, outcome) = {
+    let (fault, processed) = {
         let mut state = vendor.lock();
         if !vendor.authenticated(&headers) {
             return fixture(StatusCode::UNAUTHORIZED, BAD_TOKEN);
         }
         let fault = state.lookup_faults.draw();
         let key = query.get(KEY_FILTER).map(String::as_str);
-        let outcome = (!before_processing(fault)).then(|| vendor.search(&state, key));
-        (fault, outcome)
+        let processed =
+            (!fault.is_some_and(Fault::is_before_processing)).then(|| vendor.search(&state, key));
+        (fault, processed)
     };
-    answer(&vendor, kill, fault, outcome).await
-}
-
-fn before_processing(fault: Option<Fault>) -> bool {
-    matches!(
-        fault,
-        Some(Fault::RateLimited | Fault::UnavailableBeforeProcessing)
-    )
-}
-
-/// The answer to a request, after `fault`: `outcome` is `None` where the fault answered before
-/// processing.
-async fn answer(
-    vendor: &Vendor,
-    kill: Kill,
-    fault: Option<Fault>,
-    outcome: Option<Outcome>,
-) -> Response {
-    let Some(outcome) = outcome else {
-        return match fault {
-            Some(Fault::RateLimited) => {
-                tracing::info!("refused before processing (rate_limited)");
-                let mut response = fixture(StatusCode::TOO_MANY_REQUESTS, RATE_LIMIT);
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                response
-            }
-            _ => {
-                tracing::info!("refused before processing (unavailable_before_processing)");
-                (StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable").into_response()
-            }
-        };
-    };
-    let response = match outcome {
-        Outcome::Answer(response) => response,
-        Outcome::Refused(status, body) => fixture(status, body),
-    };
-    match fault {
-        Some(Fault::AcceptThenDrop) => {
-            tracing::info!("closing the connection after processing (accept_then_drop)");
-            kill.kill().await
-        }
-        Some(Fault::Delay) => {
-            tracing::info!(delay = ?vendor.config.delay, "holding the answer (delay)");
-            tokio::time::sleep(vendor.config.delay).await;
-            response
-        }
-        Some(Fault::ErrorAfterProcessing) => {
-            tracing::info!("answering 500 after processing (error_after_processing)");
-            fixture(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR)
-        }
-        _ => response,
-    }
+    FAULT_ANSWERS
+        .answer(fault, processed, kill, vendor.config.delay)
+        .await
 }
 
 fn fixture(status: StatusCode, body: &'static str) -> Response {

@@ -27,6 +27,7 @@ use std::time::Duration;
 use herald_provider::fake as harness;
 
 pub use api::{ReceivedRequest, Vendor};
+pub use harness::{Delivery, Ledger};
 
 /// How the fake behaves. Only the faults can change while it runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,52 +53,12 @@ impl Default for FakeConfig {
     }
 }
 
-/// One injectable misbehaviour, of a send or of a look-up. Each sits on one side of
-/// processing, which is what decides whether the client may conclude anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fault {
-    /// Process (a send delivers), then close the connection without answering.
-    AcceptThenDrop,
-    /// Process, then hold the answer for [`FakeConfig::delay`].
-    Delay,
-    /// Process, then answer 500.
-    ErrorAfterProcessing,
-    /// Answer 503 without processing.
-    UnavailableBeforeProcessing,
-    /// Answer 429 with `retry-after: 1`, without processing.
-    RateLimited,
-}
+/// One injectable misbehaviour, of a send or of a look-up.
+pub type Fault = harness::Fault;
 
 /// Which requests misbehave: the next take `next` in order, one fault each; after that every
 /// request takes `then`. Requests refused for their token do not use up a fault.
 pub type Faults = harness::Faults<Fault>;
-
-/// Ground truth: every message the fake really delivered, oldest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Ledger {
-    /// `POST /email` requests received, whatever became of them.
-    pub requests: u64,
-    pub deliveries: Vec<Delivery>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    pub message_id: String,
-    /// `Metadata.herald_key`; empty when the request carried none.
-    pub key: String,
-    pub to: String,
-}
-
-impl Ledger {
-    /// How many times a message with this `herald_key` was delivered; 0 if never.
-    pub fn deliveries_of(&self, key: &str) -> u64 {
-        self.deliveries.iter().filter(|d| d.key == key).count() as u64
-    }
-
-    pub fn total(&self) -> u64 {
-        self.deliveries.len() as u64
-    }
-}
 
 /// The fake Postmark, running in a background task on 127.0.0.1; [`Vendor`]'s methods are its
 /// own. Dropping it stops the server and closes every connection, answered or not.
