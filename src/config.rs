@@ -578,6 +578,7 @@ vendors! {
     "sparkpost" => Sparkpost(herald_sparkpost::Settings),
     "postmark" => Postmark(herald_postmark::Settings),
     "sendgrid" => Sendgrid(herald_sendgrid::Settings),
+    "telnyx" => Telnyx(herald_telnyx::Settings),
 }
 
 /// The keys every route has, whatever its provider.

@@ -15,6 +15,7 @@ on_both_backends!(
     mailjet_settles_every_fault_by_looking_up_its_custom_id,
     postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_webhooks,
     sendgrid_settles_by_email_activity_only_where_the_account_has_it,
+    telnyx_leaves_a_lost_answer_unknown_until_its_signed_webhook_names_the_key,
     twilio_settles_every_fault_by_looking_the_message_up,
     smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
@@ -746,6 +747,82 @@ async fn sendgrid_settles_by_email_activity_only_where_the_account_has_it(backen
         "sendgrid without activity",
     );
     assert_eq!(deliveries(n["id"].as_str().unwrap()), 1);
+}
+
+async fn telnyx_leaves_a_lost_answer_unknown_until_its_signed_webhook_names_the_key(
+    backend: Backend,
+) {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use herald_telnyx::fake::{self, Fault, Faults};
+    use ring::signature::{Ed25519KeyPair, KeyPair};
+    let signer = Ed25519KeyPair::from_seed_unchecked(&[7; 32]).expect("a seed");
+    let public_key = STANDARD.encode(signer.public_key().as_ref());
+    let config = fake::FakeConfig::default();
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    support::install_crypto();
+    // The callback URL is herald's own, which the rig knows only once it runs: a placeholder
+    // that names the route's path is enough, since herald reads the key from the URL's query.
+    let route = format!(
+        "provider = \"telnyx\"\nbase_url = \"{}\"\napi_key = \"{}\"\nfrom = \"+18445550001\"\n\
+         webhook_url = \"https://herald.example.com/v1/callbacks/vendor\"\nwebhook_public_key = \"{public_key}\"\n",
+        vendor.base_url(),
+        config.api_key
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let sms = json!({"channel": "sms", "to": "+18445550002", "text": "Your code is 123456"});
+    let n = rig.deliver("plain", sms.clone()).await;
+    expect(&n, "delivered", "known", &["accepted"], "telnyx plain");
+
+    // The answer is lost: Telnyx took it, and nothing herald can ask says so.
+    vendor.set_faults(Faults::next([Fault::AcceptThenDrop]));
+    let n = rig.deliver("dropped", sms).await;
+    expect(&n, "unknown", "unknown", &["ambiguous"], "telnyx dropped");
+    let id = n["id"].as_str().unwrap();
+    let message = &vendor.ledger().deliveries[1];
+    assert_eq!(message.key, id);
+
+    // Telnyx's webhook echoes the message's webhook_url, herald's key in it; signed, it settles.
+    let body = json!({"data": {
+        "event_type": "message.finalized", "id": "4ee8c3a6-4995-4309-a3c6-38e3db9ea4be",
+        "occurred_at": "2024-05-01T12:00:05.000+00:00", "record_type": "event",
+        "payload": {
+            "id": message.message_id, "to": [{"phone_number": "+18445550002", "status": "delivered"}],
+            "webhook_url": format!("https://herald.example.com/v1/callbacks/vendor?herald_key={id}"),
+            "errors": [],
+        },
+    }})
+    .to_string();
+    let post = |signature: String, timestamp: &str| {
+        rig.app
+            .http
+            .post(rig.app.url("/v1/callbacks/vendor"))
+            .header("telnyx-timestamp", timestamp)
+            .header("telnyx-signature-ed25519", signature)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+    };
+    let now = time::OffsetDateTime::now_utc().unix_timestamp().to_string();
+    let signed = |timestamp: &str| {
+        STANDARD.encode(
+            signer
+                .sign(format!("{timestamp}|{body}").as_bytes())
+                .as_ref(),
+        )
+    };
+    let forged = STANDARD.encode([0u8; 64]);
+    assert_eq!(post(forged, &now).await.unwrap().status(), 401);
+    assert_eq!(post(signed(&now), &now).await.unwrap().status(), 200);
+    let n = rig.app.show(id).await;
+    assert_eq!(
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("delivered"), Some("known")),
+        "{n:#}"
+    );
+    assert_eq!(vendor.ledger().deliveries_of(id), 1);
 }
 
 async fn mailjet_settles_every_fault_by_looking_up_its_custom_id(backend: Backend) {

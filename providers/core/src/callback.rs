@@ -155,6 +155,41 @@ pub trait Callbacks: Send + Sync {
 /// Webhooks receivers use five minutes against replays.
 pub const TIMESTAMP_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
+/// The timestamp and the decoded signature of a request a vendor signs over a timestamp header
+/// and the body (SendGrid's ECDSA, Telnyx's Ed25519), for the vendor's own check of the
+/// signature: both headers present, the signature base64, the timestamp unix seconds within
+/// [`TIMESTAMP_TOLERANCE`] of `now`.
+pub fn stamped_signature<'a>(
+    request: &CallbackRequest<'a>,
+    timestamp_header: &str,
+    signature_header: &str,
+) -> Result<(&'a str, Vec<u8>), CallbackError> {
+    let refused = |why: String| CallbackError::Unauthenticated(why);
+    let header = |name: &str| {
+        request
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .ok_or_else(|| refused(format!("header `{name}` is missing")))
+    };
+    let timestamp = header(timestamp_header)?;
+    let signature = STANDARD
+        .decode(header(signature_header)?.trim())
+        .map_err(|_| refused(format!("`{signature_header}` is not base64")))?;
+    let stamped: i64 = timestamp
+        .trim()
+        .parse()
+        .map_err(|_| refused(format!("`{timestamp_header}` is not a number")))?;
+    let skew = (request.now.unix_timestamp() - stamped).unsigned_abs();
+    if skew > TIMESTAMP_TOLERANCE.as_secs() {
+        return Err(refused(format!(
+            "`{timestamp_header}` is {skew} s away from now; the tolerance is {} s",
+            TIMESTAMP_TOLERANCE.as_secs()
+        )));
+    }
+    Ok((timestamp, signature))
+}
+
 /// Checks a Standard Webhooks (or Svix, with `svix-` in place of `webhook-`) signature: the
 /// three headers named `{prefix}-id`, `{prefix}-timestamp` and `{prefix}-signature`, signed
 /// with one of `secrets`, stamped within [`TIMESTAMP_TOLERANCE`] of `now`. Returns the id,

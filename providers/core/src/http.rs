@@ -115,6 +115,17 @@ pub async fn look_up(request: RequestBuilder) -> Result<Answer, Evidence> {
     })
 }
 
+/// `path` below a vendor's `base_url` (the route's setting, or the vendor's default): a
+/// trailing `/` of the base is dropped, and only http(s) is taken. `Err` says what is wrong.
+pub fn endpoint(base_url: &str, path: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(&format!("{}{path}", base_url.trim_end_matches('/')))
+        .map_err(|err| err.to_string())?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!("the scheme `{other}` is not http or https")),
+    }
+}
+
 /// How a vendor's documentation reads on the statuses that are not the same everywhere.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StatusRules {
@@ -264,6 +275,18 @@ mod tests {
         assert_eq!(kind(&classify(503, rules)), "rejected_transient");
         assert_eq!(kind(&classify(409, rules)), "rejected_transient");
         assert_eq!(kind(&classify(500, rules)), "ambiguous");
+    }
+
+    #[test]
+    fn an_endpoint_is_a_path_below_an_http_or_https_base() {
+        assert_eq!(
+            endpoint("https://api.vendor.example/v1/", "/send")
+                .unwrap()
+                .as_str(),
+            "https://api.vendor.example/v1/send"
+        );
+        assert!(endpoint("ftp://api.vendor.example", "/send").is_err());
+        assert!(endpoint("not a url", "/send").is_err());
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::fmt;
 use std::time::Duration;
 
 use herald_provider::http::{
-    Answer, StatusRules, classify_failure_status, exchange, unreadable_success, with_vendor_code,
+    self, Answer, StatusRules, classify_failure_status, exchange, unreadable_success,
+    with_vendor_code,
 };
 use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
@@ -248,19 +249,10 @@ fn classify_success(
 }
 
 fn endpoint(base_url: &str) -> Result<Url, OneSignalError> {
-    let bad = |reason: String| OneSignalError::BaseUrl {
+    http::endpoint(base_url, NOTIFICATIONS_PATH).map_err(|reason| OneSignalError::BaseUrl {
         url: base_url.to_owned(),
         reason,
-    };
-    let url = Url::parse(&format!(
-        "{}{NOTIFICATIONS_PATH}",
-        base_url.trim_end_matches('/')
-    ))
-    .map_err(|err| bad(err.to_string()))?;
-    match url.scheme() {
-        "http" | "https" => Ok(url),
-        other => Err(bad(format!("the scheme `{other}` is not http or https"))),
-    }
+    })
 }
 
 /// Whether `errors`, in any of its shapes, names `target` (a skipped recipient).

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use herald_provider::callback::{BasicCredentials, Callbacks, CredentialsError};
 use herald_provider::http::{
-    Answer, StatusRules, classify_failure_status, exchange, look_up, unreadable_success,
+    self, Answer, StatusRules, classify_failure_status, exchange, look_up, unreadable_success,
     with_vendor_code,
 };
 use herald_provider::{
@@ -371,33 +371,8 @@ impl Adapter for PostmarkAdapter {
 }
 
 fn endpoint(base_url: &str, path: &str) -> Result<Url, PostmarkError> {
-    let bad = |reason: String| PostmarkError::BaseUrl {
+    http::endpoint(base_url, path).map_err(|reason| PostmarkError::BaseUrl {
         url: base_url.to_owned(),
         reason,
-    };
-    let url = Url::parse(&format!("{}{path}", base_url.trim_end_matches('/')))
-        .map_err(|err| bad(err.to_string()))?;
-    match url.scheme() {
-        "http" | "https" => Ok(url),
-        other => Err(bad(format!("the scheme `{other}` is not http or https"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_base_url_must_be_http_or_https() {
-        assert_eq!(
-            endpoint("https://api.postmarkapp.com/", EMAIL_PATH)
-                .unwrap()
-                .as_str(),
-            "https://api.postmarkapp.com/email"
-        );
-        assert!(matches!(
-            endpoint("ftp://api.postmarkapp.com", EMAIL_PATH),
-            Err(PostmarkError::BaseUrl { .. })
-        ));
-    }
+    })
 }

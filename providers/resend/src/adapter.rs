@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use herald_provider::callback::Callbacks;
 use herald_provider::http::{
-    Answer, StatusRules, classify_failure_status, exchange, retry_after, unreadable_success,
+    self, Answer, StatusRules, classify_failure_status, exchange, retry_after, unreadable_success,
     with_vendor_code,
 };
 use herald_provider::signature::{SecretError, SigningSecret};
@@ -261,16 +261,10 @@ impl Adapter for ResendAdapter {
 }
 
 fn endpoint(base_url: &str) -> Result<Url, ResendError> {
-    let bad = |reason: String| ResendError::BaseUrl {
+    http::endpoint(base_url, EMAILS_PATH).map_err(|reason| ResendError::BaseUrl {
         url: base_url.to_owned(),
         reason,
-    };
-    let url = Url::parse(&format!("{}{EMAILS_PATH}", base_url.trim_end_matches('/')))
-        .map_err(|err| bad(err.to_string()))?;
-    match url.scheme() {
-        "http" | "https" => Ok(url),
-        other => Err(bad(format!("the scheme `{other}` is not http or https"))),
-    }
+    })
 }
 
 /// A non-2xx answer, by status and Resend's error `name` (see the crate docs for the table).
@@ -331,21 +325,5 @@ mod tests {
         let reset_only = headers(&[("ratelimit-reset", "9")]);
         assert_eq!(rate_limit_wait(&reset_only), Some(Duration::from_secs(9)));
         assert_eq!(rate_limit_wait(&HeaderMap::new()), None);
-    }
-
-    #[test]
-    fn a_base_url_must_be_http_or_https() {
-        assert_eq!(
-            endpoint("https://api.resend.com/").unwrap().as_str(),
-            "https://api.resend.com/emails"
-        );
-        assert!(matches!(
-            endpoint("ftp://api.resend.com"),
-            Err(ResendError::BaseUrl { .. })
-        ));
-        assert!(matches!(
-            endpoint("not a url"),
-            Err(ResendError::BaseUrl { .. })
-        ));
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use herald_provider::callback::Callbacks;
 use herald_provider::http::{
-    Answer, StatusRules, classify_failure_status, exchange, look_up, retry_after,
+    self, Answer, StatusRules, classify_failure_status, exchange, look_up, retry_after,
     unreadable_success,
 };
 use herald_provider::{
@@ -342,16 +342,10 @@ impl Adapter for SendGridAdapter {
 }
 
 fn endpoint(base_url: &str, path: &str) -> Result<Url, SendGridError> {
-    let bad = |reason: String| SendGridError::BaseUrl {
+    http::endpoint(base_url, path).map_err(|reason| SendGridError::BaseUrl {
         url: base_url.to_owned(),
         reason,
-    };
-    let url = Url::parse(&format!("{}{path}", base_url.trim_end_matches('/')))
-        .map_err(|err| bad(err.to_string()))?;
-    match url.scheme() {
-        "http" | "https" => Ok(url),
-        other => Err(bad(format!("the scheme `{other}` is not http or https"))),
-    }
+    })
 }
 
 /// How long a 429 asks us to wait: `retry-after`, else until `x-ratelimit-reset` (a unix time),

@@ -8,7 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use herald_provider::callback::{
     CallbackError, CallbackEvent, CallbackRef, CallbackRequest, Callbacks, ReceiptStatus,
-    TIMESTAMP_TOLERANCE,
+    stamped_signature,
 };
 use ring::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
 use serde_json::{Map, Value};
@@ -85,32 +85,10 @@ impl SendGridCallbacks {
     }
 
     fn authenticate(&self, request: &CallbackRequest<'_>) -> Result<(), CallbackError> {
-        let refused = |why: String| CallbackError::Unauthenticated(why);
-        let header = |name: &str| {
-            request
-                .headers
-                .get(name)
-                .and_then(|value| value.to_str().ok())
-                .ok_or_else(|| refused(format!("header `{name}` is missing")))
-        };
-        let timestamp = header(TIMESTAMP)?;
-        let signature = STANDARD
-            .decode(header(SIGNATURE)?.trim())
-            .map_err(|_| refused(format!("`{SIGNATURE}` is not base64")))?;
-        let stamped: i64 = timestamp
-            .trim()
-            .parse()
-            .map_err(|_| refused(format!("`{TIMESTAMP}` is not a number")))?;
-        let skew = (request.now.unix_timestamp() - stamped).unsigned_abs();
-        if skew > TIMESTAMP_TOLERANCE.as_secs() {
-            return Err(refused(format!(
-                "`{TIMESTAMP}` is {skew} s away from now; the tolerance is {} s",
-                TIMESTAMP_TOLERANCE.as_secs()
-            )));
-        }
+        let (timestamp, signature) = stamped_signature(request, TIMESTAMP, SIGNATURE)?;
         let signed = [timestamp.as_bytes(), request.body].concat();
         if !self.key.verifies(&signed, &signature) {
-            return Err(refused(format!(
+            return Err(CallbackError::Unauthenticated(format!(
                 "`{SIGNATURE}` does not match the configured verification key"
             )));
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use herald_provider::callback::{BasicCredentials, Callbacks, CredentialsError};
 use herald_provider::http::{
-    Answer, StatusRules, classify_failure_status, exchange, retry_after, unreadable_success,
+    self, Answer, StatusRules, classify_failure_status, exchange, retry_after, unreadable_success,
     with_vendor_code,
 };
 use herald_provider::{
@@ -290,19 +290,10 @@ impl Adapter for SparkPostAdapter {
 }
 
 fn endpoint(base_url: &str) -> Result<Url, SparkPostError> {
-    let bad = |reason: String| SparkPostError::BaseUrl {
+    http::endpoint(base_url, TRANSMISSIONS_PATH).map_err(|reason| SparkPostError::BaseUrl {
         url: base_url.to_owned(),
         reason,
-    };
-    let url = Url::parse(&format!(
-        "{}{TRANSMISSIONS_PATH}",
-        base_url.trim_end_matches('/')
-    ))
-    .map_err(|err| bad(err.to_string()))?;
-    match url.scheme() {
-        "http" | "https" => Ok(url),
-        other => Err(bad(format!("the scheme `{other}` is not http or https"))),
-    }
+    })
 }
 
 /// A non-2xx answer, by status and SparkPost's error `code` (see the crate docs for the table).
@@ -325,27 +316,4 @@ fn classify_error(status: StatusCode, headers: &HeaderMap, body: &str) -> SendRe
         _ => classify_failure_status(status, headers, body, RULES),
     };
     with_vendor_code(result, code)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_base_url_must_be_http_or_https() {
-        assert_eq!(
-            endpoint("https://api.sparkpost.com/api/v1/")
-                .unwrap()
-                .as_str(),
-            "https://api.sparkpost.com/api/v1/transmissions"
-        );
-        assert!(matches!(
-            endpoint("ftp://api.sparkpost.com"),
-            Err(SparkPostError::BaseUrl { .. })
-        ));
-        assert!(matches!(
-            endpoint("not a url"),
-            Err(SparkPostError::BaseUrl { .. })
-        ));
-    }
 }
