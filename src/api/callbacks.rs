@@ -58,8 +58,8 @@ pub struct CallbackReceipt {
     tag = "callbacks",
     params(("route" = String, Path, description = "The route whose vendor sends the callback")),
     request_body(content = String, content_type = "application/json",
-        description = "The vendor's own body: JSON (Resend, Mailjet, the sandbox) or a form \
-                       (Twilio), signed as that vendor signs."),
+        description = "The vendor's own body: JSON (Resend, SparkPost, Postmark, SendGrid, Telnyx, \
+                       Mailjet, the sandbox) or a form (Twilio), signed as that vendor signs."),
     responses(
         (status = 200, description = "Taken; repeats of events seen before changed nothing", body = CallbackReceipt),
         (status = 400, description = "Signed, but not a callback this route's adapter can read", body = Problem, content_type = "application/problem+json"),

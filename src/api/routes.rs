@@ -24,7 +24,8 @@ pub struct RoutesBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RouteBody {
     pub name: String,
-    /// The adapter: `smtp`, `resend`, `mailjet`, `twilio`, `onesignal`, `webhook`, `sandbox`.
+    /// The adapter: the route's `provider` (`smtp`, `resend`, `sparkpost`, `postmark`, `sendgrid`,
+    /// `mailjet`, `twilio`, `telnyx`, `onesignal`, `webhook`, `sandbox`).
     pub provider: String,
     /// The channels it carries, and those it is the default route of.
     pub channels: Vec<String>,
