@@ -353,8 +353,9 @@ impl Kit {
         self
     }
 
-    /// The vendor's documented acceptance, a JSON object: played as `documented success`, and
-    /// the answer of the key checks and of the 2xx faults.
+    /// The vendor's documented acceptance, a JSON object, or an empty body where the status and
+    /// headers are the whole answer: played as `documented success`, and the answer of the key
+    /// checks and of the 2xx faults (with an empty body, not the truncated and slow ones).
     pub fn success(mut self, reply: Reply) -> Kit {
         self.success = Some(reply);
         self

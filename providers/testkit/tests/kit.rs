@@ -306,6 +306,31 @@ async fn an_honest_adapter_passes_every_check_of_every_case() {
 }
 
 #[tokio::test]
+async fn a_success_without_a_body_is_a_table_and_has_no_truncated_or_slow_body_to_play() {
+    let report = kit(Flaw::None, false)
+        .success(Reply::text(200, ""))
+        .run()
+        .await;
+
+    let played = report.played();
+    for skipped in [Derived::TruncatedSuccess, Derived::SlowSuccess] {
+        assert!(
+            !played.iter().any(|p| p == skipped.name()),
+            "{} played: {played:?}",
+            skipped.name()
+        );
+    }
+    assert!(played.iter().any(|p| p == Derived::NonJsonSuccess.name()));
+    // The tiny adapter reads its id from a JSON body, so an empty success is unreadable to it:
+    // the case says so; the table itself is complete.
+    assert!(
+        !failures_of(&report, "documented success")
+            .iter()
+            .any(|failure| failure.expected.contains("whose body is a JSON object"))
+    );
+}
+
+#[tokio::test]
 async fn an_adapter_that_calls_a_500_a_rejection_fails_the_500_case() {
     let report = run(Flaw::RejectsA500).await;
 
