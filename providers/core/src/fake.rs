@@ -485,3 +485,61 @@ impl Ledger {
         })
     }
 }
+
+/// What the fake of a looked-up vendor keeps behind one lock: its ledger, the pending faults of
+/// sends and of look-ups, and the last send it received (`R`, the fake's own record of one).
+/// Counting a request, drawing its fault and processing it happen under one [`Self::lock`], so
+/// they are one step; the lock is never held across an `.await`.
+pub struct LookedUpState<R> {
+    state: std::sync::Mutex<LookedUp<R>>,
+}
+
+/// The state itself, as [`LookedUpState::lock`] hands it out.
+pub struct LookedUp<R> {
+    pub ledger: Ledger,
+    pub faults: Faults<Fault>,
+    pub lookup_faults: Faults<Fault>,
+    pub last_request: Option<R>,
+}
+
+impl<R> Default for LookedUpState<R> {
+    fn default() -> Self {
+        LookedUpState {
+            state: std::sync::Mutex::new(LookedUp {
+                ledger: Ledger::default(),
+                faults: Faults::none(),
+                lookup_faults: Faults::none(),
+                last_request: None,
+            }),
+        }
+    }
+}
+
+impl<R: Clone> LookedUpState<R> {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, LookedUp<R>> {
+        // No code panics while holding the lock, so a poisoned state is still consistent.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A snapshot of the ledger.
+    pub fn ledger(&self) -> Ledger {
+        self.lock().ledger.clone()
+    }
+
+    /// Replaces the pending faults of sends.
+    pub fn set_faults(&self, faults: Faults<Fault>) {
+        self.lock().faults = faults;
+    }
+
+    /// Replaces the pending faults of look-ups.
+    pub fn set_lookup_faults(&self, faults: Faults<Fault>) {
+        self.lock().lookup_faults = faults;
+    }
+
+    /// The last send received, whatever became of it.
+    pub fn last_request(&self) -> Option<R> {
+        self.lock().last_request.clone()
+    }
+}

@@ -6,7 +6,7 @@
 //! processing it is one atomic step. The lock is never held across an `.await`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -17,9 +17,9 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
-use herald_provider::fake::{FaultAnswers, Kill};
+use herald_provider::fake::{FaultAnswers, Kill, LookedUp, LookedUpState};
 
-use super::{Delivery, FakeConfig, Fault, Faults, Ledger};
+use super::{Delivery, FakeConfig, Fault};
 use crate::wire::{
     self, EMAIL_PATH, KEY_FILTER, KEY_METADATA, Listed, MessageList, OUTBOUND_PATH, SERVER_TOKEN,
 };
@@ -46,51 +46,27 @@ pub struct ReceivedRequest {
     pub body: Value,
 }
 
-/// The fake vendor: fixed settings, and the state behind its lock.
+/// The fake vendor: fixed settings, and the state behind its lock, whose accessors
+/// (`ledger`, `set_faults`, `set_lookup_faults`, `last_request`) are the vendor's own.
 pub struct Vendor {
     config: FakeConfig,
-    state: Mutex<VendorState>,
+    state: LookedUpState<ReceivedRequest>,
 }
 
-#[derive(Default)]
-struct VendorState {
-    ledger: Ledger,
-    faults: Faults,
-    lookup_faults: Faults,
-    last_request: Option<ReceivedRequest>,
+impl std::ops::Deref for Vendor {
+    type Target = LookedUpState<ReceivedRequest>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.state
+    }
 }
 
 impl Vendor {
     pub(super) fn new(config: FakeConfig) -> Vendor {
         Vendor {
             config,
-            state: Mutex::new(VendorState::default()),
+            state: LookedUpState::default(),
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, VendorState> {
-        // No code panics while holding the lock, so a poisoned state is still consistent.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A snapshot of the ledger.
-    pub fn ledger(&self) -> Ledger {
-        self.lock().ledger.clone()
-    }
-
-    /// Replaces the pending faults of sends.
-    pub fn set_faults(&self, faults: Faults) {
-        self.lock().faults = faults;
-    }
-
-    /// Replaces the pending faults of look-ups.
-    pub fn set_lookup_faults(&self, faults: Faults) {
-        self.lock().lookup_faults = faults;
-    }
-
-    /// The last `POST /email` received, whatever became of it.
-    pub fn last_request(&self) -> Option<ReceivedRequest> {
-        self.lock().last_request.clone()
     }
 
     fn authenticated(&self, headers: &HeaderMap) -> bool {
@@ -101,7 +77,7 @@ impl Vendor {
     }
 
     /// A send proper, under the lock.
-    fn send(&self, state: &mut VendorState, payload: Option<Value>) -> Response {
+    fn send(&self, state: &mut LookedUp<ReceivedRequest>, payload: Option<Value>) -> Response {
         let text = |value: &Value, name: &str| {
             value
                 .get(name)
@@ -145,7 +121,7 @@ impl Vendor {
 
     /// The outbound search proper, under the lock: the listed deliveries with `key`, newest
     /// first.
-    fn search(&self, state: &VendorState, key: Option<&str>) -> Response {
+    fn search(&self, state: &LookedUp<ReceivedRequest>, key: Option<&str>) -> Response {
         let listed = state
             .ledger
             .listed(key, self.config.visibility_lag, Instant::now());
