@@ -579,6 +579,7 @@ vendors! {
     "postmark" => Postmark(herald_postmark::Settings),
     "sendgrid" => Sendgrid(herald_sendgrid::Settings),
     "telnyx" => Telnyx(herald_telnyx::Settings),
+    "ses" => Ses(herald_ses::Settings),
 }
 
 /// The keys every route has, whatever its provider.

@@ -384,6 +384,7 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "routes.postmark.server_token",
         "routes.resend.api_key",
         "routes.sendgrid.api_key",
+        "routes.ses.secret_access_key",
         "routes.telnyx.api_key",
         "routes.sparkpost.api_key",
         "routes.sparkpost.callback_password",
@@ -392,7 +393,7 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
     ] {
         assert!(problems.contains(key), "{key:?} missing from:\n{problems}");
     }
-    assert!(problems.contains("config: 15 problems"), "{problems}");
+    assert!(problems.contains("config: 16 problems"), "{problems}");
     assert!(problems.contains("(in ") && problems.contains("herald.example.toml)"));
 
     // A value of the wrong type from the environment names its key and its variable.

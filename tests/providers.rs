@@ -16,6 +16,7 @@ on_both_backends!(
     postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_webhooks,
     sendgrid_settles_by_email_activity_only_where_the_account_has_it,
     telnyx_leaves_a_lost_answer_unknown_until_its_signed_webhook_names_the_key,
+    ses_leaves_a_lost_answer_unknown_until_its_sns_event_names_the_key,
     twilio_settles_every_fault_by_looking_the_message_up,
     smtp_refusals_and_the_rfc_1047_window_end_where_they_should,
     resend_settles_every_fault_by_replaying_its_key,
@@ -821,6 +822,93 @@ async fn telnyx_leaves_a_lost_answer_unknown_until_its_signed_webhook_names_the_
         (n["state"].as_str(), n["certainty"].as_str()),
         (Some("delivered"), Some("known")),
         "{n:#}"
+    );
+    assert_eq!(vendor.ledger().deliveries_of(id), 1);
+}
+
+async fn ses_leaves_a_lost_answer_unknown_until_its_sns_event_names_the_key(backend: Backend) {
+    use herald_ses::fake::{self, Fault, Faults};
+    let config = fake::FakeConfig::default();
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    let route = format!(
+        "provider = \"ses\"\nregion = \"{}\"\nbase_url = \"{}\"\naccess_key_id = \"{}\"\n\
+         secret_access_key = \"{}\"\nfrom = \"noreply@acme.example\"\nconfiguration_set = \"herald-events\"\n\
+         sns_topic_arn = \"{}\"\nsns_origin = \"{}\"\n",
+        config.region,
+        vendor.base_url(),
+        config.access_key_id,
+        config.secret_access_key,
+        config.topic_arn,
+        vendor.origin(),
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let post = |body: String| {
+        rig.app
+            .http
+            .post(rig.app.url("/v1/callbacks/vendor"))
+            .header("x-amz-sns-message-type", "Notification")
+            .header("content-type", "text/plain; charset=UTF-8")
+            .body(body)
+            .send()
+    };
+
+    // The subscription: while SNS cannot hand over its certificate, SNS is told to come back.
+    vendor.set_lookup_faults(Faults::next([Fault::UnavailableBeforeProcessing]));
+    let answer = post(vendor.subscription_confirmation()).await.unwrap();
+    assert_eq!(answer.status(), 503);
+    let problem: Value = answer.json().await.unwrap();
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("/callback-vendor-unreachable"),
+        "{problem}"
+    );
+    assert_eq!(
+        post(vendor.subscription_confirmation())
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(vendor.confirmations(), 1);
+
+    let email = json!({"channel": "email", "to": "ada@example.com", "subject": "Your code", "text": "123456"});
+    let n = rig.deliver("plain", email.clone()).await;
+    expect(&n, "delivered", "known", &["accepted"], "ses plain");
+
+    // The answer is lost: SES took it, and nothing herald can ask says so.
+    vendor.set_faults(Faults::next([Fault::AcceptThenDrop]));
+    let n = rig.deliver("dropped", email).await;
+    expect(&n, "unknown", "unknown", &["ambiguous"], "ses dropped");
+    let id = n["id"].as_str().unwrap();
+    let message = &vendor.ledger().deliveries[1];
+    assert_eq!(message.key, id);
+
+    // SES's event carries the message's tags, herald's key among them; signed by SNS, it settles.
+    let delivery = json!({
+        "eventType": "Delivery",
+        "mail": {"timestamp": "2026-12-03T10:00:00.000Z", "messageId": message.message_id,
+                 "commonHeaders": {"to": ["ada@example.com"]}, "tags": {"herald_key": [id]}},
+        "delivery": {"timestamp": "2026-12-03T10:00:02.000Z", "recipients": ["ada@example.com"]},
+    });
+    let signed = vendor.notification(&delivery);
+    let forged = signed.replace("Delivery", "Bounce");
+    assert_eq!(post(forged).await.unwrap().status(), 401);
+    assert_eq!(post(signed.clone()).await.unwrap().status(), 200);
+    let n = rig.app.show(id).await;
+    assert_eq!(
+        (n["state"].as_str(), n["certainty"].as_str()),
+        (Some("delivered"), Some("known")),
+        "{n:#}"
+    );
+    // SNS sends a message again until it is answered: a repeat changes nothing.
+    let again: Value = post(signed).await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (again["new"].as_u64(), again["repeats"].as_u64()),
+        (Some(0), Some(1))
     );
     assert_eq!(vendor.ledger().deliveries_of(id), 1);
 }

@@ -59,7 +59,7 @@ pub struct CallbackReceipt {
     params(("route" = String, Path, description = "The route whose vendor sends the callback")),
     request_body(content = String, content_type = "application/json",
         description = "The vendor's own body: JSON (Resend, SparkPost, Postmark, SendGrid, Telnyx, \
-                       Mailjet, the sandbox) or a form (Twilio), signed as that vendor signs."),
+                       Mailjet, the sandbox, an SNS message from Amazon SES) or a form (Twilio), signed as that vendor signs."),
     responses(
         (status = 200, description = "Taken; repeats of events seen before changed nothing", body = CallbackReceipt),
         (status = 400, description = "Signed, but not a callback this route's adapter can read", body = Problem, content_type = "application/problem+json"),
@@ -67,7 +67,7 @@ pub struct CallbackReceipt {
         (status = 404, description = "No such route, a route without callbacks, or no event about a message sent on it; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Authenticated, but over the route's callback rate; nothing stored, send again after Retry-After", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unavailable; nothing was stored", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable, or the vendor could not be reached for what the check needs (an SNS signing certificate, a subscription confirmation); nothing was stored", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn receive(
     State(state): State<AppState>,
@@ -101,7 +101,7 @@ pub async fn receive(
         body: &body,
         now,
     };
-    let events = reader.read(&request).map_err(|err| {
+    let events = reader.receive(&request).await.map_err(|err| {
         tracing::info!(route = %route_name, %err, "callback refused");
         match err {
             CallbackError::Unauthenticated(detail) => {
@@ -116,6 +116,15 @@ pub async fn receive(
             CallbackError::Malformed(detail) => {
                 outcome("malformed");
                 Problem::malformed(detail)
+            }
+            CallbackError::Unreachable(detail) => {
+                outcome("vendor_unreachable");
+                Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "callback-vendor-unreachable",
+                    "The vendor could not be reached to check the callback",
+                    detail,
+                )
             }
         }
     })?;

@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 27] = [
+pub const TYPES: [(&str, &str); 28] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -34,6 +34,10 @@ pub const TYPES: [(&str, &str); 27] = [
     (
         "callback-unknown-message",
         "The callback names a message that was never sent on this route. Nothing was stored.",
+    ),
+    (
+        "callback-vendor-unreachable",
+        "herald could not reach the vendor for what checking the callback needs (an SNS signing certificate) or for what it asks (confirming an SNS subscription). Nothing was stored; the vendor sends it again.",
     ),
     (
         "conflict",

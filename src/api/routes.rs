@@ -25,7 +25,7 @@ pub struct RoutesBody {
 pub struct RouteBody {
     pub name: String,
     /// The adapter: the route's `provider` (`smtp`, `resend`, `sparkpost`, `postmark`, `sendgrid`,
-    /// `mailjet`, `twilio`, `telnyx`, `onesignal`, `webhook`, `sandbox`).
+    /// `ses`, `mailjet`, `twilio`, `telnyx`, `onesignal`, `webhook`, `sandbox`).
     pub provider: String,
     /// The channels it carries, and those it is the default route of.
     pub channels: Vec<String>,

@@ -142,13 +142,30 @@ pub enum CallbackError {
     /// Signed, but not a callback this adapter can read (answered 400).
     #[error("{0}")]
     Malformed(String),
+    /// herald could not reach the vendor for what the check needs (SNS's signing certificate)
+    /// or for what the callback asks of it (confirming an SNS subscription): answered 503, so
+    /// the vendor sends it again.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// The callback side of an adapter.
+#[async_trait::async_trait]
 pub trait Callbacks: Send + Sync {
     /// Authenticates `request` and reads its events; events it does not map to a receipt
     /// (opens, clicks) are left out.
     fn read(&self, request: &CallbackRequest<'_>) -> Result<Vec<CallbackEvent>, CallbackError>;
+
+    /// What herald calls for each callback request. Most vendors' checks need nothing but the
+    /// request, and this reads it. A vendor whose check needs a key fetched first (SNS's
+    /// signing certificate), or whose callbacks include a handshake to answer (SNS's
+    /// subscription confirmation), does that here, then reads.
+    async fn receive(
+        &self,
+        request: &CallbackRequest<'_>,
+    ) -> Result<Vec<CallbackEvent>, CallbackError> {
+        self.read(request)
+    }
 }
 
 /// How far a signed timestamp may be from herald's clock, either way: Svix and Standard

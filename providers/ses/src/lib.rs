@@ -1,0 +1,107 @@
+//! Herald's adapter for [Amazon SES](https://aws.amazon.com/ses/) v2 (channel `email`).
+//!
+//! One `POST https://email.<region>.amazonaws.com/v2/email/outbound-emails` (`SendEmail`,
+//! <https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_SendEmail.html>) per send,
+//! signed with AWS Signature Version 4 by AWS's own `aws-sigv4` crate (service `ses`, the
+//! route's region, its access key), with a JSON body of `FromEmailAddress` (the route's
+//! sender), `Destination` (`ToAddresses` the one recipient, `CcAddresses`, `BccAddresses`),
+//! `ReplyToAddresses`, `Content.Simple` (`Subject`, `Body.Text` and/or `Body.Html`, UTF-8,
+//! `Headers`), `ConfigurationSetName` and `EmailTags` — the message's tags and `herald_key`,
+//! herald's [`ProviderKey`](herald_provider::ProviderKey), which SES copies into every event
+//! it publishes about the message. A message's own tag named `herald_key` is refused before
+//! any I/O. SES answers `{"MessageId"}`, which becomes the `provider_ref`, and errors with the
+//! error's type in the `x-amzn-ErrorType` header (or the body's `__type`), which becomes
+//! `Evidence::vendor_code`.
+//!
+//! Credentials are static: an access key id and secret key (and a session token for
+//! temporary ones), resolved at start-up like every secret of herald's. The AWS credential
+//! chain (instance profiles, IRSA, SSO) would need the AWS SDK and is not built in.
+//!
+//! # Capabilities
+//! | capability | value | source |
+//! |---|---|---|
+//! | idempotency window | none: `SendEmail` takes no idempotency or client token, so a resend is a second email | <https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_SendEmail.html> (no such field) |
+//! | outcome query | none: SES v2 has no look-up of a sent message by a tag or by anything herald chose (message insights search by recipient and time only, for Virtual Deliverability Manager accounts); an ambiguous send stays `unknown` until an event names its key | same API reference |
+//! | payload limit | 40 MB per message, after encoding (read as 40 000 000 bytes) | <https://docs.aws.amazon.com/ses/latest/dg/quotas.html> |
+//! | rate limit | the account's maximum send rate: `TooManyRequestsException` (429) or a `ThrottlingException`/`LimitExceededException` for the rate or the daily quota | <https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html> |
+//! | delivery callbacks | SES event publishing to an SNS topic, the topic's HTTPS subscription pointing at herald, when `sns_topic_arn` is set; SNS signs each message with RSA (SignatureVersion 1: SHA1, 2: SHA256) | <https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html>, <https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html> |
+//!
+//! # Classification
+//! Errors: <https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_SendEmail.html#API_SendEmail_Errors>
+//! and <https://docs.aws.amazon.com/ses/latest/APIReference-V2/CommonErrors.html>.
+//!
+//! | SES's answer | herald's result |
+//! |---|---|
+//! | 200 `{"MessageId"}` | `Accepted`, `provider_ref` = the `MessageId` |
+//! | 2xx with a body that is unreadable or has no `MessageId` | `Ambiguous`: SES probably sent it |
+//! | 400 `MessageRejected`, `BadRequestException`, `MailFromDomainNotVerifiedException`, `AccountSuspendedException`, `SendingPausedException`; 403 (`AccessDeniedException`, a signature or key refused, an expired token); 404 `NotFoundException` (no such configuration set) | `Rejected` permanent |
+//! | 429 `TooManyRequestsException`, and a 4xx `ThrottlingException` or `LimitExceededException` (the sending rate or the daily quota) | `Rejected` transient, with `Retry-After` if sent |
+//! | 408, 425 | `Rejected` transient (shared table) |
+//! | 500 `InternalFailure`, 503 `ServiceUnavailable`, any other 5xx | `Ambiguous`: AWS does not document a 5xx of SES as "not processed", so it may have sent the email |
+//! | connection or TLS failure before the request was written | `Rejected` transient (stage `connect`) |
+//! | timeout or reset after the request was written | `Ambiguous` (stage `awaiting_response`) |
+//!
+//! The secret key is never sent (it only signs) and never logged or part of evidence, errors or
+//! `Debug` output; the `Authorization` header is marked sensitive; anything SES echoes is
+//! scrubbed of the secret key and the session token before it becomes evidence.
+//!
+//! # Events
+//! With `sns_topic_arn` set, the route reads the HTTPS subscription of that topic, to which the
+//! configuration set's event destination publishes
+//! (<https://docs.aws.amazon.com/ses/latest/dg/event-publishing-retrieving-sns-contents.html>).
+//! Each POST is one SNS message (<https://docs.aws.amazon.com/sns/latest/dg/http-notification-json.html>),
+//! taken only if:
+//!
+//! - its `TopicArn` is the route's topic (checked first: nothing is fetched for another topic);
+//! - its `SigningCertURL` is `https://sns.<region>.amazonaws.com[.cn]/….pem` — the host pattern
+//!   AWS's own validators check — fetched over TLS, without following redirects, and kept
+//!   (a handful per route, by URL); a route with `sns_origin` takes them from that one origin
+//!   instead (a local SNS, for tests);
+//! - its `Signature` verifies under that certificate's RSA key over the fields SNS signs
+//!   (`Message`, `MessageId`, `Subject` if any, `Timestamp`, `TopicArn`, `Type` for a
+//!   notification; `Message`, `MessageId`, `SubscribeURL`, `Timestamp`, `Token`, `TopicArn`,
+//!   `Type` for a subscription's messages), SHA1 for `SignatureVersion` 1, SHA256 for 2.
+//!
+//! A message that fails a check is refused as unauthenticated and nothing is stored; a
+//! certificate that cannot be fetched answers 503, so SNS sends the message again. A
+//! `SubscriptionConfirmation`, once verified, is confirmed by fetching its `SubscribeURL`
+//! (on the same hosts); an `UnsubscribeConfirmation` is verified and left alone. SNS sends a
+//! message again until a 2xx, and herald takes each once by its SNS `MessageId`, the event id.
+//! SNS messages carry no expiry, so none is enforced: a repeat changes nothing.
+//!
+//! | SES `eventType` | receipt | suppresses the recipient |
+//! |---|---|---|
+//! | `Send` | `sent` | no |
+//! | `Delivery` | `delivered` | no |
+//! | `Open`, `Click` (the email arrived) | `delivered` | no |
+//! | `Bounce`, `bounceType` `Permanent` | `bounced` | yes |
+//! | `Bounce`, `Transient` (SES reports a soft bounce once it stops retrying) | `undeliverable` | no |
+//! | `Bounce`, `Undetermined` | `bounced` | no |
+//! | `Complaint` | `complained` | yes, unless its `complaintFeedbackType` is `not-spam` |
+//! | `Reject` (a virus), `Rendering Failure` | `undeliverable` | no |
+//! | `DeliveryDelay`, `Subscription`, any other | left out | |
+//!
+//! A bounce or complaint that names only other recipients than the message's `To` (a copy's)
+//! is left out. The event names its notification by `mail.tags.herald_key`, or, for an email
+//! sent without it, by `mail.messageId`. `vendor_status` is the `eventType` (with
+//! `/<bounceType>` for a bounce), and `at` is the event's own time.
+//!
+//! # Modules
+//! - [`adapter`]: [`SesAdapter`] and its [`SesRoute`].
+//! - `fake` (feature `fake`): a local stand-in for SES's `SendEmail` that checks each
+//!   request's signature, and for SNS's side: signed notifications, the signing certificate
+//!   and subscription confirmation.
+//!
+//! The JSON shapes both sides share live in one private module so that they cannot drift apart.
+#![forbid(unsafe_code)]
+
+pub mod adapter;
+mod callback;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod settings;
+mod wire;
+
+pub use adapter::{MAX_MESSAGE_BYTES, SesAdapter, SesError, SesRoute, default_base_url};
+pub use callback::SnsOrigin;
+pub use settings::Settings;
