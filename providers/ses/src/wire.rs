@@ -182,15 +182,10 @@ impl Envelope {
 pub struct Event {
     pub event_type: String,
     pub mail: Mail,
-    #[serde(default)]
     pub delivery: Option<Stamped>,
-    #[serde(default)]
     pub bounce: Option<Bounce>,
-    #[serde(default)]
     pub complaint: Option<Complaint>,
-    #[serde(default)]
     pub open: Option<Stamped>,
-    #[serde(default)]
     pub click: Option<Stamped>,
 }
 
@@ -199,7 +194,6 @@ pub struct Event {
 pub struct Mail {
     pub timestamp: Option<String>,
     pub message_id: String,
-    #[serde(default)]
     pub common_headers: Option<CommonHeaders>,
     #[serde(default)]
     pub tags: BTreeMap<String, Vec<String>>,
@@ -230,7 +224,6 @@ pub struct Bounce {
 pub struct Complaint {
     #[serde(default)]
     pub complained_recipients: Vec<Recipient>,
-    #[serde(default)]
     pub complaint_feedback_type: Option<String>,
     pub timestamp: Option<String>,
 }
