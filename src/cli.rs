@@ -57,6 +57,9 @@ pub enum Command {
     Sandbox(SandboxArgs),
     /// Enqueue one notification through the API (HERALD_URL, HERALD_TOKEN).
     Send(SendArgs),
+    /// Cancel what is still queued: one notification (ID), or every one under a
+    /// `--cancellation-key`, or the one enqueued under an `--idempotency-key`.
+    Cancel(CancelArgs),
     /// One notification and its timeline: attempts, evidence, settlements, resolutions.
     Status {
         id: String,
@@ -82,7 +85,9 @@ impl Command {
             Command::CheckConfig { config, .. } => config.logs.log_format,
             Command::Sandbox(args) => args.logs.log_format,
             Command::Bench(args) => args.logs.log_format,
-            Command::Send(_) | Command::Status { .. } | Command::Review(_) => LogFormat::Text,
+            Command::Send(_) | Command::Cancel(_) | Command::Status { .. } | Command::Review(_) => {
+                LogFormat::Text
+            }
         }
     }
 }
@@ -164,6 +169,26 @@ pub struct SendArgs {
     /// `at_most_once` or `at_least_once`.
     #[arg(long)]
     pub delivery: Option<String>,
+    /// A key shared with other notifications, to cancel them together (`herald cancel
+    /// --cancellation-key`).
+    #[arg(long)]
+    pub cancellation_key: Option<String>,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+#[derive(Debug, clap::Args)]
+#[group(id = "which", required = true, multiple = false)]
+pub struct CancelArgs {
+    /// One notification's id.
+    #[arg(group = "which")]
+    pub id: Option<String>,
+    /// Every notification enqueued with this cancellation key.
+    #[arg(long, group = "which")]
+    pub cancellation_key: Option<String>,
+    /// The notification enqueued under this idempotency key.
+    #[arg(long, group = "which")]
+    pub idempotency_key: Option<String>,
     #[command(flatten)]
     pub api: ApiArgs,
 }

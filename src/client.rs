@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::cli::{ApiArgs, ResolveArgs, ReviewCommand, SendArgs};
+use crate::cli::{ApiArgs, CancelArgs, ResolveArgs, ReviewCommand, SendArgs};
 
 struct Api {
     http: reqwest::Client,
@@ -114,6 +114,7 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         ("html", &args.html),
         ("template", &args.template),
         ("delivery", &args.delivery),
+        ("cancellation_key", &args.cancellation_key),
     ] {
         if let Some(value) = value {
             body.insert(name.to_owned(), Value::String(value.clone()));
@@ -137,6 +138,43 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         created["state"].as_str().unwrap_or("?"),
         if replayed { "replayed" } else { "accepted" }
     );
+    Ok(())
+}
+
+/// `herald cancel (ID | --cancellation-key KEY | --idempotency-key KEY)`: one line per
+/// notification, its id and where it stands.
+pub async fn cancel(args: CancelArgs) -> anyhow::Result<()> {
+    let api = Api::new(&args.api)?;
+    if let Some(id) = &args.id {
+        let (_, n) = api
+            .call(
+                Method::POST,
+                &format!("/v1/notifications/{id}/cancel"),
+                Some(&json!({})),
+                None,
+            )
+            .await?;
+        println!("{id} {}", n["state"].as_str().unwrap_or("?"));
+        return Ok(());
+    }
+    let body = match (&args.cancellation_key, &args.idempotency_key) {
+        (Some(key), _) => json!({"cancellation_key": key}),
+        (None, Some(key)) => json!({"idempotency_key": key}),
+        (None, None) => bail!("give an id, --cancellation-key or --idempotency-key"),
+    };
+    let (_, done) = api
+        .call(Method::POST, "/v1/notifications/cancel", Some(&body), None)
+        .await?;
+    for id in done["cancelled"].as_array().into_iter().flatten() {
+        println!("{} cancelled", id.as_str().unwrap_or("?"));
+    }
+    for n in done["not_cancelled"].as_array().into_iter().flatten() {
+        println!(
+            "{} {} (not cancelled)",
+            n["id"].as_str().unwrap_or("?"),
+            n["state"].as_str().unwrap_or("?")
+        );
+    }
     Ok(())
 }
 

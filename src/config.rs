@@ -435,6 +435,8 @@ pub struct EventMapping {
     /// Metadata to echo in events, each value a template, e.g. `{ export = "{{ event.id }}" }`.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// The notification's cancellation key, a template, e.g. `"signup/{{ user_id }}"`.
+    pub cancellation_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

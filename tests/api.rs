@@ -9,7 +9,9 @@ use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use support::{ACME, ACME_READER, Backend, GLOBEX, email, problem, spawn_app, spawn_app_with};
+use support::{
+    ACME, ACME_READER, Backend, GLOBEX, email, eventually, problem, spawn_app, spawn_app_with,
+};
 
 on_both_backends!(
     the_same_key_and_body_replay_the_original_answer,
@@ -25,6 +27,7 @@ on_both_backends!(
     lists_filter_by_channel_route_time_and_metadata_within_the_tenant,
     a_bad_list_filter_is_refused_naming_its_parameter,
     only_a_queued_notification_can_be_cancelled,
+    a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not,
     a_batch_answers_each_item_in_order_in_one_transaction,
     a_batch_that_fails_at_the_database_part_way_commits_nothing,
     operations_endpoints_answer,
@@ -967,6 +970,135 @@ async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
             .await,
         1
     );
+}
+
+async fn a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not(backend: Backend) {
+    // The sandbox route delivers what is due at once; what waits for `send_at` stays queued.
+    let Some(app) = spawn_app_with(backend, "").await else {
+        return;
+    };
+    let keyed = |send_at: Option<&str>| {
+        let mut body = email("ada@example.com");
+        body["cancellation_key"] = json!("signup-flow/user-42");
+        if let Some(at) = send_at {
+            body["send_at"] = json!(at);
+        }
+        body
+    };
+    let app = &app;
+    let enqueue = |key: &'static str, body: Value| async move {
+        let created: Value = app.enqueue(ACME, key, &body).await.json().await.unwrap();
+        created["id"].as_str().unwrap().to_owned()
+    };
+    let now = enqueue("welcome", keyed(None)).await;
+    let reminder = enqueue("reminder", keyed(Some("2999-01-01T00:00:00Z"))).await;
+    let nudge = enqueue("nudge", keyed(Some("2999-01-02T00:00:00Z"))).await;
+    let shown: Value = app
+        .get(ACME, &format!("/v1/notifications/{reminder}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["cancellation_key"], "signup-flow/user-42");
+    eventually(
+        "the first to be delivered",
+        Duration::from_secs(10),
+        || async {
+            let n: Value = app
+                .get(ACME, &format!("/v1/notifications/{now}"))
+                .await
+                .json()
+                .await
+                .ok()?;
+            (n["state"] == "delivered").then_some(())
+        },
+    )
+    .await;
+
+    let answer = app
+        .post_json(
+            ACME,
+            "/v1/notifications/cancel",
+            &json!({"cancellation_key": "signup-flow/user-42"}),
+        )
+        .await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    let answer: Value = answer.json().await.unwrap();
+    let mut cancelled = vec![reminder.clone(), nudge.clone()];
+    cancelled.sort();
+    assert_eq!(
+        answer,
+        json!({"cancelled": cancelled, "not_cancelled": [{"id": now, "state": "delivered"}]})
+    );
+    // Each cancelled one has its event, which carries the key.
+    assert_eq!(
+        app.db
+            .scalar(
+                "SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.cancelled' \
+                 AND CAST(data AS text) LIKE '%signup-flow/user-42%'"
+            )
+            .await,
+        2
+    );
+
+    // By the Idempotency-Key of one request; another tenant's keys name nothing of ACME's.
+    let later = enqueue("later", keyed(Some("2999-01-03T00:00:00Z"))).await;
+    let none = app
+        .post_json(
+            GLOBEX,
+            "/v1/notifications/cancel",
+            &json!({"idempotency_key": "later"}),
+        )
+        .await;
+    assert_eq!(
+        none.json::<Value>().await.unwrap(),
+        json!({"cancelled": [], "not_cancelled": []})
+    );
+    let answer: Value = app
+        .post_json(
+            ACME,
+            "/v1/notifications/cancel",
+            &json!({"idempotency_key": "later"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["cancelled"], json!([later]));
+
+    for (body, field) in [
+        (json!({}), "cancellation_key"),
+        (
+            json!({"cancellation_key": "a", "idempotency_key": "b"}),
+            "cancellation_key",
+        ),
+        (json!({"cancellation_key": ""}), "cancellation_key"),
+        (
+            json!({"cancellation_key": "tab\tin it"}),
+            "cancellation_key",
+        ),
+        (
+            json!({"idempotency_key": "x".repeat(256)}),
+            "idempotency_key",
+        ),
+        (json!({"cancellation_key": 42}), "cancellation_key"),
+        (json!({"id": "x"}), "id"),
+    ] {
+        let refused = problem(
+            app.post_json(ACME, "/v1/notifications/cancel", &body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert_eq!(refused["field"], field, "{body}: {refused}");
+    }
+    let mut bad = email("ada@example.com");
+    bad["cancellation_key"] = json!("ключ");
+    let refused = problem(
+        app.enqueue(ACME, "bad-key", &bad).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(refused["field"], "cancellation_key");
 }
 
 async fn a_batch_answers_each_item_in_order_in_one_transaction(backend: Backend) {

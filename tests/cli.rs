@@ -56,6 +56,54 @@ async fn herald_whose_vendor_loses_every_answer() -> (TestApp, SandboxHandle) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_sent_with_a_cancellation_key_is_called_off_from_the_command_line() {
+    let app = spawn_app_with(Backend::Sqlite, "[dispatch]\nenabled = false\n")
+        .await
+        .unwrap();
+    let send = |key: &str| {
+        herald(
+            &app,
+            ACME,
+            &[
+                "send",
+                "--idempotency-key",
+                key,
+                "--channel",
+                "email",
+                "--to",
+                "ada@example.com",
+                "--subject",
+                "Welcome",
+                "--text",
+                "hi",
+                "--cancellation-key",
+                "signup/ada",
+            ],
+        )
+    };
+    let first = send("welcome-1");
+    assert!(first.status.success(), "{}", stderr(&first));
+    let first = stdout(&first).split_whitespace().next().unwrap().to_owned();
+    let second = stdout(&send("welcome-2"))
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(app.show(&first).await["cancellation_key"], "signup/ada");
+
+    let one = herald(&app, ACME, &["cancel", "--idempotency-key", "welcome-1"]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    assert_eq!(stdout(&one), format!("{first} cancelled\n"));
+    let rest = herald(&app, ACME, &["cancel", "--cancellation-key", "signup/ada"]);
+    assert_eq!(
+        stdout(&rest),
+        format!("{second} cancelled\n{first} cancelled (not cancelled)\n")
+    );
+    let neither = herald(&app, ACME, &["cancel"]);
+    assert!(!neither.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
     let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
 

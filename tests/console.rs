@@ -297,10 +297,9 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         unknown_with_hostile_evidence(&routes, "email = \"mail\"\nsms = \"texts\"\n").await;
     let mut emails = Vec::new();
     for to in ["ada@example.com", "grace@example.com"] {
-        emails.push(
-            app.enqueue_id(&format!("mail-{to}"), &support::email(to))
-                .await,
-        );
+        let mut body = support::email(to);
+        body["cancellation_key"] = json!(format!("exports/{to}"));
+        emails.push(app.enqueue_id(&format!("mail-{to}"), &body).await);
     }
     let mut texts = Vec::new();
     for to in ["+14155550101", "+14155550102", "+14155550103"] {

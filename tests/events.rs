@@ -49,6 +49,7 @@ template = "export-ready"
 channel = "email"
 to = "{{ email }}"
 metadata = { export = "{{ event.id }}" }
+cancellation_key = "exports/{{ email }}"
 "#;
 
 const ACCEPTED: &str = "dev.herald.notification.accepted";
@@ -184,6 +185,7 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
     assert_eq!(delivered["to"], "ada@example.com");
     assert_eq!(delivered["subject"], "Your export job-42 is ready");
     assert_eq!(delivered["metadata"]["export"], "evt-90");
+    assert_eq!(delivered["cancellation_key"], "exports/ada@example.com");
 
     let stored = eventually("both events on NATS", Duration::from_secs(20), || {
         let client = client.clone();
@@ -221,6 +223,7 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
         assert_eq!(event["datacontenttype"], "application/json");
         assert_eq!(event["data"]["id"], id.as_str());
         assert_eq!(event["data"]["metadata"]["export"], "evt-90");
+        assert_eq!(event["data"]["cancellation_key"], "exports/ada@example.com");
     }
     assert_eq!(
         stored[0].subject,

@@ -17,15 +17,16 @@ use herald::domain::{
 };
 use herald::review::{Ask, Change, Outcome, PermanentRefusals, Reason, Resend, Then};
 use herald::store::{
-    AcceptOutcome, Backlog, Claim, ClaimMode, ClaimedEvent, EventType, InboxOutcome, ListFilter,
-    NewAccept, NewCallbacks, NewInboxEvent, NewResolution, Recorded, ReviewFilter, ReviewPreview,
-    RouteSlot, Store, StoreError,
+    AcceptOutcome, Backlog, CancelKey, Cancellation, Claim, ClaimMode, ClaimedEvent, EventType,
+    InboxOutcome, ListFilter, NewAccept, NewCallbacks, NewInboxEvent, NewResolution, Recorded,
+    ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError,
 };
 use herald_provider::Request;
 use herald_provider::callback::{CallbackEvent, CallbackRef, ReceiptStatus};
 use support::{Backend, TestDb};
 
 on_both_backends!(
+    a_cancellation_key_cancels_what_is_queued_under_it_in_one_step,
     a_contradicted_notification_is_kept_until_a_person_acknowledges_it,
     reports_of_two_messages_while_it_waits_to_be_sent_again_end_it_with_its_final_event,
     a_possible_duplicate_is_kept_until_a_person_acknowledges_it,
@@ -117,6 +118,7 @@ fn notification(
             ..Content::default()
         },
         metadata: Map::new(),
+        cancellation_key: None,
         send_at: None,
         next_attempt_at: Some(at),
         created_at: at,
@@ -1093,6 +1095,67 @@ async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
         store.cancel("acme", sending.id, t).await,
         Err(StoreError::Conflict(_))
     ));
+}
+
+async fn a_cancellation_key_cancels_what_is_queued_under_it_in_one_step(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let keyed = |tenant: &str, text: &str| Notification {
+        cancellation_key: Some("signup/42".into()),
+        ..notification(tenant, "a", "+1", text, t)
+    };
+    // Claimed first: a send under way is `sending`, and no cancellation calls it back.
+    let claimed = accepted(store, keyed("acme", "first")).await;
+    assert_eq!(claim(store, t, 10, &["a"]).await.len(), 1);
+    let second = accepted(store, keyed("acme", "second")).await;
+    let third = accepted(store, keyed("acme", "third")).await;
+    let unkeyed = accepted(store, notification("acme", "a", "+1", "other", t)).await;
+    let elsewhere = accepted(store, keyed("globex", "same key, other tenant")).await;
+
+    let key = CancelKey::Cancellation("signup/42".into());
+    let done = store.cancel_by_key("acme", &key, t).await.unwrap();
+    assert_eq!(done.cancelled, [second.id, third.id]);
+    assert_eq!(done.not_cancelled, [(claimed.id, State::Sending)]);
+    for (id, tenant, state) in [
+        (second.id, "acme", State::Cancelled),
+        (third.id, "acme", State::Cancelled),
+        (unkeyed.id, "acme", State::Queued),
+        (elsewhere.id, "globex", State::Queued),
+    ] {
+        let n = store.notification(tenant, id).await.unwrap().notification;
+        assert_eq!(n.state, state, "{id}");
+    }
+    let events = rig.db.event_types(second.id.as_uuid()).await;
+    assert_eq!(
+        events,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.cancelled"
+        ]
+    );
+
+    // Again: nothing left to cancel, and each says where it stands.
+    let again = store.cancel_by_key("acme", &key, t).await.unwrap();
+    assert!(again.cancelled.is_empty());
+    assert_eq!(
+        again.not_cancelled,
+        [
+            (claimed.id, State::Sending),
+            (second.id, State::Cancelled),
+            (third.id, State::Cancelled)
+        ]
+    );
+    // By the idempotency key it was enqueued under (`accepted` uses `key-{id}`).
+    let by_request = CancelKey::Idempotency(format!("key-{}", unkeyed.id));
+    let done = store.cancel_by_key("acme", &by_request, t).await.unwrap();
+    assert_eq!(done.cancelled, [unkeyed.id]);
+    assert_eq!(
+        store.cancel_by_key("globex", &by_request, t).await.unwrap(),
+        Cancellation::default()
+    );
 }
 
 async fn lists_are_newest_first_filtered_and_paged_by_cursor(backend: Backend) {

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
 use time::OffsetDateTime;
@@ -29,7 +29,7 @@ use crate::domain::{
     Receipt, ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,
 };
 use crate::review::{Policy, Reason};
-use crate::store::{ListFilter, NewAccept, NotificationDetail};
+use crate::store::{CancelKey, ListFilter, NewAccept, NotificationDetail};
 
 pub const MAX_BATCH_ITEMS: usize = 1000;
 const DEFAULT_PAGE: u32 = 50;
@@ -39,6 +39,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/notifications", post(create).get(list))
         .route("/v1/notifications/batch", post(create_batch))
+        .route("/v1/notifications/cancel", post(cancel_by_key))
         .route("/v1/notifications/{id}", get(show))
         .route("/v1/notifications/{id}/cancel", post(cancel))
 }
@@ -598,4 +599,86 @@ pub async fn cancel(
     // Read again for the attempts and review: a queued notification may have tried before.
     let detail = state.store.notification(&principal.tenant, id).await?;
     Ok(Json(NotificationBody::of(detail, state.review)))
+}
+
+/// `POST /v1/notifications/cancel`: exactly one of the two keys.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelByKey {
+    /// Cancels every notification enqueued with this `cancellation_key` that is still queued.
+    #[schema(example = "signup-flow/user-42")]
+    pub cancellation_key: Option<String>,
+    /// Cancels the notification enqueued under this `Idempotency-Key`, if it is still queued.
+    pub idempotency_key: Option<String>,
+}
+
+/// What a cancellation by key did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelledByKey {
+    /// The notifications the key names that were queued and are now cancelled.
+    #[schema(value_type = Vec<String>)]
+    pub cancelled: Vec<NotificationId>,
+    /// Those it names that were not queued any more (claimed, sent, ended, or cancelled
+    /// before), with the state each stands in.
+    pub not_cancelled: Vec<NotCancelled>,
+}
+
+/// A notification a cancellation by key named but could not cancel.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotCancelled {
+    #[schema(value_type = String, format = Uuid)]
+    pub id: NotificationId,
+    pub state: NotificationState,
+}
+
+/// Cancel, in one transaction, every notification of the tenant's still `queued` under a
+/// `cancellation_key` (or the one enqueued under an `Idempotency-Key`), and say what became of
+/// the rest. A key that names none answers two empty lists.
+#[utoipa::path(post, path = "/v1/notifications/cancel", operation_id = "cancel_notifications_by_key",
+    tag = "notifications", security(("bearer" = [])),
+    request_body = CancelByKey,
+    responses(
+        (status = 200, description = "Cancelled what was queued", body = CancelledByKey),
+        (status = 400, description = "Not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Neither key, both, or one that is not 1 to 255 printable ASCII characters", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn cancel_by_key(
+    State(state): State<AppState>,
+    principal: Principal,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CancelledByKey>, Problem> {
+    principal.require(Scope::Send)?;
+    let body: CancelByKey = typed(json_object(body)?)?;
+    let key = match (body.cancellation_key, body.idempotency_key) {
+        (Some(key), None) => CancelKey::Cancellation(
+            IdempotencyKey::parse("cancellation_key", &key)
+                .map_err(Problem::invalid_field)?
+                .as_str()
+                .to_owned(),
+        ),
+        (None, Some(key)) => CancelKey::Idempotency(
+            IdempotencyKey::parse("idempotency_key", &key)
+                .map_err(Problem::invalid_field)?
+                .as_str()
+                .to_owned(),
+        ),
+        _ => {
+            return Err(Problem::invalid_field(crate::domain::FieldError::new(
+                "cancellation_key",
+                "give exactly one of cancellation_key and idempotency_key",
+            )));
+        }
+    };
+    let done = state
+        .store
+        .cancel_by_key(&principal.tenant, &key, OffsetDateTime::now_utc())
+        .await?;
+    Ok(Json(CancelledByKey {
+        cancelled: done.cancelled,
+        not_cancelled: done
+            .not_cancelled
+            .into_iter()
+            .map(|(id, state)| NotCancelled { id, state })
+            .collect(),
+    }))
 }

@@ -323,6 +323,7 @@ mod tests {
             acknowledged: false,
             content: Content::default(),
             metadata: Default::default(),
+            cancellation_key: None,
             send_at: None,
             next_attempt_at: None,
             created_at: T0,

@@ -24,8 +24,8 @@ fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
 }
 use super::values::{header_safe, parse_time};
 use super::{
-    AttemptResult, Certainty, Channel, Delivery, EmailAddress, FieldError, NotificationId,
-    PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
+    AttemptResult, Certainty, Channel, Delivery, EmailAddress, FieldError, IdempotencyKey,
+    NotificationId, PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
 };
 
 // `Self::parse` checks every field.
@@ -62,6 +62,11 @@ pub struct NotificationRequest {
     /// Up to 50 string pairs, echoed in events.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
+    /// A key several notifications share (one per user flow, say): `POST
+    /// /v1/notifications/cancel` cancels every one still queued under it. 1 to 255 printable
+    /// ASCII characters.
+    #[schema(example = "signup-flow/user-42")]
+    pub cancellation_key: Option<String>,
     /// Email: the sender, `address` or `Name <address>`, in place of the route's own; only
     /// addresses and @domains the route's `allowed_from` lists.
     #[schema(example = "Acme Billing <billing@acme.example>")]
@@ -150,6 +155,8 @@ pub struct Notification {
     pub content: Content,
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
+    /// The key it is cancelled by together with others, if it was given one.
+    pub cancellation_key: Option<String>,
     #[serde(with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub send_at: Option<OffsetDateTime>,
@@ -331,6 +338,12 @@ impl NotificationRequest {
             ..self.content(channel, templates)?
         };
         let metadata = parse_metadata(self.metadata.unwrap_or_default())?;
+        let cancellation_key = self
+            .cancellation_key
+            .as_deref()
+            .map(|key| IdempotencyKey::parse("cancellation_key", key))
+            .transpose()?
+            .map(|key| key.as_str().to_owned());
         // Both stores keep microseconds: the answer to this request must match what reads return.
         let now = now
             .replace_nanosecond(now.nanosecond() / 1000 * 1000)
@@ -347,6 +360,7 @@ impl NotificationRequest {
             acknowledged: false,
             content,
             metadata,
+            cancellation_key,
             send_at: self.send_at,
             next_attempt_at: Some(self.send_at.map_or(now, |at| at.max(now))),
             created_at: now,

@@ -222,6 +222,11 @@ impl Inbox {
                 render(&format!("metadata.{key}"), source)?.into(),
             );
         }
+        let cancellation_key = mapping
+            .cancellation_key
+            .as_deref()
+            .map(|source| render("cancellation_key", source))
+            .transpose()?;
         Ok(NotificationRequest {
             channel: mapping.channel.as_str().to_owned(),
             to,
@@ -230,6 +235,7 @@ impl Inbox {
             data: Some(context.clone()),
             delivery: mapping.delivery.map(|d| d.as_str().to_owned()),
             metadata: (!metadata.is_empty()).then_some(metadata),
+            cancellation_key,
             ..NotificationRequest::default()
         })
     }
@@ -257,6 +263,11 @@ fn check(mapping: &EventMapping, routing: &Routing, templates: &Templates) -> Re
         templates
             .check_str(source)
             .map_err(|e| format!("metadata.{key}: {e}"))?;
+    }
+    if let Some(source) = &mapping.cancellation_key {
+        templates
+            .check_str(source)
+            .map_err(|e| format!("cancellation_key: {e}"))?;
     }
     Ok(())
 }

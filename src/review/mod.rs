@@ -482,6 +482,7 @@ mod tests {
             acknowledged: false,
             content: Content::default(),
             metadata: Map::new(),
+            cancellation_key: None,
             send_at: None,
             next_attempt_at: None,
             created_at: T0,

@@ -142,6 +142,24 @@ fn postgres_outage(code: &str) -> Option<Outage> {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// What `POST /v1/notifications/cancel` names: notifications of one tenant, by a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelKey {
+    /// Every notification enqueued with this `cancellation_key`.
+    Cancellation(String),
+    /// The notification enqueued under this `Idempotency-Key`.
+    Idempotency(String),
+}
+
+/// What a cancellation by key did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cancellation {
+    /// Were queued, now cancelled; in id order.
+    pub cancelled: Vec<NotificationId>,
+    /// Named by the key but not queued any more, with the state each stands in; in id order.
+    pub not_cancelled: Vec<(NotificationId, State)>,
+}
+
 /// One enqueue: the notification, its idempotency record and its `accepted` event, which the
 /// store commits together.
 #[derive(Debug, Clone)]
@@ -362,6 +380,16 @@ pub trait Store: Send + Sync + 'static {
         id: NotificationId,
         now: OffsetDateTime,
     ) -> StoreResult<Notification>;
+
+    /// Every `queued` notification of the tenant's that `key` names → `cancelled`, each with
+    /// its event, in one transaction; the others it names are answered as they stand. A key
+    /// that names none answers two empty lists.
+    async fn cancel_by_key(
+        &self,
+        tenant: &str,
+        key: &CancelKey,
+        now: OffsetDateTime,
+    ) -> StoreResult<Cancellation>;
 
     /// Claims up to `limit` due notifications in one transaction: `queued` ones get an
     /// `in_flight` attempt (the intent, committed before any call) with its send deadline,
@@ -821,19 +849,23 @@ pub struct OutboxEvent {
 
 impl OutboxEvent {
     pub fn for_notification(n: &Notification, event_type: EventType, now: OffsetDateTime) -> Self {
+        let mut data = json!({
+            "id": n.id,
+            "state": n.state,
+            "certainty": n.certainty,
+            // After a failover, the fallback: the route that sent it (or last tried to).
+            "route": n.route,
+            "metadata": n.metadata,
+        });
+        if let Some(key) = &n.cancellation_key {
+            data["cancellation_key"] = json!(key);
+        }
         OutboxEvent {
             id: Uuid::now_v7(),
             tenant: n.tenant.clone(),
             notification_id: n.id,
             event_type,
-            data: json!({
-                "id": n.id,
-                "state": n.state,
-                "certainty": n.certainty,
-                // After a failover, the fallback: the route that sent it (or last tried to).
-                "route": n.route,
-                "metadata": n.metadata,
-            }),
+            data,
             created_at: now,
         }
     }

@@ -82,6 +82,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "reported messages",
         include_str!("../../migrations/postgres/0013_reported_messages.sql"),
     ),
+    (
+        14,
+        "cancellation keys",
+        include_str!("../../migrations/postgres/0014_cancellation_keys.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

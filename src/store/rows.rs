@@ -20,8 +20,8 @@ use herald_provider::Request;
 macro_rules! notification_columns {
     () => {
         "id, tenant, channel, recipient, route, delivery, content, metadata, state, certainty, \
-         acknowledged, send_at, due_at, created_at, updated_at, key_epoch, failovers, \
-         late_evidence, contradiction, contradicted_at"
+         acknowledged, cancellation_key, send_at, due_at, created_at, updated_at, key_epoch, \
+         failovers, late_evidence, contradiction, contradicted_at"
     };
 }
 
@@ -119,6 +119,7 @@ pub(super) struct NotificationRow {
     pub(super) state: String,
     pub(super) certainty: Option<String>,
     pub(super) acknowledged: bool,
+    pub(super) cancellation_key: Option<String>,
     pub(super) send_at: Option<Timestamp>,
     pub(super) due_at: Timestamp,
     pub(super) created_at: Timestamp,
@@ -153,6 +154,7 @@ impl TryFrom<NotificationRow> for Notification {
             acknowledged: row.acknowledged,
             content: row.content.0,
             metadata: row.metadata.0,
+            cancellation_key: row.cancellation_key,
             send_at: row.send_at.map(Timestamp::into_inner),
             next_attempt_at: (state == State::Queued).then(|| row.due_at.into_inner()),
             created_at: row.created_at.into_inner(),

@@ -15,19 +15,20 @@ use uuid::Uuid;
 
 use super::receipts::ReceiptWithOwner;
 use super::rows::{
-    AttemptWithOwner, ClaimedRow, IdempotencyRow, NotificationRow, ResolutionWithOwner,
+    AttemptWithOwner, ClaimedRow, IdempotencyRow, NotificationRow, ResolutionWithOwner, corrupt,
     insert_event,
 };
 use super::rows::{claimed_columns, notification_columns};
 use super::seam::{ACCEPT_TRIES, Arg, Conn, Dialect, SqlStore, args};
 use super::{
-    AcceptOutcome, Backlog, CallbacksTaken, Claim, ClaimedEvent, EventType, InboxOutcome,
-    LiftSuppression, ListFilter, NewAccept, NewCallbacks, NewInboxEvent, NewResolution,
-    NewSuppression, NotificationDetail, Outage, OutboxEvent, Prepare, QueueStats, Recorded,
-    ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError, StoreResult, SuppressionFilter,
+    AcceptOutcome, Backlog, CallbacksTaken, CancelKey, Cancellation, Claim, ClaimedEvent,
+    EventType, InboxOutcome, LiftSuppression, ListFilter, NewAccept, NewCallbacks, NewInboxEvent,
+    NewResolution, NewSuppression, NotificationDetail, Outage, OutboxEvent, Prepare, QueueStats,
+    Recorded, ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError, StoreResult,
+    SuppressionFilter,
 };
 use crate::domain::{
-    Attempt, Channel, Decision, Notification, NotificationId, Sibling, Suppression,
+    Attempt, Channel, Decision, Notification, NotificationId, Sibling, State, Suppression,
 };
 use crate::review::PermanentRefusals;
 
@@ -42,10 +43,33 @@ const CLAIM_KEY: &str = "INSERT INTO idempotency_keys
      ON CONFLICT (tenant, key) DO NOTHING";
 const FIND_KEY: &str = "SELECT request_hash, response_status, response_body
      FROM idempotency_keys WHERE tenant = $1 AND key = $2";
+/// `queued` → `cancelled` for the tenant's (`$1`) notifications that `$filter` names, at `$3`:
+/// the rows as they now stand. A claimed notification is `sending`, so a cancellation never
+/// races a send it could not stop.
+macro_rules! cancel_queued {
+    ($filter:expr) => {
+        concat!(
+            "UPDATE notifications
+             SET state = 'cancelled', certainty = 'known', updated_at = $3, finished_at = $3
+             WHERE tenant = $1 AND ",
+            $filter,
+            " AND state || '' = 'queued' RETURNING ",
+            notification_columns!()
+        )
+    };
+}
+
+/// The notification enqueued under the idempotency key `$2` of the tenant `$1`.
+macro_rules! by_idempotency_key {
+    () => {
+        "id IN (SELECT notification_id FROM idempotency_keys WHERE tenant = $1 AND key = $2)"
+    };
+}
+
 const INSERT_NOTIFICATION: &str = "INSERT INTO notifications
          (id, tenant, channel, recipient, route, delivery, content, metadata, state,
-          send_at, due_at, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)";
+          send_at, due_at, created_at, updated_at, cancellation_key)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)";
 
 impl<D: Dialect> SqlStore<D> {
     async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<ClaimedRow> {
@@ -231,6 +255,7 @@ async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreRes
             Arg::from(n.send_at),
             Arg::from(n.next_attempt_at.unwrap_or(n.created_at)),
             Arg::from(n.created_at),
+            Arg::from(n.cancellation_key.as_deref()),
         ],
     )
     .await?;
@@ -353,16 +378,7 @@ impl<D: Dialect> Store for SqlStore<D> {
     ) -> StoreResult<Notification> {
         let mut tx = self.0.begin().await?;
         let row: Option<NotificationRow> = tx
-            .fetch_optional(
-                concat!(
-                    "UPDATE notifications
-                     SET state = 'cancelled', certainty = 'known', updated_at = $3, finished_at = $3
-                     WHERE tenant = $1 AND id = $2 AND state || '' = 'queued'
-                     RETURNING ",
-                    notification_columns!()
-                ),
-                args![tenant, id, now],
-            )
+            .fetch_optional(cancel_queued!("id = $2"), args![tenant, id, now])
             .await?;
         let Some(row) = row else {
             drop(tx);
@@ -380,6 +396,60 @@ impl<D: Dialect> Store for SqlStore<D> {
         .await?;
         tx.commit().await?;
         Ok(notification)
+    }
+
+    async fn cancel_by_key(
+        &self,
+        tenant: &str,
+        key: &CancelKey,
+        now: OffsetDateTime,
+    ) -> StoreResult<Cancellation> {
+        let (cancel, named, value) = match key {
+            CancelKey::Cancellation(value) => (
+                cancel_queued!("cancellation_key = $2"),
+                concat!(
+                    "SELECT id, state FROM notifications ",
+                    "WHERE tenant = $1 AND cancellation_key = $2 ORDER BY id"
+                ),
+                value,
+            ),
+            CancelKey::Idempotency(value) => (
+                cancel_queued!(by_idempotency_key!()),
+                concat!(
+                    "SELECT id, state FROM notifications WHERE tenant = $1 AND ",
+                    by_idempotency_key!(),
+                    " ORDER BY id"
+                ),
+                value,
+            ),
+        };
+        let mut tx = self.0.begin().await?;
+        let rows: Vec<NotificationRow> = tx.fetch_all(cancel, args![tenant, value, now]).await?;
+        let mut cancelled = Vec::with_capacity(rows.len());
+        for row in rows {
+            let notification: Notification = row.try_into()?;
+            insert_event(
+                &mut *tx,
+                &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
+            )
+            .await?;
+            cancelled.push(notification.id);
+        }
+        cancelled.sort_by_key(|id| id.as_uuid());
+        let named: Vec<(Uuid, String)> = tx.fetch_all(named, args![tenant, value]).await?;
+        let mut not_cancelled = Vec::new();
+        for (id, state) in named {
+            let id = NotificationId::from_uuid(id);
+            if !cancelled.contains(&id) {
+                let state = State::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+                not_cancelled.push((id, state));
+            }
+        }
+        tx.commit().await?;
+        Ok(Cancellation {
+            cancelled,
+            not_cancelled,
+        })
     }
 
     async fn claim(

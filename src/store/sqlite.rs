@@ -93,6 +93,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "reported messages",
         include_str!("../../migrations/sqlite/0013_reported_messages.sql"),
     ),
+    (
+        14,
+        "cancellation keys",
+        include_str!("../../migrations/sqlite/0014_cancellation_keys.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;
