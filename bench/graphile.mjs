@@ -1,12 +1,16 @@
 // graphile-worker as a reference queue for bench/reference.sh: adds N jobs with WorkerUtils.addJobs
 // (chunks of --chunk, --add-parallel chunks in flight at once), then starts one worker process
 // with the throughput settings graphile-worker's performance page uses (a local queue, batched
-// completion) and times the drain of those jobs by a task that does nothing.
+// completion) and times the drain of those jobs by a task that does nothing (--task noop) or that
+// does the network work of one of herald's deliveries (--task http): one POST of the message to
+// the sandbox vendor at --target (a `herald sandbox`), as herald's sandbox adapter sends it, the
+// job failing unless the vendor answers 2xx.
 //
 // It prints one JSON object on stdout; progress goes to stderr. bench/reference.sh runs it; by
 // hand:
 //
-//   node bench/graphile.mjs --module-dir DIR --database-url postgres://…/scratch [--jobs 20000]
+//   node bench/graphile.mjs --module-dir DIR --database-url postgres://…/scratch [--jobs 20000] \
+//     [--task http --target http://127.0.0.1:PORT]
 //
 // where DIR is a folder with graphile-worker installed (npm install graphile-worker@0.17.3).
 // The database must exist; the worker creates its own schema in it.
@@ -29,6 +33,8 @@ const options = parseArgs(process.argv.slice(2), {
   concurrency: "24",
   "local-queue": "500",
   "batch-delay": "0",
+  task: "noop",
+  target: null,
 });
 for (const required of ["module-dir", "database-url"]) {
   if (!options[required]) fail(`--${required} is required`);
@@ -38,6 +44,10 @@ const chunk = positive("chunk");
 const addParallel = positive("add-parallel");
 const concurrency = positive("concurrency");
 const localQueue = Number(options["local-queue"]);
+const task = options.task;
+if (!["noop", "http"].includes(task)) fail("--task must be noop or http");
+if (task === "http" && !options.target) fail("--task http needs --target");
+const messagesUrl = task === "http" ? new URL("/messages", options.target).href : null;
 const batchDelay = Number(options["batch-delay"]);
 
 const load = createRequire(join(options["module-dir"], "package.json"));
@@ -54,6 +64,7 @@ const logger = new worker.Logger(() => (level, message) => {
 
 const summary = {
   graphile_worker_version: version,
+  task,
   jobs,
   chunk,
   add_parallel: addParallel,
@@ -86,8 +97,9 @@ async function addAll(utils) {
     const specs = [];
     for (let i = first; i < Math.min(first + chunk, jobs); i++) {
       specs.push({
-        identifier: "noop",
+        identifier: task,
         payload: {
+          reference: `job-${i}`,
           channel: "email",
           to: `job-${i}@bench.example`,
           subject: "Your export is ready",
@@ -147,7 +159,19 @@ async function drain(utils) {
     noHandleSignals: true,
     events,
     logger,
-    taskList: { noop: async () => {} },
+    taskList: {
+      noop: async () => {},
+      // Node's fetch keeps connections alive and reuses them, as herald's client does.
+      http: async (payload) => {
+        const answer = await fetch(messagesUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json", "idempotency-key": payload.reference },
+          body: JSON.stringify(payload),
+        });
+        await answer.arrayBuffer();
+        if (!answer.ok) throw new Error(`the sandbox answered ${answer.status}`);
+      },
+    },
     preset: {
       worker: {
         connectionString,

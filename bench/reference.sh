@@ -27,17 +27,23 @@
 #                        in chunks of 1,000, then drained by one worker process running a task
 #                        that does nothing, tuned as its performance page recommends (local
 #                        queue, batched completion). See bench/graphile.mjs.
+#   graphile-worker, HTTP
+#                        The same, with a task that does a delivery's network work: one POST of
+#                        the message to the sandbox vendor (a `herald sandbox` process started
+#                        for it, as herald bench starts its own), at --clients concurrent jobs,
+#                        herald bench's concurrency. The fair peer for herald's delivered rate.
 #   herald (--herald)    `herald bench --database-url <scratch PostgreSQL database>`, so that
 #                        the ratios below come from the same run as their references.
 #
 # With --herald, the summary has the ratios of herald's performance targets:
-#   single enqueue/s   ÷ pgbench enqueue tx/s            target ≥ 0.6
-#   batch enqueue/s    ÷ graphile-worker addJobs/s       target ≥ 1.0
-#   delivered/s        ÷ graphile-worker processed/s     target ≥ 1.0
+#   single enqueue/s   ÷ pgbench enqueue tx/s            target ≥ 1.0
+#   batch enqueue/s    ÷ graphile-worker addJobs/s       target ≥ 0.5
+#   delivered/s        ÷ graphile-worker, HTTP task/s    target ≥ 1.0
+#   delivered/s        ÷ graphile-worker, no-op jobs/s   (no target: a no-op does no I/O)
 # With --runs N every figure is the median of N runs (and each run's figures are listed too).
 #
 # Usage:
-#   cargo build --release                  # only for --herald
+#   cargo build --release                  # herald: the sandbox vendor, and --herald
 #   bench/reference.sh [--herald] [--runs 3] [--clients 32] [--duration 20] [--jobs 20000]
 #   bench/reference.sh --herald --duration 5 --jobs 5000 --notifications 2000   # a smoke run
 #   bench/reference.sh --help
@@ -86,7 +92,8 @@ Usage: bench/reference.sh [options] [-- herald bench options]
   --herald               also run herald bench on a scratch PostgreSQL database, and print ratios
   --without-notify       also run the enqueue transaction without its pg_notify
   --herald-bin PATH      the herald binary (default target/release/herald)
-  --skip-graphile        leave graphile-worker out (no npm install)
+  --skip-graphile        leave graphile-worker out (no npm install, no herald binary needed
+                         without --herald)
   --gw-version V         graphile-worker version to install (default $gw_version)
   --gw-concurrency N     graphile-worker concurrentJobs (default $gw_concurrency)
   --gw-local-queue N     graphile-worker localQueue.size; -1 turns it off (default $gw_local_queue)
@@ -130,11 +137,13 @@ done
 say() { echo "reference: $*" >&2; }
 
 need=(psql pgbench node)
-$skip_graphile || need+=(npm)
+$skip_graphile || need+=(npm curl)
 me=reference
 source "$here/scratch.sh"
 require_tools "${need[@]}"
-$with_herald && require_herald "$herald_bin"
+if $with_herald || ! $skip_graphile; then
+    require_herald "$herald_bin"
+fi
 
 # A new empty database, named in $db (set here, not printed: a subshell's list of databases
 # would not reach the trap).
@@ -197,16 +206,39 @@ install_graphile() {
         npm install --no-audit --no-fund --loglevel=error "graphile-worker@$gw_version" >&2)
 }
 
-# graphile-worker's summary goes to the file $2.
+# graphile-worker's summary goes to the file $2; $3 is the task (noop, or http to the sandbox
+# vendor at $vendor_url, at --clients concurrent jobs as herald bench's dispatch).
 graphile_run() {
-    local run=$1
-    scratch_db "graphile_$run"
+    local run=$1 task=$3 concurrency=$gw_concurrency
+    local extra=()
+    if [[ $task == http ]]; then
+        concurrency=$clients
+        extra=(--target "$vendor_url")
+    fi
+    scratch_db "graphile_${task}_$run"
     checkpoint
-    say "run $run: graphile-worker, $jobs jobs"
+    say "run $run: graphile-worker, $jobs $task jobs"
     node "$here/graphile.mjs" --module-dir "$scratch/graphile" --database-url "$server/$db" \
-        --jobs "$jobs" --add-parallel "$gw_add_parallel" --concurrency "$gw_concurrency" \
-        --local-queue "$gw_local_queue" --batch-delay "$gw_batch_delay" >"$2"
+        --jobs "$jobs" --add-parallel "$gw_add_parallel" --concurrency "$concurrency" \
+        --local-queue "$gw_local_queue" --batch-delay "$gw_batch_delay" --task "$task" \
+        ${extra[@]+"${extra[@]}"} >"$2"
     drop_db "$db"
+}
+
+# The sandbox vendor for the HTTP task, in a process of its own as herald bench runs its own;
+# the exit trap stops it.
+start_vendor() {
+    local port
+    port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+    vendor_url="http://127.0.0.1:$port"
+    "$herald_bin" sandbox --listen "127.0.0.1:$port" >"$scratch/vendor.log" 2>&1 &
+    children+=($!)
+    for _ in $(seq 100); do
+        curl -fsS "$vendor_url/profile" >/dev/null 2>&1 && return
+        sleep 0.1
+    done
+    echo "reference: the sandbox vendor did not start (see $scratch/vendor.log)" >&2
+    exit 1
 }
 
 # herald bench's summary goes to the file $2.
@@ -222,6 +254,7 @@ herald_run() {
 
 if ! $skip_graphile; then
     install_graphile
+    start_vendor
 fi
 server_version=$(admin -c "SHOW server_version")
 
@@ -239,16 +272,18 @@ for ((run = 1; run <= runs; run++)); do
         quiet=$tps
     fi
     echo null >"$scratch/graphile.json"
+    echo null >"$scratch/graphile_http.json"
     if ! $skip_graphile; then
-        graphile_run "$run" "$scratch/graphile.json"
+        graphile_run "$run" "$scratch/graphile.json" noop
+        graphile_run "$run" "$scratch/graphile_http.json" http
     fi
     echo null >"$scratch/herald.json"
     if $with_herald; then
         herald_run "$run" "$scratch/herald.json"
     fi
-    printf '{"run":%d,"pgbench":{"enqueue_tps":%s,"one_statement_tps":%s,"enqueue_without_notify_tps":%s},"graphile_worker":%s,"herald":%s}\n' \
+    printf '{"run":%d,"pgbench":{"enqueue_tps":%s,"one_statement_tps":%s,"enqueue_without_notify_tps":%s},"graphile_worker":%s,"graphile_worker_http":%s,"herald":%s}\n' \
         "$run" "$enqueue" "$one" "$quiet" "$(tr -d '\n' <"$scratch/graphile.json")" \
-        "$(tr -d '\n' <"$scratch/herald.json")" >>"$results"
+        "$(tr -d '\n' <"$scratch/graphile_http.json")" "$(tr -d '\n' <"$scratch/herald.json")" >>"$results"
 done
 
 # Medians and ratios.
@@ -263,7 +298,9 @@ const median = (values) => {
 };
 const of = (path) => median(runs.map((r) => path.reduce((o, k) => (o == null ? o : o[k]), r)));
 const ratio = (a, b, target) =>
-  a == null || b == null ? null : { value: Math.round((a / b) * 100) / 100, target, met: a / b >= target };
+  a == null || b == null
+    ? null
+    : { value: Math.round((a / b) * 100) / 100, target, met: target == null ? null : a / b >= target };
 const round = (x) => (x == null ? null : Math.round(x));
 
 const pgbench = {
@@ -287,6 +324,11 @@ const graphile = gw && {
   add_per_second: round(of(["graphile_worker", "add_per_second"])),
   processed_per_second: round(of(["graphile_worker", "processed_per_second"])),
 };
+const http = runs[0].graphile_worker_http && {
+  concurrentJobs: runs[0].graphile_worker_http.concurrency,
+  jobs: runs[0].graphile_worker_http.jobs,
+  processed_per_second: round(of(["graphile_worker_http", "processed_per_second"])),
+};
 const herald = runs[0].herald && {
   notifications: runs[0].herald.notifications,
   concurrency: runs[0].herald.concurrency,
@@ -302,11 +344,13 @@ const summary = {
   pgbench_seconds: $duration,
   pgbench,
   graphile_worker: graphile,
+  graphile_worker_http: http,
   herald,
   ratios: herald && {
-    single_enqueue_vs_pgbench_enqueue: ratio(herald.single_per_second, pgbench.enqueue_tps, 0.6),
-    batch_enqueue_vs_graphile_addjobs: graphile && ratio(herald.batch_per_second, graphile.add_per_second, 1.0),
-    delivered_vs_graphile_processed: graphile && ratio(herald.delivered_per_second, graphile.processed_per_second, 1.0),
+    single_enqueue_vs_pgbench_enqueue: ratio(herald.single_per_second, pgbench.enqueue_tps, 1.0),
+    batch_enqueue_vs_graphile_addjobs: graphile && ratio(herald.batch_per_second, graphile.add_per_second, 0.5),
+    delivered_vs_graphile_http: http && ratio(herald.delivered_per_second, http.processed_per_second, 1.0),
+    delivered_vs_graphile_noop: graphile && ratio(herald.delivered_per_second, graphile.processed_per_second, null),
   },
   per_run: runs,
 };

@@ -25,10 +25,15 @@ scratch_parent=${HERALD_BENCH_SCRATCH:-${TMPDIR:-/tmp}}
 mkdir -p "$scratch_parent"
 scratch=$(mktemp -d "$scratch_parent/herald-$me.XXXXXX")
 databases=()
+# Processes it starts (a vendor), stopped on exit.
+children=()
 
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
+    for pid in ${children[@]+"${children[@]}"}; do
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    done
     for db in ${databases[@]+"${databases[@]}"}; do
         admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 ||
             echo "$me: could not drop database $db" >&2
