@@ -92,6 +92,8 @@ process.stdout.write(JSON.stringify(summary) + "\n");
 async function addAll(utils) {
   // The specs are made before the clock starts: what is timed is the queue taking them. Each
   // payload is about the size of one of herald's bench notifications.
+  // Each run's references are its own: a sandbox kept across runs may replay a key it has seen.
+  const run = Date.now().toString(36);
   const chunks = [];
   for (let first = 0; first < jobs; first += chunk) {
     const specs = [];
@@ -99,7 +101,7 @@ async function addAll(utils) {
       specs.push({
         identifier: task,
         payload: {
-          reference: `job-${i}`,
+          reference: `job-${run}-${i}`,
           channel: "email",
           to: `job-${i}@bench.example`,
           subject: "Your export is ready",

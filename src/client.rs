@@ -170,7 +170,7 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<()> {
     }
     for n in done["not_cancelled"].as_array().into_iter().flatten() {
         println!(
-            "{} {} (not cancelled)",
+            "{} not cancelled: {}",
             n["id"].as_str().unwrap_or("?"),
             n["state"].as_str().unwrap_or("?")
         );

@@ -127,7 +127,7 @@ pub const FAMILIES: [(&str, Kind, &str); 28] = [
     (
         "herald_callbacks_total",
         Kind::Counter,
-        "Vendor callback requests, by route and result (taken, repeat, ignored: nothing herald reads, unauthenticated, malformed, unknown_message).",
+        "Vendor callback requests, by route and result (taken, repeat, ignored: nothing herald reads, unauthenticated, malformed, vendor_unreachable: what the check needs could not be fetched, unknown_message, rate_limited).",
     ),
     (
         "herald_queue_depth",
@@ -281,12 +281,13 @@ pub fn preregister(config: &Config, routing: &Routing, takes_callbacks: impl Fn(
 }
 
 /// The results of `herald_callbacks_total`.
-pub const CALLBACK_RESULTS: [&str; 7] = [
+pub const CALLBACK_RESULTS: [&str; 8] = [
     "taken",
     "repeat",
     "ignored",
     "unauthenticated",
     "malformed",
+    "vendor_unreachable",
     "unknown_message",
     "rate_limited",
 ];

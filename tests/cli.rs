@@ -97,7 +97,7 @@ async fn a_flow_sent_with_a_cancellation_key_is_called_off_from_the_command_line
     let rest = herald(&app, ACME, &["cancel", "--cancellation-key", "signup/ada"]);
     assert_eq!(
         stdout(&rest),
-        format!("{second} cancelled\n{first} cancelled (not cancelled)\n")
+        format!("{second} cancelled\n{first} not cancelled: cancelled\n")
     );
     let neither = herald(&app, ACME, &["cancel"]);
     assert!(!neither.status.success());

@@ -618,8 +618,8 @@ pub struct CancelledByKey {
     /// The notifications the key names that were queued and are now cancelled.
     #[schema(value_type = Vec<String>)]
     pub cancelled: Vec<NotificationId>,
-    /// Those it names that were not queued any more (claimed, sent, ended, or cancelled
-    /// before), with the state each stands in.
+    /// Those it names that it did not cancel, with the state each stands in: claimed,
+    /// ended or cancelled before — or enqueued under the key while it ran (`queued`).
     pub not_cancelled: Vec<NotCancelled>,
 }
 

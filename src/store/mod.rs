@@ -156,7 +156,9 @@ pub enum CancelKey {
 pub struct Cancellation {
     /// Were queued, now cancelled; in id order.
     pub cancelled: Vec<NotificationId>,
-    /// Named by the key but not queued any more, with the state each stands in; in id order.
+    /// Named by the key but not cancelled now, with the state each stands in; in id order.
+    /// Gone on (claimed, ended) or cancelled before; on PostgreSQL also one enqueued under the
+    /// key while the cancellation ran, shown `queued`.
     pub not_cancelled: Vec<(NotificationId, State)>,
 }
 

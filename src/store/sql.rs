@@ -5,6 +5,7 @@
 //! in [`super::seam`]; a statement that is the same text in both dialects lives with its area,
 //! one that differs in each [`Dialect`]'s tables.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -238,6 +239,64 @@ impl<D: Dialect> SqlStore<D> {
     }
 }
 
+impl<D: Dialect> SqlStore<D> {
+    /// One try at [`Store::cancel_by_key`].
+    async fn try_cancel_by_key(
+        &self,
+        tenant: &str,
+        key: &CancelKey,
+        now: OffsetDateTime,
+    ) -> StoreResult<Cancellation> {
+        let (cancel, named, value) = match key {
+            CancelKey::Cancellation(value) => (
+                cancel_queued!("cancellation_key = $2"),
+                concat!(
+                    "SELECT id, state FROM notifications ",
+                    "WHERE tenant = $1 AND cancellation_key = $2 ORDER BY id"
+                ),
+                value,
+            ),
+            CancelKey::Idempotency(value) => (
+                cancel_queued!(by_idempotency_key!()),
+                concat!(
+                    "SELECT id, state FROM notifications WHERE tenant = $1 AND ",
+                    by_idempotency_key!(),
+                    " ORDER BY id"
+                ),
+                value,
+            ),
+        };
+        let mut tx = self.0.begin().await?;
+        let rows: Vec<NotificationRow> = tx.fetch_all(cancel, args![tenant, value, now]).await?;
+        let mut cancelled = Vec::with_capacity(rows.len());
+        for row in rows {
+            let notification: Notification = row.try_into()?;
+            insert_event(
+                &mut *tx,
+                &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
+            )
+            .await?;
+            cancelled.push(notification.id);
+        }
+        cancelled.sort_by_key(|id| id.as_uuid());
+        let named: Vec<(Uuid, String)> = tx.fetch_all(named, args![tenant, value]).await?;
+        let now_cancelled: HashSet<NotificationId> = cancelled.iter().copied().collect();
+        let mut not_cancelled = Vec::new();
+        for (id, state) in named {
+            let id = NotificationId::from_uuid(id);
+            if !now_cancelled.contains(&id) {
+                let state = State::parse(&state).ok_or_else(|| corrupt("state", &state))?;
+                not_cancelled.push((id, state));
+            }
+        }
+        tx.commit().await?;
+        Ok(Cancellation {
+            cancelled,
+            not_cancelled,
+        })
+    }
+}
+
 /// A new `queued` notification with its `accepted` event.
 async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreResult<()> {
     conn.execute(
@@ -404,52 +463,18 @@ impl<D: Dialect> Store for SqlStore<D> {
         key: &CancelKey,
         now: OffsetDateTime,
     ) -> StoreResult<Cancellation> {
-        let (cancel, named, value) = match key {
-            CancelKey::Cancellation(value) => (
-                cancel_queued!("cancellation_key = $2"),
-                concat!(
-                    "SELECT id, state FROM notifications ",
-                    "WHERE tenant = $1 AND cancellation_key = $2 ORDER BY id"
-                ),
-                value,
-            ),
-            CancelKey::Idempotency(value) => (
-                cancel_queued!(by_idempotency_key!()),
-                concat!(
-                    "SELECT id, state FROM notifications WHERE tenant = $1 AND ",
-                    by_idempotency_key!(),
-                    " ORDER BY id"
-                ),
-                value,
-            ),
-        };
-        let mut tx = self.0.begin().await?;
-        let rows: Vec<NotificationRow> = tx.fetch_all(cancel, args![tenant, value, now]).await?;
-        let mut cancelled = Vec::with_capacity(rows.len());
-        for row in rows {
-            let notification: Notification = row.try_into()?;
-            insert_event(
-                &mut *tx,
-                &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
-            )
-            .await?;
-            cancelled.push(notification.id);
-        }
-        cancelled.sort_by_key(|id| id.as_uuid());
-        let named: Vec<(Uuid, String)> = tx.fetch_all(named, args![tenant, value]).await?;
-        let mut not_cancelled = Vec::new();
-        for (id, state) in named {
-            let id = NotificationId::from_uuid(id);
-            if !cancelled.contains(&id) {
-                let state = State::parse(&state).ok_or_else(|| corrupt("state", &state))?;
-                not_cancelled.push((id, state));
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.try_cancel_by_key(tenant, key, now).await {
+                // The rows are locked in the key's index order, the worker's group commit locks
+                // them in id order: a deadlock between the two aborts this one, which runs again.
+                Err(err) if tries < ACCEPT_TRIES && D::retryable(&err) => {
+                    tracing::debug!(%err, "a cancellation collided with another transaction; retrying");
+                }
+                outcome => return outcome,
             }
         }
-        tx.commit().await?;
-        Ok(Cancellation {
-            cancelled,
-            not_cancelled,
-        })
     }
 
     async fn claim(

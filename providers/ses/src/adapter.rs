@@ -161,23 +161,19 @@ impl SesAdapter {
         if let Some(token) = &route.session_token {
             redactor = redactor.with_secret(token.expose_secret());
         }
-        let client = |redirects| {
+        let client = || {
             reqwest::Client::builder()
                 .timeout(route.timeout)
-                .redirect(redirects)
+                .redirect(reqwest::redirect::Policy::none())
                 .user_agent(concat!("herald-ses/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(SesError::Client)
         };
-        let http = client(reqwest::redirect::Policy::default())?;
-        // A certificate or a confirmation is taken only from the URL SNS named, never from
-        // wherever that URL redirects.
+        // Nothing is followed: SES never redirects (and a redirect would carry a session token
+        // elsewhere), and a certificate or a confirmation is taken only from the URL SNS named.
+        let http = client()?;
         let callbacks = match route.sns_topic_arn {
-            Some(topic) => Some(SnsCallbacks::new(
-                topic,
-                route.sns_origin,
-                client(reqwest::redirect::Policy::none())?,
-            )),
+            Some(topic) => Some(SnsCallbacks::new(topic, route.sns_origin, client()?)),
             None => None,
         };
         let adapter = SesAdapter {
@@ -239,8 +235,9 @@ impl SesAdapter {
             .collect()
     }
 
-    /// One signed `SendEmail` of a prepared request, classified. The signature is scrubbed
-    /// from anything SES echoes: within its few minutes it would replay this very send.
+    /// One signed `SendEmail` of a prepared request, classified. The signed credential
+    /// (`Credential=…, SignedHeaders=…, Signature=…`) is scrubbed from anything SES echoes:
+    /// within its few minutes it would replay this very send.
     async fn send_email(&self, request: &Request) -> SendResult {
         let signature = match self.signed(&request.body) {
             Ok(headers) => headers,

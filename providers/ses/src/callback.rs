@@ -24,7 +24,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use url::Url;
 
-use crate::wire::{Envelope, Event, KEY_TAG, NOTIFICATION, Recipient, SUBSCRIPTION_CONFIRMATION};
+use crate::wire::{Envelope, Event, KEY_TAG, NOTIFICATION, SUBSCRIPTION_CONFIRMATION};
 
 /// How many signing certificates a route keeps: SNS uses one per region at a time, and a
 /// rotation adds one; past this the cache starts afresh rather than grow on what a forger
@@ -37,46 +37,51 @@ const MAX_CERTIFICATE_BYTES: usize = 64 * 1024;
 /// Where a route takes SNS's signing certificates and subscription URLs from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SnsOrigin {
-    /// SNS itself: `https://sns.<region>.amazonaws.com` (or `.amazonaws.com.cn`), the host
-    /// pattern AWS's own validators check, fetched over TLS with the web's root certificates.
+    /// SNS itself, in the topic's region: `https://sns.<region>.amazonaws.com` (or
+    /// `.amazonaws.com.cn`), fetched over TLS with the web's root certificates. Narrower than
+    /// the pattern AWS's validators check (any `sns.<label>.amazonaws.com`), which also matches
+    /// hosts of other AWS services (an S3 bucket named `sns` on a legacy regional endpoint).
     Aws,
     /// A local stand-in for SNS (LocalStack, a test's fake): URLs on this one origin only.
     Local(Url),
 }
 
+/// The file name SNS gives its signing certificates (`SimpleNotificationService-<hash>.pem`).
+const CERTIFICATE_PREFIX: &str = "/SimpleNotificationService-";
+
 impl SnsOrigin {
-    /// `url` if this origin serves it.
-    fn admits(&self, url: &str) -> Result<Url, String> {
+    /// `url` if this origin serves it for a topic in `region`.
+    fn admits(&self, url: &str, region: &str) -> Result<Url, String> {
         let parsed = Url::parse(url).map_err(|err| format!("`{url}` is not a URL: {err}"))?;
         let admitted = match self {
             SnsOrigin::Aws => {
+                let host = parsed.host_str().unwrap_or_default();
+                let sns = format!("sns.{region}.amazonaws.com");
                 parsed.scheme() == "https"
                     && parsed.username().is_empty()
                     && parsed.password().is_none()
                     && parsed.port().is_none_or(|port| port == 443)
-                    && parsed.host_str().is_some_and(is_sns_host)
+                    && (host == sns || host == format!("{sns}.cn"))
             }
             SnsOrigin::Local(origin) => parsed.origin() == origin.origin(),
         };
         admitted
             .then_some(parsed)
-            .ok_or_else(|| format!("`{url}` is not on SNS's own hosts"))
+            .ok_or_else(|| format!("`{url}` is not on SNS's own host for {region}"))
     }
-}
 
-/// `sns.<region>.amazonaws.com` or `….amazonaws.com.cn`, the region three or more letters,
-/// digits and dashes.
-fn is_sns_host(host: &str) -> bool {
-    let region = host.strip_prefix("sns.").and_then(|rest| {
-        rest.strip_suffix(".amazonaws.com")
-            .or_else(|| rest.strip_suffix(".amazonaws.com.cn"))
-    });
-    region.is_some_and(|region| {
-        region.len() >= 3
-            && region
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-')
-    })
+    /// `url` if it names a signing certificate this origin serves.
+    fn admits_certificate(&self, url: &str, region: &str) -> Result<Url, String> {
+        let parsed = self.admits(url, region)?;
+        let named = match self {
+            SnsOrigin::Aws => parsed.path().starts_with(CERTIFICATE_PREFIX),
+            SnsOrigin::Local(_) => true,
+        } && parsed.path().ends_with(".pem")
+            && parsed.query().is_none();
+        named
+            .then_some(parsed)
+            .ok_or_else(|| format!("`{url}` does not name an SNS signing certificate"))
+    }
 }
 
 /// One of SNS's two signature versions, checked with the public key of a certificate.
@@ -146,6 +151,12 @@ impl SnsCallbacks {
         }
     }
 
+    /// The topic's region, where SNS serves its certificates: the ARN's fourth field, which
+    /// the adapter checked at start-up.
+    fn region(&self) -> &str {
+        self.topic_arn.split(':').nth(3).unwrap_or_default()
+    }
+
     /// The request's SNS message and its certificate URL, if it is one for the route's topic
     /// with a certificate from SNS.
     fn screen(&self, request: &CallbackRequest<'_>) -> Result<(Envelope, Url), CallbackError> {
@@ -161,13 +172,8 @@ impl SnsCallbacks {
         }
         let certificate = self
             .origin
-            .admits(&envelope.signing_cert_url)
+            .admits_certificate(&envelope.signing_cert_url, self.region())
             .map_err(|why| CallbackError::Unauthenticated(format!("SigningCertURL {why}")))?;
-        if !certificate.path().ends_with(".pem") {
-            return Err(CallbackError::Unauthenticated(
-                "SigningCertURL does not name a .pem certificate".into(),
-            ));
-        }
         Ok((envelope, certificate))
     }
 
@@ -179,8 +185,9 @@ impl SnsCallbacks {
             .cloned()
     }
 
-    /// Fetches and keeps the certificate at `url`, which [`Self::screen`] admitted.
-    async fn fetch_certificate(&self, url: &Url) -> Result<(), CallbackError> {
+    /// Fetches and keeps the certificate at `url`, which [`Self::screen`] admitted; answers
+    /// it, so that a cache another request just cleared cannot refuse a genuine message.
+    async fn fetch_certificate(&self, url: &Url) -> Result<Arc<[u8]>, CallbackError> {
         let unreachable = |why: String| {
             CallbackError::Unreachable(format!("cannot fetch the SNS signing certificate: {why}"))
         };
@@ -202,8 +209,9 @@ impl SnsCallbacks {
         if certificates.len() >= CACHED_CERTIFICATES {
             certificates.clear();
         }
-        certificates.insert(url.as_str().to_owned(), Arc::from(der.as_ref()));
-        Ok(())
+        let der: Arc<[u8]> = Arc::from(der.as_ref());
+        certificates.insert(url.as_str().to_owned(), Arc::clone(&der));
+        Ok(der)
     }
 
     /// One GET of `url` within the route's timeout (the client's), its body if the answer
@@ -218,34 +226,9 @@ impl SnsCallbacks {
         Ok(response.bytes().await.map_err(failed)?.to_vec())
     }
 
-    /// Whether `envelope`'s signature holds under the certificate at `url`.
-    fn verify(&self, envelope: &Envelope, url: &Url) -> Result<(), CallbackError> {
-        let refused = |why: &str| CallbackError::Unauthenticated(why.to_owned());
-        let Some(der) = self.cached(url) else {
-            return Err(refused("the SNS signing certificate was not fetched"));
-        };
-        let algorithm = match envelope.signature_version.as_str() {
-            "1" => &VERSION_1,
-            "2" => &VERSION_2,
-            _ => return Err(refused("SignatureVersion is neither 1 nor 2")),
-        };
-        let signature = STANDARD
-            .decode(envelope.signature.trim())
-            .map_err(|_| refused("Signature is not base64"))?;
-        let der = CertificateDer::from(der.as_ref());
-        let certificate = webpki::EndEntityCert::try_from(&der)
-            .map_err(|_| refused("the signing certificate is not X.509"))?;
-        certificate
-            .verify_signature(algorithm, envelope.signed_text().as_bytes(), &signature)
-            .map_err(|_| refused("the SNS signature does not match the message"))
-    }
-}
-
-#[async_trait::async_trait]
-impl Callbacks for SnsCallbacks {
-    fn read(&self, request: &CallbackRequest<'_>) -> Result<Vec<CallbackEvent>, CallbackError> {
-        let (envelope, certificate) = self.screen(request)?;
-        self.verify(&envelope, &certificate)?;
+    /// The events of `envelope`, once its signature holds under the certificate `der`.
+    fn events(&self, envelope: &Envelope, der: &[u8]) -> Result<Vec<CallbackEvent>, CallbackError> {
+        verify(envelope, der)?;
         if envelope.kind != NOTIFICATION {
             // A subscription's own messages carry no event; `receive` answers a confirmation.
             return Ok(Vec::new());
@@ -257,21 +240,55 @@ impl Callbacks for SnsCallbacks {
             .into_iter()
             .collect())
     }
+}
+
+/// Whether `envelope`'s signature holds under the certificate `der`.
+fn verify(envelope: &Envelope, der: &[u8]) -> Result<(), CallbackError> {
+    let refused = |why: &str| CallbackError::Unauthenticated(why.to_owned());
+    let algorithm = match envelope.signature_version.as_str() {
+        "1" => &VERSION_1,
+        "2" => &VERSION_2,
+        _ => return Err(refused("SignatureVersion is neither 1 nor 2")),
+    };
+    let signature = STANDARD
+        .decode(envelope.signature.trim())
+        .map_err(|_| refused("Signature is not base64"))?;
+    let der = CertificateDer::from(der);
+    let certificate = webpki::EndEntityCert::try_from(&der)
+        .map_err(|_| refused("the signing certificate is not X.509"))?;
+    certificate
+        .verify_signature(algorithm, envelope.signed_text().as_bytes(), &signature)
+        .map_err(|_| refused("the SNS signature does not match the message"))
+}
+
+#[async_trait::async_trait]
+impl Callbacks for SnsCallbacks {
+    /// Without I/O: a certificate not fetched yet (by [`Self::receive`]) refuses the message.
+    fn read(&self, request: &CallbackRequest<'_>) -> Result<Vec<CallbackEvent>, CallbackError> {
+        let (envelope, certificate) = self.screen(request)?;
+        let Some(der) = self.cached(&certificate) else {
+            return Err(CallbackError::Unauthenticated(
+                "the SNS signing certificate was not fetched".into(),
+            ));
+        };
+        self.events(&envelope, &der)
+    }
 
     async fn receive(
         &self,
         request: &CallbackRequest<'_>,
     ) -> Result<Vec<CallbackEvent>, CallbackError> {
         let (envelope, certificate) = self.screen(request)?;
-        if self.cached(&certificate).is_none() {
-            self.fetch_certificate(&certificate).await?;
-        }
-        let events = self.read(request)?;
+        let der = match self.cached(&certificate) {
+            Some(der) => der,
+            None => self.fetch_certificate(&certificate).await?,
+        };
+        let events = self.events(&envelope, &der)?;
         if envelope.kind == SUBSCRIPTION_CONFIRMATION {
             let url = envelope.subscribe_url.as_deref().unwrap_or("");
             let url = self
                 .origin
-                .admits(url)
+                .admits(url, self.region())
                 .map_err(|why| CallbackError::Malformed(format!("SubscribeURL {why}")))?;
             self.get(&url).await.map_err(|why| {
                 CallbackError::Unreachable(format!("cannot confirm the SNS subscription: {why}"))
@@ -294,12 +311,19 @@ fn understood(event_id: &str, event: &Event) -> Option<CallbackEvent> {
             mail.timestamp.as_ref(),
             false,
         ),
-        "Delivery" => (
-            ReceiptStatus::Delivered,
-            "Delivery".to_owned(),
-            event.delivery.as_ref().and_then(|d| d.timestamp.as_ref()),
-            false,
-        ),
+        "Delivery" => {
+            let delivery = event.delivery.as_ref();
+            let named = delivery.into_iter().flat_map(|d| &d.recipients);
+            if !about_recipient(event, named.map(String::as_str)) {
+                return None;
+            }
+            (
+                ReceiptStatus::Delivered,
+                "Delivery".to_owned(),
+                delivery.and_then(|d| d.timestamp.as_ref()),
+                false,
+            )
+        }
         kind @ ("Open" | "Click") => (
             ReceiptStatus::Delivered,
             kind.to_owned(),
@@ -312,7 +336,8 @@ fn understood(event_id: &str, event: &Event) -> Option<CallbackEvent> {
         ),
         "Bounce" => {
             let bounce = event.bounce.as_ref()?;
-            if !about_recipient(event, &bounce.bounced_recipients) {
+            let named = bounce.bounced_recipients.iter();
+            if !about_recipient(event, named.map(|r| r.email_address.as_str())) {
                 return None;
             }
             let (status, suppress) = match bounce.bounce_type.as_str() {
@@ -330,7 +355,8 @@ fn understood(event_id: &str, event: &Event) -> Option<CallbackEvent> {
         }
         "Complaint" => {
             let complaint = event.complaint.as_ref()?;
-            if !about_recipient(event, &complaint.complained_recipients) {
+            let named = complaint.complained_recipients.iter();
+            if !about_recipient(event, named.map(|r| r.email_address.as_str())) {
                 return None;
             }
             let not_spam = complaint.complaint_feedback_type.as_deref() == Some("not-spam");
@@ -365,24 +391,25 @@ fn understood(event_id: &str, event: &Event) -> Option<CallbackEvent> {
     })
 }
 
-/// Whether a bounce or complaint is about the message's `To` recipient, herald's one, rather
-/// than only about a copy's; an event that names no one, or a message whose headers SES did
-/// not report, is taken as about the message.
-fn about_recipient(event: &Event, recipients: &[Recipient]) -> bool {
+/// Whether a delivery, bounce or complaint is about the message's `To` recipient, herald's
+/// one, rather than only about a copy's; an event that names no one, or a message whose
+/// headers SES did not report, is taken as about the message.
+fn about_recipient<'a>(event: &Event, named: impl Iterator<Item = &'a str>) -> bool {
     let to = event
         .mail
         .common_headers
         .as_ref()
         .map(|headers| headers.to.as_slice())
         .unwrap_or_default();
-    if to.is_empty() || recipients.is_empty() {
+    let mut named = named.peekable();
+    if to.is_empty() || named.peek().is_none() {
         return true;
     }
-    recipients.iter().any(|recipient| {
+    named.any(|address| {
         to.iter().any(|mailbox| {
             split_mailbox(mailbox)
                 .1
-                .eq_ignore_ascii_case(split_mailbox(&recipient.email_address).1)
+                .eq_ignore_ascii_case(split_mailbox(address).1)
         })
     })
 }

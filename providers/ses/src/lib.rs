@@ -53,26 +53,28 @@
 //! taken only if:
 //!
 //! - its `TopicArn` is the route's topic (checked first: nothing is fetched for another topic);
-//! - its `SigningCertURL` is `https://sns.<region>.amazonaws.com[.cn]/….pem` — the host pattern
-//!   AWS's own validators check — fetched over TLS, without following redirects, and kept
-//!   (a handful per route, by URL); a route with `sns_origin` takes them from that one origin
-//!   instead (a local SNS, for tests);
+//! - its `SigningCertURL` is `https://sns.<region>.amazonaws.com[.cn]/SimpleNotificationService-….pem`
+//!   with the topic ARN's own region — narrower than the pattern AWS's validators check, which
+//!   also admits hosts of other AWS services — fetched over TLS, without following redirects,
+//!   and kept (a handful per route, by URL); a route with `sns_origin` takes them from that one
+//!   origin instead (a local SNS, for tests);
 //! - its `Signature` verifies under that certificate's RSA key over the fields SNS signs
 //!   (`Message`, `MessageId`, `Subject` if any, `Timestamp`, `TopicArn`, `Type` for a
 //!   notification; `Message`, `MessageId`, `SubscribeURL`, `Timestamp`, `Token`, `TopicArn`,
 //!   `Type` for a subscription's messages), SHA1 for `SignatureVersion` 1, SHA256 for 2.
 //!
-//! A message that fails a check is refused as unauthenticated and nothing is stored; a
-//! certificate that cannot be fetched answers 503, so SNS sends the message again. A
-//! `SubscriptionConfirmation`, once verified, is confirmed by fetching its `SubscribeURL`
-//! (on the same hosts); an `UnsubscribeConfirmation` is verified and left alone. SNS sends a
+//! A message that fails a check is refused as unauthenticated (401) and nothing is stored; a
+//! certificate that cannot be fetched or read answers 503, so SNS sends the message again. A
+//! `SubscriptionConfirmation`, once verified, is confirmed by fetching its `SubscribeURL` (on
+//! the same host; one elsewhere is malformed, 400, and a confirmation that cannot be fetched
+//! answers 503); an `UnsubscribeConfirmation` is verified and left alone. SNS sends a
 //! message again until a 2xx, and herald takes each once by its SNS `MessageId`, the event id.
 //! SNS messages carry no expiry, so none is enforced: a repeat changes nothing.
 //!
 //! | SES `eventType` | receipt | suppresses the recipient |
 //! |---|---|---|
 //! | `Send` | `sent` | no |
-//! | `Delivery` | `delivered` | no |
+//! | `Delivery` naming the message's `To` among its `recipients` | `delivered` | no |
 //! | `Open`, `Click` (the email arrived) | `delivered` | no |
 //! | `Bounce`, `bounceType` `Permanent` | `bounced` | yes |
 //! | `Bounce`, `Transient` (SES reports a soft bounce once it stops retrying) | `undeliverable` | no |
@@ -81,8 +83,8 @@
 //! | `Reject` (a virus), `Rendering Failure` | `undeliverable` | no |
 //! | `DeliveryDelay`, `Subscription`, any other | left out | |
 //!
-//! A bounce or complaint that names only other recipients than the message's `To` (a copy's)
-//! is left out. The event names its notification by `mail.tags.herald_key`, or, for an email
+//! A delivery, bounce or complaint that names only other recipients than the message's `To`
+//! (a copy's) is left out: SES reports each recipient's apart. The event names its notification by `mail.tags.herald_key`, or, for an email
 //! sent without it, by `mail.messageId`. `vendor_status` is the `eventType` (with
 //! `/<bounceType>` for a bounce), and `at` is the event's own time.
 //!

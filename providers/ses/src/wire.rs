@@ -182,7 +182,7 @@ impl Envelope {
 pub struct Event {
     pub event_type: String,
     pub mail: Mail,
-    pub delivery: Option<Stamped>,
+    pub delivery: Option<Delivered>,
     pub bounce: Option<Bounce>,
     pub complaint: Option<Complaint>,
     pub open: Option<Stamped>,
@@ -208,6 +208,15 @@ pub struct CommonHeaders {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Stamped {
     pub timestamp: Option<String>,
+}
+
+/// A delivery names the recipients it was for: SES may report one message's recipients in
+/// several deliveries.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Delivered {
+    pub timestamp: Option<String>,
+    #[serde(default)]
+    pub recipients: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -97,9 +97,12 @@ impl Vendor {
     }
 
     /// The request's SignedHeaders, if its signature is this account's over the request as
-    /// it arrived.
+    /// it arrived, with the account's session token where it has one.
     fn signature_holds(&self, headers: &HeaderMap, body: &[u8]) -> Option<Vec<String>> {
         let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+        if text("x-amz-security-token") != self.config.session_token.as_deref() {
+            return None;
+        }
         let authorization = text("authorization")?;
         let signed_headers: Vec<String> = authorization
             .split(", ")
@@ -116,7 +119,7 @@ impl Vendor {
         let credentials = Credentials::new(
             self.config.access_key_id.clone(),
             self.config.secret_access_key.clone(),
-            text("x-amz-security-token").map(str::to_owned),
+            self.config.session_token.clone(),
             None,
             "fake",
         );

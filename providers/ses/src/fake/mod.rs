@@ -41,6 +41,8 @@ pub struct FakeConfig {
     /// The one key pair it accepts; AWS's documented example keys by default.
     pub access_key_id: String,
     pub secret_access_key: String,
+    /// With temporary credentials, the session token that must come with them.
+    pub session_token: Option<String>,
     /// The topic its SNS messages are for.
     pub topic_arn: String,
     /// How long the `delay` fault holds its answer: longer than the client waits.
@@ -55,6 +57,7 @@ impl Default for FakeConfig {
             region: "us-east-1".to_owned(),
             access_key_id: "AKIAIOSFODNN7EXAMPLE".to_owned(),
             secret_access_key: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_owned(),
+            session_token: None,
             topic_arn: "arn:aws:sns:us-east-1:123456789012:herald-ses-events".to_owned(),
             delay: Duration::from_secs(30),
             unverified: Vec::new(),

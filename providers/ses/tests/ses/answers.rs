@@ -63,18 +63,26 @@ async fn a_send_is_signed_for_ses_and_carries_the_key_in_its_tags() {
 
 #[tokio::test]
 async fn temporary_credentials_sign_with_their_session_token() {
-    let config = FakeConfig::default();
+    let config = FakeConfig {
+        session_token: Some("FQoGZXIvYXdzEXAMPLEtoken".to_owned()),
+        ..FakeConfig::default()
+    };
     let fake = herald_ses::fake::spawn(config.clone()).await.unwrap();
     let mut route = route(&fake.base_url(), &config);
     route.session_token = Some(SecretString::from("FQoGZXIvYXdzEXAMPLEtoken"));
-    let adapter = adapter(&route);
-    accepted_ref(&adapter.send(&message(), &unique_key()).await);
+    accepted_ref(&adapter(&route).send(&message(), &unique_key()).await);
     let received = fake.last_request().unwrap();
     assert!(received.signed);
     assert_eq!(
         received.signed_headers,
         ["content-type", "host", "x-amz-date", "x-amz-security-token"]
     );
+    // Without the token, or with another, the account refuses the same keys.
+    for token in [None, Some("another-token")] {
+        route.session_token = token.map(SecretString::from);
+        let result = adapter(&route).send(&message(), &unique_key()).await;
+        assert_eq!(permanent_rejection(&result).status, Some(403), "{token:?}");
+    }
 }
 
 #[tokio::test]

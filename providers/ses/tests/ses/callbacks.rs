@@ -120,6 +120,17 @@ async fn each_event_type_becomes_its_receipt() {
             json!({"send": {}}),
             Some((ReceiptStatus::Sent, "Send", false)),
         ),
+        // SES reports each recipient's delivery; a copy's says nothing of herald's recipient.
+        (
+            "Delivery",
+            json!({"delivery": {"recipients": ["bob@example.com"]}}),
+            None,
+        ),
+        (
+            "Delivery",
+            json!({"delivery": {"recipients": ["bob@example.com", TO]}}),
+            Some((ReceiptStatus::Delivered, "Delivery", false)),
+        ),
         (
             "Open",
             json!({"open": {"timestamp": "2026-12-03T10:01:00.000Z"}}),
@@ -260,10 +271,10 @@ async fn outside_tests_certificates_come_only_from_sns_own_hosts_over_https() {
         unauthenticated(result)
     };
     // `read` never fetches: an admitted URL fails only for want of the certificate.
+    // The route's topic is in us-east-1: SNS serves its certificates from that region's host.
     for admitted in [
         "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem",
-        "https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-abc.pem",
-        "https://sns.eu-west-1.amazonaws.com:443/SimpleNotificationService-abc.pem",
+        "https://sns.us-east-1.amazonaws.com:443/SimpleNotificationService-abc.pem",
     ] {
         assert!(reads(admitted).contains("not fetched"), "{admitted}");
     }
@@ -275,6 +286,12 @@ async fn outside_tests_certificates_come_only_from_sns_own_hosts_over_https() {
         "https://sns.us-east-1.amazonaws.com:8443/SimpleNotificationService-abc.pem",
         "https://user@sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem",
         "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.txt",
+        "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem?x=1",
+        "https://sns.us-east-1.amazonaws.com/someone-elses.pem",
+        "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-abc.pem",
+        "https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-abc.pem",
+        // A bucket named `sns` on a legacy S3 endpoint: AWS's own validators' pattern admits it.
+        "https://sns.s3-us-west-2.amazonaws.com/SimpleNotificationService-abc.pem",
         "not a url",
     ] {
         let why = reads(refused);
