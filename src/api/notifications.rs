@@ -649,26 +649,20 @@ pub async fn cancel_by_key(
 ) -> Result<Json<CancelledByKey>, Problem> {
     principal.require(Scope::Send)?;
     let body: CancelByKey = typed(json_object(body)?)?;
-    let key = match (body.cancellation_key, body.idempotency_key) {
-        (Some(key), None) => CancelKey::Cancellation(
-            IdempotencyKey::parse("cancellation_key", &key)
-                .map_err(Problem::invalid_field)?
-                .as_str()
-                .to_owned(),
-        ),
-        (None, Some(key)) => CancelKey::Idempotency(
-            IdempotencyKey::parse("idempotency_key", &key)
-                .map_err(Problem::invalid_field)?
-                .as_str()
-                .to_owned(),
-        ),
-        _ => {
-            return Err(Problem::invalid_field(crate::domain::FieldError::new(
-                "cancellation_key",
-                "give exactly one of cancellation_key and idempotency_key",
-            )));
-        }
-    };
+    let (field, key, named): (_, _, fn(String) -> CancelKey) =
+        match (body.cancellation_key, body.idempotency_key) {
+            (Some(key), None) => ("cancellation_key", key, CancelKey::Cancellation),
+            (None, Some(key)) => ("idempotency_key", key, CancelKey::Idempotency),
+            _ => {
+                return Err(Problem::invalid_field(crate::domain::FieldError::new(
+                    "cancellation_key",
+                    "give exactly one of cancellation_key and idempotency_key",
+                )));
+            }
+        };
+    // Both keys follow the Idempotency-Key's rule, and are stored as given.
+    IdempotencyKey::parse(field, &key).map_err(Problem::invalid_field)?;
+    let key = named(key);
     let done = state
         .store
         .cancel_by_key(&principal.tenant, &key, OffsetDateTime::now_utc())
