@@ -173,6 +173,12 @@ pub struct SendArgs {
     /// --cancellation-key`).
     #[arg(long)]
     pub cancellation_key: Option<String>,
+    /// No attempt starts after this time (RFC 3339).
+    #[arg(long, conflicts_with = "ttl_seconds")]
+    pub expires_at: Option<String>,
+    /// No attempt starts after this many seconds from now.
+    #[arg(long)]
+    pub ttl_seconds: Option<u64>,
     #[command(flatten)]
     pub api: ApiArgs,
 }

@@ -115,10 +115,14 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         ("template", &args.template),
         ("delivery", &args.delivery),
         ("cancellation_key", &args.cancellation_key),
+        ("expires_at", &args.expires_at),
     ] {
         if let Some(value) = value {
             body.insert(name.to_owned(), Value::String(value.clone()));
         }
+    }
+    if let Some(ttl) = args.ttl_seconds {
+        body.insert("ttl_seconds".to_owned(), ttl.into());
     }
     if let Some(data) = &args.data {
         let data: Value = serde_json::from_str(data).context("--data is not JSON")?;
@@ -431,6 +435,9 @@ fn timeline(n: &Value, why: Option<&str>) -> String {
     let _ = writeln!(out, "updated    {}", text(&n["updated_at"]));
     if let Some(next) = n["next_attempt_at"].as_str() {
         let _ = writeln!(out, "next try   {next}");
+    }
+    if let Some(expiry) = n["expires_at"].as_str() {
+        let _ = writeln!(out, "expires    {expiry}");
     }
     if let Some(reason) = n["failure_reason"].as_str() {
         let _ = writeln!(out, "failed     {reason}");

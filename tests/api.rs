@@ -452,6 +452,32 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             "send_at",
         ),
         (
+            json!({"channel": "sms", "to": "+14155550100", "text": "t", "expires_at": "in an hour"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "expires_at",
+        ),
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "t", "expires_at": "2001-01-01T00:00:00Z"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "expires_at",
+        ),
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "t", "ttl_seconds": -1}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "ttl_seconds",
+        ),
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "t", "ttl_seconds": 0}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "ttl_seconds",
+        ),
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "t", "ttl_seconds": 60,
+                   "send_at": "2999-01-01T00:00:00Z"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "ttl_seconds",
+        ),
+        (
             json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "route": "nowhere"}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "route",
@@ -651,6 +677,7 @@ async fn a_notification_reads_back_with_its_state_and_attempts(backend: Backend)
     };
     let mut body = email("ada@example.com");
     body["send_at"] = json!("2999-12-01T09:00:00Z");
+    body["expires_at"] = json!("2999-12-01T10:00:00.123456789+01:00");
     body["delivery"] = json!("at_least_once");
     let created: Value = app
         .enqueue(ACME, "read-back", &body)
@@ -676,6 +703,9 @@ async fn a_notification_reads_back_with_its_state_and_attempts(backend: Backend)
     assert_eq!(shown["metadata"], json!({"export": "export-intent-7"}));
     assert_eq!(shown["send_at"], "2999-12-01T09:00:00Z");
     assert_eq!(shown["next_attempt_at"], "2999-12-01T09:00:00Z");
+    // In UTC, to the microsecond both databases keep; the answer to the enqueue says the same.
+    assert_eq!(shown["expires_at"], "2999-12-01T09:00:00.123456Z");
+    assert_eq!(created["expires_at"], shown["expires_at"]);
     assert_eq!(shown["attempts"], json!([]));
     assert_eq!(shown["review"], Value::Null);
     problem(

@@ -78,6 +78,8 @@ async fn a_flow_sent_with_a_cancellation_key_is_called_off_from_the_command_line
                 "hi",
                 "--cancellation-key",
                 "signup/ada",
+                "--expires-at",
+                "2999-01-01T00:00:00Z",
             ],
         )
     };
@@ -90,6 +92,25 @@ async fn a_flow_sent_with_a_cancellation_key_is_called_off_from_the_command_line
         .unwrap()
         .to_owned();
     assert_eq!(app.show(&first).await["cancellation_key"], "signup/ada");
+    let status = stdout(&herald(&app, ACME, &["status", &first]));
+    assert!(
+        status.contains("expires    2999-01-01T00:00:00Z"),
+        "{status}"
+    );
+    let both = herald(
+        &app,
+        ACME,
+        &[
+            "send",
+            "--idempotency-key",
+            "x",
+            "--expires-at",
+            "2999-01-01T00:00:00Z",
+            "--ttl-seconds",
+            "60",
+        ],
+    );
+    assert!(!both.status.success(), "clap refuses both");
 
     let one = herald(&app, ACME, &["cancel", "--idempotency-key", "welcome-1"]);
     assert!(one.status.success(), "{}", stderr(&one));

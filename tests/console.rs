@@ -299,6 +299,7 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
     for to in ["ada@example.com", "grace@example.com"] {
         let mut body = support::email(to);
         body["cancellation_key"] = json!(format!("exports/{to}"));
+        body["expires_at"] = json!("2999-01-01T00:00:00Z");
         emails.push(app.enqueue_id(&format!("mail-{to}"), &body).await);
     }
     let mut texts = Vec::new();

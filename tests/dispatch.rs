@@ -18,7 +18,7 @@ use herald::domain::{
 use herald::review::{Ask, Outcome};
 use herald::store::NewResolution;
 use herald::store::{Claim, ClaimMode, Recorded, RouteSlot};
-use support::{Backend, TestApp, email, spawn_stepped};
+use support::{ACME_REVIEWER, Backend, TestApp, email, spawn_stepped};
 
 on_both_backends!(
     every_fault_ends_where_the_contract_says,
@@ -26,6 +26,7 @@ on_both_backends!(
     a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome,
     a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery,
     a_request_that_may_have_left_late_is_told_to_whoever_settles_its_resend,
+    retries_stop_at_the_expiry_and_it_ends_failed_without_a_call,
 );
 
 /// The one route of the rig.
@@ -788,4 +789,93 @@ async fn a_request_that_may_have_left_late_is_told_to_whoever_settles_its_resend
             (State::Delivered, Some(Certainty::Known))
         );
     }
+}
+
+/// A vendor that is down past the notification's expiry: herald retries until then, the claim
+/// at the expiry refuses it without a call, and only a person's forced resend sends it later.
+async fn retries_stop_at_the_expiry_and_it_ends_failed_without_a_call(backend: Backend) {
+    let Some(rig) = rig(
+        backend,
+        Profile::Plain,
+        "at_most_once",
+        "unavailable_before_processing:1.0",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut body = email("ada@example.com");
+    body["ttl_seconds"] = 1.into();
+    let id = rig.app.enqueue_id("expiring", &body).await;
+    rig.drain().await;
+    let n = rig.show(&id).await;
+    assert_eq!(
+        (
+            n["state"].as_str(),
+            n["certainty"].as_str(),
+            n["failure_reason"].as_str()
+        ),
+        (Some("failed"), Some("known"), Some("expired")),
+        "{n:#}"
+    );
+    let expires_at = time_of(&n["expires_at"]);
+    let attempts = n["attempts"].as_array().unwrap();
+    let (last, tried) = attempts.split_last().unwrap();
+    assert!(
+        !tried.is_empty(),
+        "the vendor was tried before the expiry: {n:#}"
+    );
+    for attempt in tried {
+        assert_eq!(attempt["evidence"]["status"], 503, "{attempt}");
+        assert!(time_of(&attempt["started_at"]) < expires_at, "{attempt}");
+    }
+    assert_eq!(last["evidence"]["stage"], "expired", "{last}");
+    assert!(time_of(&last["started_at"]) >= expires_at, "{last}");
+    let ledger = rig.ledger.ledger().await.unwrap();
+    assert_eq!(
+        (ledger.requests, ledger.total_deliveries()),
+        (tried.len() as u64, 0),
+        "every request the vendor saw is one of the attempts before the expiry"
+    );
+    assert_eq!(
+        n["review"]["reason"], "rejected",
+        "final, not waiting: {n:#}"
+    );
+    assert_eq!(
+        events(&rig, &id).await,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.failed"
+        ]
+    );
+
+    // Resending it now is worth nothing to the upstream unless a person insists.
+    let path = format!("/v1/notifications/{id}/resolve");
+    let mut resend = serde_json::json!({"outcome": "not_delivered", "then": "resend",
+                                        "note": "the code is still valid, per support"});
+    let refused = rig.app.post_json(ACME_REVIEWER, &path, &resend).await;
+    assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(
+        refused["detail"].as_str().unwrap().contains("expired at"),
+        "{refused}"
+    );
+    resend["force"] = true.into();
+    let resent = rig.app.post_json(ACME_REVIEWER, &path, &resend).await;
+    assert_eq!(resent.status(), reqwest::StatusCode::OK);
+    rig.ledger.set_faults(&[]).await.unwrap();
+    rig.drain().await;
+    let n = rig.show(&id).await;
+    assert_eq!(n["state"], "delivered", "{n:#}");
+    assert_eq!(n["expires_at"], Value::Null, "the forced resend lifted it");
+    assert_eq!(n["review"]["resolutions"][0]["forced"], true);
+    assert_eq!(rig.delivered(&id).await, 1);
+}
+
+fn time_of(value: &Value) -> OffsetDateTime {
+    OffsetDateTime::parse(
+        value.as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
 }

@@ -19,6 +19,7 @@ on_both_backends!(
     a_webhook_receivers_429_pauses_its_host_and_no_other_receiver,
     a_burst_far_above_the_rate_waits_for_the_route_and_spends_no_attempt,
     an_open_circuit_without_a_fallback_holds_its_work_until_a_probe_closes_it,
+    what_the_pace_holds_past_its_expiry_ends_expired_and_is_never_sent,
 );
 
 async fn vendor(faults: &str) -> SandboxHandle {
@@ -49,6 +50,22 @@ async fn enqueue(app: &TestApp, key: &str, route: &str) -> String {
     let body = json!({"channel": "sms", "to": "+14155550100", "text": key, "route": route});
     let response: Value = app.enqueue(ACME, key, &body).await.json().await.unwrap();
     response["id"].as_str().unwrap().to_owned()
+}
+
+/// Enqueues `items` in one batch: their ids, in order.
+async fn batch(app: &TestApp, items: Vec<Value>) -> Vec<String> {
+    let answer: Value = app
+        .post_json(ACME, "/v1/notifications/batch", &json!({ "items": items }))
+        .await
+        .json()
+        .await
+        .unwrap();
+    answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["notification"]["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 async fn delivered(app: &TestApp, id: &str) -> Value {
@@ -255,18 +272,7 @@ async fn a_burst_far_above_the_rate_waits_for_the_route_and_spends_no_attempt(ba
                    "to": "+14155550100", "text": format!("burst {i}"), "route": "slow"})
         })
         .collect();
-    let answer: Value = app
-        .post_json(ACME, "/v1/notifications/batch", &json!({ "items": items }))
-        .await
-        .json()
-        .await
-        .unwrap();
-    let ids: Vec<String> = answer["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["notification"]["id"].as_str().unwrap().to_owned())
-        .collect();
+    let ids = batch(&app, items).await;
     assert_eq!(ids.len(), count);
     let waiting = Duration::from_secs(30 + 3 * count as u64 / u64::from(rate));
     eventually("the burst delivered", waiting, || async {
@@ -305,6 +311,78 @@ async fn a_burst_far_above_the_rate_waits_for_the_route_and_spends_no_attempt(ba
     eprintln!(
         "{count} at {rate}/s: {count} delivered, {} vendor calls, {holds} holds",
         ledger.requests
+    );
+}
+
+/// A burst of one-time codes far above the route's rate, worth a second each: the pace lets
+/// a second's worth through, and every other one ends `expired` at its expiry, never sent.
+async fn what_the_pace_holds_past_its_expiry_ends_expired_and_is_never_sent(backend: Backend) {
+    const COUNT: usize = 20;
+    const RATE: u32 = 5;
+    let vendor = vendor("").await;
+    let config = route(
+        "slow",
+        &vendor,
+        &format!("rate_limit_per_second = {RATE}\nburst = 1"),
+    );
+    let Some(app) = spawn_app_with(backend, &config).await else {
+        return;
+    };
+    let items: Vec<Value> = (0..COUNT)
+        .map(|i| {
+            json!({"idempotency_key": format!("code-{i}"), "channel": "sms", "to": "+14155550100",
+                   "text": format!("your code is {i:04}"), "route": "slow", "ttl_seconds": 1})
+        })
+        .collect();
+    let ids = batch(&app, items).await;
+    eventually(
+        "every code delivered or expired",
+        Duration::from_secs(30),
+        || async {
+            let open = app
+                .db
+                .scalar("SELECT count(*) FROM notifications WHERE state IN ('queued', 'sending')")
+                .await;
+            (open == 0).then_some(())
+        },
+    )
+    .await;
+    let (mut delivered, mut expired) = (0, 0);
+    for id in &ids {
+        let n = app.show(id).await;
+        let attempts = n["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "a hold is no attempt: {n}");
+        match n["state"].as_str() {
+            Some("delivered") => delivered += 1,
+            Some("failed") => {
+                assert_eq!(n["failure_reason"], "expired", "{n}");
+                assert_eq!(attempts[0]["evidence"]["stage"], "expired", "{n}");
+                expired += 1;
+            }
+            other => panic!("{other:?}: {n}"),
+        }
+    }
+    // The pace is herald's own: in the second before the codes expire it allows its burst and
+    // a second at its rate, however fast or slow the machine is.
+    assert!(
+        delivered <= 1 + RATE,
+        "{delivered} sent in a second at {RATE}/s"
+    );
+    assert_eq!(delivered + expired, COUNT as u32);
+    let ledger = vendor.client().unwrap().ledger().await.unwrap();
+    assert_eq!(
+        (ledger.requests, ledger.total_deliveries()),
+        (u64::from(delivered), u64::from(delivered)),
+        "the vendor saw only the codes that went in time"
+    );
+    assert_eq!(
+        app.db
+            .scalar(
+                "SELECT count(*) FROM outbox WHERE type = 'dev.herald.notification.failed' \
+                     AND CAST(data AS text) LIKE '%expires_at%'"
+            )
+            .await,
+        i64::from(expired)
     );
 }
 

@@ -120,6 +120,7 @@ fn notification(
         metadata: Map::new(),
         cancellation_key: None,
         send_at: None,
+        expires_at: None,
         next_attempt_at: Some(at),
         created_at: at,
         updated_at: at,
@@ -1794,7 +1795,10 @@ async fn a_resend_renews_the_key_and_the_budget_when_asked(backend: Backend) {
             State::Queued,
             None,
             Some(false),
-            Some(Resend { renew_key: true }),
+            Some(Resend {
+                renew_key: true,
+                lift_expiry: false,
+            }),
         ),
         &n,
     );
@@ -2344,7 +2348,15 @@ async fn a_sweep_racing_a_resend_an_acknowledgement_and_a_claim_deletes_only_wha
         let resend = resolution(
             Outcome::NotDelivered,
             Some(Then::Resend),
-            change(State::Queued, None, None, Some(Resend { renew_key: false })),
+            change(
+                State::Queued,
+                None,
+                None,
+                Some(Resend {
+                    renew_key: false,
+                    lift_expiry: false,
+                }),
+            ),
             &closed,
         );
         let acknowledge = resolution(

@@ -51,8 +51,9 @@ pub struct NotificationBody {
     #[serde(flatten)]
     pub notification: Notification,
     /// Why it failed, for a `failed` notification: `suppressed` (the recipient is on the
-    /// suppression list; nothing was sent), `rejected` (refused for good) or `exhausted`
-    /// (retries spent on causes that may pass). (A review item's own `reason` says why it is
+    /// suppression list; nothing was sent), `expired` (its expiry came before an attempt could
+    /// start; nothing was sent), `rejected` (refused for good) or `exhausted` (retries spent on
+    /// causes that may pass). (A review item's own `reason` says why it is
     /// in review.)
     pub failure_reason: Option<String>,
     pub attempts: Vec<Attempt>,
@@ -120,13 +121,9 @@ impl NotificationBody {
             resolutions: d.resolutions,
         });
         let failure_reason = (n.state == NotificationState::Failed).then(|| {
-            if crate::review::suppressed(&d.attempts) {
-                "suppressed".to_owned()
-            } else {
-                crate::review::dead_letter_cause(&d.attempts)
-                    .as_str()
-                    .to_owned()
-            }
+            crate::review::not_made(&d.attempts)
+                .unwrap_or_else(|| crate::review::dead_letter_cause(&d.attempts).as_str())
+                .to_owned()
         });
         let attempts = d
             .attempts

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use herald_provider::{Evidence, Message, ProviderKey, QueryResult, Request, SendResult};
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -306,8 +307,12 @@ impl Worker {
         };
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
-                let sent = match self.suppression(&claim.notification).await {
-                    Some(refusal) => Ok(Sent::refusal(refusal)),
+                let refusal = match expiry(&claim.notification, OffsetDateTime::now_utc()) {
+                    Some(expired) => Some(expired),
+                    None => self.suppression(&claim.notification).await,
+                };
+                let sent = match refusal {
+                    Some(refusal) => Ok(route.refused(refusal)),
                     None => {
                         let sent = call.send(deadline_of(&claim, n)).await;
                         if let Ok(Sent { result, .. }) = &sent
@@ -415,7 +420,7 @@ impl Worker {
                     let replay = plan == Plan::Replay;
                     let now = OffsetDateTime::now_utc();
                     let lease = self.settings.lease;
-                    let deadline = now + route.send_window(lease);
+                    let deadline = by_expiry(&claim.notification, now + route.send_window(lease));
                     let attempt = match self.store.start_attempt(claim, now, lease, deadline).await
                     {
                         Ok(Some(attempt)) => attempt,
@@ -434,7 +439,7 @@ impl Worker {
                         false => self.suppression(&claim.notification).await,
                     };
                     let sent = match suppressed {
-                        Some(refusal) => Ok(Sent::refusal(refusal)),
+                        Some(refusal) => Ok(route.refused(refusal)),
                         None => call.send(deadline).await,
                     };
                     let s = situation(route, claim, &[]);
@@ -625,13 +630,33 @@ impl Call<'_> {
 }
 
 /// The send deadline of attempt `n`, which the claim started: a claim always carries the
-/// attempts it started, so a missing one is a claim read wrongly, and sends nothing.
+/// attempts it started, so a missing one is a claim read wrongly, and sends nothing. The call
+/// starts by the notification's expiry too, or it is held and the next claim ends it.
 fn deadline_of(claim: &Claim, n: i32) -> OffsetDateTime {
-    claim
+    let started = claim
         .attempts
         .iter()
         .find(|a| a.n == n)
-        .map_or(OffsetDateTime::UNIX_EPOCH, |a| a.send_deadline)
+        .map_or(OffsetDateTime::UNIX_EPOCH, |a| a.send_deadline);
+    by_expiry(&claim.notification, started)
+}
+
+/// `deadline`, or the notification's expiry where that comes first.
+fn by_expiry(n: &Notification, deadline: OffsetDateTime) -> OffsetDateTime {
+    n.expires_at.map_or(deadline, |at| deadline.min(at))
+}
+
+/// The refusal of a send past the notification's expiry, made without calling the vendor;
+/// `None` while it may still be sent.
+fn expiry(n: &Notification, now: OffsetDateTime) -> Option<SendResult> {
+    let at = n.expires_at.filter(|at| *at <= now)?;
+    Some(SendResult::permanent(Evidence::new(
+        herald_provider::EXPIRED_STAGE,
+        format!(
+            "expired at {}; not sent",
+            at.format(&Rfc3339).unwrap_or_default()
+        ),
+    )))
 }
 
 /// The policy's step for attempt `n`'s call: the vendor's answer, or herald's own hold.
@@ -663,6 +688,7 @@ fn situation<'a>(route: &'a Route, claim: &'a Claim, siblings: &'a [Sibling]) ->
         created_at: claim.notification.created_at,
         budget_from: claim.budget_from,
         since: claim.budget_since.unwrap_or(claim.notification.created_at),
+        expires_at: claim.notification.expires_at,
         now: OffsetDateTime::now_utc(),
         limits: route.limits(),
         siblings,

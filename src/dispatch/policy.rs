@@ -29,6 +29,10 @@
 //!   route's timeout: what proves it was not taken ("not found once it could last have been
 //!   processed and become visible") reads that deadline, never a moment the sender did not
 //!   promise to keep.
+//! - No attempt (a first send, a retry, a replay or a resend) starts after the notification's
+//!   expiry: a retry or a hold waits no later than it, and the claim that comes then records it
+//!   expired without a call. It ends `failed`/`known` unless an ambiguity is unsettled, which
+//!   only the outcome query or a person can settle now: then `unknown`.
 //! - Only a route's own vendor settles its attempts; an ambiguity left unsettled on a route it
 //!   failed over from makes any acceptance `duplicate_possible` and any failure `unknown`.
 
@@ -74,6 +78,8 @@ pub struct Situation<'a> {
     /// resend starts a fresh budget (0 and the creation time until then).
     pub budget_from: i32,
     pub since: OffsetDateTime,
+    /// No attempt starts after this time.
+    pub expires_at: Option<OffsetDateTime>,
     pub now: OffsetDateTime,
     pub limits: Limits,
     /// The attempts of look-alike notifications, read only to attribute look-alike messages
@@ -184,9 +190,22 @@ impl Situation<'_> {
         (self.spent() as u64) < u64::from(self.limits.max_attempts) && self.young()
     }
 
-    /// Full jitter over an exponentially growing ceiling, never before `retry_after`.
+    /// Full jitter over an exponentially growing ceiling, never before `retry_after`; and no
+    /// later than its expiry, when the claim that comes then ends it.
     fn retry_at(&self, jitter: f64, retry_after: Option<Duration>) -> OffsetDateTime {
-        self.now + retry_delay(&self.limits, self.spent() as u32, jitter, retry_after)
+        self.by_expiry(
+            self.now + retry_delay(&self.limits, self.spent() as u32, jitter, retry_after),
+        )
+    }
+
+    /// Whether an attempt may still start.
+    fn unexpired(&self) -> bool {
+        self.expires_at.is_none_or(|at| self.now < at)
+    }
+
+    /// `at`, or the expiry if that comes first: a send waiting past it would only wait to end.
+    fn by_expiry(&self, at: OffsetDateTime) -> OffsetDateTime {
+        self.expires_at.map_or(at, |expiry| at.min(expiry))
     }
 
     /// The key goes to the vendor unchanged on every attempt, so the window runs from the first
@@ -286,7 +305,9 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
     if s.capabilities.query_visibility_lag.is_some() && asked == Asked::NotYet {
         return Plan::Query;
     }
-    if s.attempts_left() && s.inside_idempotency_window() {
+    // Past its expiry nothing starts: not even a replay, which delivers what the first
+    // request did not.
+    if s.attempts_left() && s.unexpired() && s.inside_idempotency_window() {
         return Plan::Replay;
     }
     // Nothing is sent beside a message a late answer showed (a replay above adds none).
@@ -296,7 +317,7 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
     // A look-up that failed proved nothing, and the send may yet be found: ask again later
     // rather than resend now, which would deliver twice what a working look-up would show once.
     let ask_again = asked == Asked::Failed && s.young();
-    if s.delivery == Delivery::AtLeastOnce && !ask_again {
+    if s.delivery == Delivery::AtLeastOnce && !ask_again && s.unexpired() {
         let because = format!(
             "an ambiguous attempt on `{}` is unsettled, and at_least_once sends again",
             s.route
@@ -397,7 +418,7 @@ pub fn decide(s: &Situation<'_>, step: Step, jitter: f64) -> Decision {
         } => only(Next::Hold {
             attempt: n,
             reason: hold.reason,
-            at: s.now + hold.wait,
+            at: s.by_expiry(s.now + hold.wait),
             reconciling,
         }),
     }
@@ -953,6 +974,7 @@ mod tests {
             created_at: T0,
             budget_from: 0,
             since: T0,
+            expires_at: None,
             now,
             limits: limits(),
             siblings: &[],
@@ -1800,6 +1822,79 @@ mod tests {
                     "{reason}, reconciling: {reconciling}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn past_its_expiry_nothing_starts_and_only_an_unsettled_ambiguity_ends_unknown() {
+        let expiry = T0 + Duration::from_secs(10);
+        let c = caps(true, false);
+        // A retry and a hold wait no later than the expiry, whatever the vendor asked for.
+        let refused = [attempt(1, AttemptResult::Rejected, false)];
+        let mut s = situation(
+            Delivery::AtMostOnce,
+            &c,
+            &refused,
+            T0 + Duration::from_secs(1),
+        );
+        s.expires_at = Some(expiry);
+        let slow_down = SendResult::transient(
+            Evidence::new("response", "slow down").with_status(429),
+            Some(Duration::from_secs(60)),
+        );
+        assert_eq!(
+            decide(&s, sent(slow_down), 1.0).next,
+            Next::Retry { at: expiry }
+        );
+        let paced = Step::Held {
+            n: 2,
+            hold: Hold {
+                reason: HoldReason::Paced,
+                wait: Duration::from_secs(60),
+            },
+            reconciling: false,
+        };
+        assert_eq!(
+            decide(&s, paced, 0.5).next,
+            Next::Hold {
+                attempt: 2,
+                reason: HoldReason::Paced,
+                at: expiry,
+                reconciling: false,
+            }
+        );
+
+        // The claim that comes then is refused by herald itself: failed, and known.
+        s.now = expiry;
+        let expired = SendResult::permanent(Evidence::new(
+            herald_provider::EXPIRED_STAGE,
+            "expired; not sent",
+        ));
+        assert_eq!(
+            decide(&s, sent(expired), 0.5).next,
+            finish(State::Failed, Certainty::Known)
+        );
+
+        // An unsettled ambiguity is neither replayed nor resent past the expiry, and stays
+        // unknown for the query or a person; a moment before, it would have been.
+        let ambiguous = [attempt(1, Amb, false)];
+        for (c, delivery, before) in [
+            (caps(true, false), Delivery::AtMostOnce, "replay"),
+            (caps(false, false), Delivery::AtLeastOnce, "resend"),
+        ] {
+            let mut s = situation(delivery, &c, &ambiguous, expiry - Duration::from_secs(1));
+            s.expires_at = Some(expiry);
+            let planned = match plan(&s, Asked::NotYet) {
+                Plan::Replay => "replay",
+                Plan::Resend => "resend",
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(planned, before);
+            s.now = expiry;
+            assert!(
+                matches!(plan(&s, Asked::NotYet), Plan::Record(d) if d.next == finish(State::Unknown, Certainty::Unknown)),
+                "{delivery:?}"
+            );
         }
     }
 

@@ -41,16 +41,6 @@ pub struct Sent {
     pub overran: bool,
 }
 
-impl Sent {
-    /// A refusal herald made itself, without calling the vendor.
-    pub fn refusal(result: SendResult) -> Self {
-        Sent {
-            result,
-            overran: false,
-        }
-    }
-}
-
 pub struct Route {
     name: String,
     /// The `provider = "…"` of its configuration.
@@ -276,6 +266,16 @@ impl Route {
             }
         }
         Ok(result)
+    }
+
+    /// A refusal herald made itself, without calling the vendor (the recipient is suppressed,
+    /// the notification expired): counted with the route's attempts, by its reason.
+    pub fn refused(&self, result: SendResult) -> Sent {
+        metrics::counter!("herald_attempts_total", "route" => self.name.clone(), "result" => AttemptResult::Rejected.as_str(), "reason" => result.reason()).increment(1);
+        Sent {
+            result,
+            overran: false,
+        }
     }
 
     /// Not sent: the route's recent sends failed, and it rests until its probe. With a fallback

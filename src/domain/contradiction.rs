@@ -325,6 +325,7 @@ mod tests {
             metadata: Default::default(),
             cancellation_key: None,
             send_at: None,
+            expires_at: None,
             next_attempt_at: None,
             created_at: T0,
             updated_at: T0,

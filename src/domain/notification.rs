@@ -2,6 +2,8 @@
 //! notification with its attempts), and the rules that turn the first into the second.
 
 use herald_provider::EmailOptions;
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -10,15 +12,16 @@ use utoipa::ToSchema;
 use super::email::EmailFields;
 use super::routing::{Routing, Templates};
 
-/// `send_at` as RFC 3339 in herald's range, refused with the form it must take: the `time`
-/// crate's own message ("a character literal was not valid") does not say what to send instead.
+/// A time as RFC 3339 in herald's range, refused with the form it must take: the `time` crate's
+/// own message ("a character literal was not valid") does not say what to send instead. (The
+/// error's path names the field.)
 fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<OffsetDateTime>, D::Error> {
     let Some(text) = Option::<String>::deserialize(deserializer)? else {
         return Ok(None);
     };
-    parse_time("send_at", &text)
+    parse_time("date-time", &text)
         .map(Some)
         .map_err(|e| serde::de::Error::custom(e.message))
 }
@@ -59,6 +62,15 @@ pub struct NotificationRequest {
     #[serde(default, deserialize_with = "rfc3339_or_say_so")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub send_at: Option<OffsetDateTime>,
+    /// No attempt starts after this time (RFC 3339): one still queued or waiting for a retry
+    /// then ends `failed` with `failure_reason: "expired"`, without a vendor call. Later than
+    /// now and than `send_at`; not with `ttl_seconds`.
+    #[serde(default, deserialize_with = "rfc3339_or_say_so")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<OffsetDateTime>,
+    /// `expires_at` as seconds from now (1 to 31,536,000).
+    #[schema(minimum = 1, maximum = 31_536_000)]
+    pub ttl_seconds: Option<u64>,
     /// Up to 50 string pairs, echoed in events.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
@@ -160,6 +172,10 @@ pub struct Notification {
     #[serde(with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub send_at: Option<OffsetDateTime>,
+    /// No attempt starts after this time (from `expires_at` or `ttl_seconds`).
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<OffsetDateTime>,
     /// When the next try is due, while `queued`.
     #[serde(with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -264,7 +280,8 @@ pub struct Resolution {
     pub certainty_before: Option<Certainty>,
     pub state_after: Option<State>,
     pub certainty_after: Option<Certainty>,
-    /// A resend of a notification that failed for a permanent cause, insisted on.
+    /// A resend insisted on: of a notification that failed for a permanent cause, or past its
+    /// expiry (which then holds no more).
     pub forced: bool,
     /// The resend went out under a new provider key: the vendor's idempotency window had
     /// passed, so a wrong "not delivered" may now deliver twice — a risk the person accepted.
@@ -298,6 +315,8 @@ const MAX_SMS_CHARS: usize = 1600;
 const MAX_PUSH_TEXT_BYTES: usize = 4096;
 const MAX_ROUTE_BYTES: usize = 64;
 const MAX_METADATA_KEYS: usize = 50;
+/// A year: an expiry further out is no expiry a sender means.
+const MAX_TTL_SECONDS: u64 = 31_536_000;
 const MAX_METADATA_KEY_CHARS: usize = 40;
 const MAX_METADATA_VALUE_CHARS: usize = 500;
 
@@ -337,6 +356,9 @@ impl NotificationRequest {
             email,
             ..self.content(channel, templates)?
         };
+        let now = micros(now);
+        let send_at = self.send_at.map(micros);
+        let expires_at = self.expiry(now)?.map(micros);
         let metadata = parse_metadata(self.metadata.unwrap_or_default())?;
         let cancellation_key = self
             .cancellation_key
@@ -344,10 +366,7 @@ impl NotificationRequest {
             .map(|key| IdempotencyKey::parse("cancellation_key", key))
             .transpose()?
             .map(|key| key.as_str().to_owned());
-        // Both stores keep microseconds: the answer to this request must match what reads return.
-        let now = now
-            .replace_nanosecond(now.nanosecond() / 1000 * 1000)
-            .expect("a truncated nanosecond is in range");
+
         Ok(Notification {
             id: NotificationId::new(),
             tenant: tenant.to_owned(),
@@ -361,8 +380,9 @@ impl NotificationRequest {
             content,
             metadata,
             cancellation_key,
-            send_at: self.send_at,
-            next_attempt_at: Some(self.send_at.map_or(now, |at| at.max(now))),
+            send_at,
+            expires_at,
+            next_attempt_at: Some(send_at.map_or(now, |at| at.max(now))),
             created_at: now,
             updated_at: now,
             key_epoch: 0,
@@ -370,6 +390,37 @@ impl NotificationRequest {
             late_evidence: false,
             contradiction: None,
         })
+    }
+
+    /// `expires_at`, or `ttl_seconds` from `now`: after now and after `send_at`, or it could
+    /// never be sent.
+    fn expiry(&self, now: OffsetDateTime) -> Result<Option<OffsetDateTime>, FieldError> {
+        let (field, at) = match (self.expires_at, self.ttl_seconds) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err(FieldError::new(
+                    "ttl_seconds",
+                    "give expires_at or ttl_seconds, not both",
+                ));
+            }
+            (Some(at), None) => ("expires_at", at),
+            (None, Some(ttl)) => {
+                if !(1..=MAX_TTL_SECONDS).contains(&ttl) {
+                    return Err(FieldError::new(
+                        "ttl_seconds",
+                        format!("must be 1 to {MAX_TTL_SECONDS}"),
+                    ));
+                }
+                ("ttl_seconds", now + Duration::from_secs(ttl))
+            }
+        };
+        if at <= now {
+            return Err(FieldError::new(field, "must be later than now"));
+        }
+        if self.send_at.is_some_and(|send_at| at <= send_at) {
+            return Err(FieldError::new(field, "must be later than send_at"));
+        }
+        Ok(Some(at))
     }
 
     fn content(&self, channel: Channel, templates: &Templates) -> Result<Content, FieldError> {
@@ -407,6 +458,13 @@ impl NotificationRequest {
         check_content(channel, &content)?;
         Ok(content)
     }
+}
+
+/// `t` to the microsecond, as both stores keep it: the answer to a request must match what
+/// reads return.
+fn micros(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(t.nanosecond() / 1000 * 1000)
+        .expect("a truncated nanosecond is in range")
 }
 
 /// A recipient of `channel` in the form herald keeps it; errors name `field`.
@@ -792,5 +850,65 @@ mod tests {
                              "send_at":"2999-01-01T00:00:00Z"}))
         .unwrap();
         assert_eq!(n.next_attempt_at, n.send_at);
+    }
+
+    #[test]
+    fn an_expiry_is_later_than_now_and_than_send_at_and_given_one_way() {
+        let sms = |extra: Value| {
+            let mut body = json!({"channel":"sms","to":"+14155550100","text":"t"});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            body
+        };
+        let now = OffsetDateTime::now_utc();
+        let n = parse(sms(json!({"ttl_seconds": 60}))).unwrap();
+        let ttl = n.expires_at.unwrap() - n.created_at;
+        assert_eq!(ttl, time::Duration::seconds(60));
+        assert!(n.created_at >= now - time::Duration::seconds(5));
+        let n = parse(sms(json!({"expires_at": "2999-01-01T01:00:00+01:00"}))).unwrap();
+        assert_eq!(
+            n.expires_at,
+            Some(time::macros::datetime!(2999-01-01 00:00 UTC))
+        );
+        for (extra, field, message) in [
+            (
+                json!({"expires_at": "2999-01-01T00:00:00Z", "ttl_seconds": 60}),
+                "ttl_seconds",
+                "give expires_at or ttl_seconds, not both",
+            ),
+            (
+                json!({"ttl_seconds": 0}),
+                "ttl_seconds",
+                "must be 1 to 31536000",
+            ),
+            (
+                json!({"ttl_seconds": 31_536_001}),
+                "ttl_seconds",
+                "must be 1 to 31536000",
+            ),
+            (
+                json!({"expires_at": "2001-01-01T00:00:00Z"}),
+                "expires_at",
+                "must be later than now",
+            ),
+            (
+                json!({"send_at": "2999-01-01T00:00:00Z", "expires_at": "2999-01-01T00:00:00Z"}),
+                "expires_at",
+                "must be later than send_at",
+            ),
+            (
+                json!({"send_at": "2999-01-01T00:00:00Z", "ttl_seconds": 60}),
+                "ttl_seconds",
+                "must be later than send_at",
+            ),
+        ] {
+            let err = parse(sms(extra.clone())).unwrap_err();
+            assert_eq!(
+                (err.field.as_str(), err.message.as_str()),
+                (field, message),
+                "{extra}"
+            );
+        }
     }
 }

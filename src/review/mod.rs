@@ -10,7 +10,8 @@
 //!   acceptance is known.
 //! - `duplicate_possible`, not yet acknowledged: `acknowledged` marks it seen.
 //! - a dead letter (`failed`): `not_delivered` + `resend` queues it again; one that failed for a
-//!   permanent cause (the vendor refused it for good) also needs `force`. `not_delivered` +
+//!   permanent cause (the vendor refused it for good) also needs `force`. So does any resend past
+//!   the notification's expiry, which then holds no more. `not_delivered` +
 //!   `close` closes any dead letter where it stands; the resolution is its audit.
 //! - A closed item (an acknowledged duplicate, a closed dead letter, marked `acknowledged`) is
 //!   out of review for good: it has no [`reason`] any more, and retention may delete it.
@@ -28,7 +29,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use utoipa::ToSchema;
+
+use herald_provider::{EXPIRED_STAGE, SUPPRESSED_STAGE};
 
 use crate::domain::{Attempt, AttemptResult, Certainty, FieldError, Notification, State};
 
@@ -186,11 +190,13 @@ pub fn dead_letter_cause(attempts: &[Attempt]) -> Reason {
     }
 }
 
-/// Its last attempt was never made: the recipient is suppressed.
-pub fn suppressed(attempts: &[Attempt]) -> bool {
-    attempts
-        .last()
-        .is_some_and(|a| a.evidence["stage"] == herald_provider::SUPPRESSED_STAGE)
+/// Why its last attempt was never made, where herald refused it itself: `suppressed` (the
+/// recipient is on the suppression list) or `expired`.
+pub fn not_made(attempts: &[Attempt]) -> Option<&'static str> {
+    let stage = attempts.last()?.evidence["stage"].as_str()?;
+    [SUPPRESSED_STAGE, EXPIRED_STAGE]
+        .into_iter()
+        .find(|refused| *refused == stage)
 }
 
 /// Its last attempt was refused for good.
@@ -238,9 +244,13 @@ pub fn why(reason: Reason, n: &Notification, attempts: &[Attempt]) -> String {
             "failed after {} for a cause that may pass. Last: {last}",
             counted(attempts.len(), "attempt")
         ),
-        Reason::Rejected if suppressed(attempts) => format!(
+        Reason::Rejected if not_made(attempts) == Some(SUPPRESSED_STAGE) => format!(
             "not sent: the recipient is on the suppression list; lift the suppression before a \
              forced resend, or close it. Last: {last}"
+        ),
+        Reason::Rejected if not_made(attempts) == Some(EXPIRED_STAGE) => format!(
+            "not sent: it expired before an attempt could start; close it, or force a resend. \
+             Last: {last}"
         ),
         Reason::Rejected => format!("refused for good by the vendor. Last: {last}"),
         Reason::Contradicted => match &n.contradiction {
@@ -346,6 +356,8 @@ pub struct Change {
 pub struct Resend {
     /// The vendor's window for the current key has passed: send under a new one.
     pub renew_key: bool,
+    /// It had expired, and a person forced the resend: the expiry holds no more.
+    pub lift_expiry: bool,
 }
 
 /// Why a resolution is refused (answered 409).
@@ -378,8 +390,11 @@ pub fn resolve(
         resend,
         forced: false,
     };
+    // Past its expiry a resend is forced: the upstream said the message is worth nothing now.
+    let expired = n.expires_at.filter(|at| *at <= now);
     let resend = || Resend {
         renew_key: !inside_window(n, attempts, window, now),
+        lift_expiry: expired.is_some(),
     };
     match (reason, ask.outcome, ask.then) {
         (Reason::Unknown, Outcome::Delivered, _) => Ok(change(
@@ -399,14 +414,28 @@ pub fn resolve(
                 ..change(n.state, n.certainty, None, None)
             })
         }
-        (Reason::Unknown, Outcome::NotDelivered, Some(Then::Resend))
-        | (Reason::Exhausted, Outcome::NotDelivered, Some(Then::Resend)) => {
-            Ok(change(State::Queued, None, Some(false), Some(resend())))
+        (Reason::Unknown | Reason::Exhausted, Outcome::NotDelivered, Some(Then::Resend))
+            if expired.is_none() || ask.force =>
+        {
+            Ok(Change {
+                forced: expired.is_some(),
+                ..change(State::Queued, None, Some(false), Some(resend()))
+            })
         }
         (Reason::Rejected, Outcome::NotDelivered, Some(Then::Resend)) if ask.force => Ok(Change {
             forced: true,
             ..change(State::Queued, None, None, Some(resend()))
         }),
+        (
+            Reason::Unknown | Reason::Exhausted | Reason::Rejected,
+            Outcome::NotDelivered,
+            Some(Then::Resend),
+        ) if expired.is_some() => Err(Refused(format!(
+            "it expired at {}; resend with \"force\": true to send it anyway",
+            expired
+                .and_then(|at| at.format(&Rfc3339).ok())
+                .unwrap_or_default()
+        ))),
         (Reason::Rejected, Outcome::NotDelivered, Some(Then::Resend)) => Err(Refused(
             "it failed for a permanent cause (the vendor refused it for good); resend with \
              \"force\": true if the cause is fixed"
@@ -484,6 +513,7 @@ mod tests {
             metadata: Map::new(),
             cancellation_key: None,
             send_at: None,
+            expires_at: None,
             next_attempt_at: None,
             created_at: T0,
             updated_at: T0,
@@ -649,6 +679,40 @@ mod tests {
                 "the cause outlives the review"
             );
             assert!(resolve(&closed, &history, &close, None, T0).is_err());
+        }
+    }
+
+    #[test]
+    fn a_resend_past_the_expiry_is_forced_and_lifts_it() {
+        let resend = |force| ask(Outcome::NotDelivered, Some(Then::Resend), force);
+        let expiring = |state, certainty| Notification {
+            expires_at: Some(T0),
+            ..notification(state, Some(certainty))
+        };
+        let unknown = expiring(State::Unknown, Certainty::Unknown);
+        let dead = expiring(State::Failed, Certainty::Known);
+        let ambiguous = [attempt(&unknown, AttemptResult::Ambiguous, None)];
+        let mut expired = attempt(&dead, AttemptResult::Rejected, Some(true));
+        expired.evidence = json!({"stage": herald_provider::EXPIRED_STAGE, "detail": "expired"});
+        let expired = [expired];
+        assert_eq!(reason(&dead, &expired), Some(Reason::Rejected));
+        assert_eq!(not_made(&expired), Some("expired"));
+        for (n, history) in [(&unknown, &ambiguous[..]), (&dead, &expired[..])] {
+            let refused = resolve(n, history, &resend(false), None, T0).unwrap_err();
+            assert!(
+                refused.0.contains("expired at 2026-11-30T12:00:00Z"),
+                "{refused:?}"
+            );
+            let change = resolve(n, history, &resend(true), None, T0).unwrap();
+            assert!(change.forced);
+            assert!(change.resend.is_some_and(|r| r.lift_expiry));
+            // Before the expiry, nothing needs forcing and nothing is lifted.
+            let earlier = T0 - time::Duration::seconds(1);
+            if n.state == State::Unknown {
+                let change = resolve(n, history, &resend(false), None, earlier).unwrap();
+                assert!(!change.forced);
+                assert!(change.resend.is_some_and(|r| !r.lift_expiry));
+            }
         }
     }
 

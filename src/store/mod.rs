@@ -27,6 +27,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use crate::domain::{
@@ -861,6 +862,9 @@ impl OutboxEvent {
         });
         if let Some(key) = &n.cancellation_key {
             data["cancellation_key"] = json!(key);
+        }
+        if let Some(at) = n.expires_at.and_then(|at| at.format(&Rfc3339).ok()) {
+            data["expires_at"] = json!(at);
         }
         OutboxEvent {
             id: Uuid::now_v7(),

@@ -87,6 +87,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "cancellation keys",
         include_str!("../../migrations/postgres/0014_cancellation_keys.sql"),
     ),
+    (
+        15,
+        "expiry",
+        include_str!("../../migrations/postgres/0015_expiry.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -17,7 +17,8 @@ use crate::domain::{
 use crate::review::Reason;
 
 /// A person's resolution, fenced by the generation they read. A resend is due now, with a
-/// fresh budget, and a renewed key forgets the request prepared under the old one.
+/// fresh budget, a renewed key forgets the request prepared under the old one, and a resend
+/// forced past its expiry forgets the expiry.
 const RESOLVE: &str = concat!(
     "UPDATE notifications
      SET state = $4, certainty = $5, acknowledged = $6, finished_at = $7, updated_at = $8,
@@ -26,6 +27,7 @@ const RESOLVE: &str = concat!(
          budget_since = CASE WHEN $9 THEN $8 ELSE budget_since END,
          key_epoch = key_epoch + CASE WHEN $10 THEN 1 ELSE 0 END,
          provider_request = CASE WHEN $10 THEN NULL ELSE provider_request END,
+         expires_at = CASE WHEN $11 THEN NULL ELSE expires_at END,
          generation = generation + 1
      WHERE tenant = $1 AND id = $2 AND generation = $3
      RETURNING ",
@@ -96,6 +98,7 @@ impl<D: Dialect> SqlStore<D> {
             .unwrap_or(Some(now));
         let resend = change.resend.is_some();
         let renew = change.resend.is_some_and(|r| r.renew_key);
+        let lift_expiry = change.resend.is_some_and(|r| r.lift_expiry);
         let mut tx = self.0.begin().await?;
         let row: Option<NotificationRow> = tx
             .fetch_optional(
@@ -111,6 +114,7 @@ impl<D: Dialect> SqlStore<D> {
                     Arg::from(now),
                     Arg::from(Some(resend)),
                     Arg::from(Some(renew)),
+                    Arg::from(Some(lift_expiry)),
                 ],
             )
             .await?;

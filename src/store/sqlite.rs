@@ -98,6 +98,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "cancellation keys",
         include_str!("../../migrations/sqlite/0014_cancellation_keys.sql"),
     ),
+    (
+        15,
+        "expiry",
+        include_str!("../../migrations/sqlite/0015_expiry.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

@@ -81,6 +81,7 @@ async function listed(page) {
     check((await page.textContent('#subject')).includes('Your export is ready'), 'the subject is shown');
     check((await page.textContent('#text')).includes('https://example.com/exports/42'), 'the text is shown');
     check((await page.textContent('#cancellation-key')) === 'exports/ada@example.com', 'the cancellation key is shown');
+    check((await page.textContent('#expires-at')) === '2999-01-01T00:00:00Z', 'the expiry is shown');
 
     await page.goto(`${BASE}/console`);
     await page.click(`a[href="/console/notifications/${ID}"]`);

@@ -230,6 +230,9 @@ pub const EVIDENCE_EXCERPT_BYTES: usize = 512;
 /// The evidence stage of a send herald did not make because the recipient is suppressed.
 pub const SUPPRESSED_STAGE: &str = "suppressed";
 
+/// The evidence stage of a send herald did not make because the notification had expired.
+pub const EXPIRED_STAGE: &str = "expired";
+
 impl Evidence {
     pub fn new(stage: impl Into<String>, detail: impl AsRef<str>) -> Self {
         Evidence {
@@ -306,7 +309,7 @@ impl SendResult {
 
     /// Every value [`SendResult::reason`] gives, with the attempt result it goes with: the
     /// series a dashboard can count on finding, at zero before the first attempt.
-    pub const REASONS: [(&'static str, &'static str); 11] = [
+    pub const REASONS: [(&'static str, &'static str); 12] = [
         ("accepted", "accepted"),
         ("ambiguous", "ambiguous"),
         ("rejected", "key_reused"),
@@ -316,6 +319,7 @@ impl SendResult {
         ("rejected", "rate_limited"),
         ("rejected", "vendor_unavailable"),
         ("rejected", "suppressed"),
+        ("rejected", "expired"),
         ("rejected", "permanent"),
         ("rejected", "transient"),
     ];
@@ -333,9 +337,10 @@ impl SendResult {
                 evidence,
                 ..
             } => match (evidence.stage.as_str(), evidence.status) {
-                // herald did not call it: the recipient is suppressed, or the route's circuit
-                // breaker is open (and the work goes to its fallback).
+                // herald did not call it: the recipient is suppressed, the notification expired,
+                // or the route's circuit breaker is open (and the work goes to its fallback).
                 (SUPPRESSED_STAGE, _) => "suppressed",
+                (EXPIRED_STAGE, _) => "expired",
                 ("circuit_open", _) => "circuit_open",
                 ("connect", _) => "connection_refused",
                 // Refused before anything left: the message, its destination, or a name that
