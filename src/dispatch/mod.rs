@@ -281,6 +281,7 @@ pub(crate) fn message_of(n: &Notification) -> Message {
         html: n.content.html.clone(),
         payload: n.content.payload.clone(),
         email: n.content.email.clone(),
+        expires_at: n.expires_at,
     }
 }
 

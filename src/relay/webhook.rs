@@ -61,6 +61,7 @@ impl WebhookSink {
             html: None,
             payload: Some(payload),
             email: Default::default(),
+            expires_at: None,
         }
     }
 

@@ -109,6 +109,14 @@ pub struct Message {
     /// An email's sender, copies, tags and headers beyond the route's own.
     #[serde(default, skip_serializing_if = "EmailOptions::is_empty")]
     pub email: EmailOptions,
+    /// herald starts no send after this; a vendor with an expiry of its own may be told the
+    /// time left, so that it drops a message it could not hand on in time.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub expires_at: Option<time::OffsetDateTime>,
 }
 
 // The field docs below are also the API document's descriptions (feature `openapi`).

@@ -128,6 +128,7 @@ mod tests {
             html: None,
             payload: None,
             email: EmailOptions::default(),
+            expires_at: None,
         }
     }
 

@@ -84,6 +84,7 @@ pub fn message(channel: Channel, to: &str) -> Message {
         html: html.map(str::to_owned),
         payload,
         email: EmailOptions::default(),
+        expires_at: None,
     }
 }
 

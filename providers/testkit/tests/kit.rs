@@ -231,6 +231,7 @@ fn message() -> Message {
         html: None,
         payload: None,
         email: Default::default(),
+        expires_at: None,
     }
 }
 

@@ -243,6 +243,29 @@ impl TwilioAdapter {
         })
     }
 
+    /// The stored form as this attempt sends it: where the notification expires before the
+    /// route's `ValidityPeriod` (which the look-up's proof of absence rests on) would, the
+    /// period is cut to the seconds left now, so that Twilio drops what it cannot send in time.
+    /// Counted per attempt, as the clock must be: the stored request itself never reads it.
+    fn body_for_attempt(&self, stored: &str, message: &Message) -> String {
+        let Some(expires_at) = message.expires_at else {
+            return stored.to_owned();
+        };
+        let seconds = (expires_at - time::OffsetDateTime::now_utc()).whole_seconds();
+        let left = u64::try_from(seconds).unwrap_or(0).max(1);
+        if left >= self.validity_period_secs {
+            return stored.to_owned();
+        }
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        for (name, value) in url::form_urlencoded::parse(stored.as_bytes()) {
+            match name.as_ref() {
+                "ValidityPeriod" => form.append_pair(&name, &left.to_string()),
+                _ => form.append_pair(&name, &value),
+            };
+        }
+        form.finish()
+    }
+
     /// The SMS text, or why this message cannot be an SMS (decided before any I/O).
     fn body_of<'m>(&self, message: &'m Message) -> Result<&'m str, String> {
         if message.channel != Channel::Sms {
@@ -384,14 +407,14 @@ impl Adapter for TwilioAdapter {
     async fn send_prepared(
         &self,
         request: &Request,
-        _message: &Message,
+        message: &Message,
         _key: &ProviderKey,
     ) -> SendResult {
         let result: SendResult = async {
             let request = self
                 .authorized(self.http.post(self.messages_url.clone()))
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-                .body(request.body.clone());
+                .body(self.body_for_attempt(&request.body, message));
             let Answer {
                 status,
                 headers,

@@ -74,5 +74,6 @@ pub fn message() -> Message {
         html: None,
         payload: None,
         email: Default::default(),
+        expires_at: None,
     }
 }

@@ -24,6 +24,7 @@ pub fn email(notification_id: &str) -> Message {
         html: Some("<p>Export <b>42</b> is ready.</p>".to_owned()),
         payload: None,
         email: Default::default(),
+        expires_at: None,
     }
 }
 

@@ -247,6 +247,36 @@ async fn capabilities_declare_the_query_lag_and_no_idempotency() {
     assert_eq!(form.get("ValidityPeriod"), Some("60"));
 }
 
+#[tokio::test]
+async fn a_notification_that_expires_sooner_is_kept_by_twilio_only_until_then() {
+    let vendor = vendor_with(fake_config(), |route| {
+        route.visibility_lag = Duration::from_secs(90);
+    })
+    .await;
+    let mut soon = sms(&unique_text());
+    soon.expires_at = Some(time::OffsetDateTime::now_utc() + Duration::from_secs(20));
+    let mut later = sms(&unique_text());
+    later.expires_at = Some(time::OffsetDateTime::now_utc() + Duration::from_secs(3600));
+    for message in [&soon, &later] {
+        vendor.adapter.send(message, &key(message)).await;
+    }
+    let periods: Vec<u64> = vendor
+        .fake
+        .received()
+        .iter()
+        .map(|request| {
+            Form::parse(&request.body)
+                .get("ValidityPeriod")
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    // The seconds left when each attempt was made, and never more than the route's own period.
+    assert!((18..=20).contains(&periods[0]), "{periods:?}");
+    assert_eq!(periods[1], 60);
+}
+
 /// The fake is checked against the docs too: it takes the documented request and answers with
 /// every field of the documented answers.
 #[tokio::test]

@@ -78,6 +78,7 @@ pub fn message(to: impl Into<String>) -> Message {
         html: None,
         payload: Some(serde_json::from_str(PAYLOAD).expect("the fixture is JSON")),
         email: Default::default(),
+        expires_at: None,
     }
 }
 
