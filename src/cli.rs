@@ -173,6 +173,9 @@ pub struct SendArgs {
     /// --cancellation-key`).
     #[arg(long)]
     pub cancellation_key: Option<String>,
+    /// The template's locale (e.g. `fr-CA`, falling back to `fr`, then its default).
+    #[arg(long)]
+    pub locale: Option<String>,
     /// No attempt starts after this time (RFC 3339).
     #[arg(long, conflicts_with = "ttl_seconds")]
     pub expires_at: Option<String>,

@@ -116,6 +116,7 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         ("delivery", &args.delivery),
         ("cancellation_key", &args.cancellation_key),
         ("expires_at", &args.expires_at),
+        ("locale", &args.locale),
     ] {
         if let Some(value) = value {
             body.insert(name.to_owned(), Value::String(value.clone()));

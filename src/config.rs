@@ -14,7 +14,7 @@ use herald_provider::settings::RouteSettings;
 pub use herald_provider::settings::SecretSource;
 use serde::Deserialize;
 
-use crate::domain::{Channel, Delivery, EmailAddress, Scope, Template};
+use crate::domain::{Channel, Delivery, EmailAddress, Scope, Template, Templates};
 use crate::review::{PermanentRefusals, Policy};
 
 /// The whole configuration. Each section is read on its own (see [`Config::load`]), so that one
@@ -437,6 +437,9 @@ pub struct EventMapping {
     pub metadata: BTreeMap<String, String>,
     /// The notification's cancellation key, a template, e.g. `"signup/{{ user_id }}"`.
     pub cancellation_key: Option<String>,
+    /// The template's locale, a template, e.g. `"{{ user.locale }}"`; rendered empty, the
+    /// template's default.
+    pub locale: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1140,6 +1143,10 @@ impl Config {
         }
         self.check_fallbacks(loader);
         self.check_bounds(loader);
+        // Each template compiles, and each of its locales renders from the default's data.
+        if let Err(problem) = Templates::new(self.templates.clone()).check() {
+            loader.push("templates", problem);
+        }
         let lease = Duration::from_secs(self.dispatch.lease_seconds);
         for (name, route) in &self.routes {
             if route.timeout.saturating_add(LEASE_MARGIN) > lease {

@@ -28,6 +28,7 @@ on_both_backends!(
     a_bad_list_filter_is_refused_naming_its_parameter,
     only_a_queued_notification_can_be_cancelled,
     a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not,
+    a_template_renders_in_the_nearest_locale_it_has_and_records_which,
     a_batch_answers_each_item_in_order_in_one_transaction,
     a_batch_that_fails_at_the_database_part_way_commits_nothing,
     operations_endpoints_answer,
@@ -1000,6 +1001,62 @@ async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
             .await,
         1
     );
+}
+
+async fn a_template_renders_in_the_nearest_locale_it_has_and_records_which(backend: Backend) {
+    let Some(app) = spawn_app_with(
+        backend,
+        "[dispatch]\nenabled = false\n\
+         [templates.code]\ntext = \"Your code is {{ code }}\"\n\
+         [templates.code.locales.fr]\ntext = \"Votre code est {{ code }}\"\n\
+         [templates.code.locales.fr-CA]\ntext = \"Ton code est {{ code }}\"\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let code = |locale: Option<&str>| {
+        let mut body = json!({"channel": "sms", "to": "+14155550100", "template": "code",
+                              "data": {"code": "4242"}});
+        if let Some(locale) = locale {
+            body["locale"] = json!(locale);
+        }
+        body
+    };
+    for (key, asked, text, recorded) in [
+        ("quebec", Some("fr-CA"), "Ton code est 4242", json!("fr-CA")),
+        ("belgium", Some("fr-BE"), "Votre code est 4242", json!("fr")),
+        ("germany", Some("de"), "Your code is 4242", Value::Null),
+        ("none", None, "Your code is 4242", Value::Null),
+    ] {
+        let id = app.enqueue_id(key, &code(asked)).await;
+        let shown = app.show(&id).await;
+        assert_eq!(
+            (&shown["text"], &shown["locale"]),
+            (&json!(text), &recorded),
+            "{asked:?}"
+        );
+    }
+    for (body, detail) in [
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "hi", "locale": "fr"}),
+            "locale: is only used with a template",
+        ),
+        (
+            code(Some("fr_CA")),
+            "locale: must be a language tag such as fr or fr-CA",
+        ),
+    ] {
+        let refused = problem(
+            app.enqueue(ACME, "bad-locale", &body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert_eq!(
+            (refused["field"].as_str(), refused["detail"].as_str()),
+            (Some("locale"), Some(detail))
+        );
+    }
 }
 
 async fn a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not(backend: Backend) {

@@ -513,6 +513,23 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "a secret is never echoed: {problems}"
     );
 
+    // A translation that needs data the default does not is refused before it is needed.
+    std::fs::write(
+        &config,
+        "[templates.code]\nsubject = \"Your code\"\ntext = \"{{ code }}\"\n\
+         [templates.code.locales.fr]\nsubject = \"Votre code\"\ntext = \"{{ code }} ({{ name }})\"\n",
+    )
+    .unwrap();
+    let translated = check_config(&config, &[]);
+    assert_eq!(translated.status.code(), Some(1));
+    assert!(
+        stderr(&translated).contains(
+            "templates: template `code` locale `fr`: uses `name`, which the default does not"
+        ),
+        "{}",
+        stderr(&translated)
+    );
+
     // `--connect` reaches the database and each vendor, and says which cannot be reached.
     let mut missing_db = url::Url::parse(&support::postgres_admin_url()).unwrap();
     missing_db.set_path(&format!("herald_missing_{}", uuid::Uuid::new_v4().simple()));

@@ -41,6 +41,10 @@ const TEMPLATES: &str = r#"
 [templates.export-ready]
 subject = "Your export {{ job }} is ready"
 text = "Download it at {{ url }} ({{ event.source }})"
+
+[templates.export-ready.locales.fr]
+subject = "Votre export {{ job }} est prêt"
+text = "Téléchargez-le sur {{ url }} ({{ event.source }})"
 "#;
 
 const MAPPING: &str = r#"
@@ -50,6 +54,7 @@ channel = "email"
 to = "{{ email }}"
 metadata = { export = "{{ event.id }}" }
 cancellation_key = "exports/{{ email }}"
+locale = "{{ locale | default('') }}"
 "#;
 
 const ACCEPTED: &str = "dev.herald.notification.accepted";
@@ -59,7 +64,8 @@ fn export_completed(source: &str, id: &str) -> Value {
     json!({
         "specversion": "1.0", "id": id, "source": source, "type": "ExportCompleted",
         "datacontenttype": "application/json",
-        "data": {"email": "ada@example.com", "job": "job-42", "url": "https://example.com/x"}
+        "data": {"email": "ada@example.com", "job": "job-42", "url": "https://example.com/x",
+                 "locale": "fr-CA"}
     })
 }
 
@@ -183,7 +189,9 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
     )
     .await;
     assert_eq!(delivered["to"], "ada@example.com");
-    assert_eq!(delivered["subject"], "Your export job-42 is ready");
+    // Rendered in the nearest locale the template has to the one the event asked for.
+    assert_eq!(delivered["subject"], "Votre export job-42 est prêt");
+    assert_eq!(delivered["locale"], "fr");
     assert_eq!(delivered["metadata"]["export"], "evt-90");
     assert_eq!(delivered["cancellation_key"], "exports/ada@example.com");
 
@@ -224,6 +232,7 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
         assert_eq!(event["data"]["id"], id.as_str());
         assert_eq!(event["data"]["metadata"]["export"], "evt-90");
         assert_eq!(event["data"]["cancellation_key"], "exports/ada@example.com");
+        assert_eq!(event["data"]["locale"], "fr");
     }
     assert_eq!(
         stored[0].subject,

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 use super::email::EmailFields;
-use super::routing::{Routing, Templates};
+use super::routing::{Routing, Templates, locale_tag};
 
 /// A time as RFC 3339 in herald's range, refused with the form it must take: the `time` crate's
 /// own message ("a character literal was not valid") does not say what to send instead. (The
@@ -53,6 +53,10 @@ pub struct NotificationRequest {
     pub payload: Option<Value>,
     /// A configured template, rendered with `data`, instead of literal content.
     pub template: Option<String>,
+    /// The template's language: its locale for this tag, else for each shorter one (`fr-CA`,
+    /// then `fr`), else its default. Only with a template.
+    #[schema(example = "fr-CA")]
+    pub locale: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub data: Option<Map<String, Value>>,
     /// `at_most_once` or `at_least_once`; defaults to the route's policy.
@@ -137,6 +141,9 @@ pub struct Content {
     pub payload: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
+    /// The template's locale that was rendered (absent: its default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locale: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub data: Option<Map<String, Value>>,
@@ -441,19 +448,30 @@ impl NotificationRequest {
             if let Some((field, _)) = literal.iter().find(|(_, set)| *set) {
                 return Err(FieldError::new(*field, "must not be given with a template"));
             }
+            if let Some(locale) = &self.locale
+                && !locale_tag(locale)
+            {
+                return Err(FieldError::new(
+                    "locale",
+                    "must be a language tag such as fr or fr-CA",
+                ));
+            }
             let data = self.data.clone().unwrap_or_default();
-            let rendered = templates.render(name, &data)?;
+            let rendered = templates.render(name, self.locale.as_deref(), &data)?;
             content = Content {
                 subject: rendered.subject,
                 text: rendered.text,
                 html: rendered.html,
                 payload: None,
                 template: Some(name.clone()),
+                locale: rendered.locale,
                 data: Some(data),
                 ..Content::default()
             };
         } else if self.data.is_some() {
             return Err(FieldError::new("data", "is only used with a template"));
+        } else if self.locale.is_some() {
+            return Err(FieldError::new("locale", "is only used with a template"));
         }
         check_content(channel, &content)?;
         Ok(content)
@@ -591,7 +609,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::domain::routing::{RouteInfo, Template};
+    use crate::domain::routing::{Localized, RouteInfo, Template};
 
     fn routes() -> Routing {
         let all = RouteInfo {
@@ -624,6 +642,14 @@ mod tests {
                 subject: Some("Export {{ job }} ready".into()),
                 text: Some("Download {{ job }}".into()),
                 html: Some("<b>{{ job }}</b>".into()),
+                locales: BTreeMap::from([(
+                    "fr".to_string(),
+                    Localized {
+                        subject: Some("Export {{ job }} prêt".into()),
+                        text: Some("Téléchargez {{ job }}".into()),
+                        html: Some("<b>{{ job }}</b>".into()),
+                    },
+                )]),
             },
         )]))
     }
@@ -850,6 +876,41 @@ mod tests {
                              "send_at":"2999-01-01T00:00:00Z"}))
         .unwrap();
         assert_eq!(n.next_attempt_at, n.send_at);
+    }
+
+    #[test]
+    fn a_locale_falls_back_to_its_language_then_to_the_default_and_is_recorded() {
+        let export = |locale: &str| {
+            parse(
+                json!({"channel":"email","to":"a@b.io","template":"export-ready",
+                         "data":{"job":"j-7"},"locale":locale}),
+            )
+        };
+        for (asked, subject, recorded) in [
+            ("fr", "Export j-7 prêt", Some("fr")),
+            ("fr-CA", "Export j-7 prêt", Some("fr")),
+            ("FR-ca", "Export j-7 prêt", Some("fr")),
+            ("de-AT", "Export j-7 ready", None),
+            ("frx", "Export j-7 ready", None),
+        ] {
+            let n = export(asked).unwrap();
+            assert_eq!(n.content.subject.as_deref(), Some(subject), "{asked}");
+            assert_eq!(n.content.locale.as_deref(), recorded, "{asked}");
+        }
+        for (locale, message) in [
+            ("fr_CA", "must be a language tag such as fr or fr-CA"),
+            ("", "must be a language tag such as fr or fr-CA"),
+            ("fr--CA", "must be a language tag such as fr or fr-CA"),
+            ("1fr", "must be a language tag such as fr or fr-CA"),
+        ] {
+            let err = export(locale).unwrap_err();
+            assert_eq!(
+                (err.field.as_str(), err.message.as_str()),
+                ("locale", message)
+            );
+        }
+        let literal = parse(json!({"channel":"sms","to":"+14155550100","text":"t","locale":"fr"}));
+        assert_eq!(literal.unwrap_err().message, "is only used with a template");
     }
 
     #[test]

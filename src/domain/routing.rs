@@ -88,13 +88,85 @@ impl Routing {
     }
 }
 
-/// A configured template: literal fields with `{{ placeholders }}` filled from `data`.
+/// A configured template: literal fields with `{{ placeholders }}` filled from `data`, and
+/// the same in other languages.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Template {
     pub subject: Option<String>,
     pub text: Option<String>,
     pub html: Option<String>,
+    /// By locale (`fr`, `fr-CA`): the same fields, translated. A notification's `locale`
+    /// chooses one, falling back from `fr-CA` to `fr` to these fields.
+    #[serde(default)]
+    pub locales: BTreeMap<String, Localized>,
+}
+
+/// A template's fields in one locale.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Localized {
+    pub subject: Option<String>,
+    pub text: Option<String>,
+    pub html: Option<String>,
+}
+
+impl Template {
+    /// The fields in the default language.
+    fn fields(&self) -> Localized {
+        Localized {
+            subject: self.subject.clone(),
+            text: self.text.clone(),
+            html: self.html.clone(),
+        }
+    }
+
+    /// The configured locale that serves `locale`: itself, else each shorter tag it
+    /// falls back to (`fr-CA` → `fr`), compared without regard to case; `None` for the default.
+    fn locale_for(&self, locale: &str) -> Option<&str> {
+        let mut tag = locale;
+        loop {
+            if let Some(found) = self.locales.keys().find(|k| k.eq_ignore_ascii_case(tag)) {
+                return Some(found);
+            }
+            tag = &tag[..tag.rfind('-')?];
+        }
+    }
+}
+
+impl Localized {
+    /// Each field's source, by the name its rendering uses.
+    fn sources(&self) -> [(&'static str, Option<&str>); 3] {
+        [
+            ("subject", self.subject.as_deref()),
+            ("text", self.text.as_deref()),
+            ("html", self.html.as_deref()),
+        ]
+    }
+}
+
+/// A template rendered for one notification.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rendered {
+    pub subject: Option<String>,
+    pub text: Option<String>,
+    pub html: Option<String>,
+    /// The configured locale rendered; `None` for the default.
+    pub locale: Option<String>,
+}
+
+/// Whether `tag` reads as a language tag (BCP 47's shape: `fr`, `fr-CA`, `zh-Hant-TW`):
+/// subtags of 1 to 8 ASCII letters or digits joined by `-`, the first of letters, at most 35
+/// characters in all.
+pub fn locale_tag(tag: &str) -> bool {
+    let mut subtags = tag.split('-');
+    let first_is_letters = subtags
+        .next()
+        .is_some_and(|s| (1..=8).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphabetic()));
+    tag.len() <= 35
+        && first_is_letters
+        && subtags
+            .all(|s| (1..=8).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
 /// Renders templates strictly: a placeholder missing from `data` is an error, not a blank.
@@ -131,16 +203,52 @@ impl Templates {
         Templates { env, templates }
     }
 
-    /// Checks every template compiles, so a typo fails at start-up rather than on a request.
+    /// Checks every template compiles, so a typo fails at start-up rather than on a request;
+    /// and that each locale gives the same fields as the default, and uses no variable the
+    /// default does not: data an upstream sends for the default must render every language.
     pub fn check(&self) -> Result<(), String> {
         for (name, t) in &self.templates {
-            for source in [&t.subject, &t.text, &t.html].into_iter().flatten() {
-                self.env
-                    .template_from_str(source)
-                    .map_err(|e| format!("template `{name}`: {e}"))?;
+            let default = self
+                .variables(&t.fields())
+                .map_err(|e| format!("template `{name}`: {e}"))?;
+            for (locale, fields) in &t.locales {
+                let at = format!("template `{name}` locale `{locale}`");
+                if !locale_tag(locale) {
+                    return Err(format!("{at}: not a language tag (e.g. `fr` or `fr-CA`)"));
+                }
+                for ((field, theirs), (_, ours)) in
+                    fields.sources().into_iter().zip(t.fields().sources())
+                {
+                    if theirs.is_some() != ours.is_some() {
+                        return Err(format!(
+                            "{at}: `{field}` must be given exactly where the default gives it"
+                        ));
+                    }
+                }
+                let used = self.variables(fields).map_err(|e| format!("{at}: {e}"))?;
+                if let Some(extra) = used.iter().find(|v| !default.contains(*v)) {
+                    return Err(format!(
+                        "{at}: uses `{extra}`, which the default does not, so data made for the \
+                         default may not render it"
+                    ));
+                }
             }
         }
         Ok(())
+    }
+
+    /// The variables `fields` read, once each compiles.
+    fn variables(&self, fields: &Localized) -> Result<std::collections::BTreeSet<String>, String> {
+        let mut used = std::collections::BTreeSet::new();
+        for (field, source) in fields.sources() {
+            let Some(source) = source else { continue };
+            let compiled = self
+                .env
+                .template_from_str(source)
+                .map_err(|e| format!("{field}: {e}"))?;
+            used.extend(compiled.undeclared_variables(false));
+        }
+        Ok(used)
     }
 
     /// Whether a template of this name is configured.
@@ -168,11 +276,22 @@ impl Templates {
             .map_err(|e| FieldError::new("data", render_error(what, source, &e)))
     }
 
-    pub fn render(&self, name: &str, data: &Map<String, Value>) -> Result<Template, FieldError> {
+    /// Renders template `name` in the configured locale that serves `locale`, or its default.
+    pub fn render(
+        &self,
+        name: &str,
+        locale: Option<&str>,
+        data: &Map<String, Value>,
+    ) -> Result<Rendered, FieldError> {
         let template = self
             .templates
             .get(name)
             .ok_or_else(|| FieldError::new("template", format!("unknown template `{name}`")))?;
+        let locale = locale.and_then(|l| template.locale_for(l));
+        let fields = match locale {
+            Some(locale) => template.locales[locale].clone(),
+            None => template.fields(),
+        };
         let render = |source: &Option<String>, kind: &str| -> Result<Option<String>, FieldError> {
             let Some(source) = source else {
                 return Ok(None);
@@ -187,10 +306,11 @@ impl Templates {
                     )
                 })
         };
-        Ok(Template {
-            subject: render(&template.subject, "txt")?,
-            text: render(&template.text, "txt")?,
-            html: render(&template.html, "html")?,
+        Ok(Rendered {
+            subject: render(&fields.subject, "txt")?,
+            text: render(&fields.text, "txt")?,
+            html: render(&fields.html, "html")?,
+            locale: locale.map(str::to_owned),
         })
     }
 }
@@ -205,5 +325,64 @@ fn render_error(what: &str, source: &str, err: &minijinja::Error) -> String {
     match variable {
         Some(variable) => format!("{what}: `{variable}` is not defined in data"),
         None => format!("{what}: {err}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(locale: Localized) -> Templates {
+        Templates::new(BTreeMap::from([(
+            "code".to_string(),
+            Template {
+                subject: Some("Your code".into()),
+                text: Some("{{ code }}, {{ user.name }}".into()),
+                html: None,
+                locales: BTreeMap::from([("fr-CA".to_string(), locale)]),
+            },
+        )]))
+    }
+
+    #[test]
+    fn a_locale_is_checked_against_the_default_at_start_up() {
+        let fr = |subject: Option<&str>, text: &str, html: Option<&str>| Localized {
+            subject: subject.map(str::to_owned),
+            text: Some(text.to_owned()),
+            html: html.map(str::to_owned),
+        };
+        let good = fr(Some("Votre code"), "{{ code }}, {{ user.first }}", None);
+        assert_eq!(template(good).check(), Ok(()));
+        for (locale, error) in [
+            (
+                fr(Some("Votre code"), "{{ code }} {{ expires }}", None),
+                "template `code` locale `fr-CA`: uses `expires`, which the default does not, so \
+                 data made for the default may not render it",
+            ),
+            (
+                fr(Some("Votre code"), "{{ code ", None),
+                "template `code` locale `fr-CA`: text: syntax error: unexpected end of input, \
+                 expected end of variable block (in <string>:1)",
+            ),
+            (
+                fr(None, "{{ code }}", None),
+                "template `code` locale `fr-CA`: `subject` must be given exactly where the \
+                 default gives it",
+            ),
+            (
+                fr(Some("Votre code"), "{{ code }}", Some("<p>{{ code }}</p>")),
+                "template `code` locale `fr-CA`: `html` must be given exactly where the default \
+                 gives it",
+            ),
+        ] {
+            assert_eq!(template(locale).check(), Err(error.to_owned()));
+        }
+        let mut bad_tag = Template::default();
+        bad_tag.locales.insert("fr_CA".into(), Localized::default());
+        let templates = Templates::new(BTreeMap::from([("t".to_string(), bad_tag)]));
+        assert_eq!(
+            templates.check(),
+            Err("template `t` locale `fr_CA`: not a language tag (e.g. `fr` or `fr-CA`)".into())
+        );
     }
 }

@@ -227,6 +227,11 @@ impl Inbox {
             .as_deref()
             .map(|source| render("cancellation_key", source))
             .transpose()?;
+        let locale = match &mapping.locale {
+            Some(source) => Some(render("locale", source)?.trim().to_owned()),
+            None => None,
+        }
+        .filter(|locale| !locale.is_empty());
         Ok(NotificationRequest {
             channel: mapping.channel.as_str().to_owned(),
             to,
@@ -236,6 +241,7 @@ impl Inbox {
             delivery: mapping.delivery.map(|d| d.as_str().to_owned()),
             metadata: (!metadata.is_empty()).then_some(metadata),
             cancellation_key,
+            locale,
             ..NotificationRequest::default()
         })
     }
@@ -264,10 +270,15 @@ fn check(mapping: &EventMapping, routing: &Routing, templates: &Templates) -> Re
             .check_str(source)
             .map_err(|e| format!("metadata.{key}: {e}"))?;
     }
-    if let Some(source) = &mapping.cancellation_key {
-        templates
-            .check_str(source)
-            .map_err(|e| format!("cancellation_key: {e}"))?;
+    for (key, source) in [
+        ("cancellation_key", &mapping.cancellation_key),
+        ("locale", &mapping.locale),
+    ] {
+        if let Some(source) = source {
+            templates
+                .check_str(source)
+                .map_err(|e| format!("{key}: {e}"))?;
+        }
     }
     Ok(())
 }

@@ -863,6 +863,9 @@ impl OutboxEvent {
         if let Some(key) = &n.cancellation_key {
             data["cancellation_key"] = json!(key);
         }
+        if let Some(locale) = &n.content.locale {
+            data["locale"] = json!(locale);
+        }
         if let Some(at) = n.expires_at.and_then(|at| at.format(&Rfc3339).ok()) {
             data["expires_at"] = json!(at);
         }
