@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState, Tokens};
 use crate::config::{Config, DEV_TENANT};
 use crate::dispatch::{self, Dispatcher};
-use crate::domain::{RouteInfo, Routing, Scope, Templates};
+use crate::domain::{Categories, RouteInfo, Routing, Scope, Templates};
 use crate::inbox::Inbox;
 use crate::inbox::nats::NatsInbox;
 use crate::relay::Relay;
@@ -73,7 +73,8 @@ impl App {
                 .iter()
                 .map(|(c, r)| (*c, r.clone()))
                 .collect(),
-        );
+        )
+        .with_categories(categories(&config)?);
         let wake = Arc::new(tokio::sync::Notify::new());
         let routes = Arc::new(routes);
         let dispatcher = config.dispatch.enabled.then(|| {
@@ -234,6 +235,40 @@ pub async fn relay(config: Config, shutdown: CancellationToken) -> anyhow::Resul
 pub const MIN_TOKEN_CHARS: usize = 32;
 /// The development token may be shorter (it serves one developer on loopback), but not empty.
 pub const MIN_DEV_TOKEN_CHARS: usize = 8;
+
+/// The shortest unsubscribe secret: 32 bytes, HMAC-SHA256's own output.
+pub const MIN_UNSUBSCRIBE_SECRET_BYTES: usize = 32;
+
+/// The configured categories, with their unsubscribe secrets resolved and checked.
+pub(crate) fn categories(config: &Config) -> anyhow::Result<Categories> {
+    let secrets = config
+        .unsubscribe
+        .secrets
+        .iter()
+        .enumerate()
+        .map(|(i, source)| {
+            let key = format!("unsubscribe.secrets[{i}]");
+            let secret = source.resolve(&key)?;
+            let length = secret.expose_secret().len();
+            if length < MIN_UNSUBSCRIBE_SECRET_BYTES {
+                anyhow::bail!(
+                    "{key}: the secret has {length} bytes; use at least \
+                     {MIN_UNSUBSCRIBE_SECRET_BYTES} random ones (e.g. `openssl rand -hex 32`)"
+                );
+            }
+            Ok(secret)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Categories::new(
+        config
+            .categories
+            .iter()
+            .map(|(name, c)| (name.clone(), c.unsubscribe))
+            .collect(),
+        config.unsubscribe.public_url.as_deref(),
+        secrets,
+    ))
+}
 
 /// The configured tokens, or, with none, the development token for tenant `dev`.
 pub(crate) fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretString>)> {

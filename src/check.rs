@@ -60,6 +60,11 @@ pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems>
     {
         problems.push(format!("{err:#}"));
     }
+    if !blocked("unsubscribe")
+        && let Err(err) = crate::app::categories(config)
+    {
+        problems.push(format!("{err:#}"));
+    }
     for (name, route) in &config.routes {
         let key = format!("routes.{name}");
         if blocked(&key) {

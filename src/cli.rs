@@ -56,7 +56,8 @@ pub enum Command {
     /// Run a stand-in vendor for development and tests, with a ledger of what it delivered.
     Sandbox(SandboxArgs),
     /// Enqueue one notification through the API (HERALD_URL, HERALD_TOKEN).
-    Send(SendArgs),
+    // Boxed: its many flags would size every other command.
+    Send(Box<SendArgs>),
     /// Cancel what is still queued: one notification (ID), or every one under a
     /// `--cancellation-key`, or the one enqueued under an `--idempotency-key`.
     Cancel(CancelArgs),
@@ -173,6 +174,9 @@ pub struct SendArgs {
     /// --cancellation-key`).
     #[arg(long)]
     pub cancellation_key: Option<String>,
+    /// A configured category (e.g. `digest`).
+    #[arg(long)]
+    pub category: Option<String>,
     /// The template's locale (e.g. `fr-CA`, falling back to `fr`, then its default).
     #[arg(long)]
     pub locale: Option<String>,

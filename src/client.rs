@@ -117,6 +117,7 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         ("cancellation_key", &args.cancellation_key),
         ("expires_at", &args.expires_at),
         ("locale", &args.locale),
+        ("category", &args.category),
     ] {
         if let Some(value) = value {
             body.insert(name.to_owned(), Value::String(value.clone()));

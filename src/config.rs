@@ -30,6 +30,10 @@ pub struct Config {
     pub channels: BTreeMap<Channel, String>,
     pub dispatch: DispatchConfig,
     pub templates: BTreeMap<String, Template>,
+    /// The categories a notification may name, by name.
+    pub categories: BTreeMap<String, CategoryConfig>,
+    /// How one-click unsubscribe links are made, for the categories that have them.
+    pub unsubscribe: UnsubscribeConfig,
     pub relay: RelayConfig,
     pub retention: RetentionConfig,
     pub review: ReviewConfig,
@@ -304,6 +308,28 @@ impl Default for RetentionConfig {
             batch_size: 500,
         }
     }
+}
+
+/// A category of message.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CategoryConfig {
+    /// Recipients may leave it: its email carries a one-click unsubscribe (RFC 8058), and an
+    /// unsubscribe stops this category's notifications to them, no other's.
+    #[serde(default)]
+    pub unsubscribe: bool,
+}
+
+/// One-click unsubscribe links (`[unsubscribe]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UnsubscribeConfig {
+    /// herald's address as a mail reader reaches it, e.g. `https://herald.example.com`: links
+    /// are `<public_url>/v1/unsubscribe/<token>`.
+    pub public_url: Option<String>,
+    /// The first signs every link; each verifies one, so a secret is rotated by putting the new
+    /// one first and removing the old once the mail it signed is no longer read.
+    pub secrets: Vec<SecretSource>,
 }
 
 /// On-call review: what waits for a person.
@@ -809,6 +835,8 @@ impl Config {
             channels: loader.section(&mut table, "channels"),
             dispatch,
             templates: loader.section(&mut table, "templates"),
+            categories: loader.section(&mut table, "categories"),
+            unsubscribe: loader.section(&mut table, "unsubscribe"),
             relay: loader.section(&mut table, "relay"),
             retention: loader.section(&mut table, "retention"),
             review: loader.section(&mut table, "review"),
@@ -867,7 +895,8 @@ impl Config {
             loader.push(
                 unknown,
                 "unknown section (expected server, database, tokens, routes, channels, \
-                 dispatch, templates, relay, retention, review, sinks, inbox or events)",
+                 dispatch, templates, categories, unsubscribe, relay, retention, review, sinks, \
+                 inbox or events)",
             );
         }
         if config.routes.is_empty() && !loader.problems.iter().any(|p| p.starts_with("routes.")) {
@@ -1127,6 +1156,49 @@ impl Config {
         }
     }
 
+    /// Category names a path and a header can carry; links where a category has them.
+    fn check_categories(&self, loader: &mut Loader) {
+        for name in self.categories.keys() {
+            let fits = (1..=64).contains(&name.len())
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+            if !fits {
+                loader.push(
+                    &format!("categories.{name}"),
+                    "a category's name is 1 to 64 of a-z, 0-9, `_` and `-`",
+                );
+            }
+        }
+        let Some(first) = self.categories.iter().find(|(_, c)| c.unsubscribe) else {
+            return;
+        };
+        let u = &self.unsubscribe;
+        match u.public_url.as_deref().map(url::Url::parse) {
+            None => loader.push(
+                "unsubscribe.public_url",
+                format!(
+                    "is required: category `{}` has unsubscribe links, which start with it",
+                    first.0
+                ),
+            ),
+            Some(Ok(url)) if matches!(url.scheme(), "https" | "http") && url.host().is_some() => {}
+            Some(_) => loader.push(
+                "unsubscribe.public_url",
+                "must be an http(s) URL, e.g. https://herald.example.com",
+            ),
+        }
+        if u.secrets.is_empty() {
+            loader.push(
+                "unsubscribe.secrets",
+                format!(
+                    "at least one is required: category `{}` has unsubscribe links, signed with it",
+                    first.0
+                ),
+            );
+        }
+    }
+
     fn check(&self, loader: &mut Loader) {
         for (channel, route) in &self.channels {
             let key = format!("channels.{channel}");
@@ -1147,6 +1219,7 @@ impl Config {
         if let Err(problem) = Templates::new(self.templates.clone()).check() {
             loader.push("templates", problem);
         }
+        self.check_categories(loader);
         let lease = Duration::from_secs(self.dispatch.lease_seconds);
         for (name, route) in &self.routes {
             if route.timeout.saturating_add(LEASE_MARGIN) > lease {
@@ -1255,6 +1328,9 @@ impl Config {
             for (key, secret) in route.provider.settings().secrets() {
                 secrets.push((format!("routes.{name}.{key}"), secret));
             }
+        }
+        for (i, secret) in self.unsubscribe.secrets.iter().enumerate() {
+            secrets.push((format!("unsubscribe.secrets[{i}]"), secret));
         }
         for (name, sink) in &self.sinks {
             if let SinkConfig::Webhook {

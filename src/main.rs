@@ -31,7 +31,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (command, args) = match cli.command {
         Command::Sandbox(args) => return sandbox(args).await,
-        Command::Send(args) => return client::send(args).await,
+        Command::Send(args) => return client::send(*args).await,
         Command::Cancel(args) => return client::cancel(args).await,
         Command::Status { id, api } => return client::status(&api, &id).await,
         Command::Review(command) => return client::review(command).await,

@@ -111,6 +111,33 @@ async fn a_flow_sent_with_a_cancellation_key_is_called_off_from_the_command_line
         ],
     );
     assert!(!both.status.success(), "clap refuses both");
+    let uncategorized = herald(
+        &app,
+        ACME,
+        &[
+            "send",
+            "--idempotency-key",
+            "c",
+            "--channel",
+            "email",
+            "--to",
+            "ada@example.com",
+            "--subject",
+            "s",
+            "--text",
+            "t",
+            "--category",
+            "digest",
+            "--locale",
+            "fr",
+        ],
+    );
+    assert!(!uncategorized.status.success());
+    assert!(
+        stderr(&uncategorized).contains("unknown category `digest`: none is configured"),
+        "{}",
+        stderr(&uncategorized)
+    );
 
     let one = herald(&app, ACME, &["cancel", "--idempotency-key", "welcome-1"]);
     assert!(one.status.success(), "{}", stderr(&one));
@@ -459,10 +486,11 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "routes.sparkpost.callback_password",
         "routes.twilio.auth_token",
         "sinks.upstream.secret: environment variable HERALD_EVENTS_SECRET is not set",
+        "unsubscribe.secrets[0]: environment variable HERALD_UNSUBSCRIBE_SECRET is not set",
     ] {
         assert!(problems.contains(key), "{key:?} missing from:\n{problems}");
     }
-    assert!(problems.contains("config: 16 problems"), "{problems}");
+    assert!(problems.contains("config: 17 problems"), "{problems}");
     assert!(problems.contains("(in ") && problems.contains("herald.example.toml)"));
 
     // A value of the wrong type from the environment names its key and its variable.

@@ -289,7 +289,10 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
     let routes = format!(
         "[routes.mail]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\n\
          timeout_seconds = 1\n\n[routes.texts]\nprovider = \"sandbox\"\nbase_url = \"{}\"\n\
-         profile = \"plain\"\ntimeout_seconds = 1\nmax_attempts = 1\ncircuit_failures = 1000\n",
+         profile = \"plain\"\ntimeout_seconds = 1\nmax_attempts = 1\ncircuit_failures = 1000\n\n\
+         [categories.digest]\nunsubscribe = true\n\n[unsubscribe]\n\
+         public_url = \"https://herald.example\"\n\
+         secrets = [\"unsubscribe-secret-0123456789abcdef0123456789\"]\n",
         lossy.base_url(),
         down.base_url()
     );
@@ -302,6 +305,16 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         body["expires_at"] = json!("2999-01-01T00:00:00Z");
         emails.push(app.enqueue_id(&format!("mail-{to}"), &body).await);
     }
+    // A digest for later: its link is what the browser follows last.
+    let mut digest = support::email("ada@example.com");
+    digest["category"] = json!("digest");
+    digest["send_at"] = json!("2999-01-01T00:00:00Z");
+    let digest = app.show(&app.enqueue_id("digest", &digest).await).await;
+    let link = digest["headers"]["List-Unsubscribe"].as_str().unwrap();
+    let unsubscribe = link
+        .trim_start_matches("<https://herald.example")
+        .trim_end_matches('>')
+        .to_owned();
     let mut texts = Vec::new();
     for to in ["+14155550101", "+14155550102", "+14155550103"] {
         let body = json!({"channel": "sms", "to": to, "text": "Your code is 123456"});
@@ -326,6 +339,7 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         .env("ID", &id)
         .env("EMAILS", emails.join(","))
         .env("TEXTS", texts.join(","))
+        .env("UNSUBSCRIBE", app.url(&unsubscribe))
         .env("SHOTS", &shots)
         .output()
         .await
@@ -341,11 +355,27 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         "console-notification.png",
         "console-resolved.png",
         "console-bulk.png",
+        "unsubscribe.png",
+        "unsubscribe-done.png",
     ] {
         let meta = std::fs::metadata(shots.join(shot)).expect("a screenshot was kept");
         assert!(meta.len() > 1000, "{shot} is an image");
     }
     println!("screenshots in {}", shots.display());
+    let suppressed: Value = app
+        .get(ACME, "/v1/suppressions")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            suppressed["data"][0]["recipient"].as_str(),
+            suppressed["data"][0]["category"].as_str()
+        ),
+        (Some("ada@example.com"), Some("digest")),
+        "the button unsubscribed her from digests: {suppressed}"
+    );
     let n = app.show(&id).await;
     assert_eq!(
         (n["state"].as_str(), n["certainty"].as_str()),

@@ -119,6 +119,7 @@ fn notification(
         },
         metadata: Map::new(),
         cancellation_key: None,
+        category: None,
         send_at: None,
         expires_at: None,
         next_attempt_at: Some(at),

@@ -249,15 +249,7 @@ pub async fn list(
     query: Result<Query<SuppressionQuery>, QueryRejection>,
 ) -> Result<Json<SuppressionPage>, Problem> {
     principal.require(Scope::Read)?;
-    // axum answers a parameter of the wrong type in plain text; herald answers problems.
-    let Query(query) = query.map_err(|rejection| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-parameter",
-            "A query parameter is invalid",
-            rejection.body_text(),
-        )
-    })?;
+    let Query(query) = query.map_err(invalid_query)?;
     let channel = query
         .channel
         .as_deref()
@@ -285,8 +277,10 @@ pub async fn list(
         .await?;
     let next_cursor = (data.len() == limit as usize)
         .then(|| {
-            data.last()
-                .map(|s| format!("{}/{}", s.channel, s.recipient))
+            data.last().map(|s| {
+                let category = s.category.as_deref().unwrap_or_default();
+                format!("{}/{category}/{}", s.channel, s.recipient)
+            })
         })
         .flatten();
     Ok(Json(SuppressionPage { data, next_cursor }))
@@ -300,6 +294,9 @@ pub struct NewSuppressionBody {
     pub channel: String,
     #[schema(example = "ada@example.com")]
     pub recipient: String,
+    /// Only notifications of this configured category; absent: every notification.
+    #[schema(example = "digest")]
+    pub category: Option<String>,
     /// Why, for the audit trail.
     #[schema(example = "asked by phone not to be mailed")]
     pub note: String,
@@ -325,10 +322,17 @@ pub async fn add(
     let body: NewSuppressionBody = typed(json_object(body)?)?;
     let channel = parse_channel("channel", &body.channel)?;
     let recipient = parse_recipient(channel, &body.recipient)?;
+    let category = body
+        .category
+        .as_deref()
+        .map(|name| state.routing.categories().parse(name))
+        .transpose()
+        .map_err(Problem::invalid_field)?;
     let note = parse_note(&body.note).map_err(Problem::invalid_field)?;
     let suppression = Suppression {
         channel,
         recipient: recipient.clone(),
+        category: category.clone(),
         reason: SuppressionReason::Manual,
         source: principal.name.clone(),
         evidence: Value::Object(Default::default()),
@@ -354,11 +358,12 @@ pub async fn add(
                 channel: Some(channel),
                 recipient: Some(recipient),
                 after: None,
-                limit: 1,
+                limit: MAX_PAGE,
             },
         )
         .await?
-        .pop();
+        .into_iter()
+        .find(|s| s.category == category);
     match standing {
         Some(standing) => Ok((StatusCode::OK, Json(standing))),
         // Lifted between the insert that found it and this read: nothing stands to show.
@@ -366,6 +371,15 @@ pub async fn add(
             "the suppression was lifted while this request added it; send it again",
         )),
     }
+}
+
+/// `DELETE /v1/suppressions/{channel}/{recipient}?category=`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct LiftQuery {
+    /// The category the suppression holds for; absent: the one for every notification.
+    pub category: Option<String>,
 }
 
 /// `DELETE /v1/suppressions/{channel}/{recipient}`.
@@ -381,7 +395,8 @@ pub struct LiftBody {
 #[utoipa::path(delete, path = "/v1/suppressions/{channel}/{recipient}",
     operation_id = "lift_suppression", tag = "suppressions",
     params(("channel" = String, Path, description = "The channel"),
-           ("recipient" = String, Path, description = "The recipient, percent-encoded")),
+           ("recipient" = String, Path, description = "The recipient, percent-encoded"),
+           LiftQuery),
     request_body = LiftBody, security(("bearer" = [])),
     responses(
         (status = 200, description = "Lifted: the suppression that was", body = Suppression),
@@ -394,6 +409,7 @@ pub async fn lift(
     State(state): State<AppState>,
     principal: Principal,
     Path((channel, recipient)): Path<(String, String)>,
+    query: Result<Query<LiftQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Suppression>, Problem> {
     principal.require(Scope::Admin)?;
@@ -409,12 +425,23 @@ pub async fn lift(
                 channel,
                 &text_without_nul("recipient", &recipient).map_err(Problem::invalid_field)?,
             ),
+            category: query.map_err(invalid_query)?.0.category,
             principal: principal.name.clone(),
             note,
             at: OffsetDateTime::now_utc(),
         })
         .await?;
     Ok(Json(lifted))
+}
+
+/// axum answers a query parameter of the wrong type in plain text; herald answers problems.
+fn invalid_query(rejection: QueryRejection) -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        "invalid-parameter",
+        "A query parameter is invalid",
+        rejection.body_text(),
+    )
 }
 
 fn parse_channel(field: &str, value: &str) -> Result<Channel, Problem> {
@@ -433,12 +460,20 @@ fn parse_recipient(channel: Channel, value: &str) -> Result<String, Problem> {
     Ok(suppression_recipient(channel, &to))
 }
 
-fn parse_cursor(cursor: &str) -> Result<(Channel, String), Problem> {
+/// `channel/category/recipient` (the category empty for one that holds for every
+/// notification): a category's name has no `/`, a recipient (a webhook URL) may.
+fn parse_cursor(cursor: &str) -> Result<(Channel, String, Option<String>), Problem> {
     let invalid =
         || Problem::invalid_field(FieldError::new("cursor", "is not a cursor herald gave"));
-    let (channel, recipient) = cursor.split_once('/').ok_or_else(invalid)?;
+    let mut parts = cursor.splitn(3, '/');
+    let (Some(channel), Some(category), Some(recipient)) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(invalid());
+    };
     Ok((
         Channel::parse(channel).ok_or_else(invalid)?,
         text_without_nul("cursor", recipient).map_err(Problem::invalid_field)?,
+        Some(category.to_owned()).filter(|c| !c.is_empty()),
     ))
 }

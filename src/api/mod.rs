@@ -14,6 +14,7 @@ mod ops;
 mod problem;
 mod review;
 mod routes;
+mod unsubscribe;
 
 use std::sync::Arc;
 
@@ -65,6 +66,7 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
         .merge(console::routes())
         .merge(events::routes())
         .merge(callbacks::routes())
+        .merge(unsubscribe::routes())
         .merge(ops::routes())
         .fallback(|| async { Problem::not_found() })
         .method_not_allowed_fallback(|| async {

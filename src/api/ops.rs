@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use utoipa::{OpenApi, ToSchema};
 
 use super::problem::Problem;
-use super::{AppState, callbacks, events, notifications, review, routes};
+use super::{AppState, callbacks, events, notifications, review, routes, unsubscribe};
 use crate::domain::evidence;
 use crate::store::StoreError;
 
@@ -102,7 +102,8 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
           notifications::list, notifications::cancel, notifications::cancel_by_key,
           events::receive,
           review::list, review::resolve_one, review::resolve_many, review::requery,
-          routes::list, callbacks::receive, callbacks::list, callbacks::add, callbacks::lift),
+          routes::list, callbacks::receive, callbacks::list, callbacks::add, callbacks::lift,
+          unsubscribe::one_click, unsubscribe::page),
     components(schemas(Problem)),
     // Relative, so that it names wherever the document was fetched from: herald behind a proxy
     // or a port mapping does not know the address its clients use.

@@ -343,7 +343,7 @@ impl Worker {
         let recipient = suppression_recipient(n.channel, &n.to);
         match self
             .store
-            .suppressed(&n.tenant, n.channel, &recipient)
+            .suppressed(&n.tenant, n.channel, &recipient, n.category.as_deref())
             .await
         {
             Ok(false) => None,
@@ -374,6 +374,7 @@ impl Worker {
             suppression: Suppression {
                 channel: n.channel,
                 recipient: suppression_recipient(n.channel, &n.to),
+                category: None,
                 reason: SuppressionReason::Unsubscribed,
                 source: format!("send:{route}"),
                 evidence: serde_json::json!({"notification_id": n.id, "answer": result.evidence()}),

@@ -324,6 +324,7 @@ mod tests {
             content: Content::default(),
             metadata: Default::default(),
             cancellation_key: None,
+            category: None,
             send_at: None,
             expires_at: None,
             next_attempt_at: None,

@@ -27,8 +27,8 @@ fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
 }
 use super::values::{header_safe, parse_time};
 use super::{
-    AttemptResult, Certainty, Channel, Delivery, EmailAddress, FieldError, IdempotencyKey,
-    NotificationId, PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
+    AttemptResult, Categories, Certainty, Channel, Delivery, EmailAddress, FieldError,
+    IdempotencyKey, NotificationId, PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
 };
 
 // `Self::parse` checks every field.
@@ -78,6 +78,10 @@ pub struct NotificationRequest {
     /// Up to 50 string pairs, echoed in events.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
+    /// A configured category (`transactional`, `digest`, …). Email in a category recipients may
+    /// leave carries a one-click unsubscribe link, and is not sent to who left it.
+    #[schema(example = "digest")]
+    pub category: Option<String>,
     /// A key several notifications share (one per user flow, say): `POST
     /// /v1/notifications/cancel` cancels every one still queued under it. 1 to 255 printable
     /// ASCII characters.
@@ -176,6 +180,8 @@ pub struct Notification {
     pub metadata: Map<String, Value>,
     /// The key it is cancelled by together with others, if it was given one.
     pub cancellation_key: Option<String>,
+    /// Its category, if it was given one.
+    pub category: Option<String>,
     #[serde(with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub send_at: Option<OffsetDateTime>,
@@ -359,6 +365,18 @@ impl NotificationRequest {
             headers: self.headers.as_ref(),
         }
         .parse(channel, route, route_info)?;
+        let categories = routing.categories();
+        let category = self
+            .category
+            .as_deref()
+            .map(|name| categories.parse(name))
+            .transpose()?;
+        let email = match (&category, channel) {
+            (Some(category), Channel::Email) => {
+                unsubscribe_headers(email, categories, tenant, &to, category)?
+            }
+            _ => email,
+        };
         let content = Content {
             email,
             ..self.content(channel, templates)?
@@ -387,6 +405,7 @@ impl NotificationRequest {
             content,
             metadata,
             cancellation_key,
+            category,
             send_at,
             expires_at,
             next_attempt_at: Some(send_at.map_or(now, |at| at.max(now))),
@@ -476,6 +495,31 @@ impl NotificationRequest {
         check_content(channel, &content)?;
         Ok(content)
     }
+}
+
+/// An email's headers with the one-click unsubscribe of `category` added, where recipients may
+/// leave it; a request that writes those headers itself is refused, as herald writes them.
+fn unsubscribe_headers(
+    mut email: EmailOptions,
+    categories: &Categories,
+    tenant: &str,
+    to: &str,
+    category: &str,
+) -> Result<EmailOptions, FieldError> {
+    let recipient = super::suppression_recipient(Channel::Email, to);
+    let Some(headers) = categories.headers(tenant, &recipient, category) else {
+        return Ok(email);
+    };
+    for (name, value) in headers {
+        if let Some(given) = email.headers.keys().find(|h| h.eq_ignore_ascii_case(name)) {
+            return Err(FieldError::new(
+                format!("headers.{given}"),
+                format!("herald writes it for the category `{category}`"),
+            ));
+        }
+        email.headers.insert(name.to_owned(), value);
+    }
+    Ok(email)
 }
 
 /// `t` to the microsecond, as both stores keep it: the answer to a request must match what

@@ -80,6 +80,9 @@ pub struct Suppression {
     #[schema(schema_with = super::notification::channel_schema)]
     pub channel: Channel,
     pub recipient: String,
+    /// Only notifications of this category (a one-click unsubscribe from it); `null`: every
+    /// notification to the recipient on the channel.
+    pub category: Option<String>,
     pub reason: SuppressionReason,
     /// Who added it: `callback:<route>`, `send:<route>` (the vendor refused the recipient), or
     /// the principal of the token that added it by hand.

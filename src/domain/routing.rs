@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
-use super::{Channel, Delivery, FieldError};
+use super::{Categories, Channel, Delivery, FieldError};
 
 /// What the enqueue path needs to know of a configured route.
 #[derive(Debug, Clone)]
@@ -30,16 +30,32 @@ impl RouteInfo {
 }
 
 /// Which routes the enqueue path may choose: their names, the channels each serves, and the
-/// default route of each channel. (`dispatch::Routes` holds the same routes at run time.)
+/// default route of each channel; and the categories a notification may be sent in.
+/// (`dispatch::Routes` holds the same routes at run time.)
 #[derive(Debug, Clone, Default)]
 pub struct Routing {
     routes: BTreeMap<String, RouteInfo>,
     defaults: HashMap<Channel, String>,
+    categories: Categories,
 }
 
 impl Routing {
     pub fn new(routes: BTreeMap<String, RouteInfo>, defaults: HashMap<Channel, String>) -> Self {
-        Routing { routes, defaults }
+        Routing {
+            routes,
+            defaults,
+            categories: Categories::default(),
+        }
+    }
+
+    /// With the categories a notification may be sent in.
+    pub fn with_categories(self, categories: Categories) -> Self {
+        Routing { categories, ..self }
+    }
+
+    /// The categories a notification may be sent in, and their unsubscribe links.
+    pub fn categories(&self) -> &Categories {
+        &self.categories
     }
 
     pub fn info(&self, name: &str) -> Option<&RouteInfo> {

@@ -512,6 +512,7 @@ mod tests {
             content: Content::default(),
             metadata: Map::new(),
             cancellation_key: None,
+            category: None,
             send_at: None,
             expires_at: None,
             next_attempt_at: None,

@@ -590,6 +590,7 @@ pub trait Store: Send + Sync + 'static {
         tenant: &str,
         channel: Channel,
         recipient: &str,
+        category: Option<&str>,
     ) -> StoreResult<bool>;
 
     async fn suppressions(
@@ -677,14 +678,14 @@ pub struct NewSuppression {
     pub principal: String,
 }
 
-/// `GET /v1/suppressions` filters; results in (channel, recipient) order, strictly after
-/// `after`.
+/// `GET /v1/suppressions` filters; results in (channel, recipient, category) order, strictly
+/// after `after`.
 #[derive(Debug, Clone, Default)]
 pub struct SuppressionFilter {
     pub channel: Option<Channel>,
     /// Only this recipient's (as `suppression_recipient` writes it).
     pub recipient: Option<String>,
-    pub after: Option<(Channel, String)>,
+    pub after: Option<(Channel, String, Option<String>)>,
     pub limit: u32,
 }
 
@@ -694,6 +695,8 @@ pub struct LiftSuppression {
     pub tenant: String,
     pub channel: Channel,
     pub recipient: String,
+    /// The category it holds for; `None`: the one for every notification.
+    pub category: Option<String>,
     pub principal: String,
     pub note: String,
     pub at: OffsetDateTime,
@@ -862,6 +865,9 @@ impl OutboxEvent {
         });
         if let Some(key) = &n.cancellation_key {
             data["cancellation_key"] = json!(key);
+        }
+        if let Some(category) = &n.category {
+            data["category"] = json!(category);
         }
         if let Some(locale) = &n.content.locale {
             data["locale"] = json!(locale);

@@ -92,6 +92,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "expiry",
         include_str!("../../migrations/postgres/0015_expiry.sql"),
     ),
+    (
+        16,
+        "categories",
+        include_str!("../../migrations/postgres/0016_categories.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -63,22 +63,28 @@ const FINISH_DELIVERED: &str = concat!(
      RETURNING ",
     super::rows::notification_columns!()
 );
+// A suppression's `category` is '' where it holds for every notification (in the key, which
+// cannot be NULL), and a category's name where it holds for that category only.
 const INSERT_SUPPRESSION: &str = "INSERT INTO suppressions
-         (tenant, channel, recipient, reason, source, evidence, note, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-     ON CONFLICT (tenant, channel, recipient) DO NOTHING";
+         (tenant, channel, recipient, reason, source, evidence, note, created_at, category)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (tenant, channel, recipient, category) DO NOTHING";
 const LOG_SUPPRESSION: &str = "INSERT INTO suppression_log
-         (tenant, channel, recipient, action, reason, principal, note, evidence, at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
-const SUPPRESSED: &str =
-    "SELECT 1 FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3";
-const SUPPRESSIONS: &str = "SELECT channel, recipient, reason, source, evidence, note, created_at
+         (tenant, channel, recipient, action, reason, principal, note, evidence, at, category)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+/// Suppressed for every notification, or for the notification's category (`$4`, NULL for none).
+const SUPPRESSED: &str = "SELECT 1 FROM suppressions
+     WHERE tenant = $1 AND channel = $2 AND recipient = $3 AND (category = '' OR category = $4)";
+const SUPPRESSIONS: &str = "SELECT channel, recipient, category, reason, source, evidence, note,
+         created_at
      FROM suppressions
      WHERE tenant = $1 AND ($2 IS NULL OR channel = $2) AND ($6 IS NULL OR recipient = $6)
-       AND ($3 IS NULL OR channel > $3 OR (channel = $3 AND recipient > $4))
-     ORDER BY channel, recipient LIMIT $5";
-const LIFT: &str = "DELETE FROM suppressions WHERE tenant = $1 AND channel = $2 AND recipient = $3
-     RETURNING channel, recipient, reason, source, evidence, note, created_at";
+       AND ($3 IS NULL OR channel > $3
+            OR (channel = $3 AND (recipient > $4 OR (recipient = $4 AND category > $7))))
+     ORDER BY channel, recipient, category LIMIT $5";
+const LIFT: &str = "DELETE FROM suppressions
+     WHERE tenant = $1 AND channel = $2 AND recipient = $3 AND category = $4
+     RETURNING channel, recipient, category, reason, source, evidence, note, created_at";
 
 /// What one event did, within its transaction.
 enum Taken {
@@ -143,12 +149,16 @@ impl<D: Dialect> SqlStore<D> {
         tenant: &str,
         channel: Channel,
         recipient: &str,
+        category: Option<&str>,
     ) -> StoreResult<bool> {
         let row: Option<(i32,)> = self
             .0
             .read()
             .await?
-            .fetch_optional(SUPPRESSED, args![tenant, channel.as_str(), recipient])
+            .fetch_optional(
+                SUPPRESSED,
+                args![tenant, channel.as_str(), recipient, category],
+            )
             .await?;
         Ok(row.is_some())
     }
@@ -158,9 +168,13 @@ impl<D: Dialect> SqlStore<D> {
         tenant: &str,
         filter: &SuppressionFilter,
     ) -> StoreResult<Vec<Suppression>> {
-        let (after_channel, after_recipient) = match &filter.after {
-            Some((channel, recipient)) => (Some(channel.as_str()), Some(recipient.as_str())),
-            None => (None, None),
+        let (after_channel, after_recipient, after_category) = match &filter.after {
+            Some((channel, recipient, category)) => (
+                Some(channel.as_str()),
+                Some(recipient.as_str()),
+                Some(category.as_deref().unwrap_or_default()),
+            ),
+            None => (None, None, None),
         };
         let rows: Vec<SuppressionRow> = self
             .0
@@ -175,6 +189,7 @@ impl<D: Dialect> SqlStore<D> {
                     after_recipient,
                     i64::from(filter.limit),
                     filter.recipient.as_deref(),
+                    after_category,
                 ],
             )
             .await?;
@@ -193,7 +208,12 @@ impl<D: Dialect> SqlStore<D> {
         let row: Option<SuppressionRow> = tx
             .fetch_optional(
                 LIFT,
-                args![&lift.tenant, lift.channel.as_str(), &lift.recipient],
+                args![
+                    &lift.tenant,
+                    lift.channel.as_str(),
+                    &lift.recipient,
+                    lift.category.as_deref().unwrap_or_default()
+                ],
             )
             .await?;
         let lifted = Suppression::try_from(row.ok_or(StoreError::NotFound)?)?;
@@ -209,6 +229,7 @@ impl<D: Dialect> SqlStore<D> {
                 Arg::from(lift.note.as_str()),
                 Arg::json(&lifted.evidence),
                 Arg::from(lift.at),
+                Arg::from(lift.category.as_deref().unwrap_or_default()),
             ],
         )
         .await?;
@@ -307,6 +328,7 @@ async fn take_one<D: Dialect>(
         let suppression = Suppression {
             channel: notification.channel,
             recipient: suppression_recipient(notification.channel, &notification.to),
+            category: None,
             reason: SuppressionReason::of_receipt(event.status),
             source: source.clone(),
             evidence: json!({"notification_id": id, "event_id": event.event_id,
@@ -448,6 +470,7 @@ async fn suppress(conn: &mut impl Conn, new: &NewSuppression) -> StoreResult<boo
                 Arg::json(&s.evidence),
                 Arg::from(s.note.as_deref()),
                 Arg::from(s.created_at),
+                Arg::from(s.category.as_deref().unwrap_or_default()),
             ],
         )
         .await?
@@ -465,6 +488,7 @@ async fn suppress(conn: &mut impl Conn, new: &NewSuppression) -> StoreResult<boo
                 Arg::from(s.note.as_deref()),
                 Arg::json(&s.evidence),
                 Arg::from(s.created_at),
+                Arg::from(s.category.as_deref().unwrap_or_default()),
             ],
         )
         .await?;
@@ -476,6 +500,7 @@ async fn suppress(conn: &mut impl Conn, new: &NewSuppression) -> StoreResult<boo
 struct SuppressionRow {
     channel: String,
     recipient: String,
+    category: String,
     reason: String,
     source: String,
     evidence: Json<Value>,
@@ -491,6 +516,7 @@ impl TryFrom<SuppressionRow> for Suppression {
             channel: Channel::parse(&row.channel)
                 .ok_or_else(|| corrupt("channel", &row.channel))?,
             recipient: row.recipient,
+            category: Some(row.category).filter(|c| !c.is_empty()),
             reason: SuppressionReason::parse(&row.reason)
                 .ok_or_else(|| corrupt("reason", &row.reason))?,
             source: row.source,

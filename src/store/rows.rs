@@ -20,8 +20,8 @@ use herald_provider::Request;
 macro_rules! notification_columns {
     () => {
         "id, tenant, channel, recipient, route, delivery, content, metadata, state, certainty, \
-         acknowledged, cancellation_key, send_at, expires_at, due_at, created_at, updated_at, key_epoch, \
-         failovers, late_evidence, contradiction, contradicted_at"
+         acknowledged, cancellation_key, category, send_at, expires_at, due_at, created_at, \
+         updated_at, key_epoch, failovers, late_evidence, contradiction, contradicted_at"
     };
 }
 
@@ -120,6 +120,7 @@ pub(super) struct NotificationRow {
     pub(super) certainty: Option<String>,
     pub(super) acknowledged: bool,
     pub(super) cancellation_key: Option<String>,
+    pub(super) category: Option<String>,
     pub(super) send_at: Option<Timestamp>,
     pub(super) expires_at: Option<Timestamp>,
     pub(super) due_at: Timestamp,
@@ -156,6 +157,7 @@ impl TryFrom<NotificationRow> for Notification {
             content: row.content.0,
             metadata: row.metadata.0,
             cancellation_key: row.cancellation_key,
+            category: row.category,
             send_at: row.send_at.map(Timestamp::into_inner),
             expires_at: row.expires_at.map(Timestamp::into_inner),
             next_attempt_at: (state == State::Queued).then(|| row.due_at.into_inner()),

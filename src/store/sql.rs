@@ -69,8 +69,8 @@ macro_rules! by_idempotency_key {
 
 const INSERT_NOTIFICATION: &str = "INSERT INTO notifications
          (id, tenant, channel, recipient, route, delivery, content, metadata, state,
-          send_at, due_at, created_at, updated_at, cancellation_key, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14)";
+          send_at, due_at, created_at, updated_at, cancellation_key, expires_at, category)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15)";
 
 impl<D: Dialect> SqlStore<D> {
     async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<ClaimedRow> {
@@ -316,6 +316,7 @@ async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreRes
             Arg::from(n.created_at),
             Arg::from(n.cancellation_key.as_deref()),
             Arg::from(n.expires_at),
+            Arg::from(n.category.as_deref()),
         ],
     )
     .await?;
@@ -631,8 +632,10 @@ impl<D: Dialect> Store for SqlStore<D> {
         tenant: &str,
         channel: Channel,
         recipient: &str,
+        category: Option<&str>,
     ) -> StoreResult<bool> {
-        self.is_suppressed(tenant, channel, recipient).await
+        self.is_suppressed(tenant, channel, recipient, category)
+            .await
     }
 
     async fn suppressions(

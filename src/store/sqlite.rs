@@ -103,6 +103,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "expiry",
         include_str!("../../migrations/sqlite/0015_expiry.sql"),
     ),
+    (
+        16,
+        "categories",
+        include_str!("../../migrations/sqlite/0016_categories.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

@@ -2,8 +2,10 @@
 // would: sign in, follow each counter to its list, open an unknown notification and read its
 // evidence, resolve it with a note and go on to the next item, close a dead letter, and resolve
 // many exactly as previewed. Evidence holding markup must show as text and run nothing.
+// Last, the one-click unsubscribe page a digest email links to.
 // Run by tests/console.rs with BASE, TOKEN, ID (the hostile unknown webhook), EMAILS (unknown
-// emails), TEXTS (dead letters on route `texts`) and SHOTS in the environment; playwright-core
+// emails), TEXTS (dead letters on route `texts`), UNSUBSCRIBE (a digest email's link, on BASE)
+// and SHOTS in the environment; playwright-core
 // comes from NODE_PATH (.ci/run installs it).
 const { chromium } = require('playwright-core');
 
@@ -19,7 +21,7 @@ async function listed(page) {
 }
 
 (async () => {
-  const { BASE, TOKEN, ID, SHOTS } = process.env;
+  const { BASE, TOKEN, ID, SHOTS, UNSUBSCRIBE } = process.env;
   const EMAILS = process.env.EMAILS.split(',');
   const TEXTS = process.env.TEXTS.split(',');
   const browser = await chromium.launch({
@@ -154,6 +156,18 @@ async function listed(page) {
     await page.click('#confirm');
     await page.waitForSelector('[role=status]');
     check((await page.textContent('[role=status]')).includes(`Resolved ${EMAILS.length}`), 'both resolved');
+
+    // The unsubscribe link of a digest email, as its recipient follows it: a question that
+    // changes nothing, then the button that sends RFC 8058's one-click POST.
+    const reader = await browser.newPage({ viewport: { width: 800, height: 400 } });
+    await reader.goto(UNSUBSCRIBE);
+    const question = await reader.textContent('body');
+    check(question.includes('Stop sending digest messages to ada@example.com?'), `the question: ${question}`);
+    await reader.screenshot({ path: `${SHOTS}/unsubscribe.png`, fullPage: true });
+    await reader.click('#unsubscribe');
+    await reader.waitForSelector('#done');
+    check((await reader.textContent('#done')).includes('no more digest messages'), 'unsubscribed');
+    await reader.screenshot({ path: `${SHOTS}/unsubscribe-done.png`, fullPage: true });
 
     check(dialogs.length === 0, `a script ran: ${dialogs.join(', ')}`);
     console.log('ok');

@@ -294,6 +294,14 @@ async fn a_text_and_html_message_arrives_with_its_headers_and_both_bodies() {
     assert!(!saved.authenticated && !saved.tls);
 }
 
+fn one_click_link() -> String {
+    format!(
+        "<https://herald.example.com/v1/unsubscribe/{}.{}>",
+        "eyJ0IjoiYWNtZSIsInIiOiJhZGFAZXhhbXBsZS5jb20iLCJjIjoiZGlnZXN0In0".repeat(3),
+        "c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmUtc2lnbmF0dXI"
+    )
+}
+
 #[tokio::test]
 async fn a_messages_own_sender_copies_and_headers_arrive_and_bcc_is_in_the_envelope_only() {
     let Some(server) = Server::start(Setup {
@@ -311,10 +319,14 @@ async fn a_messages_own_sender_copies_and_headers_arrive_and_bcc_is_in_the_envel
         reply_to: Some("help@acme.example".to_owned()),
         cc: vec!["grace@example.com".to_owned()],
         bcc: vec!["audit@acme.example".to_owned()],
-        headers: [(
-            "List-Unsubscribe".to_owned(),
-            "<mailto:unsubscribe@acme.example>".to_owned(),
-        )]
+        // herald's one-click unsubscribe (RFC 8058): a signed link far longer than a line.
+        headers: [
+            ("List-Unsubscribe".to_owned(), one_click_link()),
+            (
+                "List-Unsubscribe-Post".to_owned(),
+                "List-Unsubscribe=One-Click".to_owned(),
+            ),
+        ]
         .into(),
         ..EmailOptions::default()
     };
@@ -331,9 +343,10 @@ async fn a_messages_own_sender_copies_and_headers_arrive_and_bcc_is_in_the_envel
     assert_eq!(saved.from, "Acme Billing <billing@acme.example>");
     assert_eq!(saved.headers["Reply-To"], "help@acme.example");
     assert_eq!(saved.headers["Cc"], "grace@example.com");
+    assert_eq!(saved.headers["List-Unsubscribe"], one_click_link());
     assert_eq!(
-        saved.headers["List-Unsubscribe"],
-        "<mailto:unsubscribe@acme.example>"
+        saved.headers["List-Unsubscribe-Post"],
+        "List-Unsubscribe=One-Click"
     );
     assert!(
         !saved.headers.contains_key("Bcc") && saved.headers.values().all(|v| !v.contains("audit@")),
