@@ -70,6 +70,9 @@ pub enum Command {
     /// The on-call review queue: list, show, resolve, requery.
     #[command(subcommand)]
     Review(ReviewCommand),
+    /// The routes: how each stands, and an operator's pause and resume of one.
+    #[command(subcommand)]
+    Routes(RoutesCommand),
     /// Measure enqueue and delivery through `herald serve` child processes with the sandbox
     /// vendor; progress on stderr, a JSON summary on stdout.
     Bench(BenchArgs),
@@ -86,9 +89,11 @@ impl Command {
             Command::CheckConfig { config, .. } => config.logs.log_format,
             Command::Sandbox(args) => args.logs.log_format,
             Command::Bench(args) => args.logs.log_format,
-            Command::Send(_) | Command::Cancel(_) | Command::Status { .. } | Command::Review(_) => {
-                LogFormat::Text
-            }
+            Command::Send(_)
+            | Command::Cancel(_)
+            | Command::Status { .. }
+            | Command::Review(_)
+            | Command::Routes(_) => LogFormat::Text,
         }
     }
 }
@@ -188,6 +193,33 @@ pub struct SendArgs {
     pub ttl_seconds: Option<u64>,
     #[command(flatten)]
     pub api: ApiArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RoutesCommand {
+    /// Each route the token's tenant may use: provider, channels, circuit, and any pause.
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Stop new sends on a route in every process (scope `admin`); its work waits, queued.
+    Pause {
+        name: String,
+        /// Why, for the audit trail.
+        #[arg(long)]
+        note: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Let a paused route send again (scope `admin`).
+    Resume {
+        name: String,
+        /// Why, for the audit trail.
+        #[arg(long)]
+        note: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
 }
 
 #[derive(Debug, clap::Args)]

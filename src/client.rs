@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::cli::{ApiArgs, CancelArgs, ResolveArgs, ReviewCommand, SendArgs};
+use crate::cli::{ApiArgs, CancelArgs, ResolveArgs, ReviewCommand, RoutesCommand, SendArgs};
 
 struct Api {
     http: reqwest::Client,
@@ -182,6 +182,52 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `herald routes list|pause|resume`.
+pub async fn routes(command: RoutesCommand) -> anyhow::Result<()> {
+    let (api, change) = match &command {
+        RoutesCommand::List { api } => (api, None),
+        RoutesCommand::Pause { name, note, api } => (api, Some(("pause", name, note))),
+        RoutesCommand::Resume { name, note, api } => (api, Some(("resume", name, note))),
+    };
+    let api = Api::new(api)?;
+    let Some((action, name, note)) = change else {
+        let routes = api.get("/v1/routes").await?;
+        for route in routes["data"].as_array().into_iter().flatten() {
+            println!("{}", route_line(route));
+        }
+        return Ok(());
+    };
+    let (_, route) = api
+        .call(
+            Method::POST,
+            &format!("/v1/routes/{name}/{action}"),
+            Some(&json!({ "note": note })),
+            None,
+        )
+        .await?;
+    println!("{}", route_line(&route));
+    Ok(())
+}
+
+/// One route as a line: name, provider, circuit, and who paused it and why.
+fn route_line(route: &Value) -> String {
+    let pause = &route["paused_by_operator"];
+    let standing = match pause["principal"].as_str() {
+        Some(by) => format!(
+            "paused by {by} at {}: {}",
+            text(&pause["at"]),
+            text(&pause["note"])
+        ),
+        None => "sending".to_owned(),
+    };
+    format!(
+        "{}  {}  circuit {}  {standing}",
+        text(&route["name"]),
+        text(&route["provider"]),
+        text(&route["circuit"]["state"])
+    )
 }
 
 /// `herald status ID`.

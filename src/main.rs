@@ -35,6 +35,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cancel(args) => return client::cancel(args).await,
         Command::Status { id, api } => return client::status(&api, &id).await,
         Command::Review(command) => return client::review(command).await,
+        Command::Routes(command) => return client::routes(command).await,
         Command::Bench(args) => return herald::bench::run(args).await,
         Command::Serve(args) => (Run::Serve, args),
         Command::Migrate(args) => (Run::Migrate, args),

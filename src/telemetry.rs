@@ -53,7 +53,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 28] = [
+pub const FAMILIES: [(&str, Kind, &str); 29] = [
     (
         "herald_http_requests_total",
         Kind::Counter,
@@ -128,6 +128,11 @@ pub const FAMILIES: [(&str, Kind, &str); 28] = [
         "herald_callbacks_total",
         Kind::Counter,
         "Vendor callback requests, by route and result (taken, repeat, ignored: nothing herald reads, unauthenticated, malformed, vendor_unreachable: what the check needs could not be fetched, unknown_message, rate_limited).",
+    ),
+    (
+        "herald_route_paused",
+        Kind::Gauge,
+        "1 while an operator has paused the route (POST /v1/routes/{name}/pause), as this process last read: no new sends on it.",
     ),
     (
         "herald_queue_depth",

@@ -11,7 +11,9 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use support::binary::{HeraldProcess, free_port, show};
-use support::{ACME, Backend, TempDir, TestDb, email, eventually, http_client, test_config_text};
+use support::{
+    ACME, ACME_ADMIN, Backend, TempDir, TestDb, email, eventually, http_client, test_config_text,
+};
 
 /// A route to `vendor`, with polling so slow (one minute) that only a wake-up can explain a
 /// prompt delivery.
@@ -240,6 +242,110 @@ async fn a_commit_in_one_process_wakes_the_dispatcher_of_another() {
     let id = enqueue(&api_only.base, "wake-up").await;
     let n = state_becomes(&dispatching.base, &id, "delivered", Duration::from_secs(10)).await;
     assert_eq!(n["certainty"], "known");
+}
+
+/// An operator pauses a route through one process; another process, the one that sends, starts
+/// no call on it within a second, and its work waits queued until a resume through that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_given_to_one_process_stops_sends_in_another_within_a_second() {
+    let Some(db) = TestDb::new(Backend::Postgres).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-pause");
+    let vendor = vendor("").await;
+    let ledger = vendor.client().unwrap();
+    let api_only = start(&db, &dir, "api", &route(&vendor, 5, false)).await;
+    let worker = start_watched(&db, &dir, "worker", &route(&vendor, 5, true)).await;
+    dispatcher_is_idle(&worker, true).await;
+    let before = enqueue(&api_only.base, "before").await;
+    state_becomes(&worker.base, &before, "delivered", Duration::from_secs(10)).await;
+
+    let http = http_client();
+    let operate = |base: &str, action: &str, token: &str, body: Value| {
+        http.post(format!("{base}/v1/routes/vendor/{action}"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let note = serde_json::json!({"note": "the vendor double-sends; their incident INC-42"});
+    for (token, body, status) in [
+        (ACME, note.clone(), StatusCode::FORBIDDEN),
+        (
+            ACME_ADMIN,
+            serde_json::json!({"note": " "}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        let refused = operate(&api_only.base, "pause", token, body).await.unwrap();
+        assert_eq!(refused.status(), status);
+    }
+    let paused = operate(&api_only.base, "pause", ACME_ADMIN, note.clone())
+        .await
+        .unwrap();
+    assert_eq!(paused.status(), StatusCode::OK);
+    let paused: Value = paused.json().await.unwrap();
+    assert_eq!(paused["paused_by_operator"]["principal"], "acme-admin");
+    // The promise: every process holds new calls within a second of the answer.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let waiting: Vec<String> = [
+        enqueue(&api_only.base, "during-1").await,
+        enqueue(&worker.base, "during-2").await,
+    ]
+    .into();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for id in &waiting {
+        assert_eq!(show(&http, &worker.base, id).await["state"], "queued");
+    }
+    assert_eq!(
+        ledger.ledger().await.unwrap().requests,
+        1,
+        "no call on the paused route"
+    );
+    let metrics = http
+        .get(format!("{}/metrics", worker.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("herald_route_paused{route=\"vendor\"} 1"),
+        "{metrics}"
+    );
+    let listed: Value = http
+        .get(format!("{}/v1/routes", worker.base))
+        .bearer_auth(ACME)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["data"][0]["paused_by_operator"]["note"],
+        "the vendor double-sends; their incident INC-42"
+    );
+
+    // Resumed through the process that sends: the waiting work goes.
+    let resumed = operate(&worker.base, "resume", ACME_ADMIN, note.clone())
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), StatusCode::OK);
+    for id in &waiting {
+        state_becomes(&worker.base, id, "delivered", Duration::from_secs(10)).await;
+    }
+    let again = operate(&worker.base, "resume", ACME_ADMIN, note)
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::CONFLICT, "it is not paused");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM route_pause_log WHERE principal = 'acme-admin'")
+            .await,
+        2,
+        "the pause and the resume, audited"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

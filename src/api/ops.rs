@@ -102,7 +102,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
           notifications::list, notifications::cancel, notifications::cancel_by_key,
           events::receive,
           review::list, review::resolve_one, review::resolve_many, review::requery,
-          routes::list, callbacks::receive, callbacks::list, callbacks::add, callbacks::lift,
+          routes::list, routes::pause, routes::resume, callbacks::receive, callbacks::list, callbacks::add, callbacks::lift,
           unsubscribe::one_click, unsubscribe::page),
     components(schemas(Problem)),
     // Relative, so that it names wherever the document was fetched from: herald behind a proxy

@@ -1,19 +1,28 @@
 //! `GET /v1/routes`: what each configured route is and how it stands now, for operators. No
-//! setting that could hold a secret is shown: only what the route declares and its state.
+//! setting that could hold a secret is shown: only what the route declares and its state. An
+//! admin pauses and resumes a route for every process, audited.
 
 use std::time::Instant;
 
-use axum::extract::State;
-use axum::routing::get;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Serialize;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
 use utoipa::ToSchema;
 
-use super::{AppState, Principal, Problem};
-use crate::domain::Scope;
+use super::{AppState, Principal, Problem, json_object, typed};
+use crate::dispatch::Route;
+use crate::domain::{RouteInfo, RoutePause, Scope};
+use crate::review::parse_note;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/routes", get(list))
+    Router::new()
+        .route("/v1/routes", get(list))
+        .route("/v1/routes/{name}/pause", post(pause))
+        .route("/v1/routes/{name}/resume", post(resume))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -42,6 +51,9 @@ pub struct RouteBody {
     /// Where its notifications go once it is known not to have taken them.
     pub fallback: Option<String>,
     pub circuit: CircuitBody,
+    /// An operator's pause, in every process: its work waits until it is resumed. `null`: not
+    /// paused.
+    pub paused_by_operator: Option<RoutePause>,
 }
 
 /// What the route's vendor offers, as the adapter declares it: what settles an ambiguous send.
@@ -77,7 +89,7 @@ pub struct CircuitBody {
     pub open_seconds: u64,
 }
 
-/// Every route this tenant may use, with its capabilities, pace, fallback and circuit.
+/// Every route this tenant may use, with its capabilities, pace, fallback, circuit and pause.
 #[utoipa::path(get, path = "/v1/routes", operation_id = "list_routes", tag = "routes",
     security(("bearer" = [])),
     responses((status = 200, description = "The routes", body = RoutesBody)))]
@@ -86,56 +98,155 @@ pub async fn list(
     principal: Principal,
 ) -> Result<Json<RoutesBody>, Problem> {
     principal.require(Scope::Read)?;
-    let now = Instant::now();
+    let pauses = state.store.route_pauses().await?;
     let mut data: Vec<RouteBody> = state
         .routes
         .all()
         .filter_map(|route| {
             let info = state.routing.info(route.name())?;
-            principal.tenant_may_use(info).then(|| {
-                let capabilities = route.capabilities();
-                let limits = route.limits();
-                let (limit, paused) = route.pace(now);
-                let (circuit, failures_to_open, open_for) = route.circuit();
-                let names = |channels: &[crate::domain::Channel]| {
-                    channels.iter().map(|c| c.as_str().to_owned()).collect()
-                };
-                RouteBody {
-                    name: route.name().to_owned(),
-                    provider: route.provider().to_owned(),
-                    channels: names(&info.channels),
-                    default_for: names(&state.routing.default_for(route.name())),
-                    delivery: info.delivery.as_str().to_owned(),
-                    capabilities: CapabilitiesBody {
-                        idempotency_window_seconds: capabilities
-                            .idempotency_window
-                            .map(|w| w.as_secs()),
-                        outcome_query: capabilities.query_visibility_lag.is_some(),
-                        visibility_lag_ms: capabilities
-                            .query_visibility_lag
-                            .map(|lag| lag.as_millis() as u64),
-                        max_payload_bytes: capabilities.max_payload_bytes,
-                        tags: capabilities.tags,
-                    },
-                    concurrency: route.concurrency(),
-                    timeout_seconds: limits.timeout.as_secs(),
-                    max_attempts: limits.max_attempts,
-                    max_age_seconds: limits.max_age.as_secs(),
-                    pace: PaceBody {
-                        rate_limit_per_second: limit.map(|(rate, _)| rate),
-                        burst: limit.map(|(_, burst)| burst),
-                        paused_for_ms: paused.as_millis() as u64,
-                    },
-                    fallback: route.fallback().map(str::to_owned),
-                    circuit: CircuitBody {
-                        state: circuit.as_str().to_owned(),
-                        failures_to_open,
-                        open_seconds: open_for.as_secs(),
-                    },
-                }
-            })
+            let pause = pauses.iter().find(|p| p.route == route.name()).cloned();
+            principal
+                .tenant_may_use(info)
+                .then(|| shown(&state, route, info, pause))
         })
         .collect();
     data.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Json(RoutesBody { data }))
+}
+
+/// `POST /v1/routes/{name}/pause` and `/resume`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseBody {
+    /// Why, for the audit trail.
+    #[schema(example = "the vendor is sending duplicates; waiting for their incident to end")]
+    pub note: String,
+}
+
+/// Pause a route in every process: no new claims of its work, no call starts (one already
+/// under way finishes). Its notifications wait, queued, until it is resumed; nothing fails.
+#[utoipa::path(post, path = "/v1/routes/{name}/pause", operation_id = "pause_route",
+    tag = "routes", params(("name" = String, Path, description = "The route")),
+    request_body = PauseBody, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Paused (or it was already: the standing pause)", body = RouteBody),
+        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such route for this tenant", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The note is missing", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn pause(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<RouteBody>, Problem> {
+    let (route, info, by) = operator(&state, &principal, &name, body)?;
+    state.store.pause_route(&by).await?;
+    let pause = state
+        .store
+        .route_pauses()
+        .await?
+        .into_iter()
+        .find(|p| p.route == name);
+    Ok(Json(shown(&state, route, info, pause)))
+}
+
+/// Resume a paused route in every process; its waiting notifications go as due.
+#[utoipa::path(post, path = "/v1/routes/{name}/resume", operation_id = "resume_route",
+    tag = "routes", params(("name" = String, Path, description = "The route")),
+    request_body = PauseBody, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Resumed", body = RouteBody),
+        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such route for this tenant", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The route is not paused", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The note is missing", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn resume(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<RouteBody>, Problem> {
+    let (route, info, by) = operator(&state, &principal, &name, body)?;
+    if state.store.resume_route(&by).await?.is_none() {
+        return Err(Problem::conflict(format!("route `{name}` is not paused")));
+    }
+    Ok(Json(shown(&state, route, info, None)))
+}
+
+/// An admin's pause or resume of route `name`: the route, and the audit record of who asks
+/// and why. A route the tenant may not use is not found.
+fn operator<'s>(
+    state: &'s AppState,
+    principal: &Principal,
+    name: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(&'s Route, &'s RouteInfo, RoutePause), Problem> {
+    principal.require(Scope::Admin)?;
+    let (Some(route), Some(info)) = (state.routes.get(name), state.routing.info(name)) else {
+        return Err(Problem::not_found());
+    };
+    if !principal.tenant_may_use(info) {
+        return Err(Problem::not_found());
+    }
+    let body: PauseBody = typed(json_object(body)?)?;
+    let note = parse_note(&body.note).map_err(Problem::invalid_field)?;
+    let by = RoutePause {
+        route: name.to_owned(),
+        principal: principal.name.clone(),
+        note,
+        at: OffsetDateTime::now_utc(),
+    };
+    Ok((route, info, by))
+}
+
+/// What the API shows of a route now, with its operator's `pause` if one stands.
+fn shown(
+    state: &AppState,
+    route: &Route,
+    info: &RouteInfo,
+    pause: Option<RoutePause>,
+) -> RouteBody {
+    let capabilities = route.capabilities();
+    let limits = route.limits();
+    let (limit, paused) = route.pace(Instant::now());
+    let (circuit, failures_to_open, open_for) = route.circuit();
+    let names = |channels: &[crate::domain::Channel]| {
+        channels.iter().map(|c| c.as_str().to_owned()).collect()
+    };
+    RouteBody {
+        name: route.name().to_owned(),
+        provider: route.provider().to_owned(),
+        channels: names(&info.channels),
+        default_for: names(&state.routing.default_for(route.name())),
+        delivery: info.delivery.as_str().to_owned(),
+        capabilities: CapabilitiesBody {
+            idempotency_window_seconds: capabilities.idempotency_window.map(|w| w.as_secs()),
+            outcome_query: capabilities.query_visibility_lag.is_some(),
+            visibility_lag_ms: capabilities
+                .query_visibility_lag
+                .map(|lag| lag.as_millis() as u64),
+            max_payload_bytes: capabilities.max_payload_bytes,
+            tags: capabilities.tags,
+        },
+        concurrency: route.concurrency(),
+        timeout_seconds: limits.timeout.as_secs(),
+        max_attempts: limits.max_attempts,
+        max_age_seconds: limits.max_age.as_secs(),
+        pace: PaceBody {
+            rate_limit_per_second: limit.map(|(rate, _)| rate),
+            burst: limit.map(|(_, burst)| burst),
+            paused_for_ms: paused.as_millis() as u64,
+        },
+        fallback: route.fallback().map(str::to_owned),
+        circuit: CircuitBody {
+            state: circuit.as_str().to_owned(),
+            failures_to_open,
+            open_seconds: open_for.as_secs(),
+        },
+        paused_by_operator: pause,
+    }
 }

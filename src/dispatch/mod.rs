@@ -34,7 +34,7 @@ use crate::store::{
     Claim, ClaimMode, GroupCommit, NewSuppression, Recorded, Records, Store, StoreError,
 };
 use policy::{Asked, Attribution, Hold, Plan, Situation, Step};
-use routes::Sent;
+use routes::{PAUSE_READ_EVERY, Sent};
 
 /// How the dispatcher paces itself; from `[dispatch]` in herald.toml. (The retry schedule is
 /// each route's, in its [`policy::Limits`].)
@@ -101,6 +101,12 @@ impl Dispatcher {
             async move { store.listen_for_work(wake, shutdown).await }
         });
         let gauges = tokio::spawn(refresh_gauges(self.store.clone(), shutdown.clone()));
+        let pauses = tokio::spawn(read_pauses(
+            self.store.clone(),
+            self.routes.clone(),
+            self.wake.clone(),
+            shutdown.clone(),
+        ));
         let permits = Arc::new(Semaphore::new(self.settings.concurrency));
         let mut tasks = JoinSet::new();
         while !shutdown.is_cancelled() {
@@ -166,6 +172,7 @@ impl Dispatcher {
         }
         listener.abort();
         gauges.abort();
+        pauses.abort();
     }
 
     /// Dispatches until nothing is left to do within `horizon`: every claim is processed, and
@@ -779,6 +786,33 @@ pub async fn requery(
     {
         Recorded::Applied(_) => Ok(Requeried { answer, settled }),
         Recorded::Fenced => Err(RequeryRefused::Changed),
+    }
+}
+
+/// Keeps this process's routes to the operators' pauses, read every [`PAUSE_READ_EVERY`], and
+/// wakes the dispatcher for a resumed route's waiting work. A read that fails keeps the last
+/// one: a pause is not lifted by a database away.
+async fn read_pauses(
+    store: Arc<dyn Store>,
+    routes: Arc<Routes>,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        match store.route_pauses().await {
+            Ok(pauses) => {
+                if routes.set_paused(&pauses) {
+                    wake.notify_one();
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the routes' pauses; keeping the last read")
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(PAUSE_READ_EVERY) => {}
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use time::OffsetDateTime;
@@ -27,7 +27,7 @@ use super::circuit::{Circuit, CircuitState};
 use super::pacing::{HostPauses, Pace, host_of};
 use super::policy::{CALL_SLACK, Hold, Limits};
 use crate::config::{Config, RouteConfig};
-use crate::domain::{AttemptResult, HoldReason};
+use crate::domain::{AttemptResult, HoldReason, RoutePause};
 use crate::store::RouteSlot;
 
 /// What a call to a route's vendor came to.
@@ -54,6 +54,9 @@ pub struct Route {
     concurrency: usize,
     /// Notifications of this route claimed by this process and not yet recorded.
     pending: Arc<AtomicUsize>,
+    /// An operator paused it (as this process last read the stored pauses): no claims, and no
+    /// call starts.
+    paused: AtomicBool,
     pace: Pace,
     /// Where each send goes to its own receiver (webhooks): the pauses receivers asked for, by
     /// host. `None` where every send goes to the one vendor, whose pause holds the route.
@@ -69,13 +72,19 @@ impl Route {
     /// it must not call its vendor yet (an open circuit only where there is no fallback to
     /// hand its notifications to).
     pub fn saturated(&self, now: Instant) -> bool {
-        self.pending.load(Ordering::Relaxed) >= self.concurrency
+        self.paused()
+            || self.pending.load(Ordering::Relaxed) >= self.concurrency
             || !self.pace.wait(now).is_zero()
             || (self.fallback.is_none() && self.circuit.resting(now).is_some())
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether an operator has paused it, as this process last read.
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 
     pub fn provider(&self) -> &'static str {
@@ -210,9 +219,13 @@ impl Route {
             return Err(route.hold(reason, wait));
         }
         // The last look at the clock before the request is written (a frozen process wakes
-        // here past its deadline, and writes nothing).
+        // here past its deadline, and writes nothing); and at the operator's pause, so that a
+        // send claimed before it does not start after it.
         if late() {
             return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
+        }
+        if route.paused() {
+            return Err(route.hold(HoldReason::Paused, PAUSE_READ_EVERY));
         }
         if let Err(wait) = route.circuit.admit(Instant::now()) {
             return route.circuit_open(wait);
@@ -325,7 +338,34 @@ impl Route {
 #[derive(Default)]
 pub struct Routes(HashMap<String, Route>);
 
+/// How often each process reads the operators' pauses: a pause holds every new call, in every
+/// process, within this and one read of the database.
+pub const PAUSE_READ_EVERY: Duration = Duration::from_millis(500);
+
 impl Routes {
+    /// Takes the operators' standing pauses as read from the database: whether a route was
+    /// resumed, whose waiting work is then due.
+    pub fn set_paused(&self, pauses: &[RoutePause]) -> bool {
+        let mut resumed = false;
+        for route in self.0.values() {
+            let pause = pauses.iter().find(|p| p.route == route.name);
+            let was = route.paused.swap(pause.is_some(), Ordering::Relaxed);
+            match (was, pause) {
+                (false, Some(p)) => {
+                    tracing::warn!(route = %route.name, by = %p.principal, note = %p.note, "route paused by an operator: no new sends")
+                }
+                (true, None) => {
+                    tracing::info!(route = %route.name, "route resumed");
+                    resumed = true;
+                }
+                _ => {}
+            }
+            metrics::gauge!("herald_route_paused", "route" => route.name.clone())
+                .set(if pause.is_some() { 1.0 } else { 0.0 });
+        }
+        resumed
+    }
+
     pub fn get(&self, name: &str) -> Option<&Route> {
         self.0.get(name)
     }
@@ -430,6 +470,7 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
                 permits: Semaphore::new(route.concurrency),
                 concurrency: route.concurrency,
                 pending: Arc::default(),
+                paused: AtomicBool::new(false),
                 pace: Pace::new(route.rate_limit_per_second, route.burst),
                 receivers: (!route.provider.settings().one_destination()).then(HostPauses::default),
                 callback_pace: Pace::new(

@@ -104,6 +104,20 @@ impl Routing {
     }
 }
 
+/// An operator's pause of a route: no process claims its work or starts a call on it until a
+/// person resumes it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct RoutePause {
+    #[serde(skip)]
+    pub route: String,
+    /// Who paused it (the token's principal), and why.
+    pub principal: String,
+    pub note: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: time::OffsetDateTime,
+}
+
 /// A configured template: literal fields with `{{ placeholders }}` filled from `data`, and
 /// the same in other languages.
 #[derive(Debug, Clone, Default, serde::Deserialize)]

@@ -333,13 +333,16 @@ impl<D: Dialect> SqlStore<D> {
         Ok(recorded)
     }
 
+    /// The earliest due time of work a dispatcher may take: a paused route's waits for its
+    /// operator, not for the clock.
     pub(super) async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
         let (due,): (Option<Timestamp>,) = self
             .0
             .read()
             .await?
             .fetch_one(
-                "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')",
+                "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')
+                   AND route NOT IN (SELECT route FROM route_pauses)",
                 args![],
             )
             .await?;

@@ -14,6 +14,7 @@ mod previews;
 mod receipts;
 mod retention;
 mod review;
+mod routes;
 mod rows;
 mod seam;
 mod sql;
@@ -32,7 +33,7 @@ use uuid::Uuid;
 
 use crate::domain::{
     Attempt, Certainty, Channel, Decision, IdempotencyKey, Notification, NotificationId, Receipt,
-    Resolution, Sibling, State, Suppression,
+    Resolution, RoutePause, Sibling, State, Suppression,
 };
 use crate::review::{Change, Outcome, PermanentRefusals, Reason, Then};
 pub use group::{Accepts, GroupCommit, Records};
@@ -582,6 +583,17 @@ pub trait Store: Send + Sync + 'static {
     /// Events that name no message sent on the route are left alone and counted; `NotFound`
     /// (and nothing stored) if no event names one.
     async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken>;
+
+    /// Pauses `pause.route` for every process, with its audit record; `false` where it was
+    /// paused already (the standing pause is kept).
+    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<bool>;
+
+    /// Lifts the route's pause, audited as `by` says (who, why, when): the pause lifted, `None`
+    /// where it was not paused.
+    async fn resume_route(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>>;
+
+    /// Every standing pause, by route.
+    async fn route_pauses(&self) -> StoreResult<Vec<RoutePause>>;
 
     /// Whether the tenant's `recipient` (as [`crate::domain::suppression_recipient`] writes it)
     /// is suppressed on `channel`.

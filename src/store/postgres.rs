@@ -97,6 +97,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "categories",
         include_str!("../../migrations/postgres/0016_categories.sql"),
     ),
+    (
+        17,
+        "route pauses",
+        include_str!("../../migrations/postgres/0017_route_pauses.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -29,7 +29,8 @@ use super::{
     SuppressionFilter,
 };
 use crate::domain::{
-    Attempt, Channel, Decision, Notification, NotificationId, Sibling, State, Suppression,
+    Attempt, Channel, Decision, Notification, NotificationId, RoutePause, Sibling, State,
+    Suppression,
 };
 use crate::review::PermanentRefusals;
 
@@ -625,6 +626,18 @@ impl<D: Dialect> Store for SqlStore<D> {
 
     async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {
         self.take_callbacks(callbacks).await
+    }
+
+    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<bool> {
+        self.pause(pause).await
+    }
+
+    async fn resume_route(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>> {
+        self.resume(by).await
+    }
+
+    async fn route_pauses(&self) -> StoreResult<Vec<RoutePause>> {
+        self.pauses().await
     }
 
     async fn suppressed(

@@ -108,6 +108,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "categories",
         include_str!("../../migrations/sqlite/0016_categories.sql"),
     ),
+    (
+        17,
+        "route pauses",
+        include_str!("../../migrations/sqlite/0017_route_pauses.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

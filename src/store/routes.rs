@@ -1,0 +1,83 @@
+//! Operators' pauses of routes: stored, so that every process obeys them, each with its audit
+//! record. Same text in both dialects, as in `sql`.
+
+use sqlx::FromRow;
+
+use super::seam::{Arg, Conn, Dialect, SqlStore, args};
+use super::{StoreResult, Timestamp};
+use crate::domain::RoutePause;
+
+/// A pause stands until it is lifted: pausing a paused route changes nothing.
+const PAUSE: &str = "INSERT INTO route_pauses (route, principal, note, paused_at)
+     VALUES ($1, $2, $3, $4) ON CONFLICT (route) DO NOTHING";
+const LIFT: &str = "DELETE FROM route_pauses WHERE route = $1
+     RETURNING route, principal, note, paused_at";
+const LOG: &str = "INSERT INTO route_pause_log (route, action, principal, note, at)
+     VALUES ($1, $2, $3, $4, $5)";
+const PAUSES: &str = "SELECT route, principal, note, paused_at FROM route_pauses ORDER BY route";
+
+#[derive(FromRow)]
+struct PauseRow {
+    route: String,
+    principal: String,
+    note: String,
+    paused_at: Timestamp,
+}
+
+impl From<PauseRow> for RoutePause {
+    fn from(row: PauseRow) -> Self {
+        RoutePause {
+            route: row.route,
+            principal: row.principal,
+            note: row.note,
+            at: row.paused_at.into_inner(),
+        }
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    pub(super) async fn pause(&self, pause: &RoutePause) -> StoreResult<bool> {
+        let mut tx = self.0.begin().await?;
+        let paused = tx
+            .execute(
+                PAUSE,
+                args![&pause.route, &pause.principal, &pause.note, pause.at],
+            )
+            .await?
+            == 1;
+        if paused {
+            tx.execute(
+                LOG,
+                args![
+                    &pause.route,
+                    "paused",
+                    &pause.principal,
+                    &pause.note,
+                    pause.at
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(paused)
+    }
+
+    pub(super) async fn resume(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>> {
+        let mut tx = self.0.begin().await?;
+        let lifted: Option<PauseRow> = tx.fetch_optional(LIFT, args![&by.route]).await?;
+        if lifted.is_some() {
+            tx.execute(
+                LOG,
+                args![&by.route, "resumed", &by.principal, &by.note, by.at],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(lifted.map(RoutePause::from))
+    }
+
+    pub(super) async fn pauses(&self) -> StoreResult<Vec<RoutePause>> {
+        let rows: Vec<PauseRow> = self.0.read().await?.fetch_all(PAUSES, args![]).await?;
+        Ok(rows.into_iter().map(RoutePause::from).collect())
+    }
+}
