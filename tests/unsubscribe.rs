@@ -287,4 +287,19 @@ async fn bad_links_bodies_and_categories_are_refused_and_change_nothing(backend:
     )
     .await;
     assert_eq!(refused["field"], "category");
+    let transactional = problem(
+        app.post_json(
+            ACME_ADMIN,
+            "/v1/suppressions",
+            &json!({"channel": "email", "recipient": "ada@example.com",
+                    "category": "transactional", "note": "asked by phone"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(
+        transactional["detail"],
+        "category: recipients cannot leave `transactional` (its unsubscribe is false)"
+    );
 }

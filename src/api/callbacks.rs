@@ -325,7 +325,7 @@ pub async fn add(
     let category = body
         .category
         .as_deref()
-        .map(|name| state.routing.categories().parse(name))
+        .map(|name| state.routing.categories().leavable(name))
         .transpose()
         .map_err(Problem::invalid_field)?;
     let note = parse_note(&body.note).map_err(Problem::invalid_field)?;

@@ -87,6 +87,21 @@ impl Categories {
         ))
     }
 
+    /// `name` as a configured category recipients may leave, or why not (naming `category`):
+    /// only those take a suppression of their own, so that a transactional send is never
+    /// stopped by one.
+    pub fn leavable(&self, name: &str) -> Result<String, FieldError> {
+        let name = self.parse(name)?;
+        if self.unsubscribable[&name] {
+            Ok(name)
+        } else {
+            Err(FieldError::new(
+                "category",
+                format!("recipients cannot leave `{name}` (its unsubscribe is false)"),
+            ))
+        }
+    }
+
     /// The headers an email of `category` to `recipient` carries, where the category is one a
     /// recipient may leave: the signed link, and the one-click marker.
     pub fn headers(
@@ -123,7 +138,8 @@ impl Categories {
         ])
     }
 
-    /// What a link's token says, if one of the secrets signed it.
+    /// What a link's token says, if one of the secrets signed it and its category is still one
+    /// recipients may leave.
     pub fn verify(&self, token: &str) -> Option<Unsubscribe> {
         let links = self.links.as_ref()?;
         let (payload, tag) = token.split_once('.')?;
@@ -134,7 +150,9 @@ impl Categories {
                 ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose_secret().as_bytes());
             ring::hmac::verify(&key, &payload, &tag).is_ok()
         })?;
-        serde_json::from_slice(&payload).ok()
+        let link: Unsubscribe = serde_json::from_slice(&payload).ok()?;
+        self.leavable(&link.category).ok()?;
+        Some(link)
     }
 }
 
@@ -212,6 +230,18 @@ mod tests {
             c.headers("acme", "ada@example.com", "transactional")
                 .is_none()
         );
+        assert_eq!(
+            c.leavable("transactional").unwrap_err().message,
+            "recipients cannot leave `transactional` (its unsubscribe is false)"
+        );
+        // A link signed while a category could be left stops working once it cannot.
+        let headers = c.headers("acme", "ada@example.com", "digest").unwrap();
+        let now_transactional = Categories::new(
+            BTreeMap::from([("digest".into(), false)]),
+            Some("https://herald.example/"),
+            vec![SecretString::from("secret-0123456789abcdef0123456789ab")],
+        );
+        assert_eq!(now_transactional.verify(&token(&headers)), None);
         assert_eq!(c.parse("digest"), Ok("digest".to_owned()));
         assert_eq!(
             c.parse("news").unwrap_err().message,
