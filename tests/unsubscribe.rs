@@ -10,7 +10,10 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use support::{ACME, ACME_ADMIN, Backend, TestApp, email, eventually, problem, spawn_app_with};
+use support::{
+    ACME, ACME_ADMIN, Backend, TempDir, TestApp, email, eventually, problem, spawn_app_with,
+    test_config_text,
+};
 
 on_both_backends!(
     a_one_click_unsubscribe_stops_that_category_and_no_other,
@@ -287,6 +290,25 @@ async fn bad_links_bodies_and_categories_are_refused_and_change_nothing(backend:
     )
     .await;
     assert_eq!(refused["field"], "category");
+    // Unsubscribe links need where they point and a secret long enough to sign them.
+    for (config, problem) in [
+        (
+            CATEGORIES.replace("unsubscribe-secret-0123456789abcdef0123456789", "short"),
+            "unsubscribe.secrets[0]: the secret has 5 bytes; use at least 32",
+        ),
+        (
+            CATEGORIES.replace("public_url = \"https://mail.herald.example\"\n", ""),
+            "unsubscribe.public_url: is required: category `digest` has unsubscribe links",
+        ),
+    ] {
+        let dir = TempDir::new("herald-unsubscribe");
+        let path = dir.path().join("herald.toml");
+        std::fs::write(&path, test_config_text(&app.db.url, "127.0.0.1:0", &config)).unwrap();
+        let refused = herald::check::load(Some(&path), std::iter::empty(), false)
+            .await
+            .expect_err("refused");
+        assert!(refused.to_string().contains(problem), "{refused}");
+    }
     let transactional = problem(
         app.post_json(
             ACME_ADMIN,
