@@ -99,6 +99,20 @@ async fn schemathesis_finds_no_server_error_and_no_answer_that_breaks_the_schema
             body["id"].as_str().unwrap().to_owned()
         }
     };
+    // The fuzzer holds the admin scope, so it may have paused the one route: resume it (a 409
+    // says it was not paused) before seeding what the dispatcher must try.
+    let resumed = http
+        .post(format!("{}/v1/routes/sandbox/resume", herald.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({"note": "after the fuzzer"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        matches!(resumed.status(), StatusCode::OK | StatusCode::CONFLICT),
+        "{}",
+        resumed.status()
+    );
     let later = json!({"channel": "email", "to": "ada@example.com", "subject": "Later",
         "text": "t", "send_at": "2999-01-01T00:00:00Z", "metadata": {"case": "queued"}});
     let queued = enqueue("seed-queued", later.clone()).await;

@@ -22,6 +22,16 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/v1/unsubscribe/{token}", get(page).post(one_click))
 }
 
+// Only the API document's description of the body: the handler reads the raw form, in either
+// encoding, and never builds one.
+/// RFC 8058's one-click body.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct OneClick {
+    #[schema(rename = "List-Unsubscribe", example = "One-Click")]
+    list_unsubscribe: String,
+}
+
 /// The source and principal of the suppressions it adds.
 const PRINCIPAL: &str = "unsubscribe";
 
@@ -32,7 +42,7 @@ const MAX_USER_AGENT_CHARS: usize = 200;
 #[utoipa::path(post, path = "/v1/unsubscribe/{token}", operation_id = "unsubscribe",
     tag = "unsubscribe",
     params(("token" = String, Path, description = "The signed token of the email's List-Unsubscribe link")),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+    request_body(content = OneClick, content_type = "application/x-www-form-urlencoded",
         description = "`List-Unsubscribe=One-Click` (RFC 8058), or the same field as multipart/form-data"),
     responses(
         (status = 200, description = "Unsubscribed (or it was already): a page that says so", content_type = "text/html"),
