@@ -285,6 +285,21 @@ async fn a_pause_given_to_one_process_stops_sends_in_another_within_a_second() {
     assert_eq!(paused.status(), StatusCode::OK);
     let paused: Value = paused.json().await.unwrap();
     assert_eq!(paused["paused_by_operator"]["principal"], "acme-admin");
+    let twice: Value = operate(
+        &worker.base,
+        "pause",
+        ACME_ADMIN,
+        serde_json::json!({"note": "again"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        twice["paused_by_operator"], paused["paused_by_operator"],
+        "a second pause answers the standing one"
+    );
     // The promise: every process holds new calls within a second of the answer.
     tokio::time::sleep(Duration::from_secs(1)).await;
 

@@ -132,6 +132,7 @@ pub struct PauseBody {
         (status = 200, description = "Paused (or it was already: the standing pause)", body = RouteBody),
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such route for this tenant", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Resumed while this pause was given; send it again", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The note is missing", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -142,14 +143,8 @@ pub async fn pause(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RouteBody>, Problem> {
     let (route, info, by) = operator(&state, &principal, &name, body)?;
-    state.store.pause_route(&by).await?;
-    let pause = state
-        .store
-        .route_pauses()
-        .await?
-        .into_iter()
-        .find(|p| p.route == name);
-    Ok(Json(shown(&state, route, info, pause)))
+    let standing = state.store.pause_route(&by).await?;
+    Ok(Json(shown(&state, route, info, Some(standing))))
 }
 
 /// Resume a paused route in every process; its waiting notifications go as due.

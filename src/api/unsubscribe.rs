@@ -162,20 +162,18 @@ fn asks_one_click(content_type: Option<&str>, body: &[u8]) -> bool {
         })
         .map(|b| b.trim_matches('"'));
     match boundary {
-        Some(boundary) => multipart_fields(body, boundary).any(|(n, v)| one_click(&n, &v)),
+        Some(boundary) => multipart_fields(body, boundary)
+            .iter()
+            .any(|(n, v)| one_click(n, v)),
         None => url::form_urlencoded::parse(body).any(|(n, v)| one_click(&n, &v)),
     }
 }
 
 /// The name and value of each field of a multipart/form-data body.
-fn multipart_fields<'b>(
-    body: &'b [u8],
-    boundary: &str,
-) -> impl Iterator<Item = (String, String)> + 'b {
-    let text = String::from_utf8_lossy(body).into_owned();
+fn multipart_fields(body: &[u8], boundary: &str) -> Vec<(String, String)> {
+    let text = String::from_utf8_lossy(body);
     let delimiter = format!("--{boundary}");
-    let fields: Vec<(String, String)> = text
-        .split(delimiter.as_str())
+    text.split(delimiter.as_str())
         .filter_map(|part| {
             let (head, value) = part.split_once("\r\n\r\n")?;
             let name = head
@@ -184,8 +182,7 @@ fn multipart_fields<'b>(
                 .and_then(|rest| rest.split('"').next())?;
             Some((name.to_owned(), value.trim_end_matches("\r\n").to_owned()))
         })
-        .collect();
-    fields.into_iter()
+        .collect()
 }
 
 #[cfg(test)]

@@ -584,9 +584,9 @@ pub trait Store: Send + Sync + 'static {
     /// (and nothing stored) if no event names one.
     async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken>;
 
-    /// Pauses `pause.route` for every process, with its audit record; `false` where it was
-    /// paused already (the standing pause is kept).
-    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<bool>;
+    /// Pauses `pause.route` for every process, with its audit record: the pause that stands
+    /// (an earlier one, where it was paused already).
+    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<RoutePause>;
 
     /// Lifts the route's pause, audited as `by` says (who, why, when): the pause lifted, `None`
     /// where it was not paused.

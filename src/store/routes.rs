@@ -4,7 +4,7 @@
 use sqlx::FromRow;
 
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
-use super::{StoreResult, Timestamp};
+use super::{StoreError, StoreResult, Timestamp};
 use crate::domain::RoutePause;
 
 /// A pause stands until it is lifted: pausing a paused route changes nothing.
@@ -15,6 +15,8 @@ const LIFT: &str = "DELETE FROM route_pauses WHERE route = $1
 const LOG: &str = "INSERT INTO route_pause_log (route, action, principal, note, at)
      VALUES ($1, $2, $3, $4, $5)";
 const PAUSES: &str = "SELECT route, principal, note, paused_at FROM route_pauses ORDER BY route";
+const STANDING: &str =
+    "SELECT route, principal, note, paused_at FROM route_pauses WHERE route = $1";
 
 #[derive(FromRow)]
 struct PauseRow {
@@ -36,7 +38,7 @@ impl From<PauseRow> for RoutePause {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    pub(super) async fn pause(&self, pause: &RoutePause) -> StoreResult<bool> {
+    pub(super) async fn pause(&self, pause: &RoutePause) -> StoreResult<RoutePause> {
         let mut tx = self.0.begin().await?;
         let paused = tx
             .execute(
@@ -58,8 +60,13 @@ impl<D: Dialect> SqlStore<D> {
             )
             .await?;
         }
+        let standing: Option<PauseRow> = tx.fetch_optional(STANDING, args![&pause.route]).await?;
         tx.commit().await?;
-        Ok(paused)
+        standing.map(RoutePause::from).ok_or_else(|| {
+            StoreError::Conflict(
+                "the route was resumed while this pause was given; send it again".to_owned(),
+            )
+        })
     }
 
     pub(super) async fn resume(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>> {

@@ -628,7 +628,7 @@ impl<D: Dialect> Store for SqlStore<D> {
         self.take_callbacks(callbacks).await
     }
 
-    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<bool> {
+    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<RoutePause> {
         self.pause(pause).await
     }
 
