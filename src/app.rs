@@ -64,6 +64,9 @@ impl App {
                         tenants: route.tenants.clone(),
                         allowed_from: route.allowed_from.clone(),
                         tags: routes.get(name).is_some_and(|r| r.capabilities().tags),
+                        attachments: routes
+                            .get(name)
+                            .is_some_and(|r| r.capabilities().attachments),
                     };
                     (name.clone(), info)
                 })
@@ -74,7 +77,8 @@ impl App {
                 .map(|(c, r)| (*c, r.clone()))
                 .collect(),
         )
-        .with_categories(categories(&config)?);
+        .with_categories(categories(&config)?)
+        .with_attachments(config.attachments.rules());
         let wake = Arc::new(tokio::sync::Notify::new());
         let routes = Arc::new(routes);
         let dispatcher = config.dispatch.enabled.then(|| {

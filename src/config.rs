@@ -14,7 +14,7 @@ use herald_provider::settings::RouteSettings;
 pub use herald_provider::settings::SecretSource;
 use serde::Deserialize;
 
-use crate::domain::{Channel, Delivery, EmailAddress, Scope, Template, Templates};
+use crate::domain::{AttachmentRules, Channel, Delivery, EmailAddress, Scope, Template, Templates};
 use crate::review::{PermanentRefusals, Policy};
 
 /// The whole configuration. Each section is read on its own (see [`Config::load`]), so that one
@@ -34,6 +34,8 @@ pub struct Config {
     pub categories: BTreeMap<String, CategoryConfig>,
     /// How one-click unsubscribe links are made, for the categories that have them.
     pub unsubscribe: UnsubscribeConfig,
+    /// What attachments an email may carry.
+    pub attachments: AttachmentsConfig,
     pub relay: RelayConfig,
     pub retention: RetentionConfig,
     pub review: ReviewConfig,
@@ -330,6 +332,72 @@ pub struct UnsubscribeConfig {
     /// The first signs every link; each verifies one, so a secret is rotated by putting the new
     /// one first and removing the old once the mail it signed is no longer read.
     pub secrets: Vec<SecretSource>,
+}
+
+/// Email attachments (`[attachments]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AttachmentsConfig {
+    /// The most one email's attachments may hold together, decoded, in bytes. The enqueue
+    /// routes' body limit grows by this much (in base64) beyond `server.max_body_bytes`.
+    pub max_total_bytes: usize,
+    /// The MIME types an attachment may have.
+    pub content_types: Vec<String>,
+}
+
+/// The largest `max_total_bytes` herald takes: a request body is held in memory whole, and so is
+/// each attachment while it is sent.
+const MAX_ATTACHMENT_BYTES: usize = 64 * 1024 * 1024;
+
+impl Default for AttachmentsConfig {
+    fn default() -> Self {
+        let rules = AttachmentRules::default();
+        AttachmentsConfig {
+            max_total_bytes: rules.max_total_bytes,
+            content_types: rules.content_types.into_iter().collect(),
+        }
+    }
+}
+
+impl AttachmentsConfig {
+    pub fn rules(&self) -> AttachmentRules {
+        AttachmentRules {
+            max_total_bytes: self.max_total_bytes,
+            content_types: self
+                .content_types
+                .iter()
+                .map(|t| t.to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    fn check(&self, loader: &mut Loader) {
+        if !(1..=MAX_ATTACHMENT_BYTES).contains(&self.max_total_bytes) {
+            loader.push(
+                "attachments.max_total_bytes",
+                format!("must be 1 to {MAX_ATTACHMENT_BYTES}"),
+            );
+        }
+        // RFC 6838 §4.2's restricted names: a type herald could never match is a typo.
+        let token = |part: &str| {
+            !part.is_empty()
+                && part.len() <= 127
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+        };
+        for (i, content_type) in self.content_types.iter().enumerate() {
+            if !content_type
+                .split_once('/')
+                .is_some_and(|(kind, sub)| token(kind) && token(sub))
+            {
+                loader.push(
+                    &format!("attachments.content_types[{i}]"),
+                    format!("`{content_type}` is not a MIME type such as application/pdf"),
+                );
+            }
+        }
+    }
 }
 
 /// On-call review: what waits for a person.
@@ -837,6 +905,7 @@ impl Config {
             templates: loader.section(&mut table, "templates"),
             categories: loader.section(&mut table, "categories"),
             unsubscribe: loader.section(&mut table, "unsubscribe"),
+            attachments: loader.section(&mut table, "attachments"),
             relay: loader.section(&mut table, "relay"),
             retention: loader.section(&mut table, "retention"),
             review: loader.section(&mut table, "review"),
@@ -895,8 +964,8 @@ impl Config {
             loader.push(
                 unknown,
                 "unknown section (expected server, database, tokens, routes, channels, \
-                 dispatch, templates, categories, unsubscribe, relay, retention, review, sinks, \
-                 inbox or events)",
+                 dispatch, templates, categories, unsubscribe, attachments, relay, retention, review, \
+                 sinks, inbox or events)",
             );
         }
         if config.routes.is_empty() && !loader.problems.iter().any(|p| p.starts_with("routes.")) {
@@ -1220,6 +1289,7 @@ impl Config {
             loader.push("templates", problem);
         }
         self.check_categories(loader);
+        self.attachments.check(loader);
         let lease = Duration::from_secs(self.dispatch.lease_seconds);
         for (name, route) in &self.routes {
             if route.timeout.saturating_add(LEASE_MARGIN) > lease {

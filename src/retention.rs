@@ -49,6 +49,8 @@ pub struct Swept {
     /// Idempotency keys and upstream events' inbox records.
     pub keys: u64,
     pub notifications: u64,
+    /// Attachment contents no notification names any more.
+    pub files: u64,
 }
 
 /// Deletes everything past its retention at `now`, a batch per transaction, until a batch
@@ -65,23 +67,32 @@ pub async fn sweep(
         let keys = store
             .forget_keys(now - settings.idempotency, settings.batch_size)
             .await?;
-        let notifications = match settings.finished {
+        let (notifications, files) = match settings.finished {
             Some(finished) => {
-                store
+                let notifications = store
                     .forget_finished(now - finished, settings.batch_size, settings.refusals)
-                    .await?
+                    .await?;
+                // A file goes with the last notification that names it: one enqueued after
+                // the horizon is not past it, and neither is the file.
+                let files = store
+                    .forget_files(now - finished, settings.batch_size)
+                    .await?;
+                (notifications, files)
             }
-            None => 0,
+            None => (0, 0),
         };
         metrics::counter!("herald_retention_deleted_total", "kind" => "idempotency_records")
             .increment(keys);
         metrics::counter!("herald_retention_deleted_total", "kind" => "notifications")
             .increment(notifications);
+        metrics::counter!("herald_retention_deleted_total", "kind" => "attachments")
+            .increment(files);
         swept.keys += keys;
         swept.notifications += notifications;
-        // Short on both counts: nothing more waits. (The keys' count spans two tables, so it
+        swept.files += files;
+        // Short on every count: nothing more waits. (The keys' count spans two tables, so it
         // may ask for one round more than needed.)
-        if (keys < full && notifications < full) || shutdown.is_cancelled() {
+        if (keys < full && notifications < full && files < full) || shutdown.is_cancelled() {
             return Ok(swept);
         }
         // Let other writers in between batches.
@@ -97,6 +108,7 @@ pub async fn run(store: Arc<dyn Store>, settings: Settings, shutdown: Cancellati
                 tracing::debug!(
                     keys = swept.keys,
                     notifications = swept.notifications,
+                    files = swept.files,
                     "deleted what is past its retention"
                 );
             }

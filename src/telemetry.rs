@@ -242,7 +242,7 @@ pub fn preregister(config: &Config, routing: &Routing, takes_callbacks: impl Fn(
     for reason in crate::inbox::Rejected::REASONS {
         metrics::counter!("herald_inbox_rejected_total", "reason" => reason).increment(0);
     }
-    for kind in ["idempotency_records", "notifications"] {
+    for kind in ["idempotency_records", "notifications", "attachments"] {
         metrics::counter!("herald_retention_deleted_total", "kind" => kind).increment(0);
     }
     for route in config.routes.keys() {

@@ -78,7 +78,8 @@ async fn routes_are_listed_with_what_they_declare_to_the_tenants_that_may_use_th
     assert_eq!(
         shared["capabilities"],
         json!({"idempotency_window_seconds": null, "outcome_query": true,
-               "visibility_lag_ms": 1500, "max_payload_bytes": 1_048_576, "tags": true}),
+               "visibility_lag_ms": 1500, "max_payload_bytes": 20_971_520, "tags": true,
+               "attachments": true}),
         "{shared}"
     );
     assert_eq!(
@@ -598,9 +599,11 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
     )
     .await;
     problem(raw("[1, 2]").await.unwrap(), StatusCode::BAD_REQUEST).await;
+    // Over the enqueue route's limit: `server.max_body_bytes` and room for the largest
+    // attachments in base64.
     let oversized = format!(
         "{{\"channel\":\"email\",\"text\":\"{}\"}}",
-        "x".repeat(300 * 1024)
+        "x".repeat(15 * 1024 * 1024)
     );
     let response = app
         .http

@@ -138,6 +138,7 @@ fn accept_of(key: &str, n: Notification, hash: u8) -> NewAccept {
         request_hash: vec![hash; 32],
         response: json!({"id": n.id, "answer": key}),
         notification: n,
+        files: Vec::new(),
     }
 }
 

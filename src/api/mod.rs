@@ -60,7 +60,9 @@ pub struct AppState {
 pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::Duration) -> Router {
     let request_id = axum::http::HeaderName::from_static("x-request-id");
     Router::new()
-        .merge(notifications::routes())
+        .merge(notifications::routes(
+            max_body_bytes + state.routing.attachments().body_allowance(),
+        ))
         .merge(review::routes())
         .merge(routes::routes())
         .merge(console::routes())
@@ -172,10 +174,13 @@ fn typed<T: DeserializeOwned>(value: Value) -> Result<T, Problem> {
     serde_path_to_error::deserialize(value).map_err(|err| {
         let path = err.path().to_string();
         let message = err.inner().to_string();
-        let field = if path == "." {
-            message.split('`').nth(1).unwrap_or("body").to_owned()
-        } else {
-            path
+        // A missing field is reported at the object that lacks it, an unknown one at itself;
+        // either is named by the message alone at the top.
+        let named = message.split('`').nth(1);
+        let field = match (path.as_str(), named) {
+            (".", named) => named.unwrap_or("body").to_owned(),
+            (_, Some(name)) if message.starts_with("missing field") => format!("{path}.{name}"),
+            _ => path,
         };
         Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -6,7 +6,7 @@
 //! and cancel, and review's resolve and requery.
 
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -35,10 +35,13 @@ pub const MAX_BATCH_ITEMS: usize = 1000;
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 200;
 
-pub fn routes() -> Router<AppState> {
+/// The routes; the two that enqueue take bodies up to `enqueue_limit`, which leaves room for
+/// attachments.
+pub fn routes(enqueue_limit: usize) -> Router<AppState> {
+    let limit = DefaultBodyLimit::max(enqueue_limit);
     Router::new()
-        .route("/v1/notifications", post(create).get(list))
-        .route("/v1/notifications/batch", post(create_batch))
+        .route("/v1/notifications", post(create).layer(limit).get(list))
+        .route("/v1/notifications/batch", post(create_batch).layer(limit))
         .route("/v1/notifications/cancel", post(cancel_by_key))
         .route("/v1/notifications/{id}", get(show))
         .route("/v1/notifications/{id}/cancel", post(cancel))
@@ -160,7 +163,7 @@ fn prepare(
     crate::domain::without_nul(&body, "").map_err(Problem::invalid_field)?;
     let request_hash = idempotency::request_hash(&body);
     let request: NotificationRequest = typed(body)?;
-    let notification = request
+    let (notification, files) = request
         .parse(&principal.tenant, &state.routing, &state.templates, now)
         .map_err(Problem::invalid_field)?;
     if let Some(info) = state.routing.info(&notification.route) {
@@ -182,6 +185,7 @@ fn prepare(
         key,
         request_hash,
         notification,
+        files,
         response,
     })
 }

@@ -68,6 +68,8 @@ pub struct CapabilitiesBody {
     pub max_payload_bytes: Option<usize>,
     /// It keeps an email's `tags`.
     pub tags: bool,
+    /// It takes an email's `attachments`.
+    pub attachments: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -226,6 +228,7 @@ fn shown(
                 .map(|lag| lag.as_millis() as u64),
             max_payload_bytes: capabilities.max_payload_bytes,
             tags: capabilities.tags,
+            attachments: capabilities.attachments,
         },
         concurrency: route.concurrency(),
         timeout_seconds: limits.timeout.as_secs(),

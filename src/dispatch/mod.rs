@@ -12,6 +12,7 @@ mod pacing;
 pub mod policy;
 mod routes;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -307,6 +308,12 @@ impl Worker {
             Some(request) => Ok(request),
             None => route.prepare(&message, &key),
         };
+        // The stored request names its attachments; the vendor gets their contents.
+        let files = self.files(&message).await;
+        let request = match (request, &files) {
+            (Ok(request), Ok(files)) => Ok(request.expand(files)),
+            (request, _) => request,
+        };
         let call = Call {
             route,
             request: &request,
@@ -315,9 +322,13 @@ impl Worker {
         };
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
-                let refusal = match expiry(&claim.notification, OffsetDateTime::now_utc()) {
-                    Some(expired) => Some(expired),
-                    None => self.suppression(&claim.notification).await,
+                let refusal = match (
+                    expiry(&claim.notification, OffsetDateTime::now_utc()),
+                    files,
+                ) {
+                    (Some(expired), _) => Some(expired),
+                    (None, Err(unreadable)) => Some(unreadable),
+                    (None, Ok(_)) => self.suppression(&claim.notification).await,
                 };
                 let sent = match refusal {
                     Some(refusal) => Ok(route.refused(refusal)),
@@ -335,12 +346,54 @@ impl Worker {
                 let s = situation(route, &claim, &[]);
                 policy::decide(&s, step(n, false, false, sent), rand::random())
             }
+            // A replay without its attachments would be another request: the claim is left to
+            // its lease, and taken again when the files can be read.
+            ClaimMode::Reconcile if files.is_err() => {
+                tracing::warn!("cannot read the attachments to reconcile the send; trying later");
+                return;
+            }
             ClaimMode::Reconcile => match self.reconcile(&call, &mut claim).await {
                 Some(decision) => decision,
                 None => return,
             },
         };
         self.commit(&claim, decision).await;
+    }
+
+    /// The contents of the message's attachments, by SHA-256; else the refusal of its send,
+    /// made without calling the vendor: one that may pass where the store cannot be read, a
+    /// final one where a file is gone (which retention never does to a notification it keeps).
+    async fn files(&self, message: &Message) -> Result<BTreeMap<String, Vec<u8>>, SendResult> {
+        let named: Vec<&str> = message
+            .email
+            .attachments
+            .iter()
+            .map(|a| a.sha256.as_str())
+            .collect();
+        if named.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let files = self.store.files(&named).await.map_err(|err| {
+            SendResult::transient(
+                Evidence::new("request", format!("cannot read the attachments: {err}")),
+                None,
+            )
+        })?;
+        match message
+            .email
+            .attachments
+            .iter()
+            .find(|a| !files.contains_key(&a.sha256))
+        {
+            None => Ok(files),
+            Some(missing) => Err(SendResult::permanent(Evidence::new(
+                "request",
+                format!(
+                    "the content of attachment `{}` (sha256 {}) is not stored; not sent",
+                    missing.filename, missing.sha256
+                ),
+            ))),
+        }
     }
 
     /// The refusal of a send to a suppressed recipient, made without calling the vendor; `None`

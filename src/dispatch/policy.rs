@@ -955,6 +955,7 @@ mod tests {
             query_visibility_lag: query.then_some(Duration::from_secs(5)),
             max_payload_bytes: None,
             tags: false,
+            attachments: false,
         }
     }
 

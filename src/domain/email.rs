@@ -117,6 +117,7 @@ impl EmailFields<'_> {
             bcc,
             tags,
             headers,
+            attachments: Vec::new(),
         })
     }
 }

@@ -2,6 +2,7 @@
 //! parsed values. No I/O lives here; everything that crosses the API or the store is parsed into
 //! these types first, so the rest of herald cannot hold an invalid value.
 
+mod attachment;
 mod category;
 pub mod cloudevent;
 mod contradiction;
@@ -16,6 +17,7 @@ mod states;
 pub mod transitions;
 mod values;
 
+pub use attachment::{AttachmentRules, File, MAX_ATTACHMENTS, NewAttachment};
 pub use category::{Categories, LIST_UNSUBSCRIBE, LIST_UNSUBSCRIBE_POST, Unsubscribe};
 pub use cloudevent::CloudEvent;
 pub use contradiction::{REVIEWED, Reopen, left_late, reopen};

@@ -1,7 +1,7 @@
 //! A notification: what an upstream asked for (the request), what herald stores and shows (the
 //! notification with its attempts), and the rules that turn the first into the second.
 
-use herald_provider::EmailOptions;
+use herald_provider::{Attachment, EmailOptions};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -9,8 +9,9 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
+use super::attachment::{File, NewAttachment};
 use super::email::EmailFields;
-use super::routing::{Routing, Templates, locale_tag};
+use super::routing::{RouteInfo, Routing, Templates, locale_tag};
 
 /// A time as RFC 3339 in herald's range, refused with the form it must take: the `time` crate's
 /// own message ("a character literal was not valid") does not say what to send instead. (The
@@ -105,6 +106,11 @@ pub struct NotificationRequest {
     /// writes itself (From, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, Content-*, …).
     #[schema(value_type = Option<HashMap<String, String>>)]
     pub headers: Option<Map<String, Value>>,
+    /// Email: up to 10 files, together at most the configured `[attachments] max_total_bytes`
+    /// (10 MiB unless configured); only on routes whose vendor takes attachments. herald
+    /// stores each content once, however many notifications carry it.
+    #[schema(max_items = 10)]
+    pub attachments: Option<Vec<NewAttachment>>,
 }
 
 // `channel` and `delivery` are plain strings here, so that a wrong value gets herald's own error
@@ -334,14 +340,15 @@ const MAX_METADATA_KEY_CHARS: usize = 40;
 const MAX_METADATA_VALUE_CHARS: usize = 500;
 
 impl NotificationRequest {
-    /// Turns a request into a new `queued` notification, or names the first field that is wrong.
+    /// Turns a request into a new `queued` notification and the attachment contents to store
+    /// with it, or names the first field that is wrong.
     pub fn parse(
         self,
         tenant: &str,
         routing: &Routing,
         templates: &Templates,
         now: OffsetDateTime,
-    ) -> Result<Notification, FieldError> {
+    ) -> Result<(Notification, Vec<File>), FieldError> {
         let channel = Channel::parse(&self.channel).ok_or_else(|| {
             FieldError::new("channel", "must be one of email, sms, push, webhook")
         })?;
@@ -365,6 +372,11 @@ impl NotificationRequest {
             headers: self.headers.as_ref(),
         }
         .parse(channel, route, route_info)?;
+        let (attachments, files) = self.attachments(channel, route, route_info, routing)?;
+        let email = EmailOptions {
+            attachments,
+            ..email
+        };
         let categories = routing.categories();
         let category = self
             .category
@@ -392,7 +404,7 @@ impl NotificationRequest {
             .transpose()?
             .map(|key| key.as_str().to_owned());
 
-        Ok(Notification {
+        let notification = Notification {
             id: NotificationId::new(),
             tenant: tenant.to_owned(),
             channel,
@@ -415,7 +427,36 @@ impl NotificationRequest {
             failovers: 0,
             late_evidence: false,
             contradiction: None,
-        })
+        };
+        Ok((notification, files))
+    }
+
+    /// An email's attachments as kept and their contents; refused on other channels and on a
+    /// route whose vendor would drop them.
+    fn attachments(
+        &self,
+        channel: Channel,
+        route: &str,
+        info: &RouteInfo,
+        routing: &Routing,
+    ) -> Result<(Vec<Attachment>, Vec<File>), FieldError> {
+        let given = self.attachments.as_deref().unwrap_or_default();
+        if given.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        if channel != Channel::Email {
+            return Err(FieldError::new(
+                "attachments",
+                format!("is not used on the {channel} channel"),
+            ));
+        }
+        if !info.attachments {
+            return Err(FieldError::new(
+                "attachments",
+                format!("route `{route}`'s vendor cannot take attachments"),
+            ));
+        }
+        routing.attachments().parse(given)
     }
 
     /// `expires_at`, or `ttl_seconds` from `now`: after now and after `send_at`, or it could
@@ -662,6 +703,7 @@ mod tests {
             tenants: None,
             allowed_from: Vec::new(),
             tags: true,
+            attachments: true,
         };
         let mail = RouteInfo {
             channels: vec![Channel::Email],
@@ -669,6 +711,7 @@ mod tests {
             tenants: None,
             allowed_from: vec!["billing@acme.example".into(), "@news.acme.example".into()],
             tags: false,
+            attachments: false,
         };
         Routing::new(
             BTreeMap::from([("sandbox".into(), all), ("mail".into(), mail)]),
@@ -700,7 +743,9 @@ mod tests {
 
     fn parse(body: Value) -> Result<Notification, FieldError> {
         let request: NotificationRequest = serde_json::from_value(body).unwrap();
-        request.parse("acme", &routes(), &templates(), OffsetDateTime::now_utc())
+        request
+            .parse("acme", &routes(), &templates(), OffsetDateTime::now_utc())
+            .map(|(notification, _)| notification)
     }
 
     fn field_of(body: Value) -> String {
@@ -745,6 +790,40 @@ mod tests {
         );
         let tagged = parse(email_with("tags", json!({"kind": "invoice"}))).unwrap();
         assert_eq!(tagged.content.email.tags["kind"], "invoice");
+    }
+
+    #[test]
+    fn attachments_are_kept_by_their_digest_and_refused_where_they_cannot_go() {
+        let attachment =
+            json!([{"filename": "a.txt", "content_type": "text/plain", "content": "aGk="}]);
+        let request: NotificationRequest =
+            serde_json::from_value(email_with("attachments", attachment.clone())).unwrap();
+        let (n, files) = request
+            .parse("acme", &routes(), &templates(), OffsetDateTime::now_utc())
+            .unwrap();
+        let kept = &n.content.email.attachments;
+        assert_eq!((kept.len(), kept[0].size), (1, 2));
+        assert_eq!(files.len(), 1);
+        assert_eq!(
+            (files[0].bytes.as_slice(), &files[0].sha256),
+            (&b"hi"[..], &kept[0].sha256)
+        );
+
+        let refused = parse(mail_with("attachments", attachment.clone())).unwrap_err();
+        assert_eq!(refused.field, "attachments");
+        assert!(
+            refused.message.contains("cannot take attachments"),
+            "{}",
+            refused.message
+        );
+        let sms = json!({"channel":"sms","to":"+15555550100","text":"t","attachments": attachment});
+        let refused = parse(sms).unwrap_err();
+        assert_eq!(refused.field, "attachments");
+        assert!(
+            refused.message.contains("not used on the sms channel"),
+            "{}",
+            refused.message
+        );
     }
 
     #[test]

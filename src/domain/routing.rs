@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
-use super::{Categories, Channel, Delivery, FieldError};
+use super::{AttachmentRules, Categories, Channel, Delivery, FieldError};
 
 /// What the enqueue path needs to know of a configured route.
 #[derive(Debug, Clone)]
@@ -18,6 +18,8 @@ pub struct RouteInfo {
     pub allowed_from: Vec<String>,
     /// The route's vendor keeps an email's `tags`.
     pub tags: bool,
+    /// The route's vendor takes an email's attachments.
+    pub attachments: bool,
 }
 
 impl RouteInfo {
@@ -37,6 +39,7 @@ pub struct Routing {
     routes: BTreeMap<String, RouteInfo>,
     defaults: HashMap<Channel, String>,
     categories: Categories,
+    attachments: AttachmentRules,
 }
 
 impl Routing {
@@ -45,12 +48,26 @@ impl Routing {
             routes,
             defaults,
             categories: Categories::default(),
+            attachments: AttachmentRules::default(),
         }
     }
 
     /// With the categories a notification may be sent in.
     pub fn with_categories(self, categories: Categories) -> Self {
         Routing { categories, ..self }
+    }
+
+    /// With the attachments an email may carry.
+    pub fn with_attachments(self, attachments: AttachmentRules) -> Self {
+        Routing {
+            attachments,
+            ..self
+        }
+    }
+
+    /// What attachments an email may carry.
+    pub fn attachments(&self) -> &AttachmentRules {
+        &self.attachments
     }
 
     /// The categories a notification may be sent in, and their unsubscribe links.

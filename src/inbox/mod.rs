@@ -187,8 +187,10 @@ impl Inbox {
             .iter()
             .map(|mapping| {
                 let request = self.request(mapping, &event.event_type, &context)?;
+                // A mapping names no attachments, so there are no files to keep.
                 request
                     .parse(tenant, &self.routing, &self.templates, now)
+                    .map(|(notification, _)| notification)
                     .map_err(|err| Rejected {
                         reason: "mapping",
                         field: err.field,

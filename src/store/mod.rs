@@ -32,8 +32,8 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use crate::domain::{
-    Attempt, Certainty, Channel, Decision, IdempotencyKey, Notification, NotificationId, Receipt,
-    Resolution, RoutePause, Sibling, State, Suppression,
+    Attempt, Certainty, Channel, Decision, File, IdempotencyKey, Notification, NotificationId,
+    Receipt, Resolution, RoutePause, Sibling, State, Suppression,
 };
 use crate::review::{Change, Outcome, PermanentRefusals, Reason, Then};
 pub use group::{Accepts, GroupCommit, Records};
@@ -172,6 +172,8 @@ pub struct NewAccept {
     /// SHA-256 of the canonical request, to tell a replay from a reused key.
     pub request_hash: Vec<u8>,
     pub notification: Notification,
+    /// The contents of its attachments, stored once each by their SHA-256.
+    pub files: Vec<File>,
     /// The answer to store for replays.
     pub response: Value,
 }
@@ -569,6 +571,14 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         refusals: PermanentRefusals,
     ) -> StoreResult<u64>;
+
+    /// Deletes up to `limit` attachment contents that no notification names any more and that
+    /// no enqueue named since `before`; returns how many went.
+    async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+
+    /// The stored contents of these attachments (by SHA-256), for a send; a file not stored is
+    /// absent from the answer.
+    async fn files(&self, sha256: &[&str]) -> StoreResult<BTreeMap<String, Vec<u8>>>;
 
     /// Records an upstream event (`tenant`, `source`, `id`) and commits the notifications it
     /// maps to, each with its `accepted` event, in one transaction; an event recorded before

@@ -102,6 +102,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "route pauses",
         include_str!("../../migrations/postgres/0017_route_pauses.sql"),
     ),
+    (
+        18,
+        "attachments",
+        include_str!("../../migrations/postgres/0018_attachments.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -67,4 +67,28 @@ impl<D: Dialect> SqlStore<D> {
         tx.commit().await?;
         Ok(deleted)
     }
+
+    pub(super) async fn forget_files(
+        &self,
+        before: OffsetDateTime,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        let mut tx = self.0.begin().await?;
+        // The time is checked again outside the subquery: on PostgreSQL a delete that waited for
+        // an enqueue's row lock rechecks the row as that enqueue left it (marked used now), where
+        // the subquery's answer stays as it was when the delete began.
+        let deleted = tx
+            .execute(
+                "DELETE FROM attachments WHERE last_used_at < $1 AND sha256 IN (
+                     SELECT a.sha256 FROM attachments a
+                     WHERE a.last_used_at < $1
+                       AND NOT EXISTS (SELECT 1 FROM notification_attachments n
+                                       WHERE n.sha256 = a.sha256)
+                     LIMIT $2)",
+                args![before, i64::from(limit)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
 }

@@ -546,6 +546,10 @@ macro_rules! retention_statements {
                     "DELETE FROM callbacks WHERE ",
                     $in_ids!("notification_id", 1)
                 ),
+                concat!(
+                    "DELETE FROM notification_attachments WHERE ",
+                    $in_ids!("notification_id", 1)
+                ),
             ],
             notifications: concat!("DELETE FROM notifications WHERE ", $in_ids!("id", 1)),
         }

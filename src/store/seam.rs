@@ -309,7 +309,7 @@ pub(super) struct RetentionStatements {
     pub finished: &'static str,
     /// Each `$1` ids: the rows that belong to those notifications, in an order the foreign
     /// keys allow (an event's publication history goes with it, by cascade).
-    pub children: [&'static str; 6],
+    pub children: [&'static str; 7],
     /// `$1` ids: the notifications themselves.
     pub notifications: &'static str,
 }

@@ -5,7 +5,7 @@
 //! in [`super::seam`]; a statement that is the same text in both dialects lives with its area,
 //! one that differs in each [`Dialect`]'s tables.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ use super::{
     SuppressionFilter,
 };
 use crate::domain::{
-    Attempt, Channel, Decision, Notification, NotificationId, RoutePause, Sibling, State,
+    Attempt, Channel, Decision, File, Notification, NotificationId, RoutePause, Sibling, State,
     Suppression,
 };
 use crate::review::PermanentRefusals;
@@ -151,6 +151,8 @@ impl<D: Dialect> SqlStore<D> {
     async fn try_accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
         let mut tx = self.0.begin().await?;
         let mut outcomes = Vec::with_capacity(items.len());
+        // A batch to many recipients often carries one file: it is written once.
+        let mut written = HashSet::new();
         for item in items {
             let n = &item.notification;
             // The unique key decides who created the notification, not a prior read: on
@@ -175,6 +177,12 @@ impl<D: Dialect> SqlStore<D> {
                     == 1;
                 if claimed {
                     insert_notification(&mut *tx, n).await?;
+                    let new: Vec<&File> = item
+                        .files
+                        .iter()
+                        .filter(|file| written.insert(file.sha256.as_str()))
+                        .collect();
+                    store_files(&mut *tx, n, &new).await?;
                     break AcceptOutcome::Created;
                 }
                 let existing: Option<IdempotencyRow> = tx
@@ -326,6 +334,39 @@ async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreRes
         &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at),
     )
     .await
+}
+
+/// The attachment contents of a new notification not yet written in this transaction, and the
+/// notification's names for all of its files. A file already stored is not written again, only
+/// marked used now, which keeps it from a sweep that runs meanwhile (see migration 0018).
+async fn store_files(conn: &mut impl Conn, n: &Notification, new: &[&File]) -> StoreResult<()> {
+    for file in new {
+        conn.execute(
+            "INSERT INTO attachments (sha256, content, last_used_at) VALUES ($1, $2, $3)
+             ON CONFLICT (sha256) DO UPDATE SET last_used_at = excluded.last_used_at",
+            vec![
+                Arg::from(&file.sha256),
+                Arg::Bytes(file.bytes.clone()),
+                Arg::from(n.created_at),
+            ],
+        )
+        .await?;
+    }
+    let named: BTreeSet<&str> = n
+        .content
+        .email
+        .attachments
+        .iter()
+        .map(|a| a.sha256.as_str())
+        .collect();
+    for sha256 in named {
+        conn.execute(
+            "INSERT INTO notification_attachments (notification_id, sha256) VALUES ($1, $2)",
+            args![n.id, sha256],
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -622,6 +663,27 @@ impl<D: Dialect> Store for SqlStore<D> {
         refusals: PermanentRefusals,
     ) -> StoreResult<u64> {
         SqlStore::forget_finished(self, before, limit, refusals).await
+    }
+
+    async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+        SqlStore::forget_files(self, before, limit).await
+    }
+
+    async fn files(&self, sha256: &[&str]) -> StoreResult<BTreeMap<String, Vec<u8>>> {
+        let mut conn = self.0.read().await?;
+        let mut files = BTreeMap::new();
+        for sha256 in sha256 {
+            let found: Option<(Vec<u8>,)> = conn
+                .fetch_optional(
+                    "SELECT content FROM attachments WHERE sha256 = $1",
+                    args![*sha256],
+                )
+                .await?;
+            if let Some((content,)) = found {
+                files.insert((*sha256).to_owned(), content);
+            }
+        }
+        Ok(files)
     }
 
     async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {

@@ -113,6 +113,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "route pauses",
         include_str!("../../migrations/sqlite/0017_route_pauses.sql"),
     ),
+    (
+        18,
+        "attachments",
+        include_str!("../../migrations/sqlite/0018_attachments.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

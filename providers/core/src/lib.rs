@@ -11,6 +11,7 @@
 //! only what its vendor documents differently.
 #![forbid(unsafe_code)]
 
+mod attachment;
 pub mod callback;
 #[cfg(feature = "fake")]
 pub mod fake;
@@ -21,6 +22,7 @@ pub mod settings;
 pub mod signature;
 pub mod timeout;
 
+pub use attachment::{Attachment, Encoding};
 pub use redact::Redactor;
 
 use std::collections::BTreeMap;
@@ -145,6 +147,10 @@ pub struct EmailOptions {
     /// Email: custom headers, name → value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// Email: attachments, in the order given; only vendors that take them get any
+    /// (`Capabilities::attachments`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 impl EmailOptions {
@@ -214,6 +220,9 @@ pub struct Capabilities {
     /// The vendor keeps per-message tags (an email's `tags`); herald refuses them at enqueue
     /// on a route whose vendor would drop them.
     pub tags: bool,
+    /// The vendor takes an email's attachments (written with [`Attachment::placeholder`]);
+    /// herald refuses them at enqueue on a route whose vendor cannot.
+    pub attachments: bool,
 }
 
 /// Facts from the vendor's answer (or its absence) that justify a result. Stored on the

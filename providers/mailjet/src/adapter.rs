@@ -181,6 +181,7 @@ impl MailjetAdapter {
                 query_visibility_lag: Some(route.visibility_lag),
                 max_payload_bytes: Some(MAX_PAYLOAD_BYTES),
                 tags: false,
+                attachments: false,
             },
         })
     }

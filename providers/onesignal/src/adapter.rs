@@ -136,6 +136,7 @@ impl OneSignalAdapter {
                 // OneSignal's own fields, so no number here would be truthful.
                 max_payload_bytes: None,
                 tags: false,
+                attachments: false,
             },
         })
     }

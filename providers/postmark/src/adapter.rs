@@ -157,6 +157,7 @@ impl PostmarkAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
+                attachments: false,
                 // Postmark deduplicates nothing: a resend is a second email.
                 idempotency_window: None,
                 query_visibility_lag: Some(route.visibility_lag),

@@ -147,6 +147,7 @@ impl ResendAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
+                attachments: false,
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // Resend can fetch an email by its own id, but not by our key or reference
                 // (its docs name no look-up by key); a replay inside the window is the

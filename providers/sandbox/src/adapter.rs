@@ -22,7 +22,8 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Request, SendResult,
+    Adapter, Capabilities, Encoding, Evidence, Message, ProviderKey, QueryResult, Request,
+    SendResult,
 };
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{StatusCode, Url};
@@ -33,8 +34,8 @@ use herald_provider::signature::SigningSecret;
 use crate::callback::SandboxCallbacks;
 use crate::server::{Profile, SandboxHandle};
 use crate::wire::{
-    AcceptedBody, CAPABILITIES, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, KEY_REUSED,
-    MAX_MESSAGE_BYTES, Offer, SendBody,
+    AcceptedBody, AttachmentOut, CAPABILITIES, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
+    KEY_REUSED, MAX_MESSAGE_BYTES, Offer, SendBody,
 };
 
 /// What the sandbox documents about its statuses (see the module docs).
@@ -120,6 +121,7 @@ impl SandboxAdapter {
                 .then_some(route.visibility_lag),
             max_payload_bytes: Some(MAX_MESSAGE_BYTES),
             tags: true,
+            attachments: true,
         };
         Ok(SandboxAdapter {
             timeout: route.timeout,
@@ -192,6 +194,15 @@ impl Adapter for SandboxAdapter {
             bcc: &email.bcc,
             tags: &email.tags,
             headers: &email.headers,
+            attachments: email
+                .attachments
+                .iter()
+                .map(|a| AttachmentOut {
+                    filename: &a.filename,
+                    content_type: &a.content_type,
+                    content: a.placeholder(Encoding::Base64),
+                })
+                .collect(),
         };
         Request::json(&body)
     }

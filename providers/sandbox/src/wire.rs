@@ -79,8 +79,9 @@ pub const CAPABILITIES: &str = "sandbox-capabilities";
 /// with another body (422): the earlier request was processed, this one was not.
 pub const KEY_REUSED: &str = "idempotency_key_reused";
 
-/// The largest `POST /messages` body the sandbox reads; larger ones get 413, unprocessed.
-pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// The largest `POST /messages` body the sandbox reads; larger ones get 413, unprocessed. Room
+/// for herald's largest attachments (10 MiB by default, a third more in base64).
+pub const MAX_MESSAGE_BYTES: usize = 20 << 20;
 
 /// `POST /messages` as the adapter writes it: borrowed from herald's message, never copied.
 #[derive(Debug, Serialize)]
@@ -108,6 +109,17 @@ pub struct SendBody<'a> {
     pub tags: &'a BTreeMap<String, String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentOut<'a>>,
+}
+
+/// An email attachment in `POST /messages`, as JSON vendors take one: its content in base64
+/// (herald's placeholder until the send expands it).
+#[derive(Debug, Serialize)]
+pub struct AttachmentOut<'a> {
+    pub filename: &'a str,
+    pub content_type: &'a str,
+    pub content: String,
 }
 
 /// `POST /messages` as the server reads it. Only what the server checks is kept: the rest of
@@ -118,6 +130,17 @@ pub struct MessageIn {
     /// Parsed so that an unknown channel is refused, as a vendor would refuse it.
     pub channel: Channel,
     pub to: String,
+    /// Decoded so that content that is not base64 is refused, and recorded in the ledger.
+    #[serde(default)]
+    pub attachments: Vec<AttachmentIn>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AttachmentIn {
+    pub filename: String,
+    pub content_type: String,
+    /// Base64.
+    pub content: String,
 }
 
 /// The answer to an accepted (or replayed) `POST /messages`.

@@ -146,6 +146,7 @@ impl SendGridAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
+                attachments: false,
                 // SendGrid documents no idempotency key: a resend is a second email.
                 idempotency_window: None,
                 query_visibility_lag: route.activity_lookup,

@@ -188,6 +188,7 @@ impl SesAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
+                attachments: false,
                 // SES takes no idempotency token: a resend is a second email.
                 idempotency_window: None,
                 query_visibility_lag: None,

@@ -203,7 +203,11 @@ impl SmtpAdapter {
             timeout: route.timeout,
             // SMTP has no idempotency key and no outcome query; the size limit is the server's
             // (EHLO SIZE) and a larger message is refused with a 552 (see the crate docs).
-            capabilities: Capabilities::default(),
+            // lettre writes attachments as MIME parts; SMTP keeps no tags.
+            capabilities: Capabilities {
+                attachments: true,
+                ..Capabilities::default()
+            },
         })
     }
 

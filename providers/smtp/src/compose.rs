@@ -6,9 +6,9 @@
 //! is used rather than the sender's domain so that a change of `from` between two attempts
 //! cannot change the id.
 
-use herald_provider::{Channel, Message};
-use lettre::message::header::{HeaderName, HeaderValue};
-use lettre::message::{Mailbox, MultiPart, SinglePart};
+use herald_provider::{Attachment, Channel, Encoding, Message};
+use lettre::message::header::{ContentTransferEncoding, ContentType, HeaderName, HeaderValue};
+use lettre::message::{Attachment as LettreAttachment, Mailbox, MultiPart, SinglePart};
 use lettre::{Address, Message as Email};
 
 /// The right-hand side of every Message-ID herald sends.
@@ -81,16 +81,50 @@ pub(crate) fn compose(from: &Mailbox, message: &Message) -> Result<Email, String
     if let Some(subject) = &message.subject {
         builder = builder.subject(subject);
     }
-    let built = match (&message.text, &message.html) {
-        (Some(text), Some(html)) => builder.multipart(MultiPart::alternative_plain_html(
+    let body = match (&message.text, &message.html) {
+        (Some(text), Some(html)) => Body::Alternative(MultiPart::alternative_plain_html(
             text.clone(),
             html.clone(),
         )),
-        (Some(text), None) => builder.singlepart(SinglePart::plain(text.clone())),
-        (None, Some(html)) => builder.singlepart(SinglePart::html(html.clone())),
+        (Some(text), None) => Body::Single(SinglePart::plain(text.clone())),
+        (None, Some(html)) => Body::Single(SinglePart::html(html.clone())),
         (None, None) => return Err("an email needs a text or an html body".to_owned()),
     };
+    let built = if options.attachments.is_empty() {
+        match body {
+            Body::Alternative(parts) => builder.multipart(parts),
+            Body::Single(part) => builder.singlepart(part),
+        }
+    } else {
+        let mixed = match body {
+            Body::Alternative(parts) => MultiPart::mixed().multipart(parts),
+            Body::Single(part) => MultiPart::mixed().singlepart(part),
+        };
+        let mixed = options.attachments.iter().try_fold(mixed, |mixed, a| {
+            Ok::<_, String>(mixed.singlepart(attachment(a)?))
+        })?;
+        builder.multipart(mixed)
+    };
     built.map_err(|err| format!("cannot build the message: {err}"))
+}
+
+/// The message's text, before any attachments.
+enum Body {
+    Alternative(MultiPart),
+    Single(SinglePart),
+}
+
+/// An attachment's MIME part. Its content is herald's placeholder, written as the part's
+/// base64 body: the stored message stays small, and herald puts the content in its place,
+/// in lines of 76, before each send.
+fn attachment(a: &Attachment) -> Result<SinglePart, String> {
+    let content_type = ContentType::parse(&a.content_type)
+        .map_err(|err| format!("attachment `{}`: {}: {err}", a.filename, a.content_type))?;
+    let placeholder = a.placeholder(Encoding::Mime).into_bytes();
+    Ok(LettreAttachment::new(a.filename.clone()).body(
+        lettre::message::Body::dangerous_pre_encoded(placeholder, ContentTransferEncoding::Base64),
+        content_type,
+    ))
 }
 
 /// The notification id becomes the left part of the Message-ID, so it must be a dot-atom

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use herald_provider::{Adapter, EmailOptions, ProviderKey};
+use herald_provider::{Adapter, Attachment, EmailOptions, ProviderKey};
 use herald_smtp::{SmtpAdapter, SmtpRoute, Tls, message_id};
 use secrecy::SecretString;
 use serde::Deserialize;
@@ -25,7 +25,7 @@ const USER: &str = "herald";
 
 /// The server: one asyncio listener on 127.0.0.1:0 whose port is printed on the first line.
 const SERVER_PY: &str = r#"
-import asyncio, json, logging, os, ssl, sys
+import asyncio, hashlib, json, logging, os, ssl, sys
 from email import policy
 from email.parser import BytesParser
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
@@ -55,6 +55,11 @@ class Saver:
             "text": body("plain"),
             "html": body("html"),
             "headers": {name: str(value) for name, value in msg.items()},
+            "attachments": [
+                {"filename": part.get_filename(),
+                 "content_type": part.get_content_type(),
+                 "sha256": hashlib.sha256(part.get_payload(decode=True)).hexdigest()}
+                for part in msg.iter_attachments()],
             "authenticated": bool(session.authenticated),
             "mechanism": session.auth_data,
             "tls": session.ssl is not None
@@ -112,6 +117,8 @@ struct Saved {
     html: Option<String>,
     /// Every header, by name.
     headers: BTreeMap<String, String>,
+    /// The attachments as Python's `email` package decodes them.
+    attachments: Vec<SavedAttachment>,
     authenticated: bool,
     /// The AUTH mechanism that succeeded.
     mechanism: Option<String>,
@@ -252,6 +259,13 @@ async fn aiosmtpd_available() -> bool {
     found
 }
 
+#[derive(Debug, PartialEq, Deserialize)]
+struct SavedAttachment {
+    filename: String,
+    content_type: String,
+    sha256: String,
+}
+
 fn key(id: &str) -> ProviderKey {
     ProviderKey::new(id)
 }
@@ -292,6 +306,76 @@ async fn a_text_and_html_message_arrives_with_its_headers_and_both_bodies() {
     assert_eq!(normalise(saved.text), message.text);
     assert_eq!(normalise(saved.html), message.html);
     assert!(!saved.authenticated && !saved.tls);
+}
+
+#[tokio::test]
+async fn attachments_arrive_intact_from_a_stored_request_that_only_names_them() {
+    let Some(server) = Server::start(Setup {
+        mode: "plain",
+        ..Setup::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let adapter = SmtpAdapter::new(server.route(Tls::None)).unwrap();
+    let mut message = email("0190f0d4-7e2a-7c3b-9d7e-2b4f1a6c8e93");
+    // Not UTF-8, and longer than one base64 line; the second is named outside ASCII.
+    let pdf: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 256) as u8).collect();
+    let csv = "Monat;Summe\nMärz;42\n".as_bytes().to_vec();
+    let files = [
+        ("invoice.pdf", "application/pdf", pdf),
+        ("Bericht März.csv", "text/csv", csv),
+    ];
+    message.email.attachments = files
+        .iter()
+        .map(|(filename, content_type, content)| Attachment {
+            filename: (*filename).to_owned(),
+            content_type: (*content_type).to_owned(),
+            size: content.len() as u64,
+            sha256: sha256_hex(content),
+        })
+        .collect();
+    let key = key(&message.notification_id);
+
+    let stored = adapter.prepare(&message, &key).unwrap();
+    assert!(
+        stored.body.len() < 5000,
+        "the stored request holds the content itself: {} bytes",
+        stored.body.len()
+    );
+    let contents: BTreeMap<String, Vec<u8>> = files
+        .iter()
+        .map(|(_, _, content)| (sha256_hex(content), content.clone()))
+        .collect();
+    let result = adapter
+        .send_prepared(&stored.expand(&contents), &message, &key)
+        .await;
+
+    assert_accepted(&result);
+    let saved = server.saved();
+    assert_eq!(saved.content_type, "multipart/mixed");
+    assert_eq!(
+        saved.text.as_deref().map(str::trim_end),
+        message.text.as_deref()
+    );
+    let sent: Vec<SavedAttachment> = files
+        .iter()
+        .map(|(filename, content_type, content)| SavedAttachment {
+            filename: (*filename).to_owned(),
+            content_type: (*content_type).to_owned(),
+            sha256: sha256_hex(content),
+        })
+        .collect();
+    assert_eq!(saved.attachments, sent);
+}
+
+fn sha256_hex(content: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(content)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn one_click_link() -> String {

@@ -144,6 +144,7 @@ impl SparkPostAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
+                attachments: false,
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // SparkPost's message events can be searched by transmission or recipient, not
                 // by our key, and lag behind; a replay inside the window is the

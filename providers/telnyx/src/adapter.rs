@@ -145,6 +145,7 @@ impl TelnyxAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: false,
+                attachments: false,
                 // The key goes with every send, but Telnyx replays only successful answers: after
                 // an error answer (a 500 when the message may already be out) a resend under the
                 // key may send again, so herald claims nothing of a replay.

@@ -239,6 +239,7 @@ impl TwilioAdapter {
                 // 1,600 characters are at least 1,600 bytes: never a promise Twilio breaks.
                 max_payload_bytes: Some(MAX_BODY_CHARS),
                 tags: false,
+                attachments: false,
             },
         })
     }

@@ -128,6 +128,7 @@ impl WebhookAdapter {
                 query_visibility_lag: None,
                 max_payload_bytes: route.max_payload_bytes,
                 tags: false,
+                attachments: false,
             },
         })
     }

@@ -27,6 +27,19 @@ pub struct Ledger {
     /// of one is delivered again.
     #[serde(default)]
     pub forgotten_keys: u64,
+    /// Per reference, the attachments of its latest delivery that had any, as decoded.
+    #[serde(default)]
+    pub attachments: BTreeMap<String, Vec<Received>>,
+}
+
+/// An attachment the sandbox received, decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Received {
+    pub filename: String,
+    pub content_type: String,
+    pub size: u64,
+    /// Lowercase hex SHA-256 of the decoded content.
+    pub sha256: String,
 }
 
 impl Ledger {

@@ -46,10 +46,10 @@ use time::format_description::well_known::Rfc3339;
 
 use super::callbacks::{self, CallbackTarget};
 use super::faults::{self, Fault, FaultRule};
-use super::{ConnectionKill, Ledger, Profile, SandboxConfig};
+use super::{ConnectionKill, Ledger, Profile, Received, SandboxConfig};
 use crate::wire::{
-    AcceptedBody, CAPABILITIES, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
-    KEY_REUSED, MAX_MESSAGE_BYTES, MessageIn, Offer,
+    AcceptedBody, AttachmentIn, CAPABILITIES, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY,
+    IDEMPOTENT_REPLAYED, KEY_REUSED, MAX_MESSAGE_BYTES, MessageIn, Offer,
 };
 use herald_provider::signature::SigningSecret;
 
@@ -95,6 +95,7 @@ struct Delivery {
     accepted_at: OffsetDateTime,
     /// Monotonic twin of `accepted_at`, for the visibility lag.
     at: Instant,
+    attachments: Vec<Received>,
 }
 
 /// The answer processing gave to the first request with a key.
@@ -257,6 +258,10 @@ fn process(
     if message.reference.is_empty() || message.to.is_empty() {
         return Outcome::Invalid("`reference` and `to` must not be empty".to_owned());
     }
+    let attachments = match received(&message.attachments) {
+        Ok(attachments) => attachments,
+        Err(invalid) => return Outcome::Invalid(invalid),
+    };
     let now = Instant::now();
     let dedup_key = key.filter(|_| sandbox.profile == Profile::Idempotent);
     if let Some(stored) = dedup_key.and_then(|key| state.replays.get(key)) {
@@ -298,6 +303,7 @@ fn process(
         reference: message.reference,
         accepted_at: OffsetDateTime::now_utc(),
         at: now,
+        attachments,
     });
     while state.log.len() > sandbox.history {
         let Some(old) = state.log.pop_front() else {
@@ -353,6 +359,31 @@ fn forget_keys(sandbox: &Sandbox, state: &mut State, now: Instant) {
             }
         }
     }
+}
+
+/// The attachments as the ledger records them, or why one is refused.
+fn received(attachments: &[AttachmentIn]) -> Result<Vec<Received>, String> {
+    use base64::Engine;
+    use sha2::Digest;
+    attachments
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let content = base64::engine::general_purpose::STANDARD
+                .decode(&a.content)
+                .map_err(|err| format!("`attachments[{i}].content` is not base64: {err}"))?;
+            let sha256 = sha2::Sha256::digest(&content)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            Ok(Received {
+                filename: a.filename.clone(),
+                content_type: a.content_type.clone(),
+                size: content.len() as u64,
+                sha256,
+            })
+        })
+        .collect()
 }
 
 fn digest(body: &[u8]) -> u64 {
@@ -474,6 +505,12 @@ async fn read_ledger(AxumState(sandbox): AxumState<Arc<Sandbox>>) -> Json<Ledger
         deliveries: state.deliveries.clone(),
         forgotten_deliveries: state.forgotten_deliveries,
         forgotten_keys: state.forgotten_keys,
+        attachments: state
+            .log
+            .iter()
+            .filter(|d| !d.attachments.is_empty())
+            .map(|d| (d.reference.clone(), d.attachments.clone()))
+            .collect(),
     })
 }
 

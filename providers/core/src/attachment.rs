@@ -1,0 +1,168 @@
+//! Email attachments, which herald stores once by their SHA-256 however many notifications carry
+//! them, and which a prepared [`Request`] names rather than holds.
+//!
+//! An adapter writes [`Attachment::placeholder`] where the vendor expects the content; herald
+//! stores the request so, and replaces each placeholder with the content just before a send
+//! ([`Request::expand`]). The stored request of 10,000 notifications sharing one file stays
+//! small, and every attempt still sends the same bytes: the content is fixed by its hash.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+
+use crate::Request;
+
+// The field docs below are also the API document's descriptions (feature `openapi`).
+/// An email attachment as herald keeps it: what it is, not its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Attachment {
+    /// The name the recipient sees: no path separators, line breaks or NUL.
+    pub filename: String,
+    /// The MIME type, one of the configured `[attachments] content_types`.
+    pub content_type: String,
+    /// The decoded size in bytes.
+    pub size: u64,
+    /// The lowercase hex SHA-256 of the content: herald stores each content once by it.
+    pub sha256: String,
+}
+
+/// How a vendor wants an attachment's content written into its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// Base64 on one line, as JSON APIs take it.
+    Base64,
+    /// Base64 in lines of 76 characters ended by CRLF (RFC 2045), as a MIME part holds it.
+    Mime,
+}
+
+const OPEN: &str = "{{herald-attachment:";
+const CLOSE: &str = "}}";
+/// RFC 2045 §6.8: encoded lines are at most 76 characters.
+const MIME_LINE: usize = 76;
+
+impl Attachment {
+    /// What an adapter writes into a prepared request in place of the content, in the
+    /// encoding its vendor expects.
+    pub fn placeholder(&self, encoding: Encoding) -> String {
+        let encoding = match encoding {
+            Encoding::Base64 => "base64",
+            Encoding::Mime => "mime",
+        };
+        format!("{OPEN}{}:{encoding}{CLOSE}", self.sha256)
+    }
+}
+
+impl Request {
+    /// The request as the vendor receives it: each placeholder of a content in `contents`
+    /// (keyed by SHA-256) replaced by that content, encoded as the placeholder says. herald
+    /// hands `contents` exactly the attachments of the message, so a placeholder of anything
+    /// else is text and stays as written.
+    pub fn expand(&self, contents: &BTreeMap<String, Vec<u8>>) -> Request {
+        if contents.is_empty() || !self.body.contains(OPEN) {
+            return self.clone();
+        }
+        let mut body = String::with_capacity(self.body.len());
+        let mut rest = self.body.as_str();
+        while let Some(at) = rest.find(OPEN) {
+            body.push_str(&rest[..at]);
+            let after = &rest[at + OPEN.len()..];
+            let named = after.find(CLOSE).and_then(|end| {
+                let (sha256, encoding) = after[..end].split_once(':')?;
+                let content = contents.get(sha256)?;
+                Some((end, encode(content, encoding)?))
+            });
+            match named {
+                Some((end, encoded)) => {
+                    body.push_str(&encoded);
+                    rest = &after[end + CLOSE.len()..];
+                }
+                None => {
+                    body.push_str(OPEN);
+                    rest = after;
+                }
+            }
+        }
+        body.push_str(rest);
+        Request {
+            body,
+            parts: self.parts.clone(),
+        }
+    }
+}
+
+fn encode(content: &[u8], encoding: &str) -> Option<String> {
+    let base64 = STANDARD.encode(content);
+    match encoding {
+        "base64" => Some(base64),
+        "mime" => {
+            let lines: Vec<&str> = base64
+                .as_bytes()
+                .chunks(MIME_LINE)
+                .map(|line| std::str::from_utf8(line).expect("base64 is ASCII"))
+                .collect();
+            Some(lines.join("\r\n"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> (Attachment, Vec<u8>) {
+        let content: Vec<u8> = (0..=255u8).cycle().take(200).collect();
+        let attachment = Attachment {
+            filename: "report.pdf".into(),
+            content_type: "application/pdf".into(),
+            size: content.len() as u64,
+            sha256: "ab".repeat(32),
+        };
+        (attachment, content)
+    }
+
+    #[test]
+    fn a_placeholder_expands_to_its_content_in_the_encoding_it_names() {
+        let (attachment, content) = report();
+        let request = Request::new(format!(
+            r#"{{"a":"{}"}}|{}|"#,
+            attachment.placeholder(Encoding::Base64),
+            attachment.placeholder(Encoding::Mime)
+        ));
+        let contents = BTreeMap::from([(attachment.sha256.clone(), content.clone())]);
+        let expanded = request.expand(&contents).body;
+        let one_line = STANDARD.encode(&content);
+        let (json, mime) = expanded.split_once('|').unwrap();
+        assert_eq!(json, format!(r#"{{"a":"{one_line}"}}"#));
+        let mime = mime.strip_suffix('|').unwrap();
+        assert!(mime.split("\r\n").all(|line| line.len() <= MIME_LINE));
+        assert_eq!(
+            mime.split("\r\n").count(),
+            one_line.len().div_ceil(MIME_LINE)
+        );
+        assert_eq!(mime.replace("\r\n", ""), one_line);
+    }
+
+    #[test]
+    fn expanding_twice_sends_the_same_bytes() {
+        let (attachment, content) = report();
+        let request = Request::new(attachment.placeholder(Encoding::Mime));
+        let contents = BTreeMap::from([(attachment.sha256.clone(), content)]);
+        assert_eq!(request.expand(&contents), request.expand(&contents));
+    }
+
+    #[test]
+    fn text_that_only_looks_like_a_placeholder_stays_as_written() {
+        let (attachment, content) = report();
+        let other = "cd".repeat(32);
+        let body = format!(
+            "{OPEN}{other}:base64{CLOSE} {OPEN}{}:gzip{CLOSE} {OPEN}unclosed",
+            attachment.sha256
+        );
+        let contents = BTreeMap::from([(attachment.sha256.clone(), content)]);
+        assert_eq!(Request::new(body.clone()).expand(&contents).body, body);
+    }
+}

@@ -1,0 +1,339 @@
+//! Email attachments over real HTTP on both databases: a file arrives at the vendor intact, a
+//! replay under the same key sends the very same bytes, a file sent to 10,000 recipients is
+//! stored once and goes with the last notification that names it, and bad attachments are
+//! refused by field without storing anything.
+
+mod support;
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use herald::review::PermanentRefusals;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+use support::{
+    ACME, Backend, TestApp, drain, email, eventually, problem, spawn_app, spawn_app_with,
+    spawn_stepped,
+};
+
+on_both_backends!(
+    an_attachment_arrives_intact_and_a_replay_sends_the_same_bytes,
+    a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the_last_of_them,
+    bad_attachments_are_refused_by_field_and_store_nothing,
+);
+
+/// Bytes that are not UTF-8 and span several base64 lines.
+fn pdf(len: usize) -> Vec<u8> {
+    let mut bytes = b"%PDF-1.7\n".to_vec();
+    bytes.extend((0..len as u32).map(|i| (i * 31 % 251) as u8));
+    bytes
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn attachment(filename: &str, content_type: &str, content: &[u8]) -> Value {
+    json!({"filename": filename, "content_type": content_type, "content": STANDARD.encode(content)})
+}
+
+fn with_attachments(to: &str, attachments: Value) -> Value {
+    let mut body = email(to);
+    body["attachments"] = attachments;
+    body
+}
+
+async fn an_attachment_arrives_intact_and_a_replay_sends_the_same_bytes(backend: Backend) {
+    // The first send is processed but its answer lost: herald replays it under the same key,
+    // and the vendor, which compares a repeated key's body, takes it as the same request.
+    let vendor = herald_sandbox::spawn(herald_sandbox::SandboxConfig {
+        profile: herald_sandbox::Profile::Idempotent,
+        faults: herald_sandbox::parse_faults("accept_then_drop:nth=1").unwrap(),
+        ..herald_sandbox::SandboxConfig::default()
+    })
+    .await
+    .expect("the sandbox vendor starts");
+    let config = format!(
+        r#"
+[dispatch]
+retry_base_ms = 100
+
+[routes.vendor]
+provider = "sandbox"
+base_url = "{}"
+profile = "idempotent"
+timeout_seconds = 2
+
+[channels]
+email = "vendor"
+"#,
+        vendor.base_url()
+    );
+    let Some((app, dispatcher)) = spawn_stepped(backend, &config).await else {
+        return;
+    };
+    let invoice = pdf(4000);
+    let terms = "Conditions générales\n".repeat(20).into_bytes();
+    let id = app
+        .enqueue_id(
+            "with-attachments",
+            &with_attachments(
+                "ada@example.com",
+                json!([
+                    attachment("invoice.pdf", "application/pdf", &invoice),
+                    attachment("conditions générales.txt", "text/plain", &terms),
+                    attachment("copy of the invoice.pdf", "application/pdf", &invoice),
+                ]),
+            ),
+        )
+        .await;
+
+    let n = eventually(
+        "the notification to be delivered",
+        Duration::from_secs(30),
+        || async {
+            drain(&dispatcher).await;
+            let n = app.show(&id).await;
+            (n["state"] == "delivered").then_some(n)
+        },
+    )
+    .await;
+
+    assert_eq!(n["certainty"], "known");
+    let results: Vec<&str> = n["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(results, ["ambiguous", "accepted"], "{n:#}");
+    // The API shows what each attachment is, never its content.
+    assert_eq!(
+        n["attachments"],
+        json!([
+            {"filename": "invoice.pdf", "content_type": "application/pdf",
+             "size": invoice.len(), "sha256": sha256(&invoice)},
+            {"filename": "conditions générales.txt", "content_type": "text/plain",
+             "size": terms.len(), "sha256": sha256(&terms)},
+            {"filename": "copy of the invoice.pdf", "content_type": "application/pdf",
+             "size": invoice.len(), "sha256": sha256(&invoice)},
+        ])
+    );
+    let ledger = vendor.client().unwrap().ledger().await.unwrap();
+    assert_eq!(
+        ledger.deliveries_of(&id),
+        1,
+        "delivered once, replayed once"
+    );
+    let received: Vec<(String, String)> = ledger.attachments[&id]
+        .iter()
+        .map(|a| (a.filename.clone(), a.sha256.clone()))
+        .collect();
+    assert_eq!(
+        received,
+        [
+            ("invoice.pdf".to_owned(), sha256(&invoice)),
+            ("conditions générales.txt".to_owned(), sha256(&terms)),
+            ("copy of the invoice.pdf".to_owned(), sha256(&invoice)),
+        ]
+    );
+    // Two contents, each stored once; the stored request names them and holds neither.
+    assert_eq!(app.db.count("attachments").await, 2);
+    let stored = app
+        .db
+        .texts("SELECT CAST(provider_request AS text) FROM notifications")
+        .await;
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].contains("{{herald-attachment:"), "{}", stored[0]);
+    assert!(!stored[0].contains(&STANDARD.encode(&invoice)[..64]));
+}
+
+async fn a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the_last_of_them(
+    backend: Backend,
+) {
+    let Some(app) = spawn_app(backend).await else {
+        return;
+    };
+    let flyer = pdf(2000);
+    let shared = json!([attachment("flyer.pdf", "application/pdf", &flyer)]);
+    for batch in 0..10 {
+        let items: Vec<Value> = (0..1000)
+            .map(|i| {
+                let mut item =
+                    with_attachments(&format!("user{batch}-{i}@example.com"), shared.clone());
+                item["idempotency_key"] = json!(format!("flyer-{batch}-{i}"));
+                item["cancellation_key"] = json!("flyer-campaign");
+                item
+            })
+            .collect();
+        let response = app
+            .post_json(ACME, "/v1/notifications/batch", &json!({"items": items}))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let answer: Value = response.json().await.unwrap();
+        assert!(
+            answer["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["status"] == 202),
+            "batch {batch}: {answer:#}"
+        );
+    }
+    let straggler = app
+        .enqueue_id("flyer-late", &with_attachments("late@example.com", shared))
+        .await;
+
+    assert_eq!(app.db.count("notifications").await, 10_001);
+    assert_eq!(app.db.count("attachments").await, 1);
+    assert_eq!(app.db.count("notification_attachments").await, 10_001);
+
+    // The campaign is called off; the late one still waits, and keeps the file.
+    let cancelled = app
+        .post_json(
+            ACME,
+            "/v1/notifications/cancel",
+            &json!({"cancellation_key": "flyer-campaign"}),
+        )
+        .await;
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    let swept = sweep_a_month_on(&app).await;
+    assert_eq!(swept.notifications, 10_000);
+    assert_eq!(swept.files, 0);
+    assert_eq!(app.db.count("attachments").await, 1);
+    assert_eq!(app.db.count("notification_attachments").await, 1);
+
+    // The last notification that names it goes, and the file with it.
+    let response = app
+        .post_json(
+            ACME,
+            &format!("/v1/notifications/{straggler}/cancel"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let swept = sweep_a_month_on(&app).await;
+    assert_eq!((swept.notifications, swept.files), (1, 1));
+    assert_eq!(app.db.count("attachments").await, 0);
+}
+
+/// Waits for the relay to publish every event, then sweeps as if 31 days had passed with
+/// finished notifications kept for 30.
+async fn sweep_a_month_on(app: &TestApp) -> herald::retention::Swept {
+    eventually(
+        "every event to be published",
+        Duration::from_secs(60),
+        || async {
+            let unpublished = app
+                .db
+                .scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+                .await;
+            (unpublished == 0).then_some(())
+        },
+    )
+    .await;
+    let settings = herald::retention::Settings {
+        idempotency: Duration::from_secs(30 * 86_400),
+        finished: Some(Duration::from_secs(30 * 86_400)),
+        batch_size: 5000,
+        refusals: PermanentRefusals::Final,
+    };
+    herald::retention::sweep(
+        &*app.store,
+        &settings,
+        OffsetDateTime::now_utc() + Duration::from_secs(31 * 86_400),
+        &tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .expect("retention sweeps")
+}
+
+async fn bad_attachments_are_refused_by_field_and_store_nothing(backend: Backend) {
+    let Some(app) = spawn_app_with(
+        backend,
+        "[dispatch]\nenabled = false\n\n[attachments]\nmax_total_bytes = 1048576\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let ok = attachment("ok.txt", "text/plain", b"fine");
+    let eleven: Vec<Value> = (0..11).map(|_| ok.clone()).collect();
+    let cases = [
+        (
+            json!([attachment("../../etc/passwd", "text/plain", b"x")]),
+            "attachments[0].filename",
+        ),
+        (
+            json!([
+                ok,
+                attachment("a\r\nBcc: x@evil.example", "text/plain", b"x")
+            ]),
+            "attachments[1].filename",
+        ),
+        (
+            json!([attachment("setup.exe", "application/x-msdownload", b"MZ")]),
+            "attachments[0].content_type",
+        ),
+        (
+            json!([{"filename": "a.txt", "content_type": "text/plain", "content": "%%%"}]),
+            "attachments[0].content",
+        ),
+        (
+            json!([{"filename": "a.txt", "content_type": "text/plain", "content": 7}]),
+            "attachments[0].content",
+        ),
+        (
+            json!([{"filename": "a.txt", "content_type": "text/plain"}]),
+            "attachments[0].content",
+        ),
+        (
+            json!([{"filename": "a.txt", "content_type": "text/plain", "content": "eA==", "url": "x"}]),
+            "attachments[0].url",
+        ),
+        (json!(eleven), "attachments"),
+        (
+            json!([
+                attachment("big.pdf", "application/pdf", &pdf(600 * 1024)),
+                attachment("bigger.pdf", "application/pdf", &pdf(600 * 1024))
+            ]),
+            "attachments[1].content",
+        ),
+    ];
+    for (i, (attachments, field)) in cases.into_iter().enumerate() {
+        let response = app
+            .enqueue(
+                ACME,
+                &format!("bad-{i}"),
+                &with_attachments("ada@example.com", attachments),
+            )
+            .await;
+        let problem = problem(response, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(problem["field"], field, "case {i}: {problem:#}");
+    }
+    let sms = json!({"channel": "sms", "to": "+15555550100", "text": "hi",
+                     "attachments": [attachment("a.txt", "text/plain", b"x")]});
+    let response = app.enqueue(ACME, "bad-sms", &sms).await;
+    let refused = problem(response, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(refused["field"], "attachments");
+
+    // The enqueue route's body limit grows with the attachments it may carry (1 MiB here,
+    // beyond the 256 KiB of every other route), and only that route's.
+    let large = with_attachments(
+        "ada@example.com",
+        json!([attachment("large.pdf", "application/pdf", &pdf(900 * 1024))]),
+    );
+    let response = app.enqueue(ACME, "large", &large).await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let response = app
+        .post_json(ACME, "/v1/notifications/cancel", &large)
+        .await;
+    problem(response, StatusCode::PAYLOAD_TOO_LARGE).await;
+
+    assert_eq!(app.db.count("notifications").await, 1);
+    assert_eq!(app.db.count("attachments").await, 1);
+}
