@@ -191,6 +191,11 @@ pub struct SendArgs {
     /// No attempt starts after this many seconds from now.
     #[arg(long)]
     pub ttl_seconds: Option<u64>,
+    /// An email attachment, read from `PATH` and named by its file name; repeat for more. The
+    /// type follows `;type=`, or is taken from the extension (pdf, png, jpg, gif, webp, ics,
+    /// csv, txt, json).
+    #[arg(long = "attach", value_name = "PATH[;type=MIME]")]
+    pub attachments: Vec<String>,
     #[command(flatten)]
     pub api: ApiArgs,
 }

@@ -3,6 +3,7 @@
 //! (or as the API's JSON with `--json`). An error answer becomes one line naming its cause.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -130,6 +131,14 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         let data: Value = serde_json::from_str(data).context("--data is not JSON")?;
         body.insert("data".to_owned(), data);
     }
+    if !args.attachments.is_empty() {
+        let attachments = args
+            .attachments
+            .iter()
+            .map(|given| attachment(given))
+            .collect::<anyhow::Result<Vec<Value>>>()?;
+        body.insert("attachments".to_owned(), Value::Array(attachments));
+    }
     let (replayed, created) = api
         .call(
             Method::POST,
@@ -145,6 +154,45 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         if replayed { "replayed" } else { "accepted" }
     );
     Ok(())
+}
+
+/// One `--attach PATH[;type=MIME]` as the API takes it.
+fn attachment(given: &str) -> anyhow::Result<Value> {
+    use base64::Engine;
+    let (path, content_type) = match given.rsplit_once(";type=") {
+        Some((path, content_type)) => (Path::new(path), content_type.to_owned()),
+        None => {
+            let path = Path::new(given);
+            let extension = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            let guessed = match extension.as_str() {
+                "pdf" => "application/pdf",
+                "json" => "application/json",
+                "png" => "image/png",
+                "jpg" | "jpeg" => "image/jpeg",
+                "gif" => "image/gif",
+                "webp" => "image/webp",
+                "ics" => "text/calendar",
+                "csv" => "text/csv",
+                "txt" => "text/plain",
+                _ => bail!("--attach {given}: give its type as `{given};type=…`"),
+            };
+            (path, guessed.to_owned())
+        }
+    };
+    let filename = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("--attach {given}: not a file name"))?;
+    let content = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(serde_json::json!({
+        "filename": filename,
+        "content_type": content_type,
+        "content": base64::engine::general_purpose::STANDARD.encode(content),
+    }))
 }
 
 /// `herald cancel (ID | --cancellation-key KEY | --idempotency-key KEY)`: one line per
@@ -486,6 +534,15 @@ fn timeline(n: &Value, why: Option<&str>) -> String {
     }
     if let Some(expiry) = n["expires_at"].as_str() {
         let _ = writeln!(out, "expires    {expiry}");
+    }
+    for a in n["attachments"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "attached   {} ({}, {} bytes)",
+            text(&a["filename"]),
+            text(&a["content_type"]),
+            a["size"]
+        );
     }
     if let Some(reason) = n["failure_reason"].as_str() {
         let _ = writeln!(out, "failed     {reason}");

@@ -1844,6 +1844,38 @@ mod tests {
     }
 
     #[test]
+    fn attachments_take_a_bounded_size_and_mime_types() {
+        let config = load(
+            "[attachments]\nmax_total_bytes = 2048\ncontent_types = [\"Application/PDF\"]\n",
+            &[],
+        )
+        .unwrap();
+        let rules = config.attachments.rules();
+        assert_eq!(rules.max_total_bytes, 2048);
+        assert_eq!(
+            rules.content_types.into_iter().collect::<Vec<_>>(),
+            ["application/pdf"]
+        );
+        let err = load(
+            "[attachments]\nmax_total_bytes = 0\ncontent_types = [\"pdf\", \"text/plain\", \"a/b c\"]\n",
+            &[],
+        )
+        .unwrap_err();
+        let problems = err.0.join("\n");
+        for expected in [
+            "attachments.max_total_bytes: must be 1 to 67108864",
+            "attachments.content_types[0]: `pdf` is not a MIME type",
+            "attachments.content_types[2]: `a/b c` is not a MIME type",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected:?} not in:\n{problems}"
+            );
+        }
+        assert!(!problems.contains("content_types[1]"), "{problems}");
+    }
+
+    #[test]
     fn a_timeout_that_outlasts_the_lease_is_refused() {
         let err = load(
             "[dispatch]\nlease_seconds = 5\n[routes.a]\nprovider = \"sandbox\"\ntimeout_seconds = 10\n",

@@ -141,6 +141,13 @@ email = "vendor"
             ("copy of the invoice.pdf".to_owned(), sha256(&invoice)),
         ]
     );
+    // Events say what was attached, as the API does.
+    let events = app.db.texts("SELECT CAST(data AS text) FROM outbox").await;
+    assert!(!events.is_empty());
+    for event in events {
+        let data: Value = serde_json::from_str(&event).unwrap();
+        assert_eq!(data["attachments"], n["attachments"], "{data:#}");
+    }
     // Two contents, each stored once; the stored request names them and holds neither.
     assert_eq!(app.db.count("attachments").await, 2);
     let stored = app

@@ -152,6 +152,80 @@ async fn a_flow_sent_with_a_cancellation_key_is_called_off_from_the_command_line
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_attached_on_the_command_line_are_sent_with_their_names_and_types() {
+    let app = spawn_app_with(Backend::Sqlite, "[dispatch]\nenabled = false\n")
+        .await
+        .unwrap();
+    let dir = support::TempDir::new("herald-attach");
+    let invoice = dir.path().join("invoice.PDF");
+    std::fs::write(&invoice, b"%PDF-1.7\n\xff\x00").unwrap();
+    let notes = dir.path().join("notes.log");
+    std::fs::write(&notes, b"shipped").unwrap();
+    let send = |key: &str, attach: &[String]| {
+        let mut args = vec![
+            "send",
+            "--idempotency-key",
+            key,
+            "--channel",
+            "email",
+            "--to",
+            "ada@example.com",
+            "--subject",
+            "Your invoice",
+            "--text",
+            "Attached.",
+        ];
+        for a in attach {
+            args.extend(["--attach", a.as_str()]);
+        }
+        herald(&app, ACME, &args)
+    };
+
+    let sent = send(
+        "invoice-1",
+        &[
+            invoice.display().to_string(),
+            format!("{};type=text/plain", notes.display()),
+        ],
+    );
+
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let id = stdout(&sent).split_whitespace().next().unwrap().to_owned();
+    let n = app.show(&id).await;
+    let attached: Vec<(&str, &str, u64)> = n["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["filename"].as_str().unwrap(),
+                a["content_type"].as_str().unwrap(),
+                a["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        attached,
+        [
+            ("invoice.PDF", "application/pdf", 11),
+            ("notes.log", "text/plain", 7)
+        ]
+    );
+    let status = stdout(&herald(&app, ACME, &["status", &id]));
+    assert!(
+        status.contains("attached   invoice.PDF (application/pdf, 11 bytes)"),
+        "{status}"
+    );
+    let unknown = send("invoice-2", &[notes.display().to_string()]);
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("give its type as"),
+        "{}",
+        stderr(&unknown)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
     let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
 

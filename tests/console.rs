@@ -303,6 +303,9 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         let mut body = support::email(to);
         body["cancellation_key"] = json!(format!("exports/{to}"));
         body["expires_at"] = json!("2999-01-01T00:00:00Z");
+        // A file whose name is markup: the page shows it as text.
+        body["attachments"] = json!([{"filename": "<img src=x onerror=alert(3)>.txt",
+                                      "content_type": "text/plain", "content": "aGVsbG8="}]);
         emails.push(app.enqueue_id(&format!("mail-{to}"), &body).await);
     }
     // A digest for later: its link is what the browser follows last.

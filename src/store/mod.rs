@@ -897,6 +897,9 @@ impl OutboxEvent {
         if let Some(at) = n.expires_at.and_then(|at| at.format(&Rfc3339).ok()) {
             data["expires_at"] = json!(at);
         }
+        if !n.content.email.attachments.is_empty() {
+            data["attachments"] = json!(n.content.email.attachments);
+        }
         OutboxEvent {
             id: Uuid::now_v7(),
             tenant: n.tenant.clone(),

@@ -84,6 +84,10 @@ async function listed(page) {
     check((await page.textContent('#text')).includes('https://example.com/exports/42'), 'the text is shown');
     check((await page.textContent('#cancellation-key')) === 'exports/ada@example.com', 'the cancellation key is shown');
     check((await page.textContent('#expires-at')) === '2999-01-01T00:00:00Z', 'the expiry is shown');
+    const attached = await page.textContent('#attachments');
+    check(attached.includes('<img src=x onerror=alert(3)>.txt') && attached.includes('5 bytes'),
+      `the attachment is shown by name, as text: ${attached}`);
+    check((await page.$$('#attachments img')).length === 0, 'no markup from a filename');
 
     await page.goto(`${BASE}/console`);
     await page.click(`a[href="/console/notifications/${ID}"]`);
