@@ -24,6 +24,7 @@ on_both_backends!(
     an_attachment_arrives_intact_and_a_replay_sends_the_same_bytes,
     a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the_last_of_them,
     bad_attachments_are_refused_by_field_and_store_nothing,
+    a_file_gone_from_the_store_fails_the_send_without_a_call,
 );
 
 /// Bytes that are not UTF-8 and span several base64 lines.
@@ -157,6 +158,44 @@ email = "vendor"
     assert_eq!(stored.len(), 1);
     assert!(stored[0].contains("{{herald-attachment:"), "{}", stored[0]);
     assert!(!stored[0].contains(&STANDARD.encode(&invoice)[..64]));
+}
+
+async fn a_file_gone_from_the_store_fails_the_send_without_a_call(backend: Backend) {
+    let vendor = support::plain_vendor("").await;
+    let config = format!(
+        "[routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\n\n\
+         [channels]\nemail = \"vendor\"\n",
+        vendor.base_url()
+    );
+    let Some((app, dispatcher)) = spawn_stepped(backend, &config).await else {
+        return;
+    };
+    let id = app
+        .enqueue_id(
+            "gone",
+            &with_attachments(
+                "ada@example.com",
+                json!([attachment("a.pdf", "application/pdf", &pdf(100))]),
+            ),
+        )
+        .await;
+    // Retention never does this to a notification it keeps; a hand in the database might.
+    app.db.execute("DELETE FROM notification_attachments").await;
+    app.db.execute("DELETE FROM attachments").await;
+
+    drain(&dispatcher).await;
+
+    let n = app.show(&id).await;
+    assert_eq!(
+        (&n["state"], &n["certainty"]),
+        (&json!("failed"), &json!("known"))
+    );
+    let detail = n["attempts"][0]["evidence"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("`a.pdf`") && detail.contains("not stored"),
+        "{detail}"
+    );
+    assert_eq!(vendor.client().unwrap().ledger().await.unwrap().requests, 0);
 }
 
 async fn a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the_last_of_them(

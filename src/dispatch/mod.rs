@@ -8,6 +8,7 @@
 //! between the store and the adapters, and keeps time.
 
 mod circuit;
+mod files;
 mod pacing;
 pub mod policy;
 mod routes;
@@ -68,6 +69,7 @@ pub struct Dispatcher {
     wake: Arc<Notify>,
     /// Records that finish together share a transaction.
     records: GroupCommit<Records>,
+    files: Arc<files::Files>,
 }
 
 /// How often the queue gauges are refreshed.
@@ -90,6 +92,7 @@ impl Dispatcher {
             routes,
             settings,
             wake,
+            files: Arc::default(),
         }
     }
 
@@ -232,6 +235,7 @@ impl Dispatcher {
             routes: self.routes.clone(),
             settings: self.settings.clone(),
             wake: self.wake.clone(),
+            files: self.files.clone(),
         }
     }
 
@@ -276,6 +280,7 @@ struct Worker {
     routes: Arc<Routes>,
     settings: Settings,
     wake: Arc<Notify>,
+    files: Arc<files::Files>,
 }
 
 /// What a route's adapter is handed for a notification.
@@ -373,7 +378,7 @@ impl Worker {
         if named.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let files = self.store.files(&named).await.map_err(|err| {
+        let files = self.files.get(&*self.store, &named).await.map_err(|err| {
             SendResult::transient(
                 Evidence::new("request", format!("cannot read the attachments: {err}")),
                 None,

@@ -1,0 +1,105 @@
+//! The attachment contents this process sent last, kept in memory up to a bound: a file sent to
+//! 10,000 recipients is read from the database once per process, not once per send. A content
+//! is fixed by its SHA-256, so a kept copy can never be stale.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+
+use crate::store::{Store, StoreResult};
+
+/// What the cache holds at most: a few of the largest attachment sets.
+pub const CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Default)]
+pub struct Files {
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    by_sha256: HashMap<String, Vec<u8>>,
+    /// Oldest first: what goes when the bound is reached.
+    order: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Files {
+    /// The contents of `named` (by SHA-256) that are stored; those not stored are absent.
+    pub async fn get(
+        &self,
+        store: &dyn Store,
+        named: &[&str],
+    ) -> StoreResult<BTreeMap<String, Vec<u8>>> {
+        let mut found = BTreeMap::new();
+        let mut missing = Vec::new();
+        {
+            let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            for sha256 in named {
+                match kept.by_sha256.get(*sha256) {
+                    Some(content) => {
+                        found.insert((*sha256).to_owned(), content.clone());
+                    }
+                    None => missing.push(*sha256),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(found);
+        }
+        let read = store.files(&missing).await?;
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        for (sha256, content) in read {
+            kept.keep(&sha256, &content);
+            found.insert(sha256, content);
+        }
+        Ok(found)
+    }
+}
+
+impl Kept {
+    fn keep(&mut self, sha256: &str, content: &[u8]) {
+        if content.len() > CACHE_BYTES || self.by_sha256.contains_key(sha256) {
+            return;
+        }
+        while self.bytes + content.len() > CACHE_BYTES {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = self.by_sha256.remove(&oldest) {
+                self.bytes -= gone.len();
+            }
+        }
+        self.bytes += content.len();
+        self.order.push_back(sha256.to_owned());
+        self.by_sha256.insert(sha256.to_owned(), content.to_vec());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_contents_go_when_the_bound_is_reached() {
+        let mut kept = Kept::default();
+        let third = vec![0u8; CACHE_BYTES / 3];
+        for sha256 in ["a", "b", "c"] {
+            kept.keep(sha256, &third);
+        }
+        kept.keep("a", &third);
+        assert_eq!(kept.by_sha256.len(), 3, "a content kept twice is kept once");
+        kept.keep("d", &third);
+        assert!(!kept.by_sha256.contains_key("a"));
+        assert!(
+            ["b", "c", "d"]
+                .iter()
+                .all(|s| kept.by_sha256.contains_key(*s))
+        );
+        assert!(kept.bytes <= CACHE_BYTES);
+        kept.keep("huge", &vec![0u8; CACHE_BYTES + 1]);
+        assert!(
+            !kept.by_sha256.contains_key("huge"),
+            "larger than the bound: not kept"
+        );
+    }
+}
