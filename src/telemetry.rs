@@ -82,7 +82,7 @@ pub const FAMILIES: [(&str, Kind, &str); 29] = [
     (
         "herald_attempts_total",
         Kind::Counter,
-        "Provider attempts by route, result (accepted, rejected, ambiguous) and reason (rate_limited, vendor_unavailable, connection_refused, not_sent_locally, circuit_open, suppressed, permanent, transient, key_reused, accepted, ambiguous).",
+        "Provider attempts by route, result (accepted, rejected, ambiguous) and reason (rate_limited, vendor_unavailable, connection_refused, not_sent_locally, circuit_open, route_paused, suppressed, permanent, transient, key_reused, accepted, ambiguous).",
     ),
     (
         "herald_holds_total",

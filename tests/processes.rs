@@ -363,6 +363,92 @@ async fn a_pause_given_to_one_process_stops_sends_in_another_within_a_second() {
     );
 }
 
+/// An operator's pause that sends the route's work to its fallback: nothing waits, the
+/// fallback sends under its own key, the paused route's vendor gets no call, and the resume
+/// brings the work back. A route without a fallback refuses such a pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_to_the_fallback_sends_the_routes_work_there_until_the_resume() {
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let dir = TempDir::new("herald-pause-fallback");
+    let (primary, spare) = (vendor("").await, vendor("").await);
+    let config = format!(
+        "[routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\n\
+         fallback = \"spare\"\n\n[routes.spare]\nprovider = \"sandbox\"\nbase_url = \"{}\"\n\
+         profile = \"idempotent\"\n\n[channels]\nemail = \"vendor\"\n",
+        primary.base_url(),
+        spare.base_url()
+    );
+    let herald = start(&db, &dir, "herald", &config).await;
+    let http = http_client();
+    let operate = |route: &str, action: &str, body: Value| {
+        http.post(format!("{}/v1/routes/{route}/{action}", herald.base))
+            .bearer_auth(ACME_ADMIN)
+            .json(&body)
+            .send()
+    };
+    let refused = operate(
+        "spare",
+        "pause",
+        serde_json::json!({"note": "maintenance", "to_fallback": true}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+
+    let paused: Value = operate(
+        "vendor",
+        "pause",
+        serde_json::json!({"note": "their incident INC-7", "to_fallback": true}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        paused["paused_by_operator"]["to_fallback"], true,
+        "{paused}"
+    );
+    // Every process obeys within a second of the answer.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let during = enqueue(&herald.base, "during").await;
+    let n = state_becomes(&herald.base, &during, "delivered", Duration::from_secs(10)).await;
+    assert_eq!(n["route"], "spare", "{n}");
+    assert_eq!(n["attempts"][0]["evidence"]["stage"], "route_paused", "{n}");
+    let spare_key = format!("{during}-f1");
+    assert_eq!(
+        spare
+            .client()
+            .unwrap()
+            .ledger()
+            .await
+            .unwrap()
+            .deliveries_of(&spare_key),
+        1
+    );
+    assert_eq!(
+        primary.client().unwrap().ledger().await.unwrap().requests,
+        0
+    );
+
+    let resumed = operate("vendor", "resume", serde_json::json!({"note": "over"}))
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = enqueue(&herald.base, "after").await;
+    let n = state_becomes(&herald.base, &after, "delivered", Duration::from_secs(10)).await;
+    assert_eq!(n["route"], "vendor", "{n}");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM route_pause_log WHERE to_fallback")
+            .await,
+        1,
+        "the audit says the pause sent work to the fallback"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_notification_is_sent_without_waiting_for_the_poll() {
     let Some(db) = TestDb::new(Backend::Sqlite).await else {

@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 
 use super::{AppState, Principal, Problem, json_object, typed};
 use crate::dispatch::Route;
-use crate::domain::{RouteInfo, RoutePause, Scope};
+use crate::domain::{FieldError, RouteInfo, RoutePause, Scope};
 use crate::review::parse_note;
 
 pub fn routes() -> Router<AppState> {
@@ -116,17 +116,31 @@ pub async fn list(
     Ok(Json(RoutesBody { data }))
 }
 
-/// `POST /v1/routes/{name}/pause` and `/resume`.
+/// `POST /v1/routes/{name}/pause`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PauseBody {
     /// Why, for the audit trail.
     #[schema(example = "the vendor is sending duplicates; waiting for their incident to end")]
     pub note: String,
+    /// Send the route's work to its fallback meanwhile, rather than hold it until the resume;
+    /// only on a route that has one.
+    #[serde(default)]
+    pub to_fallback: bool,
 }
 
-/// Pause a route in every process: no new claims of its work, no call starts (one already
-/// under way finishes). Its notifications wait, queued, until it is resumed; nothing fails.
+/// `POST /v1/routes/{name}/resume`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {
+    /// Why, for the audit trail.
+    #[schema(example = "the vendor's incident is over")]
+    pub note: String,
+}
+
+/// Pause a route in every process: no call starts on it (one already under way finishes). Its
+/// notifications wait, queued, until it is resumed, or go to the route's fallback where the
+/// pause says `to_fallback`; nothing fails.
 #[utoipa::path(post, path = "/v1/routes/{name}/pause", operation_id = "pause_route",
     tag = "routes", params(("name" = String, Path, description = "The route")),
     request_body = PauseBody, security(("bearer" = [])),
@@ -136,7 +150,7 @@ pub struct PauseBody {
         (status = 404, description = "No such route for this tenant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Resumed while this pause was given; send it again", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The note is missing", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The note is missing, or `to_fallback` on a route without a fallback", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn pause(
     State(state): State<AppState>,
@@ -144,7 +158,16 @@ pub async fn pause(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RouteBody>, Problem> {
-    let (route, info, by) = operator(&state, &principal, &name, body)?;
+    let (route, info) = operated(&state, &principal, &name)?;
+    let body: PauseBody = typed(json_object(body)?)?;
+    if body.to_fallback && route.fallback().is_none() {
+        return Err(Problem::invalid_field(FieldError::new(
+            "to_fallback",
+            format!("route `{name}` has no fallback"),
+        )));
+    }
+    let mut by = pause_by(&principal, &name, &body.note)?;
+    by.to_fallback = body.to_fallback;
     let standing = state.store.pause_route(&by).await?;
     Ok(Json(shown(&state, route, info, Some(standing))))
 }
@@ -152,7 +175,7 @@ pub async fn pause(
 /// Resume a paused route in every process; its waiting notifications go as due.
 #[utoipa::path(post, path = "/v1/routes/{name}/resume", operation_id = "resume_route",
     tag = "routes", params(("name" = String, Path, description = "The route")),
-    request_body = PauseBody, security(("bearer" = [])),
+    request_body = ResumeBody, security(("bearer" = [])),
     responses(
         (status = 200, description = "Resumed", body = RouteBody),
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
@@ -167,21 +190,22 @@ pub async fn resume(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RouteBody>, Problem> {
-    let (route, info, by) = operator(&state, &principal, &name, body)?;
+    let (route, info) = operated(&state, &principal, &name)?;
+    let body: ResumeBody = typed(json_object(body)?)?;
+    let by = pause_by(&principal, &name, &body.note)?;
     if state.store.resume_route(&by).await?.is_none() {
         return Err(Problem::conflict(format!("route `{name}` is not paused")));
     }
     Ok(Json(shown(&state, route, info, None)))
 }
 
-/// An admin's pause or resume of route `name`: the route, and the audit record of who asks
-/// and why. A route the tenant may not use is not found.
-fn operator<'s>(
+/// Route `name`, for an admin who would pause or resume it. A route the tenant may not use is
+/// not found.
+fn operated<'s>(
     state: &'s AppState,
     principal: &Principal,
     name: &str,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(&'s Route, &'s RouteInfo, RoutePause), Problem> {
+) -> Result<(&'s Route, &'s RouteInfo), Problem> {
     principal.require(Scope::Admin)?;
     let (Some(route), Some(info)) = (state.routes.get(name), state.routing.info(name)) else {
         return Err(Problem::not_found());
@@ -189,15 +213,18 @@ fn operator<'s>(
     if !principal.tenant_may_use(info) {
         return Err(Problem::not_found());
     }
-    let body: PauseBody = typed(json_object(body)?)?;
-    let note = parse_note(&body.note).map_err(Problem::invalid_field)?;
-    let by = RoutePause {
+    Ok((route, info))
+}
+
+/// The audit record of who pauses or resumes route `name` now, and why (a note is required).
+fn pause_by(principal: &Principal, name: &str, note: &str) -> Result<RoutePause, Problem> {
+    Ok(RoutePause {
         route: name.to_owned(),
         principal: principal.name.clone(),
-        note,
+        note: parse_note(note).map_err(Problem::invalid_field)?,
         at: OffsetDateTime::now_utc(),
-    };
-    Ok((route, info, by))
+        to_fallback: false,
+    })
 }
 
 /// What the API shows of a route now, with its operator's `pause` if one stands.

@@ -54,9 +54,10 @@ pub struct Route {
     concurrency: usize,
     /// Notifications of this route claimed by this process and not yet recorded.
     pending: Arc<AtomicUsize>,
-    /// An operator paused it (as this process last read the stored pauses): no claims, and no
-    /// call starts.
+    /// An operator paused it (as this process last read the stored pauses): no call starts, and
+    /// its work is not claimed unless the pause sends it to the fallback (`to_fallback`).
     paused: AtomicBool,
+    to_fallback: AtomicBool,
     pace: Pace,
     /// Where each send goes to its own receiver (webhooks): the pauses receivers asked for, by
     /// host. `None` where every send goes to the one vendor, whose pause holds the route.
@@ -72,7 +73,7 @@ impl Route {
     /// it must not call its vendor yet (an open circuit only where there is no fallback to
     /// hand its notifications to).
     pub fn saturated(&self, now: Instant) -> bool {
-        self.paused()
+        (self.paused() && !self.to_fallback.load(Ordering::Relaxed))
             || self.pending.load(Ordering::Relaxed) >= self.concurrency
             || !self.pace.wait(now).is_zero()
             || (self.fallback.is_none() && self.circuit.resting(now).is_some())
@@ -199,7 +200,10 @@ impl Route {
             + Duration::try_from(deadline - OffsetDateTime::now_utc()).unwrap_or_default();
         let late = || Instant::now() >= until || OffsetDateTime::now_utc() >= deadline;
         // A resting route is refused before it waits for a permit or its pace: its work goes
-        // to the fallback at once, or waits.
+        // to the fallback at once, or waits. So is one an operator sends to its fallback.
+        if let Some(refused) = route.to_fallback() {
+            return Ok(refused);
+        }
         if let Some(wait) = route.circuit.resting(Instant::now()) {
             return route.circuit_open(wait);
         }
@@ -223,6 +227,9 @@ impl Route {
         // send claimed before it does not start after it.
         if late() {
             return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
+        }
+        if let Some(refused) = route.to_fallback() {
+            return Ok(refused);
         }
         if route.paused() {
             return Err(route.hold(HoldReason::Paused, PAUSE_READ_EVERY));
@@ -291,6 +298,24 @@ impl Route {
         }
     }
 
+    /// Not sent: an operator paused the route and sends its work to its fallback meanwhile;
+    /// `None` where no such pause stands (or there is no fallback to send to).
+    fn to_fallback(&self) -> Option<SendResult> {
+        if !(self.paused() && self.to_fallback.load(Ordering::Relaxed)) || self.fallback.is_none() {
+            return None;
+        }
+        let stage = herald_provider::ROUTE_PAUSED_STAGE;
+        metrics::counter!("herald_attempts_total", "route" => self.name.clone(), "result" => AttemptResult::Rejected.as_str(), "reason" => stage).increment(1);
+        Some(SendResult::Rejected {
+            permanent: false,
+            retry_after: None,
+            evidence: Evidence::new(
+                stage,
+                "not sent: an operator paused the route and sends its work to the fallback",
+            ),
+        })
+    }
+
     /// Not sent: the route's recent sends failed, and it rests until its probe. With a fallback
     /// that is a refusal it can prove, which hands the work on; without one, a hold.
     fn circuit_open(&self, wait: Duration) -> Result<SendResult, Hold> {
@@ -349,6 +374,9 @@ impl Routes {
         let mut resumed = false;
         for route in self.0.values() {
             let pause = pauses.iter().find(|p| p.route == route.name);
+            route
+                .to_fallback
+                .store(pause.is_some_and(|p| p.to_fallback), Ordering::Relaxed);
             let was = route.paused.swap(pause.is_some(), Ordering::Relaxed);
             match (was, pause) {
                 (false, Some(p)) => {
@@ -471,6 +499,7 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
                 concurrency: route.concurrency,
                 pending: Arc::default(),
                 paused: AtomicBool::new(false),
+                to_fallback: AtomicBool::new(false),
                 pace: Pace::new(route.rate_limit_per_second, route.burst),
                 receivers: (!route.provider.settings().one_destination()).then(HostPauses::default),
                 callback_pace: Pace::new(

@@ -121,8 +121,8 @@ impl Routing {
     }
 }
 
-/// An operator's pause of a route: no process claims its work or starts a call on it until a
-/// person resumes it.
+/// An operator's pause of a route: no process starts a call on it until a person resumes it.
+/// Its work waits, or goes to the route's fallback where the operator said so.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct RoutePause {
     #[serde(skip)]
@@ -130,6 +130,8 @@ pub struct RoutePause {
     /// Who paused it (the token's principal), and why.
     pub principal: String,
     pub note: String,
+    /// Its work goes to the route's fallback (`true`) rather than waiting for the resume.
+    pub to_fallback: bool,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub at: time::OffsetDateTime,

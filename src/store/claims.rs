@@ -334,7 +334,7 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// The earliest due time of work a dispatcher may take: a paused route's waits for its
-    /// operator, not for the clock.
+    /// operator, not for the clock (unless the pause sends it to the fallback).
     pub(super) async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
         let (due,): (Option<Timestamp>,) = self
             .0
@@ -342,7 +342,7 @@ impl<D: Dialect> SqlStore<D> {
             .await?
             .fetch_one(
                 "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')
-                   AND route NOT IN (SELECT route FROM route_pauses)",
+                   AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback)",
                 args![],
             )
             .await?;

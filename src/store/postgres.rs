@@ -107,6 +107,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "attachments",
         include_str!("../../migrations/postgres/0018_attachments.sql"),
     ),
+    (
+        19,
+        "pause to fallback",
+        include_str!("../../migrations/postgres/0019_pause_to_fallback.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -8,15 +8,16 @@ use super::{StoreError, StoreResult, Timestamp};
 use crate::domain::RoutePause;
 
 /// A pause stands until it is lifted: pausing a paused route changes nothing.
-const PAUSE: &str = "INSERT INTO route_pauses (route, principal, note, paused_at)
-     VALUES ($1, $2, $3, $4) ON CONFLICT (route) DO NOTHING";
+const PAUSE: &str = "INSERT INTO route_pauses (route, principal, note, paused_at, to_fallback)
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (route) DO NOTHING";
 const LIFT: &str = "DELETE FROM route_pauses WHERE route = $1
-     RETURNING route, principal, note, paused_at";
-const LOG: &str = "INSERT INTO route_pause_log (route, action, principal, note, at)
-     VALUES ($1, $2, $3, $4, $5)";
-const PAUSES: &str = "SELECT route, principal, note, paused_at FROM route_pauses ORDER BY route";
+     RETURNING route, principal, note, paused_at, to_fallback";
+const LOG: &str = "INSERT INTO route_pause_log (route, action, principal, note, at, to_fallback)
+     VALUES ($1, $2, $3, $4, $5, $6)";
+const PAUSES: &str =
+    "SELECT route, principal, note, paused_at, to_fallback FROM route_pauses ORDER BY route";
 const STANDING: &str =
-    "SELECT route, principal, note, paused_at FROM route_pauses WHERE route = $1";
+    "SELECT route, principal, note, paused_at, to_fallback FROM route_pauses WHERE route = $1";
 
 #[derive(FromRow)]
 struct PauseRow {
@@ -24,6 +25,7 @@ struct PauseRow {
     principal: String,
     note: String,
     paused_at: Timestamp,
+    to_fallback: bool,
 }
 
 impl From<PauseRow> for RoutePause {
@@ -33,6 +35,7 @@ impl From<PauseRow> for RoutePause {
             principal: row.principal,
             note: row.note,
             at: row.paused_at.into_inner(),
+            to_fallback: row.to_fallback,
         }
     }
 }
@@ -43,7 +46,13 @@ impl<D: Dialect> SqlStore<D> {
         let paused = tx
             .execute(
                 PAUSE,
-                args![&pause.route, &pause.principal, &pause.note, pause.at],
+                args![
+                    &pause.route,
+                    &pause.principal,
+                    &pause.note,
+                    pause.at,
+                    Some(pause.to_fallback)
+                ],
             )
             .await?
             == 1;
@@ -55,7 +64,8 @@ impl<D: Dialect> SqlStore<D> {
                     "paused",
                     &pause.principal,
                     &pause.note,
-                    pause.at
+                    pause.at,
+                    Some(pause.to_fallback)
                 ],
             )
             .await?;
@@ -75,7 +85,14 @@ impl<D: Dialect> SqlStore<D> {
         if lifted.is_some() {
             tx.execute(
                 LOG,
-                args![&by.route, "resumed", &by.principal, &by.note, by.at],
+                args![
+                    &by.route,
+                    "resumed",
+                    &by.principal,
+                    &by.note,
+                    by.at,
+                    Some(false)
+                ],
             )
             .await?;
         }

@@ -118,6 +118,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "attachments",
         include_str!("../../migrations/sqlite/0018_attachments.sql"),
     ),
+    (
+        19,
+        "pause to fallback",
+        include_str!("../../migrations/sqlite/0019_pause_to_fallback.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

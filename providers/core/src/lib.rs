@@ -250,6 +250,10 @@ pub const SUPPRESSED_STAGE: &str = "suppressed";
 /// The evidence stage of a send herald did not make because the notification had expired.
 pub const EXPIRED_STAGE: &str = "expired";
 
+/// The evidence stage of a send herald did not make because an operator paused the route and
+/// sends its work to the fallback.
+pub const ROUTE_PAUSED_STAGE: &str = "route_paused";
+
 impl Evidence {
     pub fn new(stage: impl Into<String>, detail: impl AsRef<str>) -> Self {
         Evidence {
@@ -326,11 +330,12 @@ impl SendResult {
 
     /// Every value [`SendResult::reason`] gives, with the attempt result it goes with: the
     /// series a dashboard can count on finding, at zero before the first attempt.
-    pub const REASONS: [(&'static str, &'static str); 12] = [
+    pub const REASONS: [(&'static str, &'static str); 13] = [
         ("accepted", "accepted"),
         ("ambiguous", "ambiguous"),
         ("rejected", "key_reused"),
         ("rejected", "circuit_open"),
+        ("rejected", "route_paused"),
         ("rejected", "connection_refused"),
         ("rejected", "not_sent_locally"),
         ("rejected", "rate_limited"),
@@ -355,10 +360,12 @@ impl SendResult {
                 ..
             } => match (evidence.stage.as_str(), evidence.status) {
                 // herald did not call it: the recipient is suppressed, the notification expired,
-                // or the route's circuit breaker is open (and the work goes to its fallback).
+                // or the route's circuit breaker is open or an operator paused it (and the work
+                // goes to its fallback).
                 (SUPPRESSED_STAGE, _) => "suppressed",
                 (EXPIRED_STAGE, _) => "expired",
                 ("circuit_open", _) => "circuit_open",
+                (ROUTE_PAUSED_STAGE, _) => "route_paused",
                 ("connect", _) => "connection_refused",
                 // Refused before anything left: the message, its destination, or a name that
                 // does not resolve.
