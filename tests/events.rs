@@ -35,6 +35,7 @@ on_both_backends!(
     the_backlog_grows_while_nats_is_down_and_drains_when_it_is_back,
     bad_events_are_refused_naming_the_attribute,
     an_event_may_send_only_through_routes_its_sender_may_use,
+    a_routes_pause_resume_and_circuit_reach_the_sink_as_route_events,
 );
 
 const TEMPLATES: &str = r#"
@@ -321,6 +322,86 @@ async fn a_consumer_started_before_the_first_event_finds_the_stream_and_gets_it(
     assert_eq!(event["type"], ACCEPTED);
     assert_eq!(event["subject"], id.as_str());
     message.ack().await.expect("ack");
+}
+
+/// An operator's pause and resume, and the circuit opening on a failed send and closing on its
+/// probe, each reach the sink once as a CloudEvent of herald's own (source `/herald`, the route
+/// as its subject), in the order they happened.
+async fn a_routes_pause_resume_and_circuit_reach_the_sink_as_route_events(backend: Backend) {
+    let Some(client) = nats::shared().await else {
+        return;
+    };
+    let vendor = support::plain_vendor("unavailable_before_processing:nth=1").await;
+    let names = Names::new();
+    let extra = format!(
+        "{}[relay]\npoll_interval_ms = 50\n[dispatch]\nretry_base_ms = 50\n\n\
+         [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\n\
+         circuit_failures = 1\ncircuit_open_seconds = 1\n\n[channels]\nemail = \"vendor\"\n",
+        names.sink("bus", SHARED_URL),
+        vendor.base_url()
+    );
+    let Some(app) = spawn_app_with(backend, &extra).await else {
+        return;
+    };
+    for (action, note) in [("pause", "their incident INC-9"), ("resume", "over")] {
+        let response = app
+            .post_json(
+                support::ACME_ADMIN,
+                &format!("/v1/routes/vendor/{action}"),
+                &json!({ "note": note }),
+            )
+            .await;
+        assert_eq!(response.status(), StatusCode::OK, "{action}");
+    }
+    let id = app
+        .enqueue_id("through-the-circuit", &email("ada@example.com"))
+        .await;
+    let route_events = eventually("four route events on NATS", Duration::from_secs(30), || {
+        let client = client.clone();
+        let stream = names.stream.clone();
+        async move {
+            let stored = nats::stored(&client, &stream).await;
+            let routes: Vec<Value> = stored
+                .into_iter()
+                .filter(|s| s.subject.contains(".route."))
+                .map(|s| s.event)
+                .collect();
+            (routes.len() >= 4).then_some(routes)
+        }
+    })
+    .await;
+
+    let types: Vec<&str> = route_events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "dev.herald.route.paused",
+            "dev.herald.route.resumed",
+            "dev.herald.route.circuit_opened",
+            "dev.herald.route.circuit_closed"
+        ]
+    );
+    for event in &route_events {
+        assert_eq!(event["source"], "/herald", "{event:#}");
+        assert_eq!(event["subject"], "vendor", "{event:#}");
+        assert_eq!(event["data"]["route"], "vendor", "{event:#}");
+    }
+    assert_eq!(route_events[0]["data"]["principal"], "acme-admin");
+    assert_eq!(route_events[0]["data"]["note"], "their incident INC-9");
+    assert_eq!(route_events[0]["data"]["to_fallback"], false);
+    assert!(
+        route_events[2]["data"]["process"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{}", std::process::id())),
+        "the process whose circuit it was: {}",
+        route_events[2]
+    );
+    let n = app.show(&id).await;
+    assert_eq!(n["state"], "delivered", "{n}");
 }
 
 /// The real binary, SIGKILLed again and again while its relay publishes, and once while its

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use herald_provider::SendResult;
+use tokio::sync::watch;
 
 use super::policy::refuses_the_route;
 
@@ -52,6 +53,8 @@ pub struct Circuit {
     /// How long a probe may take: the route's timeout, and a margin.
     probe_for: Duration,
     inner: Mutex<Inner>,
+    /// Its state as it last changed, for whoever reports the changes (the route's events).
+    changes: watch::Sender<CircuitState>,
 }
 
 /// What a send's answer says about the route's health.
@@ -98,6 +101,7 @@ impl Circuit {
             open_for,
             probe_for,
             inner: Mutex::new(Inner::Closed(0)),
+            changes: watch::Sender::new(CircuitState::Closed),
         };
         circuit.publish(CircuitState::Closed);
         circuit
@@ -166,7 +170,13 @@ impl Circuit {
         }
     }
 
+    /// Its state, each time it changes.
+    pub fn changes(&self) -> watch::Receiver<CircuitState> {
+        self.changes.subscribe()
+    }
+
     fn publish(&self, current: CircuitState) {
+        self.changes.send_replace(current);
         for state in CircuitState::ALL {
             metrics::gauge!("herald_route_circuit", "route" => self.route.clone(), "state" => state.as_str())
                 .set(if state == current { 1.0 } else { 0.0 });

@@ -33,7 +33,8 @@ use crate::domain::{
     suppression_recipient,
 };
 use crate::store::{
-    Claim, ClaimMode, GroupCommit, NewSuppression, Recorded, Records, Store, StoreError,
+    Claim, ClaimMode, EventType, GroupCommit, NewSuppression, OutboxEvent, Recorded, Records,
+    Store, StoreError,
 };
 use policy::{Asked, Attribution, Hold, Plan, Situation, Step};
 use routes::{PAUSE_READ_EVERY, Sent};
@@ -111,6 +112,17 @@ impl Dispatcher {
             self.wake.clone(),
             shutdown.clone(),
         ));
+        let circuits: Vec<_> = self
+            .routes
+            .all()
+            .map(|route| {
+                tokio::spawn(report_circuit(
+                    self.store.clone(),
+                    route.name().to_owned(),
+                    route.circuit_changes(),
+                ))
+            })
+            .collect();
         let permits = Arc::new(Semaphore::new(self.settings.concurrency));
         let mut tasks = JoinSet::new();
         while !shutdown.is_cancelled() {
@@ -177,6 +189,7 @@ impl Dispatcher {
         listener.abort();
         gauges.abort();
         pauses.abort();
+        circuits.iter().for_each(|reporter| reporter.abort());
     }
 
     /// Dispatches until nothing is left to do within `horizon`: every claim is processed, and
@@ -872,6 +885,52 @@ async fn read_pauses(
             _ = tokio::time::sleep(PAUSE_READ_EVERY) => {}
         }
     }
+}
+
+/// Writes a route's circuit changes in this process as its events: `circuit_opened` when it
+/// leaves `closed`, `circuit_closed` when it is back. A change that cannot be written is logged
+/// and not retried: the metric `herald_route_circuit` still shows it. Runs until the dispatcher
+/// has finished its sends, so that a change during the shutdown's drain is written too.
+async fn report_circuit(
+    store: Arc<dyn Store>,
+    route: String,
+    mut changes: tokio::sync::watch::Receiver<CircuitState>,
+) {
+    let process = process_name();
+    let mut was = *changes.borrow_and_update();
+    while changes.changed().await.is_ok() {
+        let now_state = *changes.borrow_and_update();
+        let event_type = match (was, now_state) {
+            (CircuitState::Closed, CircuitState::Open | CircuitState::HalfOpen) => {
+                EventType::CircuitOpened
+            }
+            (CircuitState::Open | CircuitState::HalfOpen, CircuitState::Closed) => {
+                EventType::CircuitClosed
+            }
+            _ => {
+                was = now_state;
+                continue;
+            }
+        };
+        was = now_state;
+        let event = OutboxEvent::for_route(
+            &route,
+            event_type,
+            serde_json::json!({"process": process}),
+            OffsetDateTime::now_utc(),
+        );
+        if let Err(err) = store.add_event(&event).await {
+            tracing::warn!(%err, route, "cannot record the circuit's change as an event");
+        }
+    }
+}
+
+/// This process among others: its host's name and its pid.
+fn process_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 /// Keeps the queue and review gauges of `/metrics` current.

@@ -134,6 +134,11 @@ impl Route {
         self.circuit.status()
     }
 
+    /// The circuit's state, each time it changes in this process.
+    pub fn circuit_changes(&self) -> tokio::sync::watch::Receiver<CircuitState> {
+        self.circuit.changes()
+    }
+
     pub fn fallback(&self) -> Option<&str> {
         self.fallback.as_deref()
     }

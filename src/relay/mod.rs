@@ -94,9 +94,13 @@ impl Outgoing {
 pub fn cloudevent(event: &OutboxEvent) -> CloudEvent {
     CloudEvent {
         id: event.id.to_string(),
-        source: format!("/herald/{}", event.tenant),
+        // A route's event is herald's own, of no tenant.
+        source: match event.tenant.as_str() {
+            "" => "/herald".to_owned(),
+            tenant => format!("/herald/{tenant}"),
+        },
         event_type: event.event_type.as_str().to_owned(),
-        subject: Some(event.notification_id.to_string()),
+        subject: Some(event.subject()),
         time: event.created_at.format(&Rfc3339).ok(),
         datacontenttype: Some("application/json".into()),
         dataschema: None,

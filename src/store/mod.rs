@@ -572,6 +572,9 @@ pub trait Store: Send + Sync + 'static {
         refusals: PermanentRefusals,
     ) -> StoreResult<u64>;
 
+    /// Commits one event of herald's own (a route's circuit changed in this process).
+    async fn add_event(&self, event: &OutboxEvent) -> StoreResult<()>;
+
     /// Deletes up to `limit` attachment contents that no notification names any more and that
     /// no enqueue named since `before`; returns how many went.
     async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
@@ -832,10 +835,18 @@ pub enum EventType {
     /// may have been delivered twice, or may have been delivered where the record said it was
     /// not (`unknown`), and waits in review.
     Reopened,
+    /// An operator paused a route, in every process.
+    RoutePaused,
+    /// An operator resumed a paused route.
+    RouteResumed,
+    /// A route's circuit breaker opened in one process: its sends failed in a row.
+    CircuitOpened,
+    /// A route's circuit breaker closed again in that process: a probe found the vendor working.
+    CircuitClosed,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 8] = [
+    pub const ALL: [EventType; 12] = [
         EventType::Accepted,
         EventType::Delivered,
         EventType::Failed,
@@ -844,6 +855,10 @@ impl EventType {
         EventType::Cancelled,
         EventType::Receipt,
         EventType::Reopened,
+        EventType::RoutePaused,
+        EventType::RouteResumed,
+        EventType::CircuitOpened,
+        EventType::CircuitClosed,
     ];
 
     pub fn parse(s: &str) -> Option<EventType> {
@@ -860,11 +875,18 @@ impl EventType {
             EventType::Cancelled => "dev.herald.notification.cancelled",
             EventType::Receipt => "dev.herald.notification.receipt",
             EventType::Reopened => "dev.herald.notification.reopened",
+            EventType::RoutePaused => "dev.herald.route.paused",
+            EventType::RouteResumed => "dev.herald.route.resumed",
+            EventType::CircuitOpened => "dev.herald.route.circuit_opened",
+            EventType::CircuitClosed => "dev.herald.route.circuit_closed",
         }
     }
 }
 
-/// An outbox row: the event's stable id and its `data`, fixed when the state changed.
+/// An outbox row: the event's stable id and its `data`, fixed when the state changed. A route's
+/// event belongs to no tenant (`tenant` is empty) and stands in `notification_id` with a UUID
+/// fixed by the route's name: the relay publishes the events of one id in order, so a route's
+/// pause is never published after its resume.
 #[derive(Debug, Clone)]
 pub struct OutboxEvent {
     pub id: Uuid,
@@ -876,6 +898,35 @@ pub struct OutboxEvent {
 }
 
 impl OutboxEvent {
+    /// A route's event: `data` says what happened, and holds the route's name as `route`.
+    pub fn for_route(route: &str, event_type: EventType, data: Value, now: OffsetDateTime) -> Self {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(format!("herald route {route}"));
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        let mut data = data;
+        data["route"] = json!(route);
+        OutboxEvent {
+            id: Uuid::now_v7(),
+            tenant: String::new(),
+            notification_id: NotificationId::from_uuid(
+                uuid::Builder::from_custom_bytes(bytes).into_uuid(),
+            ),
+            event_type,
+            data,
+            created_at: now,
+        }
+    }
+
+    /// What the event is about, as its CloudEvent's `subject`: the notification's id, or the
+    /// route's name.
+    pub fn subject(&self) -> String {
+        match self.data.get("route").and_then(Value::as_str) {
+            Some(route) if self.tenant.is_empty() => route.to_owned(),
+            _ => self.notification_id.to_string(),
+        }
+    }
+
     pub fn for_notification(n: &Notification, event_type: EventType, now: OffsetDateTime) -> Self {
         let mut data = json!({
             "id": n.id,

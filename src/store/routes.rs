@@ -3,8 +3,11 @@
 
 use sqlx::FromRow;
 
+use serde_json::json;
+
+use super::rows::insert_event;
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
-use super::{StoreError, StoreResult, Timestamp};
+use super::{EventType, OutboxEvent, StoreError, StoreResult, Timestamp};
 use crate::domain::RoutePause;
 
 /// A pause stands until it is lifted: pausing a paused route changes nothing.
@@ -57,6 +60,17 @@ impl<D: Dialect> SqlStore<D> {
             .await?
             == 1;
         if paused {
+            insert_event(
+                &mut *tx,
+                &OutboxEvent::for_route(
+                    &pause.route,
+                    EventType::RoutePaused,
+                    json!({"principal": pause.principal, "note": pause.note,
+                           "to_fallback": pause.to_fallback}),
+                    pause.at,
+                ),
+            )
+            .await?;
             tx.execute(
                 LOG,
                 args![
@@ -83,6 +97,16 @@ impl<D: Dialect> SqlStore<D> {
         let mut tx = self.0.begin().await?;
         let lifted: Option<PauseRow> = tx.fetch_optional(LIFT, args![&by.route]).await?;
         if lifted.is_some() {
+            insert_event(
+                &mut *tx,
+                &OutboxEvent::for_route(
+                    &by.route,
+                    EventType::RouteResumed,
+                    json!({"principal": by.principal, "note": by.note}),
+                    by.at,
+                ),
+            )
+            .await?;
             tx.execute(
                 LOG,
                 args![

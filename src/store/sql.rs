@@ -665,6 +665,13 @@ impl<D: Dialect> Store for SqlStore<D> {
         SqlStore::forget_finished(self, before, limit, refusals).await
     }
 
+    async fn add_event(&self, event: &OutboxEvent) -> StoreResult<()> {
+        let mut tx = self.0.begin().await?;
+        insert_event(&mut *tx, event).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
         SqlStore::forget_files(self, before, limit).await
     }
