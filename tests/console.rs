@@ -339,6 +339,7 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         .env("NODE_PATH", node_path)
         .env("BASE", &app.base)
         .env("TOKEN", ACME_REVIEWER)
+        .env("ADMIN", support::ACME_ADMIN)
         .env("ID", &id)
         .env("EMAILS", emails.join(","))
         .env("TEXTS", texts.join(","))
@@ -358,6 +359,7 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         "console-notification.png",
         "console-resolved.png",
         "console-bulk.png",
+        "console-routes.png",
         "unsubscribe.png",
         "unsubscribe-done.png",
     ] {
@@ -365,6 +367,13 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         assert!(meta.len() > 1000, "{shot} is an image");
     }
     println!("screenshots in {}", shots.display());
+    assert_eq!(
+        app.db
+            .texts("SELECT action || ': ' || note FROM route_pause_log WHERE principal = 'acme-admin' ORDER BY seq")
+            .await,
+        ["paused: The vendor double-sends <b>INC-42</b>", "resumed: INC-42 is over"],
+        "the console's pause and resume, audited"
+    );
     let suppressed: Value = app
         .get(ACME, "/v1/suppressions")
         .await

@@ -100,6 +100,16 @@ pub async fn list(
     principal: Principal,
 ) -> Result<Json<RoutesBody>, Problem> {
     principal.require(Scope::Read)?;
+    Ok(Json(RoutesBody {
+        data: listed(&state, &principal).await?,
+    }))
+}
+
+/// Every route the principal's tenant may use, by name, as the API shows it.
+pub(super) async fn listed(
+    state: &AppState,
+    principal: &Principal,
+) -> Result<Vec<RouteBody>, Problem> {
     let pauses = state.store.route_pauses().await?;
     let mut data: Vec<RouteBody> = state
         .routes
@@ -109,11 +119,11 @@ pub async fn list(
             let pause = pauses.iter().find(|p| p.route == route.name()).cloned();
             principal
                 .tenant_may_use(info)
-                .then(|| shown(&state, route, info, pause))
+                .then(|| shown(state, route, info, pause))
         })
         .collect();
     data.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Json(RoutesBody { data }))
+    Ok(data)
 }
 
 /// `POST /v1/routes/{name}/pause`.
@@ -158,18 +168,31 @@ pub async fn pause(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RouteBody>, Problem> {
-    let (route, info) = operated(&state, &principal, &name)?;
     let body: PauseBody = typed(json_object(body)?)?;
-    if body.to_fallback && route.fallback().is_none() {
+    Ok(Json(
+        pause_route(&state, &principal, &name, &body.note, body.to_fallback).await?,
+    ))
+}
+
+/// An admin's pause of route `name`, as the API and the console take it.
+pub(super) async fn pause_route(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    note: &str,
+    to_fallback: bool,
+) -> Result<RouteBody, Problem> {
+    let (route, info) = operated(state, principal, name)?;
+    if to_fallback && route.fallback().is_none() {
         return Err(Problem::invalid_field(FieldError::new(
             "to_fallback",
             format!("route `{name}` has no fallback"),
         )));
     }
-    let mut by = pause_by(&principal, &name, &body.note)?;
-    by.to_fallback = body.to_fallback;
+    let mut by = pause_by(principal, name, note)?;
+    by.to_fallback = to_fallback;
     let standing = state.store.pause_route(&by).await?;
-    Ok(Json(shown(&state, route, info, Some(standing))))
+    Ok(shown(state, route, info, Some(standing)))
 }
 
 /// Resume a paused route in every process; its waiting notifications go as due.
@@ -190,13 +213,25 @@ pub async fn resume(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RouteBody>, Problem> {
-    let (route, info) = operated(&state, &principal, &name)?;
     let body: ResumeBody = typed(json_object(body)?)?;
-    let by = pause_by(&principal, &name, &body.note)?;
+    Ok(Json(
+        resume_route(&state, &principal, &name, &body.note).await?,
+    ))
+}
+
+/// An admin's resume of route `name`, as the API and the console take it.
+pub(super) async fn resume_route(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    note: &str,
+) -> Result<RouteBody, Problem> {
+    let (route, info) = operated(state, principal, name)?;
+    let by = pause_by(principal, name, note)?;
     if state.store.resume_route(&by).await?.is_none() {
         return Err(Problem::conflict(format!("route `{name}` is not paused")));
     }
-    Ok(Json(shown(&state, route, info, None)))
+    Ok(shown(state, route, info, None))
 }
 
 /// Route `name`, for an admin who would pause or resume it. A route the tenant may not use is

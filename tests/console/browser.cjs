@@ -2,8 +2,9 @@
 // would: sign in, follow each counter to its list, open an unknown notification and read its
 // evidence, resolve it with a note and go on to the next item, close a dead letter, and resolve
 // many exactly as previewed. Evidence holding markup must show as text and run nothing.
-// Last, the one-click unsubscribe page a digest email links to.
-// Run by tests/console.rs with BASE, TOKEN, ID (the hostile unknown webhook), EMAILS (unknown
+// Then the routes page: a reviewer sees how each stands, an admin pauses a route with a note
+// and resumes it. Last, the one-click unsubscribe page a digest email links to.
+// Run by tests/console.rs with BASE, TOKEN, ADMIN (a token with the admin scope), ID (the hostile unknown webhook), EMAILS (unknown
 // emails), TEXTS (dead letters on route `texts`), UNSUBSCRIBE (a digest email's link, on BASE)
 // and SHOTS in the environment; playwright-core
 // comes from NODE_PATH (.ci/run installs it).
@@ -21,7 +22,7 @@ async function listed(page) {
 }
 
 (async () => {
-  const { BASE, TOKEN, ID, SHOTS, UNSUBSCRIBE } = process.env;
+  const { BASE, TOKEN, ADMIN, ID, SHOTS, UNSUBSCRIBE } = process.env;
   const EMAILS = process.env.EMAILS.split(',');
   const TEXTS = process.env.TEXTS.split(',');
   const browser = await chromium.launch({
@@ -160,6 +161,37 @@ async function listed(page) {
     await page.click('#confirm');
     await page.waitForSelector('[role=status]');
     check((await page.textContent('[role=status]')).includes(`Resolved ${EMAILS.length}`), 'both resolved');
+
+    // The routes: a reviewer sees them, and no form that would pause one.
+    await page.click('a[href="/console/routes"]');
+    await page.waitForSelector('#routes');
+    check((await page.textContent('#route-mail')).includes('not paused'), 'mail is not paused');
+    check((await page.$$('form.pause, form.resume')).length === 0, 'a reviewer has no pause button');
+    check((await page.textContent('main')).includes('admin'), 'it says who may pause');
+
+    // An admin pauses `mail` in every process, with a note, and resumes it.
+    await page.click('header button');
+    await page.waitForSelector('#token');
+    await page.fill('#token', ADMIN);
+    await page.click('button[type=submit]');
+    await page.waitForSelector('#queue');
+    await page.goto(`${BASE}/console/routes`);
+    await page.click('#route-mail form.pause button[type=submit]');
+    check(page.url().endsWith('/console/routes'), 'the browser asks for the note before posting');
+    await page.fill('#pause-note-mail', 'The vendor double-sends <b>INC-42</b>');
+    await page.click('#route-mail form.pause button[type=submit]');
+    await page.waitForSelector('[role=status]');
+    check((await page.textContent('[role=status]')).includes('mail paused'), 'the pause is confirmed');
+    const paused = await page.textContent('#route-mail .paused');
+    check(paused.includes('acme-admin') && paused.includes('The vendor double-sends <b>INC-42</b>')
+      && paused.includes('its work waiting'), `who paused it and why, as text: ${paused}`);
+    check((await page.$$('#route-mail .paused b')).length === 1, 'no markup from the note');
+    await page.screenshot({ path: `${SHOTS}/console-routes.png`, fullPage: true });
+    await page.fill('#resume-note-mail', 'INC-42 is over');
+    await page.click('#route-mail form.resume button[type=submit]');
+    await page.waitForSelector('[role=status]');
+    check((await page.textContent('[role=status]')).includes('mail resumed'), 'the resume is confirmed');
+    check((await page.textContent('#route-mail')).includes('not paused'), 'mail sends again');
 
     // The unsubscribe link of a digest email, as its recipient follows it: a question that
     // changes nothing, then the button that sends RFC 8058's one-click POST.

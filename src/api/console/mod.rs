@@ -1,6 +1,7 @@
 //! The web console at `/console`: the review queue, a notification's timeline with its
-//! evidence, resolve forms, and bulk resolution with its dry run shown first. Server-rendered
-//! HTML with no external assets and no script: it reads without JavaScript.
+//! evidence, resolve forms, bulk resolution with its dry run shown first, and the routes with
+//! an operator's pause and resume (for a token with the `admin` scope). Server-rendered HTML
+//! with no external assets and no script: it reads without JavaScript.
 //!
 //! Sign-in takes a token with the `review` scope and sets a session cookie (`HttpOnly`,
 //! `SameSite=Strict`, `Secure` behind HTTPS); every form carries the session's CSRF token, and
@@ -53,6 +54,9 @@ pub fn routes() -> Router<AppState> {
         .route("/console/notifications/{id}", get(notification))
         .route("/console/notifications/{id}/resolve", post(resolve))
         .route("/console/bulk", get(bulk_form).post(bulk))
+        .route("/console/routes", get(routes_page))
+        .route("/console/routes/{name}/pause", post(pause_route))
+        .route("/console/routes/{name}/resume", post(resume_route))
         .layer(axum::middleware::map_response(guarded))
 }
 
@@ -164,6 +168,7 @@ fn templates() -> &'static Environment<'static> {
                 include_str!("templates/notification.html"),
             ),
             ("bulk.html", include_str!("templates/bulk.html")),
+            ("routes.html", include_str!("templates/routes.html")),
         ] {
             env.add_template(name, source)
                 .expect("the console's templates are valid");
@@ -710,6 +715,114 @@ struct BulkForm {
     preview: String,
     /// Present on the confirmation of a preview.
     confirm: Option<String>,
+}
+
+/// The routes, how each stands and who paused it; for an admin, the forms that pause and
+/// resume one in every process.
+async fn routes_page(
+    State(state): State<AppState>,
+    SignedIn { session, .. }: SignedIn,
+    Query(query): Query<RoutesQuery>,
+) -> Response {
+    routes_shown(&state, &session, query.done, None).await
+}
+
+async fn routes_shown(
+    state: &AppState,
+    session: &Session,
+    done: Option<String>,
+    error: Option<String>,
+) -> Response {
+    let routes = match super::routes::listed(state, &session.principal).await {
+        Ok(routes) => routes,
+        Err(problem) => return failure(status_of(&problem), problem.detail),
+    };
+    page(
+        "routes.html",
+        context! {
+            title => "Routes",
+            csrf => session.csrf,
+            principal => session.principal.name,
+            admin => session.principal.has(Scope::Admin),
+            routes => routes,
+            done => done,
+            error => error,
+        },
+    )
+}
+
+#[derive(Deserialize, Default)]
+struct RoutesQuery {
+    done: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PauseForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    note: String,
+    to_fallback: Option<String>,
+}
+
+async fn pause_route(
+    State(state): State<AppState>,
+    SignedIn { session, .. }: SignedIn,
+    Path(name): Path<String>,
+    Form(form): Form<PauseForm>,
+) -> Response {
+    if forged(&session, &form.csrf) {
+        return refused_as_forged();
+    }
+    let paused = super::routes::pause_route(
+        &state,
+        &session.principal,
+        &name,
+        &form.note,
+        form.to_fallback.is_some(),
+    )
+    .await;
+    route_changed(&state, &session, &name, "paused", paused).await
+}
+
+async fn resume_route(
+    State(state): State<AppState>,
+    SignedIn { session, .. }: SignedIn,
+    Path(name): Path<String>,
+    Form(form): Form<PauseForm>,
+) -> Response {
+    if forged(&session, &form.csrf) {
+        return refused_as_forged();
+    }
+    let resumed = super::routes::resume_route(&state, &session.principal, &name, &form.note).await;
+    route_changed(&state, &session, &name, "resumed", resumed).await
+}
+
+/// Back to the routes, saying what changed, or the page again with why nothing did.
+async fn route_changed<T>(
+    state: &AppState,
+    session: &Session,
+    name: &str,
+    what: &str,
+    changed: Result<T, super::Problem>,
+) -> Response {
+    match changed {
+        Ok(_) => redirect(&format!(
+            "/console/routes?done={}",
+            url::form_urlencoded::byte_serialize(format!("{name} {what}").as_bytes())
+                .collect::<String>()
+        )),
+        Err(problem) => {
+            let status = status_of(&problem);
+            routes_shown(state, session, None, Some(problem.detail))
+                .await
+                .map_status(status)
+        }
+    }
+}
+
+fn status_of(problem: &super::Problem) -> StatusCode {
+    StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 async fn bulk_form(
