@@ -8,7 +8,6 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use herald_provider::Attachment;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use super::FieldError;
@@ -128,13 +127,9 @@ impl AttachmentRules {
                     ),
                 ));
             }
-            let sha256 = hex::encode(Sha256::digest(&bytes));
-            kept.push(Attachment {
-                filename: attachment.filename.clone(),
-                content_type,
-                size: bytes.len() as u64,
-                sha256: sha256.clone(),
-            });
+            let described = Attachment::describe(&attachment.filename, &content_type, &bytes);
+            let sha256 = described.sha256.clone();
+            kept.push(described);
             files
                 .entry(sha256.clone())
                 .or_insert(File { sha256, bytes });
@@ -195,7 +190,10 @@ mod tests {
             .unwrap();
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].bytes, pdf);
-        assert_eq!(files[0].sha256, hex::encode(Sha256::digest(pdf)));
+        assert_eq!(
+            files[0].sha256,
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(pdf))
+        );
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].filename, "a.pdf");
         assert_eq!(kept[1].filename, "b.pdf");

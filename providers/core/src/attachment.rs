@@ -44,6 +44,28 @@ const CLOSE: &str = "}}";
 const MIME_LINE: usize = 76;
 
 impl Attachment {
+    /// The description of `content` under this name and type: its size and SHA-256, as herald
+    /// names a file it stores (and as a fake vendor names one it received).
+    pub fn describe(filename: &str, content_type: &str, content: &[u8]) -> Attachment {
+        use sha2::Digest;
+        Attachment {
+            filename: filename.to_owned(),
+            content_type: content_type.to_owned(),
+            size: content.len() as u64,
+            sha256: sha2::Sha256::digest(content)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        }
+    }
+
+    /// What arrived at a vendor that takes content in base64 (a fake's ledger): `None` when the
+    /// content is not base64.
+    pub fn received(filename: &str, content_type: &str, base64: &str) -> Option<Attachment> {
+        let content = STANDARD.decode(base64).ok()?;
+        Some(Attachment::describe(filename, content_type, &content))
+    }
+
     /// What an adapter writes into a prepared request in place of the content, in the
     /// encoding its vendor expects.
     pub fn placeholder(&self, encoding: Encoding) -> String {

@@ -9,8 +9,8 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Redactor, Request,
-    SendResult,
+    Adapter, Capabilities, Channel, Encoding, Evidence, Message, ProviderKey, QueryResult,
+    Redactor, Request, SendResult,
 };
 use reqwest::header::HeaderMap;
 use reqwest::{StatusCode, Url};
@@ -18,7 +18,9 @@ use secrecy::{ExposeSecret, SecretString};
 use time::OffsetDateTime;
 
 use crate::callback::MailjetCallbacks;
-use crate::wire::{Address, MessageList, MessageResult, OutMessage, SendAnswer, SendBody, id_text};
+use crate::wire::{
+    Address, Attachment, MessageList, MessageResult, OutMessage, SendAnswer, SendBody, id_text,
+};
 
 /// Mailjet's public REST endpoint.
 pub const DEFAULT_BASE_URL: &str = "https://api.mailjet.com";
@@ -27,7 +29,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.mailjet.com";
 pub const DEFAULT_VISIBILITY_LAG: Duration = Duration::from_secs(15 * 60);
 
 /// "Size of all attachments, including inline, may not exceed 15 MB total"; the docs state no
-/// other payload limit, and herald sends no attachments.
+/// other payload limit.
 pub const MAX_PAYLOAD_BYTES: usize = 15 * 1024 * 1024;
 
 /// Allowed disagreement between herald's clock (which stamped the notification id) and
@@ -181,7 +183,7 @@ impl MailjetAdapter {
                 query_visibility_lag: Some(route.visibility_lag),
                 max_payload_bytes: Some(MAX_PAYLOAD_BYTES),
                 tags: false,
-                attachments: false,
+                attachments: true,
             },
         })
     }
@@ -232,6 +234,15 @@ impl MailjetAdapter {
                 subject: message.subject.as_deref(),
                 text_part: text,
                 html_part: html,
+                attachments: email
+                    .attachments
+                    .iter()
+                    .map(|a| Attachment {
+                        content_type: &a.content_type,
+                        filename: &a.filename,
+                        base64_content: a.placeholder(Encoding::Base64),
+                    })
+                    .collect(),
                 custom_id: key.as_str(),
                 headers: &email.headers,
             }],

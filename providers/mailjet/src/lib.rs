@@ -12,13 +12,16 @@
 //! | outcome query | yes: `GET /v3/REST/message?CustomID=<provider key>&ShowCustomID=true&FromTS=…` |
 //! | query visibility lag | [`MailjetRoute::visibility_lag`] (default 15 min; Mailjet documents none) |
 //! | payload limit | 15 MB (the documented attachment limit; no other is stated) |
+//! | attachments | yes: `Attachments: [{ContentType, Filename, Base64Content}]`; all of a message's attachments, inline ones included, may not exceed 15 MB; an empty `Filename`, `ContentType` or `Base64Content` is `mj-0012`, too many attachments `mj-0008` (the docs give no number) |
 //! | delivery callbacks | Event API, with HTTP Basic credentials, when `callback_username` and `callback_password` are set (below) |
 //!
 //! # Sending
 //! `POST /v3.1/send` with one message: `From {Email, Name}`, `To [{Email}]`, `Subject`,
-//! `TextPart`, `HTMLPart`, and `CustomID` = herald's provider key, which is stable per
-//! notification, so every attempt of one notification carries the same `CustomID`. HTTP Basic
-//! auth: API key and secret.
+//! `TextPart`, `HTMLPart`, `Attachments` when the email has any (each `ContentType`,
+//! `Filename`, `Base64Content`: the guide's "Send with attached files" and its table of message
+//! properties, `guides/_send-api.md` of <https://github.com/mailjet/api-documentation>), and
+//! `CustomID` = herald's provider key, which is stable per notification, so every attempt of
+//! one notification carries the same `CustomID`. HTTP Basic auth: API key and secret.
 //!
 //! | Mailjet's answer | result |
 //! |---|---|

@@ -36,12 +36,26 @@ pub(crate) struct OutMessage<'a> {
     pub text_part: Option<&'a str>,
     #[serde(rename = "HTMLPart", skip_serializing_if = "Option::is_none")]
     pub html_part: Option<&'a str>,
+    #[serde(rename = "Attachments", skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment<'a>>,
     /// Herald's provider key: stable per notification, so every attempt carries the same one.
     #[serde(rename = "CustomID")]
     pub custom_id: &'a str,
     /// Custom headers, name → value.
     #[serde(rename = "Headers", skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: &'a BTreeMap<String, String>,
+}
+
+/// A file attached to the message (not inline: `InlinedAttachments` would be).
+#[derive(Debug, Serialize)]
+pub(crate) struct Attachment<'a> {
+    #[serde(rename = "ContentType")]
+    pub content_type: &'a str,
+    #[serde(rename = "Filename")]
+    pub filename: &'a str,
+    /// herald's placeholder in the stored request, the content once a send expands it.
+    #[serde(rename = "Base64Content")]
+    pub base64_content: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -221,6 +235,7 @@ mod tests {
                 subject: Some("Your email flight plan!"),
                 text_part: Some("text"),
                 html_part: Some("<h3>html</h3>"),
+                attachments: Vec::new(),
                 custom_id: "PassengerEticket1234",
                 cc: Vec::new(),
                 bcc: Vec::new(),

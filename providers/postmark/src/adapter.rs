@@ -16,8 +16,8 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Redactor, Request,
-    SendResult,
+    Adapter, Capabilities, Encoding, Evidence, Message, ProviderKey, QueryResult, Redactor,
+    Request, SendResult,
 };
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use reqwest::{StatusCode, Url};
@@ -25,8 +25,8 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::callback::PostmarkCallbacks;
 use crate::wire::{
-    self, EMAIL_PATH, Header, INACTIVE_RECIPIENT, KEY_FILTER, KEY_METADATA, MessageList,
-    OUTBOUND_PATH, SERVER_TOKEN, SendEmail,
+    self, Attachment, EMAIL_PATH, Header, INACTIVE_RECIPIENT, KEY_FILTER, KEY_METADATA,
+    MessageList, OUTBOUND_PATH, SERVER_TOKEN, SendEmail,
 };
 
 /// Postmark's API root.
@@ -157,7 +157,7 @@ impl PostmarkAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
-                attachments: false,
+                attachments: true,
                 // Postmark deduplicates nothing: a resend is a second email.
                 idempotency_window: None,
                 query_visibility_lag: Some(route.visibility_lag),
@@ -330,6 +330,15 @@ impl Adapter for PostmarkAdapter {
                 .map(|(name, value)| Header { name, value })
                 .collect(),
             metadata,
+            attachments: email
+                .attachments
+                .iter()
+                .map(|a| Attachment {
+                    name: &a.filename,
+                    content: a.placeholder(Encoding::Base64),
+                    content_type: &a.content_type,
+                })
+                .collect(),
             message_stream: &self.message_stream,
         };
         Request::json(&body)

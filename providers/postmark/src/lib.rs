@@ -2,7 +2,8 @@
 //!
 //! One `POST https://api.postmarkapp.com/email` per send, with `X-Postmark-Server-Token`, a JSON
 //! body of `From` (the route's sender), `To` (the one recipient), `Cc` and `Bcc` (comma-separated),
-//! `Subject`, `HtmlBody` and/or `TextBody`, `ReplyTo`, `Headers`, `MessageStream` (default
+//! `Subject`, `HtmlBody` and/or `TextBody`, `ReplyTo`, `Headers`, `Attachments` when the email
+//! has any (`Name`, base64 `Content`, `ContentType` each), `MessageStream` (default
 //! `outbound`) and `Metadata` — the message's tags and `herald_key`, herald's
 //! [`ProviderKey`](herald_provider::ProviderKey), by which the outbound search finds the message
 //! and every webhook names it. A message's own tag named `herald_key` (in any case: Postmark
@@ -18,6 +19,7 @@
 //! | outcome query | `GET /messages/outbound?count=50&offset=0&metadata_herald_key=<key>`: "search for messages using metadata", one metadata field at a time; messages are kept for the server's retention (45 days by default) | <https://postmarkapp.com/support/article/1125-custom-metadata-faq>, <https://postmarkapp.com/developer/api/messages-api> |
 //! | visibility lag | not documented: `visibility_lag_ms`, default 15 minutes, after which "not listed" is read as "not sent" | (unconfirmed; declared as a setting) |
 //! | payload limit | 10 MB per message including attachments (read as 10 000 000 bytes) | <https://postmarkapp.com/developer/api/email-api> |
+//! | attachments | yes: `Attachments: [{Name, Content, ContentType}]`, the content in base64, within the 10 MB above (herald's default `[attachments] max_total_bytes`, 10 MiB decoded, is more than that once encoded: Postmark refuses such a message, permanently). Postmark takes only some file types; its list was not confirmed here | <https://postmarkapp.com/developer/api/email-api>; the field's shape as Postmark announced it (<https://postmarkapp.com/blog/attachments-finally-here>) and as its own client `postmark.js` types it (`Attachment`) |
 //! | rate limit | 429 "Rate Limit Exceeded" | <https://postmarkapp.com/developer/api/overview> |
 //! | delivery callbacks | webhooks, with HTTP Basic credentials in the webhook URL, when `callback_username` and `callback_password` are set (below) | <https://postmarkapp.com/developer/webhooks/webhooks-overview> |
 //!

@@ -51,7 +51,19 @@ pub struct SendEmail<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<Header<'a>>,
     pub metadata: BTreeMap<&'a str, &'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment<'a>>,
     pub message_stream: &'a str,
+}
+
+/// A file attached to the email.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Attachment<'a> {
+    pub name: &'a str,
+    /// Base64: herald's placeholder in the stored request, the content once a send expands it.
+    pub content: String,
+    pub content_type: &'a str,
 }
 
 #[derive(Debug, Serialize)]

@@ -18,7 +18,7 @@ use herald_provider::http::{
 };
 use herald_provider::signature::{SecretError, SigningSecret};
 use herald_provider::{
-    Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+    Adapter, Capabilities, Encoding, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
 };
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
@@ -26,7 +26,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::callback::ResendCallbacks;
 use crate::wire::{
-    CONCURRENT_IDEMPOTENT_REQUESTS, EMAILS_PATH, ErrorBody, IDEMPOTENCY_KEY,
+    Attachment, CONCURRENT_IDEMPOTENT_REQUESTS, EMAILS_PATH, ErrorBody, IDEMPOTENCY_KEY,
     INVALID_IDEMPOTENT_REQUEST, KEY_TAG, RATELIMIT_RESET, SendEmail, SentEmail, Tag, is_tag_text,
 };
 
@@ -147,7 +147,7 @@ impl ResendAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
-                attachments: false,
+                attachments: true,
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // Resend can fetch an email by its own id, but not by our key or reference
                 // (its docs name no look-up by key); a replay inside the window is the
@@ -205,7 +205,8 @@ impl Adapter for ResendAdapter {
     }
 
     /// The `POST /emails` body. herald stores it at the first attempt and replays it byte for
-    /// byte, which is what Resend compares a repeated key against.
+    /// byte, which is what Resend compares a repeated key against: an attachment's content is a
+    /// placeholder here, which herald replaces with the same bytes before every send.
     fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         let email = &message.email;
         if email.tags.contains_key(KEY_TAG) {
@@ -241,6 +242,15 @@ impl Adapter for ResendAdapter {
             text: message.text.as_deref(),
             tags,
             headers: &email.headers,
+            attachments: email
+                .attachments
+                .iter()
+                .map(|a| Attachment {
+                    filename: &a.filename,
+                    content: a.placeholder(Encoding::Base64),
+                    content_type: &a.content_type,
+                })
+                .collect(),
         };
         Request::json(&body)
     }

@@ -4,8 +4,9 @@
 //! body of `from` (the route's sender), `to` (the one recipient), `subject`, `html` and/or
 //! `text`, `tags` entries `herald_notification_id` and `herald_key` (the provider key, which
 //! webhooks echo; each when it fits Resend's tag alphabet of ASCII letters, digits, `_` and
-//! `-`), and herald's [`ProviderKey`](herald_provider::ProviderKey) — stable per notification —
-//! as the `Idempotency-Key` header. A message's own tag named `herald_key` is refused before any
+//! `-`), `attachments` when the email has any (`filename`, `content` in base64, `content_type`),
+//! and herald's [`ProviderKey`](herald_provider::ProviderKey) — stable per notification — as the
+//! `Idempotency-Key` header. A message's own tag named `herald_key` is refused before any
 //! I/O. Resend answers `{"id": "…"}`, which becomes the `provider_ref`, and
 //! errors as `{"statusCode", "name", "message"}`, whose `name` becomes `Evidence::vendor_code`.
 //!
@@ -15,6 +16,7 @@
 //! | idempotency window | 24 h: a repeat with the same key and payload answers the first answer (same id) without sending again | <https://resend.com/docs/dashboard/emails/idempotency-keys> |
 //! | outcome query | none: Resend looks emails up by its own id, not by our key (its docs name no look-up by key); a replay inside the window is the reconciliation | <https://resend.com/docs/api-reference/emails/send-email> |
 //! | payload limit | 40 MB per email including Base64 attachments (read as 40 000 000 bytes) | <https://resend.com/docs/api-reference/emails/send-email> |
+//! | attachments | yes: `attachments: [{filename, content, content_type}]`, the content in base64 (Resend also takes a `path` to fetch, which herald does not use); no count limit is documented, only the 40 MB above; an attachment without `content` or `path` is 422 `invalid_attachment` | <https://resend.com/docs/api-reference/emails/send-email>, the `Attachment` schema of github.com/resend/resend-openapi (`resend.yaml`), <https://resend.com/docs/api-reference/errors> |
 //! | rate limit | 2 requests/s by default, per team; 429 with `retry-after` and `ratelimit-*` headers | <https://resend.com/docs/api-reference/rate-limit> |
 //! | delivery callbacks | webhooks, signed by Svix, when `webhook_secret` is set (below) | <https://resend.com/docs/webhooks/event-types> |
 //!

@@ -50,6 +50,19 @@ pub struct SendEmail<'a> {
     /// Custom headers, name → value.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment<'a>>,
+}
+
+/// A file attached to the email. Resend also takes a `path` to fetch it from; herald always
+/// sends the content.
+#[derive(Debug, Serialize)]
+pub struct Attachment<'a> {
+    pub filename: &'a str,
+    /// Base64: herald's placeholder in the stored request, the content once a send expands it.
+    pub content: String,
+    /// Resend derives one from the filename when it is missing; herald always names it.
+    pub content_type: &'a str,
 }
 
 /// A Resend email tag: name and value of ASCII letters, digits, `_` and `-`, at most 256 each.

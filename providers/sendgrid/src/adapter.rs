@@ -12,8 +12,8 @@ use herald_provider::http::{
     unreadable_success,
 };
 use herald_provider::{
-    Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Redactor, Request,
-    SendResult, split_mailbox,
+    Adapter, Capabilities, Encoding, Evidence, Message, ProviderKey, QueryResult, Redactor,
+    Request, SendResult, split_mailbox,
 };
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
@@ -22,8 +22,8 @@ use time::OffsetDateTime;
 
 use crate::callback::{PublicKeyError, SendGridCallbacks, WebhookKey};
 use crate::wire::{
-    Address, Content, KEY_ARG, MAIL_SEND_PATH, MESSAGE_ID, MESSAGES_PATH, MailSend, MessageList,
-    Personalization, RATELIMIT_RESET, key_query,
+    Address, Attachment, Content, KEY_ARG, MAIL_SEND_PATH, MESSAGE_ID, MESSAGES_PATH, MailSend,
+    MessageList, Personalization, RATELIMIT_RESET, key_query,
 };
 
 /// SendGrid's API root (an EU subuser uses `https://api.eu.sendgrid.com`).
@@ -146,7 +146,7 @@ impl SendGridAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
-                attachments: false,
+                attachments: true,
                 // SendGrid documents no idempotency key: a resend is a second email.
                 idempotency_window: None,
                 query_visibility_lag: route.activity_lookup,
@@ -303,6 +303,15 @@ impl Adapter for SendGridAdapter {
             reply_to: email.reply_to.as_deref().map(address),
             subject: message.subject.as_deref(),
             content,
+            attachments: email
+                .attachments
+                .iter()
+                .map(|a| Attachment {
+                    content: a.placeholder(Encoding::Base64),
+                    kind: &a.content_type,
+                    filename: &a.filename,
+                })
+                .collect(),
             headers: &email.headers,
         };
         Request::json(&body)

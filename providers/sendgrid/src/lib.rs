@@ -3,7 +3,8 @@
 //! One `POST https://api.sendgrid.com/v3/mail/send` per send, with `Authorization: Bearer SG.…`,
 //! a JSON body of one personalization (`to` the recipient, `cc`, `bcc`, and `custom_args`: the
 //! message's tags and `herald_key`, herald's [`ProviderKey`](herald_provider::ProviderKey)),
-//! `from`, `reply_to`, `subject`, `content` (`text/plain` then `text/html`) and `headers`. A
+//! `from`, `reply_to`, `subject`, `content` (`text/plain` then `text/html`), `attachments` when
+//! the email has any (base64 `content`, `type`, `filename` each) and `headers`. A
 //! message's own tag named `herald_key` is refused before any I/O. SendGrid answers 202 with an
 //! empty body and the message's id in `X-Message-Id`, which becomes the `provider_ref`, and
 //! errors as `{"errors": [{"message", "field", "help"}]}`.
@@ -15,6 +16,7 @@
 //! | outcome query | only with `activity_lookup = true`: `GET /v3/messages?query=unique_args['herald_key']="<key>"` of Email Activity, a paid add-on ("Email Activity History"); off by default, and then none is declared | <https://www.twilio.com/docs/sendgrid/api-reference/email-activity/filter-all-messages> |
 //! | visibility lag | not documented: `visibility_lag_ms`, default 15 minutes, with the look-up only | (unconfirmed; declared as a setting) |
 //! | payload limit | "less than 30MB" per email including attachments | <https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send> |
+//! | attachments | yes: `attachments: [{content, type, filename}]`, the content in base64 (`disposition` left at its default, `attachment`); within the 30 MB above; no count limit or forbidden types are stated there | <https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send> (the `attachments` of `spec/yaml/tsg_mail_v3.yaml` in github.com/twilio/sendgrid-oai) |
 //! | rate limit | 429 with `X-RateLimit-Reset` (a unix time) | <https://www.twilio.com/docs/sendgrid/api-reference/how-to-use-the-sendgrid-v3-api/rate-limits> |
 //! | delivery callbacks | the Event Webhook, signed with ECDSA, when `webhook_public_key` is set (below) | <https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features> |
 //!

@@ -36,6 +36,8 @@ pub struct MailSend<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<&'a str>,
     pub content: Vec<Content<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment<'a>>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: &'a BTreeMap<String, String>,
 }
@@ -64,6 +66,16 @@ pub struct Content<'a> {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub value: &'a str,
+}
+
+/// A file attached to the email; its `disposition` is SendGrid's default, `attachment`.
+#[derive(Debug, Serialize)]
+pub struct Attachment<'a> {
+    /// Base64: herald's placeholder in the stored request, the content once a send expands it.
+    pub content: String,
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    pub filename: &'a str,
 }
 
 /// A page of the Email Activity filter.

@@ -18,7 +18,7 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+    Adapter, Capabilities, Encoding, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
 };
 use reqwest::Url;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
@@ -26,8 +26,8 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::callback::{SnsCallbacks, SnsOrigin};
 use crate::wire::{
-    self, Body, Content, Destination, ERROR_TYPE, Header, KEY_TAG, SEND_PATH, SendEmail, Simple,
-    THROTTLED, Tag, Text,
+    self, Attachment, BASE64, Body, Content, Destination, ERROR_TYPE, Header, KEY_TAG, SEND_PATH,
+    SendEmail, Simple, THROTTLED, Tag, Text,
 };
 
 /// SES's API root in `region`.
@@ -188,7 +188,7 @@ impl SesAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
-                attachments: false,
+                attachments: true,
                 // SES takes no idempotency token: a resend is a second email.
                 idempotency_window: None,
                 query_visibility_lag: None,
@@ -380,6 +380,16 @@ impl Adapter for SesAdapter {
                         .headers
                         .iter()
                         .map(|(name, value)| Header { name, value })
+                        .collect(),
+                    attachments: email
+                        .attachments
+                        .iter()
+                        .map(|a| Attachment {
+                            file_name: &a.filename,
+                            raw_content: a.placeholder(Encoding::Base64),
+                            content_type: &a.content_type,
+                            content_transfer_encoding: BASE64,
+                        })
                         .collect(),
                 },
             },

@@ -6,9 +6,11 @@
 //! route's region, its access key), with a JSON body of `FromEmailAddress` (the route's
 //! sender), `Destination` (`ToAddresses` the one recipient, `CcAddresses`, `BccAddresses`),
 //! `ReplyToAddresses`, `Content.Simple` (`Subject`, `Body.Text` and/or `Body.Html`, UTF-8,
-//! `Headers`), `ConfigurationSetName` and `EmailTags` — the message's tags and `herald_key`,
-//! herald's [`ProviderKey`](herald_provider::ProviderKey), which SES copies into every event
-//! it publishes about the message. A message's own tag named `herald_key` is refused before
+//! `Headers`, and `Attachments` when the email has any: `FileName`, base64 `RawContent`,
+//! `ContentType` and `ContentTransferEncoding` `BASE64` each), `ConfigurationSetName` and
+//! `EmailTags` — the message's tags and `herald_key`, herald's
+//! [`ProviderKey`](herald_provider::ProviderKey), which SES copies into every event it
+//! publishes about the message. A message's own tag named `herald_key` is refused before
 //! any I/O. SES answers `{"MessageId"}`, which becomes the `provider_ref`, and errors with the
 //! error's type in the `x-amzn-ErrorType` header (or the body's `__type`), which becomes
 //! `Evidence::vendor_code`.
@@ -23,6 +25,7 @@
 //! | idempotency window | none: `SendEmail` takes no idempotency or client token, so a resend is a second email | <https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_SendEmail.html> (no such field) |
 //! | outcome query | none: SES v2 has no look-up of a sent message by a tag or by anything herald chose (message insights search by recipient and time only, for Virtual Deliverability Manager accounts); an ambiguous send stays `unknown` until an event names its key | same API reference |
 //! | payload limit | 40 MB per message, after encoding (read as 40 000 000 bytes) | <https://docs.aws.amazon.com/ses/latest/dg/quotas.html> |
+//! | attachments | yes: `Content.Simple.Attachments: [{FileName, RawContent, ContentType, ContentTransferEncoding, …}]`, `FileName` at most 255 characters, `RawContent` base64 over HTTPS; "multiple attachments per email, up to the 40MB total message size limit"; SES refuses attachments with some file extensions (its "Unsupported attachment types") | <https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_Message.html>, <https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_Attachment.html>, <https://docs.aws.amazon.com/ses/latest/dg/attachments.html> |
 //! | rate limit | the account's maximum send rate: `TooManyRequestsException` (429) or a `ThrottlingException`/`LimitExceededException` for the rate or the daily quota | <https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html> |
 //! | delivery callbacks | SES event publishing to an SNS topic, the topic's HTTPS subscription pointing at herald, when `sns_topic_arn` is set; SNS signs each message with RSA (SignatureVersion 1: SHA1, 2: SHA256) | <https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html>, <https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html> |
 //!

@@ -60,7 +60,28 @@ pub struct Simple<'a> {
     pub body: Body<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<Header<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment<'a>>,
 }
+
+/// A file attached to a simple message
+/// (<https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_Attachment.html>).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Attachment<'a> {
+    /// At most 255 characters; SES refuses some file extensions.
+    pub file_name: &'a str,
+    /// Base64, as the HTTPS interface takes a blob: herald's placeholder in the stored request,
+    /// the content once a send expands it.
+    pub raw_content: String,
+    pub content_type: &'a str,
+    /// [`BASE64`]: SES writes the part in the encoding named here, and its default,
+    /// `SEVEN_BIT`, is for ASCII text rather than a binary file.
+    pub content_transfer_encoding: &'a str,
+}
+
+/// The transfer encoding of every attachment's MIME part.
+pub const BASE64: &str = "BASE64";
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "PascalCase")]

@@ -371,11 +371,7 @@ async fn attachments_arrive_intact_from_a_stored_request_that_only_names_them() 
 }
 
 fn sha256_hex(content: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(content)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Attachment::describe("", "", content).sha256
 }
 
 fn one_click_link() -> String {

@@ -18,7 +18,7 @@ use herald_provider::http::{
     with_vendor_code,
 };
 use herald_provider::{
-    Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
+    Adapter, Capabilities, Encoding, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
     split_mailbox,
 };
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -27,8 +27,9 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::callback::SparkPostCallbacks;
 use crate::wire::{
-    Accepted, Address, Content, ErrorBody, IDEMPOTENCY_KEY, KEY_IN_PROGRESS, KEY_METADATA,
-    KEY_REUSED, Recipient, Sender, TRANSMISSIONS_PATH, Transmission, is_idempotency_key,
+    Accepted, Address, Attachment, Content, ErrorBody, IDEMPOTENCY_KEY, KEY_IN_PROGRESS,
+    KEY_METADATA, KEY_REUSED, Recipient, Sender, TRANSMISSIONS_PATH, Transmission,
+    is_idempotency_key,
 };
 
 /// SparkPost's public API root (its EU accounts use `https://api.eu.sparkpost.com/api/v1`).
@@ -144,7 +145,7 @@ impl SparkPostAdapter {
             callbacks,
             capabilities: Capabilities {
                 tags: true,
-                attachments: false,
+                attachments: true,
                 idempotency_window: Some(IDEMPOTENCY_WINDOW),
                 // SparkPost's message events can be searched by transmission or recipient, not
                 // by our key, and lag behind; a replay inside the window is the
@@ -210,7 +211,9 @@ impl Adapter for SparkPostAdapter {
     }
 
     /// The `POST /transmissions` body. herald stores it at the first attempt and replays it
-    /// byte for byte, which is what SparkPost compares a repeated key against.
+    /// byte for byte, which is what SparkPost compares a repeated key against: an attachment's
+    /// content is a placeholder here, which herald replaces with the same bytes before every
+    /// send.
     fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         let email = &message.email;
         if email.tags.contains_key(KEY_METADATA) || email.tags.contains_key(NOTIFICATION_METADATA) {
@@ -268,6 +271,15 @@ impl Adapter for SparkPostAdapter {
                 text: message.text.as_deref(),
                 reply_to: email.reply_to.as_deref(),
                 headers,
+                attachments: email
+                    .attachments
+                    .iter()
+                    .map(|a| Attachment {
+                        name: &a.filename,
+                        kind: &a.content_type,
+                        data: a.placeholder(Encoding::Base64),
+                    })
+                    .collect(),
             },
             metadata,
         };

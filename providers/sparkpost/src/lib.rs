@@ -4,7 +4,8 @@
 //! or `https://api.eu.sparkpost.com/api/v1` for an EU account), with `Authorization: <API key>`
 //! as SparkPost documents it, a JSON body of `recipients` (the notification's recipient, then
 //! each CC and BCC with `header_to` naming it), inline `content` (`from`, `subject`, `html`
-//! and/or `text`, `reply_to`, `headers`, with a CC list as the `CC` header) and `metadata`
+//! and/or `text`, `reply_to`, `headers`, with a CC list as the `CC` header, and `attachments`
+//! when the email has any: `name`, `type` and base64 `data` each) and `metadata`
 //! (`herald_key` — the provider key, which every event echoes in `rcpt_meta` —,
 //! `herald_notification_id`, and the message's tags), and herald's
 //! [`ProviderKey`](herald_provider::ProviderKey), stable per notification, as the
@@ -20,6 +21,7 @@
 //! | idempotency window | 24 h: a repeat with the same key and payload answers the original response again (`X-Idempotent-Replayed: true`), delivered once | SparkPost's documentation of `Idempotency-Key` for the Transmissions API (github.com/SparkPost/developers.sparkpost.com pull request 590, merged 2026-08; built from SparkPost's own middleware) |
 //! | outcome query | none: message events are searched by transmission, recipient or time, never by our key, and a replay inside the window is the reconciliation | <https://developers.sparkpost.com/api/events/> |
 //! | payload limit | 20 MB of content (text, html, attachments, inline images; read as 20 000 000 bytes) | <https://developers.sparkpost.com/api/transmissions/> |
+//! | attachments | yes: `content.attachments: [{name, type, data}]`, `name` at most 255 bytes, `data` base64 without line breaks; within the 20 MB above; no count limit is documented; "malicious content is strictly prohibited", including (not only) files with `bat` and `exe` extensions | <https://developers.sparkpost.com/api/transmissions/> ("Attachment Object"; `content/api/transmissions.apib` of github.com/SparkPost/developers.sparkpost.com) |
 //! | rate limit | transmission POSTs are not rate-limited by request; daily, monthly and sandbox sending limits answer 420 | <https://developers.sparkpost.com/api/#header-rate-limiting> |
 //! | delivery callbacks | webhooks with HTTP Basic credentials, when `callback_username` and `callback_password` are set (below) | <https://developers.sparkpost.com/api/webhooks/> |
 //!

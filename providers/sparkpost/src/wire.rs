@@ -88,6 +88,21 @@ pub struct Content<'a> {
     /// the `CC` header.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<&'a str, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment<'a>>,
+}
+
+/// A file attached to the email.
+#[derive(Debug, Serialize)]
+pub struct Attachment<'a> {
+    /// The filename, at most 255 bytes.
+    pub name: &'a str,
+    /// The MIME type, used as it is for the part's `Content-Type`.
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    /// Base64 without line breaks: herald's placeholder in the stored request, the content once
+    /// a send expands it.
+    pub data: String,
 }
 
 /// The answer to an accepted (or replayed) transmission.

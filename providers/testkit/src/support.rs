@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use herald_provider::callback::{CallbackError, CallbackEvent, CallbackRequest};
 use herald_provider::{
-    Adapter, Channel, EmailOptions, Evidence, Message, ProviderKey, QueryResult, SendResult,
+    Adapter, Attachment, Channel, EmailOptions, Encoding, Evidence, Message, ProviderKey,
+    QueryResult, Request, SendResult,
 };
 
 /// A vendor's fake, running, and an adapter pointed at it: what a test against the fake holds.
@@ -377,4 +378,41 @@ pub fn malformed(result: Result<Vec<CallbackEvent>, CallbackError>) -> String {
         Err(CallbackError::Malformed(why)) => why,
         other => panic!("expected a refusal as malformed, got {other:?}"),
     }
+}
+
+/// A file an email may carry: 4 KiB that are not UTF-8, as a PDF's are, and herald's
+/// description of it (what a message names in `email.attachments`).
+pub fn invoice() -> (Attachment, Vec<u8>) {
+    let content: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
+    assert!(
+        std::str::from_utf8(&content).is_err(),
+        "the content must be binary"
+    );
+    (
+        Attachment::describe("invoice.pdf", "application/pdf", &content),
+        content,
+    )
+}
+
+/// What the vendor receives for `stored`, the request herald keeps: `stored` must name the file
+/// by its placeholder and not hold it (herald keeps one copy of a file however many requests
+/// name it), and the content takes the placeholder's place.
+pub fn expanded(stored: &Request, attachment: &Attachment, content: &[u8]) -> Request {
+    use base64::Engine;
+    assert!(
+        stored
+            .body
+            .contains(&attachment.placeholder(Encoding::Base64)),
+        "the stored request does not name the file: {}",
+        stored.body
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(content);
+    assert!(
+        !stored.body.contains(&encoded),
+        "the stored request holds the file itself"
+    );
+    stored.expand(&std::collections::BTreeMap::from([(
+        attachment.sha256.clone(),
+        content.to_vec(),
+    )]))
 }

@@ -5,13 +5,16 @@
 //! Mailjet's Basic auth (the documented 401 body on wrong credentials), Mailjet's global and
 //! per-message errors (malformed JSON `mj-0002`, missing property `mj-0003`, empty array
 //! `mj-0007`, invalid address `mj-0013`, no content `send-0003`, subject too long `mj-0006`,
-//! unauthorised sender `send-0008`), and the look-up by `CustomID` with `FromTS`,
-//! `ShowCustomID`, `Limit` and `Offset`.
+//! unauthorised sender `send-0008`, an attachment's empty property `mj-0012`), and the look-up
+//! by `CustomID` with `FromTS`, `ShowCustomID`, `Limit` and `Offset`. Mailjet documents no code
+//! for an attachment whose `Base64Content` is not base64; the fake answers the type mismatch
+//! `mj-0004`.
 //!
 //! Every message that passes validation is a delivery: the [`Ledger`] counts it at once under
-//! its `CustomID`, and `/message` lists it once [`FakeConfig::visibility_lag`] has passed —
-//! also when a fault then loses, delays or spoils the answer. That is what lets a test
-//! reconcile an ambiguous send through the adapter's query and compare with the ground truth.
+//! its `CustomID`, with its attachments decoded, and `/message` lists it once
+//! [`FakeConfig::visibility_lag`] has passed — also when a fault then loses, delays or spoils
+//! the answer. That is what lets a test reconcile an ambiguous send through the adapter's query
+//! and compare with the ground truth.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -29,6 +32,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Duration;
 
+use herald_provider::Attachment;
 use herald_provider::fake as harness;
 use secrecy::SecretString;
 
@@ -102,6 +106,8 @@ pub struct Delivery {
     pub from: String,
     pub to: String,
     pub subject: Option<String>,
+    /// Its attachments, decoded: their size and SHA-256 are those of the bytes that arrived.
+    pub attachments: Vec<Attachment>,
 }
 
 impl Ledger {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use herald_mailjet::fake::FakeConfig;
 use herald_mailjet::{MAX_PAYLOAD_BYTES, MailjetAdapter, MailjetError};
-use herald_provider::{Adapter, Channel, EmailOptions, SendResult};
+use herald_provider::{Adapter, Channel, EmailOptions, Encoding, SendResult};
 use herald_provider_testkit::support::{
     accepted_ref, field_names, install_crypto_provider, json, json_answer, permanent_rejection,
 };
@@ -12,7 +12,8 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use crate::support::{
-    API_KEY, FROM, SECRET, TO, email, fake_config, key, route, vendor, vendor_with,
+    API_KEY, FROM, SECRET, TO, email, expanded, fake_config, invoice, key, route, vendor,
+    vendor_with,
 };
 
 #[tokio::test]
@@ -151,6 +152,64 @@ async fn an_emails_own_sender_copies_and_headers_are_sent_as_documented() {
 }
 
 #[tokio::test]
+async fn an_attachment_arrives_intact_from_a_stored_request_that_only_names_it() {
+    let vendor = vendor().await;
+    let (invoice, content) = invoice();
+    let mut message = email();
+    message.email.attachments = vec![invoice.clone()];
+    let key = key(&message);
+
+    let stored = vendor
+        .adapter
+        .prepare(&message, &key)
+        .expect("a valid email");
+    assert_eq!(
+        json(&stored.body)["Messages"][0]["Attachments"],
+        json!([{
+            "ContentType": "application/pdf",
+            "Filename": "invoice.pdf",
+            "Base64Content": invoice.placeholder(Encoding::Base64),
+        }])
+    );
+    let result = vendor
+        .adapter
+        .send_prepared(&expanded(&stored, &invoice, &content), &message, &key)
+        .await;
+
+    accepted_ref(&result);
+    // Named, typed, sized and hashed as herald describes the file: the bytes came through.
+    assert_eq!(vendor.fake.ledger().deliveries[0].attachments, [invoice]);
+}
+
+#[tokio::test]
+async fn an_email_without_attachments_sends_no_attachments_property() {
+    let vendor = vendor().await;
+    let message = email();
+
+    let stored = vendor.adapter.prepare(&message, &key(&message)).unwrap();
+
+    assert_eq!(json(&stored.body)["Messages"][0].get("Attachments"), None);
+}
+
+#[tokio::test]
+async fn an_attachment_sent_as_its_placeholder_is_refused_and_nothing_is_delivered() {
+    let vendor = vendor().await;
+    let mut message = email();
+    message.email.attachments = vec![invoice().0];
+    let key = key(&message);
+    let unexpanded = vendor.adapter.prepare(&message, &key).unwrap();
+
+    let result = vendor
+        .adapter
+        .send_prepared(&unexpanded, &message, &key)
+        .await;
+
+    // The placeholder is not base64: Mailjet refuses the message rather than send a broken file.
+    assert_eq!(permanent_rejection(&result).status, Some(400));
+    assert_eq!(vendor.fake.ledger().total(), 0);
+}
+
+#[tokio::test]
 async fn a_text_only_email_sends_no_html_part() {
     let vendor = vendor().await;
     let mut message = email();
@@ -191,7 +250,7 @@ async fn a_route_needs_a_key_a_sender_a_lag_and_a_usable_base_url() {
 }
 
 #[tokio::test]
-async fn capabilities_declare_the_query_lag_and_no_idempotency() {
+async fn capabilities_declare_the_query_lag_no_idempotency_and_attachments() {
     let vendor = vendor_with(fake_config(), |route| {
         route.visibility_lag = Duration::from_secs(120);
     })
@@ -203,6 +262,7 @@ async fn capabilities_declare_the_query_lag_and_no_idempotency() {
         Some(Duration::from_secs(120))
     );
     assert_eq!(capabilities.max_payload_bytes, Some(MAX_PAYLOAD_BYTES));
+    assert!(capabilities.attachments);
 }
 
 /// The fake is checked against the docs too: it takes the documented request and answers with

@@ -1,5 +1,6 @@
-//! Shared set-up: a fake Mailjet per test, an adapter pointed at it, and distinct keys. The
-//! crypto provider, result readers and look-up waits are the conformance kit's (`support`).
+//! Shared set-up: a fake Mailjet per test, an adapter pointed at it, distinct keys and a file
+//! an email may carry. The crypto provider, result readers and look-up waits are the
+//! conformance kit's (`support`).
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use herald_provider::{Channel, Message, ProviderKey};
 use herald_provider_testkit::support;
 use secrecy::SecretString;
 
-pub use herald_provider_testkit::support::install_crypto_provider;
+pub use herald_provider_testkit::support::{expanded, install_crypto_provider, invoice};
 
 pub const API_KEY: &str = "0123456789abcdef0123456789abcdef";
 pub const SECRET: &str = "canary-secret-7f3a";

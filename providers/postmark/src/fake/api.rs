@@ -1,12 +1,13 @@
 //! Postmark's `POST /email` and `GET /messages/outbound` as the fake speaks them, and everything
 //! it remembers: the ledger with each delivery's time, the pending faults of sends and of
-//! look-ups, and the last send received.
+//! look-ups, the last send received, and each delivery's attachments.
 //!
-//! All of it sits behind one `Mutex` so that counting a request, drawing its fault and
-//! processing it is one atomic step. The lock is never held across an `.await`.
+//! All but the attachments sit behind one `Mutex` so that counting a request, drawing its fault
+//! and processing it is one atomic step; the attachments have a lock of their own, taken only
+//! inside that step (and by tests reading them). No lock is held across an `.await`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -17,6 +18,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
+use herald_provider::Attachment;
 use herald_provider::fake::{FaultAnswers, Kill, LookedUp, LookedUpState};
 
 use super::{Delivery, FakeConfig, Fault};
@@ -51,6 +53,9 @@ pub struct ReceivedRequest {
 pub struct Vendor {
     config: FakeConfig,
     state: LookedUpState<ReceivedRequest>,
+    /// Per `MessageID`, the attachments of that delivery, decoded. Written under `state`'s lock
+    /// as the delivery is recorded.
+    attachments: Mutex<BTreeMap<String, Vec<Attachment>>>,
 }
 
 impl std::ops::Deref for Vendor {
@@ -66,7 +71,19 @@ impl Vendor {
         Vendor {
             config,
             state: LookedUpState::default(),
+            attachments: Mutex::default(),
         }
+    }
+
+    /// The attachments of the message Postmark answered `message_id` for, decoded: their size
+    /// and SHA-256 are those of the bytes that arrived. Empty for a message without any.
+    pub fn attachments_of(&self, message_id: &str) -> Vec<Attachment> {
+        self.attachments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(message_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn authenticated(&self, headers: &HeaderMap) -> bool {
@@ -94,10 +111,19 @@ impl Vendor {
         if text(&payload, "HtmlBody").is_none() && text(&payload, "TextBody").is_none() {
             return fixture(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
         }
+        let Some(attachments) = decode_attachments(&payload) else {
+            return fixture(StatusCode::UNPROCESSABLE_ENTITY, INVALID_REQUEST);
+        };
         if self.config.inactive.contains(&to) {
             return fixture(StatusCode::UNPROCESSABLE_ENTITY, INACTIVE_RECIPIENT);
         }
         let message_id = uuid::Uuid::new_v4().to_string();
+        if !attachments.is_empty() {
+            self.attachments
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(message_id.clone(), attachments);
+        }
         let key = payload
             .get("Metadata")
             .and_then(|meta| text(meta, KEY_METADATA))
@@ -138,6 +164,26 @@ impl Vendor {
         })
         .into_response()
     }
+}
+
+/// Each attachment as the fake keeps it: `Name` and `ContentType` as sent, `Content` decoded
+/// from base64; `None` if one has no `Name`, or its `Content` is missing or not base64.
+fn decode_attachments(payload: &Value) -> Option<Vec<Attachment>> {
+    let Some(attachments) = payload.get("Attachments") else {
+        return Some(Vec::new());
+    };
+    attachments
+        .as_array()?
+        .iter()
+        .map(|attachment| {
+            let text = |field: &str| attachment.get(field).and_then(Value::as_str);
+            Attachment::received(
+                text("Name")?,
+                text("ContentType").unwrap_or_default(),
+                text("Content")?,
+            )
+        })
+        .collect()
 }
 
 pub(super) fn router(vendor: Arc<Vendor>) -> Router {

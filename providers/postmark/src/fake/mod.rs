@@ -2,12 +2,15 @@
 //! (feature `fake`).
 //!
 //! It speaks what the adapter uses: the server token (401, ErrorCode 10, otherwise), the
-//! request checks (422 ErrorCode 300 without `From`, `To` or a body), inactive recipients (422
+//! request checks (422 ErrorCode 300 without `From`, `To` or a body, or with an attachment
+//! without `Name` or whose `Content` is missing or not base64), inactive recipients (422
 //! ErrorCode 406), and `GET /messages/outbound` filtered by `metadata_herald_key`. Every message
 //! that passes is a delivery: the [`Ledger`] counts it at once under its `herald_key`, and the
-//! search lists it once [`FakeConfig::visibility_lag`] has passed — also when a fault then loses,
-//! delays or spoils the answer. That is what lets a test settle an ambiguous send through the
-//! adapter's look-up and compare it with the ground truth.
+//! search lists it once [`FakeConfig::visibility_lag`] has passed — also when a fault then
+//! loses, delays or spoils the answer. That is what lets a test settle an ambiguous send through
+//! the adapter's look-up and compare it with the ground truth. Its attachments, decoded, are
+//! kept by `MessageID` ([`Vendor::attachments_of`]), so a test can tell that the bytes came
+//! through intact.
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {

@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use herald_postmark::fake::{FakeConfig, Faults};
-use herald_provider::Adapter;
+use herald_provider::{Adapter, Encoding};
 use herald_provider_testkit::ledger;
 use herald_provider_testkit::support::{
     accepted_ref, field_names, json, permanent_rejection, rejection, unique_key,
 };
 use serde_json::json;
 
-use crate::support::{message, vendor};
+use crate::support::{expanded, invoice, message, vendor};
 
 const REQUEST: &str = include_str!("../../../../fixtures/postmark/send-email.request.json");
 
@@ -79,6 +79,64 @@ async fn copies_headers_and_tags_go_in_postmarks_fields() {
         json!([{"Name": "X-Campaign", "Value": "welcome"}])
     );
     assert_eq!(body["Metadata"]["flow"], "signup");
+}
+
+#[tokio::test]
+async fn an_attachment_arrives_intact_from_a_stored_request_that_only_names_it() {
+    let vendor = vendor(FakeConfig::default()).await;
+    assert!(vendor.adapter.capabilities().attachments);
+    let (invoice, content) = invoice();
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice.clone()];
+
+    let stored = vendor
+        .adapter
+        .prepare(&message, &key)
+        .expect("a valid email");
+    assert_eq!(
+        json(&stored.body)["Attachments"],
+        json!([{
+            "Name": "invoice.pdf",
+            "Content": invoice.placeholder(Encoding::Base64),
+            "ContentType": "application/pdf",
+        }])
+    );
+    let sent = vendor
+        .adapter
+        .send_prepared(&expanded(&stored, &invoice, &content), &message, &key)
+        .await;
+
+    let id = accepted_ref(&sent);
+    // Named, typed, sized and hashed as herald describes the file: the bytes came through.
+    assert_eq!(vendor.fake.attachments_of(&id), [invoice]);
+}
+
+#[tokio::test]
+async fn an_email_without_attachments_sends_no_attachments_field() {
+    let vendor = vendor(FakeConfig::default()).await;
+
+    let stored = vendor.adapter.prepare(&message(), &unique_key()).unwrap();
+
+    assert_eq!(json(&stored.body).get("Attachments"), None);
+}
+
+#[tokio::test]
+async fn an_attachment_sent_as_its_placeholder_is_refused_and_nothing_is_delivered() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice().0];
+    let unexpanded = vendor.adapter.prepare(&message, &key).unwrap();
+
+    let sent = vendor
+        .adapter
+        .send_prepared(&unexpanded, &message, &key)
+        .await;
+
+    // The placeholder is not base64: Postmark refuses the request rather than send a broken file.
+    let evidence = permanent_rejection(&sent);
+    assert_eq!(evidence.status, Some(422));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("300"));
+    assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! Shared set-up: a fake Postmark per test, an adapter pointed at it, and the message it sends.
-//! Keys, result readers and the crypto provider are the conformance kit's (`support`).
+//! Shared set-up: a fake Postmark per test, an adapter pointed at it, the message it sends and
+//! a file that message may carry. Keys, result readers and the crypto provider are the
+//! conformance kit's (`support`).
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use herald_provider::{Channel, Message};
 use herald_provider_testkit::support;
 use secrecy::SecretString;
 
-pub use herald_provider_testkit::support::install_crypto_provider;
+pub use herald_provider_testkit::support::{expanded, install_crypto_provider, invoice};
 
 /// A running fake with the adapter a test needs.
 pub type Vendor = support::Vendor<FakeHandle, PostmarkAdapter>;

@@ -9,10 +9,11 @@
 //! at the edge (403, "error code: 1010"); then the API key (401 `missing_api_key`, 403
 //! `invalid_api_key`); then the faults that answer before processing (429, 503); then the
 //! request itself (400 `invalid_idempotency_key`, 422 `missing_required_field`, 400
-//! `validation_error`) and the idempotency record (409 `invalid_idempotent_request` for another
-//! payload, 409 `concurrent_idempotent_requests` while the first request is still in progress,
-//! otherwise the first answer again). Only a request that passes all of that is a delivery, and
-//! the ledger counts it at once, before any fault decides what goes on the wire.
+//! `validation_error`, 422 `invalid_attachment`, 400 `validation_error` for an attachment whose
+//! content is not base64) and the idempotency record (409 `invalid_idempotent_request` for
+//! another payload, 409 `concurrent_idempotent_requests` while the first request is still in
+//! progress, otherwise the first answer again). Only a request that passes all of that is a
+//! delivery, and the ledger counts it at once, before any fault decides what goes on the wire.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -25,6 +26,7 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
+use herald_provider::Attachment;
 use herald_provider::fake::{IdempotencyRecords, Kill, Seen};
 
 use super::{FakeConfig, Fault, Faults, Ledger};
@@ -51,6 +53,13 @@ const RATE_LIMIT_EXCEEDED: &str =
     include_str!("../../../../fixtures/resend/errors/rate_limit_exceeded.json");
 const APPLICATION_ERROR: &str =
     include_str!("../../../../fixtures/resend/errors/application_error.json");
+/// The errors page gives this one's status, name and message but no body; it is put into the
+/// shape of the others.
+const INVALID_ATTACHMENT: &str = r#"{
+  "statusCode": 422,
+  "name": "invalid_attachment",
+  "message": "Attachment must have either a `content` or `path`."
+}"#;
 
 /// What one `POST /emails` carried, minus the credential: tests check the request's shape here.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,6 +171,10 @@ impl Vendor {
         if let Some(refusal) = check_fields(&payload) {
             return refusal;
         }
+        let attachments = match decode_attachments(&payload) {
+            Ok(attachments) => attachments,
+            Err(refusal) => return refusal,
+        };
 
         let now = Instant::now();
         if let Some(key) = key {
@@ -184,6 +197,12 @@ impl Vendor {
         // A request without a key is counted under its own email id: it can never be repeated.
         let counted_as = key.map_or_else(|| id.clone(), str::to_owned);
         tracing::debug!(%id, key = %counted_as, "delivered");
+        if !attachments.is_empty() {
+            state
+                .ledger
+                .attachments
+                .insert(counted_as.clone(), attachments);
+        }
         *state.ledger.deliveries.entry(counted_as).or_default() += 1;
         if let Some(key) = key {
             let in_progress_for = match fault {
@@ -246,6 +265,38 @@ fn check_fields(payload: &Value) -> Option<Outcome> {
         && headers_ok
         && tags_ok;
     (!valid).then_some(Outcome::Refused(StatusCode::BAD_REQUEST, VALIDATION_ERROR))
+}
+
+/// Each attachment as the ledger records it: `filename` and `content_type` as sent, the content
+/// decoded from base64. One without `content` (herald never sends a `path`) is refused as Resend
+/// documents; content that is not base64 is a field error.
+fn decode_attachments(payload: &Value) -> Result<Vec<Attachment>, Outcome> {
+    let Some(attachments) = payload.get("attachments") else {
+        return Ok(Vec::new());
+    };
+    let invalid = || Outcome::Refused(StatusCode::BAD_REQUEST, VALIDATION_ERROR);
+    let attachments = attachments.as_array().ok_or_else(invalid)?;
+    attachments
+        .iter()
+        .map(|attachment| {
+            let text = |field: &str| attachment.get(field).and_then(Value::as_str);
+            let content = match attachment.get("content") {
+                None | Some(Value::Null) => {
+                    return Err(Outcome::Refused(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        INVALID_ATTACHMENT,
+                    ));
+                }
+                Some(content) => content.as_str().ok_or_else(invalid)?,
+            };
+            Attachment::received(
+                text("filename").ok_or_else(invalid)?,
+                text("content_type").unwrap_or_default(),
+                content,
+            )
+            .ok_or_else(invalid)
+        })
+        .collect()
 }
 
 pub(super) fn router(vendor: Arc<Vendor>) -> Router {

@@ -7,7 +7,10 @@
 //! 409 `invalid_idempotent_request`, and a repeat while the first request is still in progress
 //! is 409 `concurrent_idempotent_requests`. Faults are switched on per request ([`Faults`]), and
 //! the [`Ledger`] counts every real delivery per idempotency key — including deliveries whose
-//! answer a fault lost — so tests can compare herald's records with the truth.
+//! answer a fault lost — so tests can compare herald's records with the truth. It decodes each
+//! attachment (an attachment without content is 422 `invalid_attachment`, content that is not
+//! base64 400 `validation_error`) and the ledger describes what arrived as herald describes an
+//! attachment, so a test can tell that the bytes came through intact.
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {
@@ -29,6 +32,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::time::Duration;
 
+use herald_provider::Attachment;
 use herald_provider::fake as harness;
 
 pub use api::{ReceivedRequest, Vendor};
@@ -87,6 +91,9 @@ pub struct Ledger {
     /// Per `Idempotency-Key`, how many emails were really delivered (a request without a key
     /// counts under its own email id).
     pub deliveries: BTreeMap<String, u64>,
+    /// Per `Idempotency-Key` (as `deliveries` counts it), the attachments of its latest delivery
+    /// that had any, decoded: their size and SHA-256 are those of the bytes that arrived.
+    pub attachments: BTreeMap<String, Vec<Attachment>>,
 }
 
 impl Ledger {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use herald_provider::{Adapter, SendResult};
+use herald_provider::{Adapter, Encoding, SendResult};
 use herald_provider_testkit::ledger;
 use herald_provider_testkit::support::{
     accepted_as_documented, accepted_ref, ambiguous, field_names, install_crypto_provider, json,
@@ -14,8 +14,8 @@ use secrecy::SecretString;
 use serde_json::json;
 
 use crate::support::{
-    CLIENT_TIMEOUT, SENDER, SHORT_TIMEOUT, adapter, documented_message, message, vendor,
-    vendor_with,
+    CLIENT_TIMEOUT, SENDER, SHORT_TIMEOUT, adapter, documented_message, expanded, invoice, message,
+    vendor, vendor_with,
 };
 
 const REQUEST: &str = include_str!("../../../../fixtures/resend/send-email.request.json");
@@ -73,6 +73,64 @@ async fn a_sent_email_is_accepted_with_resends_id_and_the_request_has_the_docume
         })
     );
     assert_eq!(vendor.fake.ledger().deliveries_of(key.as_str()), 1);
+}
+
+#[tokio::test]
+async fn an_attachment_arrives_intact_from_a_stored_request_that_only_names_it() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let (invoice, content) = invoice();
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice.clone()];
+
+    let stored = vendor
+        .adapter
+        .prepare(&message, &key)
+        .expect("a valid email");
+    assert_eq!(
+        json(&stored.body)["attachments"],
+        json!([{
+            "filename": "invoice.pdf",
+            "content": invoice.placeholder(Encoding::Base64),
+            "content_type": "application/pdf",
+        }])
+    );
+    let sent = vendor
+        .adapter
+        .send_prepared(&expanded(&stored, &invoice, &content), &message, &key)
+        .await;
+
+    accepted_ref(&sent);
+    // Named, typed, sized and hashed as herald describes the file: the bytes came through.
+    assert_eq!(vendor.fake.ledger().attachments[key.as_str()], [invoice]);
+}
+
+#[test]
+fn an_email_without_attachments_sends_no_attachments_field() {
+    let adapter = adapter(herald_resend::DEFAULT_BASE_URL, "re_123", CLIENT_TIMEOUT);
+
+    let stored = adapter.prepare(&message(), &unique_key()).unwrap();
+
+    assert_eq!(json(&stored.body).get("attachments"), None);
+}
+
+#[tokio::test]
+async fn an_attachment_sent_as_its_placeholder_is_refused_and_nothing_is_delivered() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice().0];
+    let unexpanded = vendor.adapter.prepare(&message, &key).unwrap();
+
+    let sent = vendor
+        .adapter
+        .send_prepared(&unexpanded, &message, &key)
+        .await;
+
+    // The placeholder is not base64: Resend refuses the field rather than send a broken file.
+    let (permanent, _, evidence) = rejection(sent);
+    assert!(permanent);
+    assert_eq!(evidence.status, Some(400));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("validation_error"));
+    assert_eq!(vendor.fake.ledger().total_deliveries(), 0);
 }
 
 #[tokio::test]
@@ -256,7 +314,7 @@ fn a_base_url_that_is_not_http_is_refused_when_the_adapter_is_built() {
 }
 
 #[test]
-fn capabilities_state_the_24_hour_window_no_query_and_the_40_mb_limit() {
+fn capabilities_state_the_24_hour_window_no_query_the_40_mb_limit_and_attachments() {
     let adapter = adapter(herald_resend::DEFAULT_BASE_URL, "re_123", CLIENT_TIMEOUT);
     let capabilities = adapter.capabilities();
     assert_eq!(
@@ -266,4 +324,5 @@ fn capabilities_state_the_24_hour_window_no_query_and_the_40_mb_limit() {
     assert_eq!(capabilities.idempotency_window, Some(IDEMPOTENCY_WINDOW));
     assert_eq!(capabilities.query_visibility_lag, None);
     assert_eq!(capabilities.max_payload_bytes, Some(MAX_EMAIL_BYTES));
+    assert!(capabilities.attachments);
 }

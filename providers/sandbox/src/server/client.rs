@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use herald_provider::Attachment;
 use serde::{Deserialize, Serialize};
 
 use super::callbacks::CallbackTarget;
@@ -27,19 +28,10 @@ pub struct Ledger {
     /// of one is delivered again.
     #[serde(default)]
     pub forgotten_keys: u64,
-    /// Per reference, the attachments of its latest delivery that had any, as decoded.
+    /// Per reference, the attachments of its latest delivery that had any, as decoded: their
+    /// size and SHA-256 are those of the bytes that arrived.
     #[serde(default)]
-    pub attachments: BTreeMap<String, Vec<Received>>,
-}
-
-/// An attachment the sandbox received, decoded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Received {
-    pub filename: String,
-    pub content_type: String,
-    pub size: u64,
-    /// Lowercase hex SHA-256 of the decoded content.
-    pub sha256: String,
+    pub attachments: BTreeMap<String, Vec<Attachment>>,
 }
 
 impl Ledger {

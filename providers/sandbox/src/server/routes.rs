@@ -46,11 +46,12 @@ use time::format_description::well_known::Rfc3339;
 
 use super::callbacks::{self, CallbackTarget};
 use super::faults::{self, Fault, FaultRule};
-use super::{ConnectionKill, Ledger, Profile, Received, SandboxConfig};
+use super::{ConnectionKill, Ledger, Profile, SandboxConfig};
 use crate::wire::{
     AcceptedBody, AttachmentIn, CAPABILITIES, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY,
     IDEMPOTENT_REPLAYED, KEY_REUSED, MAX_MESSAGE_BYTES, MessageIn, Offer,
 };
+use herald_provider::Attachment;
 use herald_provider::signature::SigningSecret;
 
 /// What the routes share: the fixed settings, and the state behind its lock.
@@ -95,7 +96,7 @@ struct Delivery {
     accepted_at: OffsetDateTime,
     /// Monotonic twin of `accepted_at`, for the visibility lag.
     at: Instant,
-    attachments: Vec<Received>,
+    attachments: Vec<Attachment>,
 }
 
 /// The answer processing gave to the first request with a key.
@@ -362,26 +363,13 @@ fn forget_keys(sandbox: &Sandbox, state: &mut State, now: Instant) {
 }
 
 /// The attachments as the ledger records them, or why one is refused.
-fn received(attachments: &[AttachmentIn]) -> Result<Vec<Received>, String> {
-    use base64::Engine;
-    use sha2::Digest;
+fn received(attachments: &[AttachmentIn]) -> Result<Vec<Attachment>, String> {
     attachments
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let content = base64::engine::general_purpose::STANDARD
-                .decode(&a.content)
-                .map_err(|err| format!("`attachments[{i}].content` is not base64: {err}"))?;
-            let sha256 = sha2::Sha256::digest(&content)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            Ok(Received {
-                filename: a.filename.clone(),
-                content_type: a.content_type.clone(),
-                size: content.len() as u64,
-                sha256,
-            })
+            Attachment::received(&a.filename, &a.content_type, &a.content)
+                .ok_or_else(|| format!("`attachments[{i}].content` is not base64"))
         })
         .collect()
 }

@@ -1,12 +1,13 @@
 //! SendGrid's `POST /v3/mail/send` and `GET /v3/messages` as the fake speaks them, and
 //! everything it remembers: the ledger with each delivery's time, the pending faults of sends
-//! and of look-ups, and the last send received.
+//! and of look-ups, the last send received, and each delivery's attachments.
 //!
-//! All of it sits behind one `Mutex` so that counting a request, drawing its fault and
-//! processing it is one atomic step. The lock is never held across an `.await`.
+//! All but the attachments sit behind one `Mutex` so that counting a request, drawing its fault
+//! and processing it is one atomic step; the attachments have a lock of their own, taken only
+//! inside that step (and by tests reading them). No lock is held across an `.await`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -17,6 +18,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
+use herald_provider::Attachment;
 use herald_provider::fake::{FaultAnswers, Kill, LookedUp, LookedUpState};
 
 use super::{Delivery, FakeConfig, Fault};
@@ -48,6 +50,9 @@ pub struct ReceivedRequest {
 pub struct Vendor {
     config: FakeConfig,
     state: LookedUpState<ReceivedRequest>,
+    /// Per message id, the attachments of that delivery, decoded. Written under `state`'s lock
+    /// as the delivery is recorded.
+    attachments: Mutex<BTreeMap<String, Vec<Attachment>>>,
 }
 
 impl std::ops::Deref for Vendor {
@@ -63,7 +68,20 @@ impl Vendor {
         Vendor {
             config,
             state: LookedUpState::default(),
+            attachments: Mutex::default(),
         }
+    }
+
+    /// The attachments of the message SendGrid answered `message_id` for (`X-Message-Id`),
+    /// decoded: their size and SHA-256 are those of the bytes that arrived. Empty for a message
+    /// without any.
+    pub fn attachments_of(&self, message_id: &str) -> Vec<Attachment> {
+        self.attachments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(message_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn authenticated(&self, headers: &HeaderMap) -> bool {
@@ -93,7 +111,16 @@ impl Vendor {
         ) else {
             return fixture(StatusCode::BAD_REQUEST, BAD_REQUEST);
         };
+        let Some(attachments) = decode_attachments(&payload) else {
+            return fixture(StatusCode::BAD_REQUEST, BAD_REQUEST);
+        };
         let message_id = uuid::Uuid::new_v4().simple().to_string();
+        if !attachments.is_empty() {
+            self.attachments
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(message_id.clone(), attachments);
+        }
         let key = text(&personalization["custom_args"][KEY_ARG]).unwrap_or_default();
         tracing::debug!(%message_id, %key, "delivered");
         state.ledger.deliveries.push(Delivery {
@@ -125,6 +152,26 @@ impl Vendor {
             .collect();
         Json(MessageList { messages }).into_response()
     }
+}
+
+/// Each attachment as the fake keeps it: `filename` and `type` as sent, `content` decoded from
+/// base64; `None` if one has no `filename`, or its `content` is missing or not base64.
+fn decode_attachments(payload: &Value) -> Option<Vec<Attachment>> {
+    let Some(attachments) = payload.get("attachments") else {
+        return Some(Vec::new());
+    };
+    attachments
+        .as_array()?
+        .iter()
+        .map(|attachment| {
+            let text = |field: &str| attachment.get(field).and_then(Value::as_str);
+            Attachment::received(
+                text("filename")?,
+                text("type").unwrap_or_default(),
+                text("content")?,
+            )
+        })
+        .collect()
 }
 
 /// The key an Email Activity query `unique_args['herald_key']="<key>"` asks for; `None` for

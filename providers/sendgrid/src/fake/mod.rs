@@ -2,12 +2,14 @@
 //! `fake`).
 //!
 //! It speaks what the adapter uses: the API key (401 otherwise), the request checks (400
-//! without a recipient, a sender, a subject or content), 202 with `X-Message-Id`, and
+//! without a recipient, a sender, a subject or content, or with an attachment without
+//! `filename` or whose `content` is missing or not base64), 202 with `X-Message-Id`, and
 //! `GET /v3/messages` filtered by `unique_args['herald_key']` — where the account has Email
 //! Activity ([`FakeConfig::activity`]; 403 otherwise). Every message that passes is a delivery:
 //! the [`Ledger`] counts it at once under its `herald_key`, and Email Activity lists it once
 //! [`FakeConfig::visibility_lag`] has passed — also when a fault then loses, delays or spoils the
-//! answer.
+//! answer. Its attachments, decoded, are kept by message id ([`Vendor::attachments_of`]), so a
+//! test can tell that the bytes came through intact.
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {

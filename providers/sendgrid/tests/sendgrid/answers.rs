@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use herald_provider::{Adapter, QueryResult};
+use herald_provider::{Adapter, Encoding, QueryResult};
 use herald_provider_testkit::ledger;
 use herald_provider_testkit::support::{
     accepted_ref, field_names, json, permanent_rejection, rejection, unique_key,
@@ -11,7 +11,7 @@ use herald_provider_testkit::support::{
 use herald_sendgrid::fake::{FakeConfig, Fault, Faults};
 use serde_json::json;
 
-use crate::support::{adapter, message, route, vendor};
+use crate::support::{adapter, expanded, invoice, message, route, vendor};
 
 const REQUEST: &str = include_str!("../../../../fixtures/sendgrid/mail-send.request.json");
 
@@ -84,6 +84,62 @@ async fn copies_reply_to_headers_and_tags_go_in_sendgrids_fields() {
     assert_eq!(personalization["custom_args"]["flow"], "signup");
     assert_eq!(body["reply_to"], json!({"email": "help@herald.example"}));
     assert_eq!(body["headers"], json!({"X-Campaign": "welcome"}));
+}
+
+#[tokio::test]
+async fn an_attachment_arrives_intact_from_a_stored_request_that_only_names_it() {
+    let vendor = vendor(FakeConfig::default()).await;
+    assert!(vendor.adapter.capabilities().attachments);
+    let (invoice, content) = invoice();
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice.clone()];
+
+    let stored = vendor
+        .adapter
+        .prepare(&message, &key)
+        .expect("a valid email");
+    assert_eq!(
+        json(&stored.body)["attachments"],
+        json!([{
+            "content": invoice.placeholder(Encoding::Base64),
+            "type": "application/pdf",
+            "filename": "invoice.pdf",
+        }])
+    );
+    let sent = vendor
+        .adapter
+        .send_prepared(&expanded(&stored, &invoice, &content), &message, &key)
+        .await;
+
+    let id = accepted_ref(&sent);
+    // Named, typed, sized and hashed as herald describes the file: the bytes came through.
+    assert_eq!(vendor.fake.attachments_of(&id), [invoice]);
+}
+
+#[tokio::test]
+async fn an_email_without_attachments_sends_no_attachments_field() {
+    let vendor = vendor(FakeConfig::default()).await;
+
+    let stored = vendor.adapter.prepare(&message(), &unique_key()).unwrap();
+
+    assert_eq!(json(&stored.body).get("attachments"), None);
+}
+
+#[tokio::test]
+async fn an_attachment_sent_as_its_placeholder_is_refused_and_nothing_is_delivered() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice().0];
+    let unexpanded = vendor.adapter.prepare(&message, &key).unwrap();
+
+    let sent = vendor
+        .adapter
+        .send_prepared(&unexpanded, &message, &key)
+        .await;
+
+    // The placeholder is not base64: SendGrid refuses the request rather than send a broken file.
+    assert_eq!(permanent_rejection(&sent).status, Some(400));
+    assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
 #[tokio::test]

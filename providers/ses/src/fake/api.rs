@@ -1,12 +1,15 @@
 //! SES's `SendEmail` as the fake speaks it, and everything the fake remembers: the ledger, the
-//! pending faults of sends and of SNS's GETs, the last send received and the subscriptions
-//! confirmed.
+//! pending faults of sends and of SNS's GETs, the last send received, each delivery's
+//! attachments and the subscriptions confirmed.
 //!
-//! All of it sits behind one `Mutex` so that counting a request, drawing its fault and
-//! processing it is one atomic step. The lock is never held across an `.await`.
+//! The ledger, the faults and the last send sit behind one `Mutex` so that counting a request,
+//! drawing its fault and processing it is one atomic step; the attachments have a lock of their
+//! own, taken only inside that step (and by tests reading them). No lock is held across an
+//! `.await`.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -22,6 +25,7 @@ use serde_json::Value;
 use time::PrimitiveDateTime;
 use time::macros::format_description;
 
+use herald_provider::Attachment;
 use herald_provider::fake::{FaultAnswers, Kill, LookedUp, LookedUpState};
 
 use super::sns::Signer;
@@ -61,6 +65,9 @@ pub struct Vendor {
     origin: OnceLock<String>,
     pub(super) confirmations: AtomicU64,
     pub(super) state: LookedUpState<ReceivedRequest>,
+    /// Per `MessageId`, the attachments of that delivery, decoded. Written under `state`'s lock
+    /// as the delivery is recorded.
+    attachments: Mutex<BTreeMap<String, Vec<Attachment>>>,
 }
 
 impl std::ops::Deref for Vendor {
@@ -79,7 +86,19 @@ impl Vendor {
             origin: OnceLock::new(),
             confirmations: AtomicU64::new(0),
             state: LookedUpState::default(),
+            attachments: Mutex::default(),
         }
+    }
+
+    /// The attachments of the message SES answered `message_id` for, decoded: their size and
+    /// SHA-256 are those of the bytes that arrived. Empty for a message without any.
+    pub fn attachments_of(&self, message_id: &str) -> Vec<Attachment> {
+        self.attachments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(message_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub(super) fn set_origin(&self, origin: String) {
@@ -170,6 +189,9 @@ impl Vendor {
         if from.is_empty() || body.iter().all(|pointer| text(pointer).is_none()) {
             return refusal(StatusCode::BAD_REQUEST, "BadRequestException", BAD_REQUEST);
         }
+        let Some(attachments) = decode_attachments(&payload) else {
+            return refusal(StatusCode::BAD_REQUEST, "BadRequestException", BAD_REQUEST);
+        };
         if self.config.unverified.iter().any(|sender| sender == from) {
             return refusal(StatusCode::BAD_REQUEST, "MessageRejected", MESSAGE_REJECTED);
         }
@@ -184,6 +206,12 @@ impl Vendor {
             .unwrap_or_default()
             .to_owned();
         tracing::debug!(%message_id, %key, "delivered");
+        if !attachments.is_empty() {
+            self.attachments
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(message_id.clone(), attachments);
+        }
         state.ledger.deliveries.push(Delivery {
             message_id: message_id.clone(),
             key,
@@ -195,6 +223,27 @@ impl Vendor {
         })
         .into_response()
     }
+}
+
+/// Each attachment of the simple message as the fake keeps it: `FileName` and `ContentType` as
+/// sent, `RawContent` decoded from base64; `None` if one has no `FileName`, or its `RawContent`
+/// is missing or not base64.
+fn decode_attachments(payload: &Value) -> Option<Vec<Attachment>> {
+    let Some(attachments) = payload.pointer("/Content/Simple/Attachments") else {
+        return Some(Vec::new());
+    };
+    attachments
+        .as_array()?
+        .iter()
+        .map(|attachment| {
+            let text = |field: &str| attachment.get(field).and_then(Value::as_str);
+            Attachment::received(
+                text("FileName")?,
+                text("ContentType").unwrap_or_default(),
+                text("RawContent")?,
+            )
+        })
+        .collect()
 }
 
 pub(super) fn router(vendor: Arc<Vendor>) -> Router {

@@ -4,9 +4,12 @@
 //! As SES, it checks each request's Signature Version 4 against the credentials it was given
 //! (403 `SignatureDoesNotMatch` otherwise, recomputed over the request as it arrived: host,
 //! content type, date and body), the request itself (400 `BadRequestException` without a
-//! sender, a recipient or a body) and refuses a configured unverified sender (400
+//! sender, a recipient or a body, or with an attachment without `FileName` or whose
+//! `RawContent` is missing or not base64) and refuses a configured unverified sender (400
 //! `MessageRejected`). Every message that passes is a delivery: the [`Ledger`] counts it under
-//! its `herald_key` tag, also when a fault then loses, delays or spoils the answer.
+//! its `herald_key` tag, also when a fault then loses, delays or spoils the answer, and its
+//! attachments, decoded, are kept by `MessageId` ([`Vendor::attachments_of`]), so a test can
+//! tell that the bytes came through intact.
 //!
 //! As SNS, it serves its signing certificate and a `ConfirmSubscription` URL, and writes the
 //! messages SNS would POST to herald, signed with SignatureVersion 2 by its own RSA key

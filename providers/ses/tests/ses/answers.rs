@@ -1,16 +1,16 @@
 //! What SES's fake, which checks every request's Signature Version 4, makes of what the
 //! adapter sends, and what the adapter makes of each answer, with the ledger as the judge.
 
-use herald_provider::Adapter;
+use herald_provider::{Adapter, Encoding};
 use herald_provider_testkit::support::{
-    accepted_ref, ambiguous, permanent_rejection, rejection, unique_key,
+    accepted_ref, ambiguous, json, permanent_rejection, rejection, unique_key,
 };
 use herald_ses::SesAdapter;
 use herald_ses::fake::{FakeConfig, Fault, Faults};
 use secrecy::SecretString;
 use serde_json::json;
 
-use crate::support::{FROM, TO, adapter, message, route, vendor};
+use crate::support::{FROM, TO, adapter, expanded, invoice, message, route, vendor};
 
 #[tokio::test]
 async fn a_send_is_signed_for_ses_and_carries_the_key_in_its_tags() {
@@ -59,6 +59,69 @@ async fn a_send_is_signed_for_ses_and_carries_the_key_in_its_tags() {
     let ledger = vendor.fake.ledger();
     assert_eq!(ledger.deliveries_of(key.as_str()), 1);
     assert_eq!(ledger.deliveries[0].message_id, message_id);
+}
+
+#[tokio::test]
+async fn an_attachment_arrives_intact_from_a_stored_request_that_only_names_it() {
+    let vendor = vendor(FakeConfig::default()).await;
+    assert!(vendor.adapter.capabilities().attachments);
+    let (invoice, content) = invoice();
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice.clone()];
+
+    let stored = vendor
+        .adapter
+        .prepare(&message, &key)
+        .expect("a valid email");
+    assert_eq!(
+        json(&stored.body)["Content"]["Simple"]["Attachments"],
+        json!([{
+            "FileName": "invoice.pdf",
+            "RawContent": invoice.placeholder(Encoding::Base64),
+            "ContentType": "application/pdf",
+            "ContentTransferEncoding": "BASE64",
+        }])
+    );
+    let sent = vendor
+        .adapter
+        .send_prepared(&expanded(&stored, &invoice, &content), &message, &key)
+        .await;
+
+    // Accepted: the signature, made over the expanded body, held where the fake recomputed it.
+    let message_id = accepted_ref(&sent);
+    // Named, typed, sized and hashed as herald describes the file: the bytes came through.
+    assert_eq!(vendor.fake.attachments_of(&message_id), [invoice]);
+}
+
+#[tokio::test]
+async fn an_email_without_attachments_sends_no_attachments_field() {
+    let vendor = vendor(FakeConfig::default()).await;
+
+    let stored = vendor.adapter.prepare(&message(), &unique_key()).unwrap();
+
+    assert_eq!(
+        json(&stored.body)["Content"]["Simple"].get("Attachments"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn an_attachment_sent_as_its_placeholder_is_refused_and_nothing_is_delivered() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice().0];
+    let unexpanded = vendor.adapter.prepare(&message, &key).unwrap();
+
+    let sent = vendor
+        .adapter
+        .send_prepared(&unexpanded, &message, &key)
+        .await;
+
+    // The placeholder is not base64: SES refuses the request rather than send a broken file.
+    let evidence = permanent_rejection(&sent);
+    assert_eq!(evidence.status, Some(400));
+    assert_eq!(evidence.vendor_code.as_deref(), Some("BadRequestException"));
+    assert_eq!(vendor.fake.ledger().total(), 0);
 }
 
 #[tokio::test]

@@ -7,10 +7,11 @@
 //!
 //! The order of checks: the API key (401); then the faults that answer before processing (429,
 //! 503); then the request itself (400 code 1602 for a malformed key, 422 code 1400 for a missing
-//! field) and the idempotency record (409 code 1600 for another payload, 409 code 1601 while the
-//! first request is still in progress, otherwise the original response again). Only a request
-//! that passes all of that creates a transmission, and the ledger counts it at once, before any
-//! fault decides what goes on the wire.
+//! field, 422 code 1300 for an attachment whose `data` is not base64) and the idempotency record
+//! (409 code 1600 for another payload, 409 code 1601 while the first request is still in
+//! progress, otherwise the original response again). Only a request that passes all of that
+//! creates a transmission, and the ledger counts it at once, before any fault decides what goes
+//! on the wire.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
+use herald_provider::Attachment;
 use herald_provider::fake::{IdempotencyRecords, Kill, Seen};
 
 use super::{FakeConfig, Fault, Faults, Ledger};
@@ -45,6 +47,17 @@ const RATE_LIMITED: &str =
     include_str!("../../../../fixtures/sparkpost/errors/rate_limited_429.json");
 const INTERNAL_ERROR: &str =
     include_str!("../../../../fixtures/sparkpost/errors/internal_error_500.json");
+/// SparkPost's "invalid data format/type", status and code as its Recipient Lists API documents
+/// them; the description is the fake's own.
+const INVALID_DATA: &str = r#"{
+  "errors": [
+    {
+      "message": "invalid data format/type",
+      "description": "attachment data must be base64",
+      "code": "1300"
+    }
+  ]
+}"#;
 
 /// What one `POST /transmissions` carried, minus the credential: tests check the request's
 /// shape here.
@@ -141,6 +154,10 @@ impl Vendor {
         let Some(payload) = payload.filter(is_transmission) else {
             return Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, REQUIRED_FIELD);
         };
+        let attachments = match decode_attachments(&payload["content"]) {
+            Ok(attachments) => attachments,
+            Err(refusal) => return refusal,
+        };
 
         let now = Instant::now();
         if let Some(key) = key {
@@ -171,6 +188,12 @@ impl Vendor {
             // repeated.
             let counted_as = key.map_or_else(|| id.clone(), str::to_owned);
             tracing::debug!(%id, key = %counted_as, "delivered");
+            if !attachments.is_empty() {
+                state
+                    .ledger
+                    .attachments
+                    .insert(counted_as.clone(), attachments);
+            }
             *state.ledger.deliveries.entry(counted_as).or_default() += 1;
         }
         if let Some(key) = key {
@@ -203,6 +226,30 @@ fn is_transmission(payload: &Value) -> bool {
         .any(|part| is_text(part));
     let metadata_ok = payload.get("metadata").is_none_or(Value::is_object);
     recipients_ok && from_ok && content["subject"].is_string() && body_ok && metadata_ok
+}
+
+/// Each of the content's attachments as the ledger records them: `name` and `type` as sent,
+/// `data` decoded from base64. Each of the three is required.
+fn decode_attachments(content: &Value) -> Result<Vec<Attachment>, Outcome> {
+    let Some(attachments) = content.get("attachments") else {
+        return Ok(Vec::new());
+    };
+    let missing = || Outcome::Refused(StatusCode::UNPROCESSABLE_ENTITY, REQUIRED_FIELD);
+    let attachments = attachments.as_array().ok_or_else(missing)?;
+    attachments
+        .iter()
+        .map(|attachment| {
+            let text = |field: &str| attachment.get(field).and_then(Value::as_str);
+            let (Some(name), Some(kind), Some(data)) = (text("name"), text("type"), text("data"))
+            else {
+                return Err(missing());
+            };
+            Attachment::received(name, kind, data).ok_or(Outcome::Refused(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                INVALID_DATA,
+            ))
+        })
+        .collect()
 }
 
 pub(super) fn router(vendor: Arc<Vendor>) -> Router {

@@ -8,7 +8,10 @@
 //! repeat with another payload is 409 code 1600, and a repeat while the first request is still
 //! in progress is 409 code 1601. Faults are switched on per request ([`Faults`]), and the
 //! [`Ledger`] counts every real delivery per idempotency key — including deliveries whose answer
-//! a fault lost — so tests can compare herald's records with the truth.
+//! a fault lost — so tests can compare herald's records with the truth. It decodes each
+//! attachment (one without `name`, `type` or `data` is 422 code 1400, `data` that is not base64
+//! 422 code 1300) and the ledger describes what arrived as herald describes an attachment, so a
+//! test can tell that the bytes came through intact.
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {
@@ -30,6 +33,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::time::Duration;
 
+use herald_provider::Attachment;
 use herald_provider::fake as harness;
 
 pub use api::{ReceivedRequest, Vendor};
@@ -91,6 +95,10 @@ pub struct Ledger {
     /// Per `Idempotency-Key`, how many transmissions were really sent to an accepted recipient
     /// (a request without a key counts under its own transmission id).
     pub deliveries: BTreeMap<String, u64>,
+    /// Per `Idempotency-Key` (as `deliveries` counts it), the attachments of its latest
+    /// delivery that had any, decoded: their size and SHA-256 are those of the bytes that
+    /// arrived.
+    pub attachments: BTreeMap<String, Vec<Attachment>>,
 }
 
 impl Ledger {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use herald_provider::{Adapter, ProviderKey, SendResult};
+use herald_provider::{Adapter, Encoding, ProviderKey, SendResult};
 use herald_provider_testkit::ledger;
 use herald_provider_testkit::support::{
     accepted_ref, ambiguous, field_names, json, rejection, unique_key,
@@ -10,7 +10,7 @@ use herald_provider_testkit::support::{
 use herald_sparkpost::fake::{FakeConfig, Fault, Faults};
 use serde_json::json;
 
-use crate::support::{SHORT_TIMEOUT, message, vendor, vendor_with};
+use crate::support::{SHORT_TIMEOUT, expanded, invoice, message, vendor, vendor_with};
 
 const REQUEST: &str = include_str!("../../../../fixtures/sparkpost/transmission.request.json");
 const RESPONSE: &str = include_str!("../../../../fixtures/sparkpost/transmission.response.json");
@@ -109,6 +109,64 @@ async fn copies_go_to_their_own_recipients_under_the_notifications_to_header() {
     );
     assert_eq!(body["content"]["reply_to"], "Support <help@herald.example>");
     assert_eq!(body["metadata"]["flow"], "signup");
+}
+
+#[tokio::test]
+async fn an_attachment_arrives_intact_from_a_stored_request_that_only_names_it() {
+    let vendor = vendor(FakeConfig::default()).await;
+    assert!(vendor.adapter.capabilities().attachments);
+    let (invoice, content) = invoice();
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice.clone()];
+
+    let stored = vendor
+        .adapter
+        .prepare(&message, &key)
+        .expect("a valid email");
+    assert_eq!(
+        json(&stored.body)["content"]["attachments"],
+        json!([{
+            "name": "invoice.pdf",
+            "type": "application/pdf",
+            "data": invoice.placeholder(Encoding::Base64),
+        }])
+    );
+    let sent = vendor
+        .adapter
+        .send_prepared(&expanded(&stored, &invoice, &content), &message, &key)
+        .await;
+
+    accepted_ref(&sent);
+    // Named, typed, sized and hashed as herald describes the file: the bytes came through.
+    assert_eq!(vendor.fake.ledger().attachments[key.as_str()], [invoice]);
+}
+
+#[tokio::test]
+async fn an_email_without_attachments_sends_no_attachments_field() {
+    let vendor = vendor(FakeConfig::default()).await;
+
+    let stored = vendor.adapter.prepare(&message(), &unique_key()).unwrap();
+
+    assert_eq!(json(&stored.body)["content"].get("attachments"), None);
+}
+
+#[tokio::test]
+async fn an_attachment_sent_as_its_placeholder_is_refused_and_nothing_is_delivered() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let (mut message, key) = (message(), unique_key());
+    message.email.attachments = vec![invoice().0];
+    let unexpanded = vendor.adapter.prepare(&message, &key).unwrap();
+
+    let sent = vendor
+        .adapter
+        .send_prepared(&unexpanded, &message, &key)
+        .await;
+
+    // The placeholder is not base64: SparkPost refuses the data rather than send a broken file.
+    let (permanent, _, evidence) = rejection(sent);
+    assert!(permanent);
+    assert_eq!(evidence.status, Some(422));
+    assert_eq!(vendor.fake.ledger().total_deliveries(), 0);
 }
 
 #[tokio::test]
