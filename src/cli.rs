@@ -53,6 +53,9 @@ pub enum Command {
     },
     /// Run the outbox relay alone: publish events to the configured sinks.
     Relay(ConfigArgs),
+    /// Ask a running herald whether it is ready (`GET /readyz`), for a container's health
+    /// check: exit 0 when it answers 2xx, 1 otherwise.
+    Health(HealthArgs),
     /// Run a stand-in vendor for development and tests, with a ledger of what it delivered.
     Sandbox(SandboxArgs),
     /// Enqueue one notification through the API (HERALD_URL, HERALD_TOKEN).
@@ -87,6 +90,7 @@ impl Command {
                 args.logs.log_format
             }
             Command::CheckConfig { config, .. } => config.logs.log_format,
+            Command::Health(args) => args.config.logs.log_format,
             Command::Sandbox(args) => args.logs.log_format,
             Command::Bench(args) => args.logs.log_format,
             Command::Send(_)
@@ -96,6 +100,20 @@ impl Command {
             | Command::Routes(_) => LogFormat::Text,
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HealthArgs {
+    /// The herald to ask, e.g. `http://127.0.0.1:8080`; by default the `server.listen` address
+    /// of the config and environment (`HERALD_SERVER__LISTEN`), a wildcard one (`0.0.0.0`,
+    /// `[::]`) asked on loopback. A minimal image has no curl: this is its probe.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// How long to wait for the answer.
+    #[arg(long, default_value_t = 5)]
+    pub timeout_seconds: u64,
+    #[command(flatten)]
+    pub config: ConfigArgs,
 }
 
 #[derive(Debug, clap::Args)]

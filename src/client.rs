@@ -1,8 +1,10 @@
 //! The API client behind `herald send`, `herald status` and `herald review`: each command is
 //! one or two requests to a running herald (`HERALD_URL`, `HERALD_TOKEN`), printed for a person
 //! (or as the API's JSON with `--json`). An error answer becomes one line naming its cause.
+//! `herald health` asks `/readyz` the same way, without a token.
 
 use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,7 +14,10 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::cli::{ApiArgs, CancelArgs, ResolveArgs, ReviewCommand, RoutesCommand, SendArgs};
+use crate::cli::{
+    ApiArgs, CancelArgs, HealthArgs, ResolveArgs, ReviewCommand, RoutesCommand, SendArgs,
+};
+use crate::config::Config;
 
 struct Api {
     http: reqwest::Client,
@@ -284,6 +289,53 @@ pub async fn status(api: &ApiArgs, id: &str) -> anyhow::Result<()> {
     let n = api.get(&format!("/v1/notifications/{id}")).await?;
     print!("{}", timeline(&n, None));
     Ok(())
+}
+
+/// `herald health`: one `GET /readyz`; `ready` on stdout when it answers 2xx, else an error
+/// naming the answer (or why there was none), which exits 1.
+pub async fn health(args: HealthArgs) -> anyhow::Result<()> {
+    let base = match &args.url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            // Only the listen address is wanted: the config's shape, not its secrets.
+            let config = Config::load(args.config.config.as_deref(), std::env::vars())?;
+            format!("http://{}", probe_address(config.server.listen))
+        }
+    };
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(args.timeout_seconds))
+        // Asked from beside herald: a proxy set for the vendors must not stand in between.
+        .no_proxy()
+        .build()
+        .context("cannot build an HTTP client")?;
+    let url = format!("{base}/readyz");
+    let response = http
+        .get(&url)
+        .send()
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot reach herald at {base}: {}", chain(&err)))?;
+    let status = response.status();
+    if !status.is_success() {
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let why = body["detail"]
+            .as_str()
+            .map(|detail| format!(": {detail}"))
+            .unwrap_or_default();
+        bail!("not ready: {url} answered {}{why}", status.as_u16());
+    }
+    println!("ready");
+    Ok(())
+}
+
+/// Where a probe beside herald reaches a server listening on `listen`: a wildcard address
+/// (every interface) on loopback, any other as it is.
+fn probe_address(listen: SocketAddr) -> SocketAddr {
+    let ip = match listen.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, listen.port())
 }
 
 /// `herald review …`.
@@ -733,5 +785,13 @@ mod tests {
         let text = timeline(&failed, None);
         assert!(text.contains("failed     suppressed"), "{text}");
         assert!(!text.contains("\nreceipts"), "{text}");
+    }
+
+    #[test]
+    fn a_probe_asks_a_wildcard_listener_on_loopback() {
+        let probe = |listen: &str| probe_address(listen.parse().unwrap()).to_string();
+        assert_eq!(probe("0.0.0.0:8080"), "127.0.0.1:8080");
+        assert_eq!(probe("[::]:8080"), "[::1]:8080");
+        assert_eq!(probe("10.1.2.3:9000"), "10.1.2.3:9000");
     }
 }

@@ -37,6 +37,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Review(command) => return client::review(command).await,
         Command::Routes(command) => return client::routes(command).await,
         Command::Bench(args) => return herald::bench::run(args).await,
+        Command::Health(args) => return client::health(args).await,
         Command::Serve(args) => (Run::Serve, args),
         Command::Migrate(args) => (Run::Migrate, args),
         Command::Relay(args) => (Run::Relay, args),

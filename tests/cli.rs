@@ -460,7 +460,7 @@ fn each_command_offers_its_own_flags_and_the_sandbox_names_every_fault() {
             assert!(!text.contains(flag), "{client:?} offers {flag}:\n{text}");
         }
     }
-    for server in ["serve", "migrate", "check-config", "relay"] {
+    for server in ["serve", "migrate", "check-config", "relay", "health"] {
         let text = help(&[server]);
         assert!(
             text.contains("--config") && text.contains("--log-format"),
@@ -510,6 +510,55 @@ async fn errors_are_one_line_with_their_cause_and_exit_codes_say_what_failed() {
     assert_eq!(down.status.code(), Some(1));
     assert!(
         stderr(&down).starts_with("herald: cannot reach herald at http://127.0.0.1:9"),
+        "{}",
+        stderr(&down)
+    );
+}
+
+/// `herald health` is the container's probe: it asks `/readyz` where the config and
+/// environment say herald listens (a wildcard address on loopback), or at `--url`, and its exit
+/// code says whether herald is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_probe_asks_readyz_where_herald_listens_and_exits_by_the_answer() {
+    let app = support::spawn_app(Backend::Sqlite).await.unwrap();
+    let port = app.base.rsplit(':').next().unwrap().to_owned();
+    let health = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+        command
+            .arg("health")
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().expect("the herald binary runs")
+    };
+
+    let listen = format!("0.0.0.0:{port}");
+    let ready = health(&[], &[("HERALD_SERVER__LISTEN", &listen)]);
+    assert_eq!(ready.status.code(), Some(0), "{}", stderr(&ready));
+    assert_eq!(stdout(&ready), "ready\n");
+    let asked = health(&["--url", &app.base], &[]);
+    assert_eq!(asked.status.code(), Some(0), "{}", stderr(&asked));
+
+    let elsewhere = format!("{}/nowhere", app.base);
+    let refused = health(&["--url", &elsewhere], &[]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).starts_with(&format!(
+            "herald: not ready: {elsewhere}/readyz answered 404"
+        )),
+        "{}",
+        stderr(&refused)
+    );
+
+    let base = app.base.clone();
+    app.stop().await;
+    let down = health(&["--url", &base], &[]);
+    assert_eq!(down.status.code(), Some(1));
+    assert!(
+        stderr(&down).starts_with(&format!("herald: cannot reach herald at {base}")),
         "{}",
         stderr(&down)
     );
