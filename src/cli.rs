@@ -225,12 +225,16 @@ pub enum RoutesCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Stop new sends on a route in every process (scope `admin`); its work waits, queued.
+    /// Stop new sends on a route in every process (scope `admin`); its work waits, queued, or
+    /// goes to the route's fallback with `--to-fallback`.
     Pause {
         name: String,
         /// Why, for the audit trail.
         #[arg(long)]
         note: String,
+        /// Send the route's work to its fallback meanwhile.
+        #[arg(long)]
+        to_fallback: bool,
         #[command(flatten)]
         api: ApiArgs,
     },

@@ -241,11 +241,25 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<()> {
 pub async fn routes(command: RoutesCommand) -> anyhow::Result<()> {
     let (api, change) = match &command {
         RoutesCommand::List { api } => (api, None),
-        RoutesCommand::Pause { name, note, api } => (api, Some(("pause", name, note))),
-        RoutesCommand::Resume { name, note, api } => (api, Some(("resume", name, note))),
+        RoutesCommand::Pause {
+            name,
+            note,
+            to_fallback,
+            api,
+        } => (
+            api,
+            Some((
+                "pause",
+                name,
+                json!({ "note": note, "to_fallback": to_fallback }),
+            )),
+        ),
+        RoutesCommand::Resume { name, note, api } => {
+            (api, Some(("resume", name, json!({ "note": note }))))
+        }
     };
     let api = Api::new(api)?;
-    let Some((action, name, note)) = change else {
+    let Some((action, name, body)) = change else {
         let routes = api.get("/v1/routes").await?;
         for route in routes["data"].as_array().into_iter().flatten() {
             println!("{}", route_line(route));
@@ -256,7 +270,7 @@ pub async fn routes(command: RoutesCommand) -> anyhow::Result<()> {
         .call(
             Method::POST,
             &format!("/v1/routes/{name}/{action}"),
-            Some(&json!({ "note": note })),
+            Some(&body),
             None,
         )
         .await?;
@@ -269,8 +283,13 @@ fn route_line(route: &Value) -> String {
     let pause = &route["paused_by_operator"];
     let standing = match pause["principal"].as_str() {
         Some(by) => format!(
-            "paused by {by} at {}: {}",
+            "paused by {by} at {}{}: {}",
             text(&pause["at"]),
+            if pause["to_fallback"] == true {
+                format!(", its work to {}", text(&route["fallback"]))
+            } else {
+                String::new()
+            },
             text(&pause["note"])
         ),
         None => "sending".to_owned(),

@@ -226,6 +226,65 @@ async fn files_attached_on_the_command_line_are_sent_with_their_names_and_types(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_pauses_a_route_to_its_fallback_and_resumes_it_from_the_command_line() {
+    let app = spawn_app_with(
+        Backend::Sqlite,
+        "[dispatch]\nenabled = false\n\n[routes.mail]\nprovider = \"sandbox\"\nfallback = \"spare\"\n\n\
+         [routes.spare]\nprovider = \"sandbox\"\n\n[channels]\nemail = \"mail\"\n",
+    )
+    .await
+    .unwrap();
+    let admin = support::ACME_ADMIN;
+
+    let paused = herald(
+        &app,
+        admin,
+        &[
+            "routes",
+            "pause",
+            "mail",
+            "--note",
+            "INC-7",
+            "--to-fallback",
+        ],
+    );
+
+    assert!(paused.status.success(), "{}", stderr(&paused));
+    assert!(
+        stdout(&paused).contains("paused by acme-admin at ")
+            && stdout(&paused).contains(", its work to spare: INC-7"),
+        "{}",
+        stdout(&paused)
+    );
+    let listed = stdout(&herald(&app, admin, &["routes", "list"]));
+    assert!(
+        listed.contains("mail  sandbox  circuit closed  paused by"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("spare  sandbox  circuit closed  sending"),
+        "{listed}"
+    );
+    let refused = herald(
+        &app,
+        admin,
+        &["routes", "pause", "spare", "--note", "x", "--to-fallback"],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("has no fallback"),
+        "{}",
+        stderr(&refused)
+    );
+    let resumed = herald(&app, admin, &["routes", "resume", "mail", "--note", "over"]);
+    assert!(
+        stdout(&resumed).contains("mail  sandbox  circuit closed  sending"),
+        "{}",
+        stdout(&resumed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
     let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
 
