@@ -216,10 +216,31 @@ async fn a_process_frozen_past_its_lease_sends_nothing_late_and_its_late_answers
     )
     .await;
     a.freeze();
-    let taken_before = vendor.ledger().total();
+    // Only a has sent yet: what the vendor holds now is what a had in flight.
+    let taken_by_a: Vec<String> = vendor
+        .ledger()
+        .deliveries
+        .into_iter()
+        .map(|d| d.body)
+        .collect();
+    let taken_before = taken_by_a.len();
     let b = start(&db, &dir, "b", &route).await;
-    // Past a's leases (5 s), b's proof (deadline + timeout + lag) and b's own sends (2.5 s).
-    tokio::time::sleep(Duration::from_secs(15)).await;
+    // a stays frozen until b has sent one of those again: past a's leases (5 s), b's proof
+    // (deadline + timeout + lag) and its turn at the route's pace behind the rest of the
+    // queue. How long that takes is b's to decide, not a number of seconds: under load it
+    // took more than the 15 s this test once slept (both of a's answers then came first).
+    eventually(
+        "b to send again a message a had in flight",
+        Duration::from_secs(120),
+        || async {
+            let ledger = vendor.ledger();
+            taken_by_a
+                .iter()
+                .any(|text| ledger.deliveries_of(text) >= 2)
+                .then_some(())
+        },
+    )
+    .await;
     a.thaw();
 
     // b finished them all long ago; a, awake, reads its answers and records them late. Wait
