@@ -13,7 +13,7 @@
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
 //! - [`server`]: serves HTTP with header timeouts, a connection cap and a shutdown deadline.
 //! - [`cli`]: the command line; [`client`]: its API client (`send`, `status`, `review`).
-//! - [`telemetry`]: logs and metrics.
+//! - [`telemetry`]: logs and metrics; [`traces`]: OpenTelemetry export and W3C trace context.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -33,3 +33,4 @@ pub mod review;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod traces;

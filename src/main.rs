@@ -16,7 +16,8 @@ use herald::{client, store, telemetry};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init_logs(cli.command.log_format());
+    // Held to the end of `main`: dropping it exports the spans still batched.
+    let _telemetry = telemetry::init(cli.command.log_format());
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -1,12 +1,16 @@
-//! Logs (tracing, text or JSON) and the Prometheus recorder behind `/metrics`.
+//! Logs (tracing, text or JSON), the trace exporter's place among them, and the Prometheus
+//! recorder behind `/metrics`.
 
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::prelude::*;
 
 use crate::config::Config;
 use crate::domain::{Certainty, Channel, HoldReason, Routing, SettledBy, State};
+use crate::traces::Export;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -14,20 +18,54 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the log subscriber; `RUST_LOG` overrides the default level.
-pub fn init_logs(format: LogFormat) {
+/// What [`init`] installed that must be closed at exit: the trace exporter, if the environment
+/// asked for one (see [`crate::traces`]). Dropping it exports the spans still batched.
+pub struct Telemetry {
+    traces: Option<Export>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(traces) = self.traces.take() {
+            traces.shutdown();
+        }
+    }
+}
+
+/// Installs the log subscriber, and the trace exporter where `OTEL_EXPORTER_OTLP_ENDPOINT` asks
+/// for one; `RUST_LOG` sets the logs' level, never what is traced (herald's own spans at INFO).
+/// Call it inside the tokio runtime, and keep what it returns until the process ends.
+pub fn init(format: LogFormat) -> Telemetry {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
     // Colours only for a person at a terminal: a file or a log collector gets plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    // A second install (tests building several apps) keeps the first subscriber.
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let logs = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .boxed(),
     };
+    let traces = Export::from_env();
+    let spans = traces.as_ref().map(|export| {
+        export
+            .layer()
+            .with_filter(Targets::new().with_target("herald", tracing::Level::INFO))
+    });
+    // A second install (tests building several apps) keeps the first subscriber.
+    let installed = tracing_subscriber::registry()
+        .with(spans)
+        .with(logs.with_filter(filter))
+        .try_init()
+        .is_ok();
+    Telemetry {
+        traces: traces.filter(|_| installed),
+    }
 }
 
 /// The process-wide metrics recorder: `metrics` has one global recorder, so every app built in

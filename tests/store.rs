@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use herald::domain::transitions::{Mover, TRANSITIONS, Transition, allowed};
 use herald::domain::{
     AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, HoldReason,
-    IdempotencyKey, Next, Notification, NotificationId, SettledBy, Settlement, State,
+    IdempotencyKey, Next, Notification, NotificationId, SettledBy, Settlement, State, TraceParent,
 };
 use herald::review::{Ask, Change, Outcome, PermanentRefusals, Reason, Resend, Then};
 use herald::store::{
@@ -60,6 +60,7 @@ on_both_backends!(
     a_requery_in_review_is_fenced_and_emits_only_on_change,
     one_tenants_burst_does_not_delay_another_tenants_notification,
     the_relay_takes_each_notifications_events_in_order_per_sink,
+    the_trace_a_notification_was_enqueued_in_comes_back_with_its_claim_and_its_events,
     a_lease_or_a_hold_that_ends_makes_an_event_due_again,
     relays_claiming_at_once_never_take_the_same_event,
     events_published_to_every_sink_are_pruned_after_the_retention,
@@ -129,6 +130,7 @@ fn notification(
         failovers: 0,
         late_evidence: false,
         contradiction: None,
+        trace_parent: None,
     }
 }
 
@@ -1936,6 +1938,47 @@ fn kinds(claimed: &[ClaimedEvent]) -> Vec<(NotificationId, EventType)> {
         .iter()
         .map(|c| (c.event.notification_id, c.event.event_type))
         .collect()
+}
+
+async fn the_trace_a_notification_was_enqueued_in_comes_back_with_its_claim_and_its_events(
+    backend: Backend,
+) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let enqueued = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    let traced = accepted(
+        store,
+        Notification {
+            trace_parent: enqueued.clone(),
+            ..notification("acme", "a", "+1", "traced", t)
+        },
+    )
+    .await;
+    let untraced = accepted(store, notification("acme", "a", "+2", "untraced", t)).await;
+
+    let claims = claim(store, t, 10, &["a"]).await;
+    let of = |id| {
+        &claims
+            .iter()
+            .find(|c| c.notification.id == id)
+            .unwrap()
+            .notification
+    };
+    assert_eq!(of(traced.id).trace_parent, enqueued);
+    assert_eq!(of(untraced.id).trace_parent, None);
+    let events = claim_events(store, BUS, t).await;
+    let event_of = |id| {
+        &events
+            .iter()
+            .find(|c| c.event.notification_id == id)
+            .unwrap()
+            .event
+    };
+    assert_eq!(event_of(traced.id).trace_parent, enqueued);
+    assert_eq!(event_of(untraced.id).trace_parent, None);
 }
 
 async fn the_relay_takes_each_notifications_events_in_order_per_sink(backend: Backend) {

@@ -82,21 +82,74 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
         .layer(DefaultBodyLimit::max(max_body_bytes))
         // A body that trickles in is cut off (a 400 naming the failed read) and the
         // connection is free again.
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_timeout))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            body_timeout,
+        ))
         .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-                let id = request
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
-            }),
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_response(response_status),
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .layer(axum::middleware::from_fn(observe))
         .with_state(state)
+}
+
+/// The span of one request, after OpenTelemetry's HTTP server conventions: named by its method
+/// and route template, never by the raw path (which holds ids, and an unsubscribe link's
+/// token), and a child of the caller's trace where a valid `traceparent` came with it.
+fn request_span<B>(request: &Request<B>) -> tracing::Span {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |path| path.as_str());
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format!("{} {route}", request.method()),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.request.method = %request.method(),
+        http.route = route,
+        http.response.status_code = tracing::field::Empty,
+        request_id = %id,
+        trace_id = tracing::field::Empty,
+    );
+    if let Some(caller) = trace_parent(request.headers()) {
+        crate::traces::continue_trace(&span, &caller);
+    }
+    crate::traces::record_trace_id(&span);
+    span
+}
+
+/// Puts the answer's status on the request's span; a 5xx is the span's error.
+fn response_status<B>(
+    response: &axum::http::Response<B>,
+    latency: std::time::Duration,
+    span: &tracing::Span,
+) {
+    tracing::debug!(
+        status = response.status().as_u16(),
+        latency_ms = latency.as_millis() as u64,
+        "finished processing request"
+    );
+    span.record("http.response.status_code", response.status().as_u16());
+    if response.status().is_server_error() {
+        span.record("otel.status_code", "error");
+    }
+}
+
+/// The caller's `traceparent` header, where it is a valid one; any other value is ignored.
+fn trace_parent(headers: &axum::http::HeaderMap) -> Option<crate::domain::TraceParent> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::domain::TraceParent::parse)
 }
 
 /// Counts and times every request by its route's path template (never the raw path, which

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
 use time::OffsetDateTime;
+use tracing::Instrument;
 use utoipa::ToSchema;
 
 use super::auth::Principal;
@@ -190,11 +191,17 @@ fn prepare(
     })
 }
 
+/// What the `traceparent` header of an enqueue does, for the OpenAPI document.
+const TRACEPARENT_DOC: &str = "W3C Trace Context of the caller's trace: the request continues it, \
+    and each notification's attempts link to it. A value that is not a valid `traceparent` is \
+    ignored, not refused.";
+
 /// Enqueue one notification.
 #[utoipa::path(post, path = "/v1/notifications", operation_id = "enqueue_notification", tag = "notifications",
     request_body = NotificationRequest,
     params(("Idempotency-Key" = String, Header, min_length = 1, max_length = 255, pattern = "^[ -~]+$",
-            description = "1–255 printable ASCII characters; retries with the same key are safe")),
+            description = "1–255 printable ASCII characters; retries with the same key are safe"),
+           ("traceparent" = Option<String>, Header, description = TRACEPARENT_DOC)),
     security(("bearer" = [])),
     responses(
         (status = 202, description = "Accepted; or, for a key used before with the same body, \
@@ -218,10 +225,16 @@ pub async fn create(
     principal.require(Scope::Send)?;
     let key = idempotency::key_from_header(&headers)?;
     let body = json_object(body)?;
-    let item = prepare(&state, &principal, key, body, OffsetDateTime::now_utc())?;
+    let mut item = prepare(&state, &principal, key, body, OffsetDateTime::now_utc())?;
     let id = item.notification.id;
     let response = item.response.clone();
-    let outcome = state.enqueue.submit(item).await?;
+    let enqueue = tracing::info_span!("enqueue", notification_id = %id, tenant = %principal.tenant);
+    let outcome = async {
+        item.notification.trace_parent = crate::traces::current_or(super::trace_parent(&headers));
+        state.enqueue.submit(item).await
+    }
+    .instrument(enqueue)
+    .await?;
     match idempotency::answer(outcome, response) {
         Answer::Created(body) => {
             metrics::counter!("herald_notifications_accepted_total").increment(1);
@@ -328,6 +341,7 @@ pub struct BatchBody {
 #[utoipa::path(post, path = "/v1/notifications/batch", operation_id = "enqueue_notifications",
     tag = "notifications",
     request_body = BatchRequest,
+    params(("traceparent" = Option<String>, Header, description = TRACEPARENT_DOC)),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Per-item results in request order", body = BatchBody),
@@ -338,6 +352,7 @@ pub struct BatchBody {
 pub async fn create_batch(
     State(state): State<AppState>,
     principal: Principal,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
@@ -386,8 +401,18 @@ pub async fn create_batch(
         }
     }
     if !accepted.is_empty() {
-        let (positions, items): (Vec<usize>, Vec<NewAccept>) = accepted.into_iter().unzip();
-        let outcomes = state.store.accept(&items).await?;
+        let (positions, mut items): (Vec<usize>, Vec<NewAccept>) = accepted.into_iter().unzip();
+        let enqueue =
+            tracing::info_span!("enqueue", items = items.len(), tenant = %principal.tenant);
+        let outcomes = async {
+            let trace_parent = crate::traces::current_or(super::trace_parent(&headers));
+            for item in &mut items {
+                item.notification.trace_parent = trace_parent.clone();
+            }
+            state.store.accept(&items).await
+        }
+        .instrument(enqueue)
+        .await?;
         let mut created = 0;
         for ((i, item), outcome) in positions.into_iter().zip(items).zip(outcomes) {
             let key = Some(item.key.as_str().to_owned());

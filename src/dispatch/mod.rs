@@ -38,6 +38,7 @@ use crate::store::{
 };
 use policy::{Asked, Attribution, Hold, Plan, Situation, Step};
 use routes::{PAUSE_READ_EVERY, Sent};
+use tracing::field::Empty;
 
 /// How the dispatcher paces itself; from `[dispatch]` in herald.toml. (The retry schedule is
 /// each route's, in its [`policy::Limits`].)
@@ -312,8 +313,26 @@ pub(crate) fn message_of(n: &Notification) -> Message {
 }
 
 impl Worker {
-    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id, route = %claim.notification.route))]
+    /// One step for a claimed notification: an attempt (a send) or a reconciliation. Its span
+    /// starts a trace of its own and links to the one the notification was enqueued in, which
+    /// ended long ago.
+    #[tracing::instrument(parent = None, skip_all, fields(
+        otel.name = claim.mode.name(),
+        notification_id = %claim.notification.id,
+        route = %claim.notification.route,
+        provider = self.routes.get(&claim.notification.route).map_or("", |r| r.provider()),
+        attempt.n = Empty,
+        result = Empty,
+        reason = Empty,
+        stage = Empty,
+        trace_id = Empty,
+    ))]
     async fn dispatch(&self, mut claim: Claim) {
+        let span = tracing::Span::current();
+        if let Some(enqueued) = &claim.notification.trace_parent {
+            crate::traces::link(&span, enqueued);
+        }
+        crate::traces::record_trace_id(&span);
         let route = self
             .routes
             .get(&claim.notification.route)
@@ -348,6 +367,7 @@ impl Worker {
                     (None, Err(unreadable)) => Some(unreadable),
                     (None, Ok(_)) => self.suppression(&claim.notification).await,
                 };
+                span.record("attempt.n", n);
                 let sent = match refusal {
                     Some(refusal) => Ok(route.refused(refusal)),
                     None => {
@@ -361,6 +381,7 @@ impl Worker {
                         sent
                     }
                 };
+                traced(&span, &sent);
                 let s = situation(route, &claim, &[]);
                 policy::decide(&s, step(n, false, false, sent), rand::random())
             }
@@ -536,10 +557,12 @@ impl Worker {
 
     /// Records the decision, retrying briefly if the database is away. If it stays away, the
     /// lease ends and recovery treats the attempt as ambiguous: safe, never lost.
+    #[tracing::instrument(name = "record", skip_all, fields(state = Empty))]
     async fn commit(&self, claim: &Claim, mut decision: Decision) {
         for attempt in 1..=RECORD_TRIES {
             match self.records.submit((claim.clone(), decision.clone())).await {
                 Ok(Recorded::Applied(n)) => {
+                    tracing::Span::current().record("state", n.state.as_str());
                     // The route whose attempts it settled: after a failover, not `n`'s.
                     if let Some(settlement) = &decision.settle {
                         let route = &claim.notification.route;
@@ -737,6 +760,22 @@ fn expiry(n: &Notification, now: OffsetDateTime) -> Option<SendResult> {
             at.format(&Rfc3339).unwrap_or_default()
         ),
     )))
+}
+
+/// Puts what a send came to on the attempt's span: the vendor's answer (its result, the
+/// reason herald counts it by, the stage the exchange reached), or herald's own hold.
+fn traced(span: &tracing::Span, sent: &Result<Sent, Hold>) {
+    match sent {
+        Ok(Sent { result, .. }) => {
+            span.record("result", routes::attempt_result(result).as_str());
+            span.record("reason", result.reason());
+            span.record("stage", result.evidence().stage.as_str());
+        }
+        Err(hold) => {
+            span.record("result", "held");
+            span.record("reason", hold.reason.as_str());
+        }
+    }
 }
 
 /// The policy's step for attempt `n`'s call: the vendor's answer, or herald's own hold.

@@ -22,6 +22,8 @@ use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, QueryResult, Request, SendResult,
 };
 use tokio::sync::Semaphore;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use super::circuit::{Circuit, CircuitState};
 use super::pacing::{HostPauses, Pace, host_of};
@@ -243,9 +245,24 @@ impl Route {
             return route.circuit_open(wait);
         }
         let started = Instant::now();
+        // The vendor call's span, after OpenTelemetry's HTTP client conventions where they fit
+        // here: the adapter alone knows the URL, so it is not named (nor, then, any credential
+        // it could hold); the status is the one the adapter read.
+        let span = tracing::info_span!(
+            "vendor call",
+            otel.kind = "client",
+            route = %route.name,
+            provider = route.provider,
+            http.response.status_code = Empty,
+            result = Empty,
+            stage = Empty,
+        );
         // A process that wakes from a freeze reads the answer that waits for it, which is
         // evidence even when its claim was lost meanwhile.
-        let call = route.adapter.send_prepared(request, message, key);
+        let call = route
+            .adapter
+            .send_prepared(request, message, key)
+            .instrument(span.clone());
         let result = match within(route.timeout + CALL_SLACK, call).await {
             Some(result) => bounded_pause(result),
             None => SendResult::Ambiguous {
@@ -256,12 +273,15 @@ impl Route {
             },
         };
         route.circuit.observe(&result, Instant::now());
-        let label = match &result {
-            SendResult::Accepted { .. } => AttemptResult::Accepted,
-            SendResult::Rejected { .. } | SendResult::KeyReused { .. } => AttemptResult::Rejected,
-            SendResult::Ambiguous { .. } => AttemptResult::Ambiguous,
-        };
+        let label = attempt_result(&result);
         let reason = result.reason();
+        span.record("result", label.as_str());
+        span.record("stage", result.evidence().stage.as_str());
+        if let Some(status) = result.evidence().status {
+            span.record("http.response.status_code", status);
+        }
+        // The call's span ends with the call, not with the bookkeeping below.
+        drop(span);
         metrics::counter!("herald_attempts_total", "route" => route.name.clone(), "result" => label.as_str(), "reason" => reason).increment(1);
         if label != AttemptResult::Accepted {
             let evidence = result.evidence();
@@ -371,6 +391,16 @@ pub struct Routes(HashMap<String, Route>);
 /// How often each process reads the operators' pauses: a pause holds every new call, in every
 /// process, within this and one read of the database.
 pub const PAUSE_READ_EVERY: Duration = Duration::from_millis(500);
+
+/// The attempt result a vendor's answer is counted and traced as: a key the vendor says was
+/// used with another request counts as a refusal (its reason, `key_reused`, tells it apart).
+pub fn attempt_result(result: &SendResult) -> AttemptResult {
+    match result {
+        SendResult::Accepted { .. } => AttemptResult::Accepted,
+        SendResult::Rejected { .. } | SendResult::KeyReused { .. } => AttemptResult::Rejected,
+        SendResult::Ambiguous { .. } => AttemptResult::Ambiguous,
+    }
+}
 
 impl Routes {
     /// Takes the operators' standing pauses as read from the database: whether a route was

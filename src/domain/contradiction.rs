@@ -334,6 +334,7 @@ mod tests {
             failovers: 0,
             late_evidence: true,
             contradiction: None,
+            trace_parent: None,
         }
     }
 

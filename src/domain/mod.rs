@@ -14,6 +14,7 @@ mod receipt;
 mod routing;
 mod scope;
 mod states;
+mod trace;
 pub mod transitions;
 mod values;
 
@@ -35,6 +36,7 @@ pub use receipt::{
 pub use routing::{Localized, RouteInfo, RoutePause, Routing, Template, Templates};
 pub use scope::Scope;
 pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, State};
+pub use trace::TraceParent;
 pub use values::{
     EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,
     in_range, parse_time, text_without_nul, without_nul,

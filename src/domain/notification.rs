@@ -26,6 +26,7 @@ fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
         .map(Some)
         .map_err(|e| serde::de::Error::custom(e.message))
 }
+use super::trace::TraceParent;
 use super::values::{header_safe, parse_time};
 use super::{
     AttemptResult, Categories, Certainty, Channel, Delivery, EmailAddress, FieldError,
@@ -217,6 +218,9 @@ pub struct Notification {
     pub late_evidence: bool,
     /// Set when later evidence contradicted what was recorded and reopened it.
     pub contradiction: Option<Contradiction>,
+    /// The trace it was enqueued in: its attempts link to it, its events carry it.
+    #[serde(skip)]
+    pub trace_parent: Option<TraceParent>,
 }
 
 /// Why later evidence reopened a notification, and when. It waits in review (reason
@@ -427,6 +431,7 @@ impl NotificationRequest {
             failovers: 0,
             late_evidence: false,
             contradiction: None,
+            trace_parent: None,
         };
         Ok((notification, files))
     }

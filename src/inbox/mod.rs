@@ -22,6 +22,7 @@ use time::OffsetDateTime;
 use crate::config::EventMapping;
 use crate::domain::{
     Channel, CloudEvent, FieldError, NotificationId, NotificationRequest, Routing, Templates,
+    TraceParent,
 };
 use crate::store::{InboxOutcome, NewInboxEvent, Store, StoreError};
 
@@ -112,7 +113,11 @@ impl Inbox {
     /// Turns `event` into notifications for `tenant`, once. `routes` are the routes its
     /// sender's token names (`None`: every route the tenant may use), held to the same rule as
     /// `POST /v1/notifications`.
-    #[tracing::instrument(skip_all, fields(source = %event.source, id = %event.id, event_type = %event.event_type))]
+    ///
+    /// Its span links to the trace the event names in CloudEvents' distributed-tracing extension
+    /// (`traceparent`), and the notifications are kept with the span's own context (where traces
+    /// are exported; else with the extension's), as an enqueue's are.
+    #[tracing::instrument(skip_all, fields(otel.name = "inbox event", source = %event.source, id = %event.id, event_type = %event.event_type))]
     pub async fn receive(
         &self,
         tenant: &str,
@@ -120,9 +125,21 @@ impl Inbox {
         event: &CloudEvent,
     ) -> Result<Received, Refusal> {
         let now = OffsetDateTime::now_utc();
-        let notifications = self
+        let mut notifications = self
             .notifications(tenant, event, now)
             .map_err(Refusal::Invalid)?;
+        let origin = event
+            .extensions
+            .get("traceparent")
+            .and_then(serde_json::Value::as_str)
+            .and_then(TraceParent::parse);
+        if let Some(origin) = &origin {
+            crate::traces::link(&tracing::Span::current(), origin);
+        }
+        let trace_parent = crate::traces::current_or(origin);
+        for n in &mut notifications {
+            n.trace_parent = trace_parent.clone();
+        }
         for n in &notifications {
             let granted = routes.is_none_or(|r| r.contains(&n.route));
             let admitted = self

@@ -31,6 +31,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::field::Empty;
 use uuid::Uuid;
 
 use policy::{Backoff, Failure};
@@ -90,8 +91,14 @@ impl Outgoing {
     }
 }
 
-/// An outbox event as the CloudEvent herald publishes (docs/api.md, "Events").
+/// An outbox event as the CloudEvent herald publishes (docs/api.md, "Events"), with the trace
+/// its notification was enqueued in as the distributed-tracing extension (`traceparent`) where
+/// it has one. Structured mode: every sink carries it in the body.
 pub fn cloudevent(event: &OutboxEvent) -> CloudEvent {
+    let mut extensions = serde_json::Map::new();
+    if let Some(trace_parent) = &event.trace_parent {
+        extensions.insert("traceparent".into(), trace_parent.as_str().into());
+    }
     CloudEvent {
         id: event.id.to_string(),
         // A route's event is herald's own, of no tenant.
@@ -104,7 +111,7 @@ pub fn cloudevent(event: &OutboxEvent) -> CloudEvent {
         time: event.created_at.format(&Rfc3339).ok(),
         datacontenttype: Some("application/json".into()),
         dataschema: None,
-        extensions: serde_json::Map::new(),
+        extensions,
         data: Some(Data::Json(event.data.clone())),
     }
 }
@@ -327,7 +334,7 @@ impl SinkWorker {
 
     /// Claims up to `limit` events, publishes them and records the outcome. `failing` counts
     /// the failed batches before this one (it sets how long a failing batch is held back).
-    #[tracing::instrument(skip_all, fields(sink = %self.name))]
+    #[tracing::instrument(skip_all, fields(sink = %self.name, idle = Empty))]
     async fn step(&self, limit: u32, failing: u32) -> anyhow::Result<Stepped> {
         if let Err(failure) = self.sink.prepare().await {
             return Ok(Stepped::Failed(failure));
@@ -338,13 +345,23 @@ impl SinkWorker {
             .claim_events(&self.name, now, self.settings.lease, limit)
             .await?;
         if claimed.is_empty() {
+            // A poll that found nothing is not traced (crate::traces::IDLE).
+            tracing::Span::current().record("idle", true);
             return Ok(Stepped::Idle);
         }
         let outgoing: Vec<Outgoing> = claimed.iter().map(|c| Outgoing::of(&c.event)).collect();
+        let spans: Vec<tracing::Span> = claimed.iter().map(|c| self.publish_span(c)).collect();
         let outcomes = self.sink.publish(&outgoing).await;
         let mut published = Vec::new();
         let mut failed: Vec<(&ClaimedEvent, Failure)> = Vec::new();
-        for (claim, outcome) in claimed.iter().zip(outcomes) {
+        for ((claim, outcome), span) in claimed.iter().zip(outcomes).zip(spans) {
+            span.record(
+                "result",
+                match &outcome {
+                    Ok(()) => "published",
+                    Err(_) => "failed",
+                },
+            );
             match outcome {
                 Ok(()) => published.push(claim.event.id),
                 Err(failure) => failed.push((claim, failure)),
@@ -401,6 +418,25 @@ impl SinkWorker {
         } else {
             Stepped::Partly
         })
+    }
+
+    /// The span of one event's publish to this sink, from before the sink is handed its batch
+    /// to when its outcome is known; linked to the trace its notification was enqueued in.
+    fn publish_span(&self, claimed: &ClaimedEvent) -> tracing::Span {
+        let event = &claimed.event;
+        let span = tracing::info_span!(
+            "relay publish",
+            otel.kind = "producer",
+            sink = %self.name,
+            cloudevents.event_type = event.event_type.as_str(),
+            cloudevents.event_id = %event.id,
+            notification_id = %event.notification_id,
+            result = Empty,
+        );
+        if let Some(enqueued) = &event.trace_parent {
+            crate::traces::link(&span, enqueued);
+        }
+        span
     }
 }
 

@@ -522,6 +522,7 @@ mod tests {
             failovers: 0,
             late_evidence: false,
             contradiction: None,
+            trace_parent: None,
         }
     }
 

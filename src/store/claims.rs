@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::Transaction;
 use time::OffsetDateTime;
+use tracing::field::Empty;
 use uuid::Uuid;
 
 use super::rows::{
@@ -199,7 +200,7 @@ fn lease_expired_evidence(now: OffsetDateTime) -> Value {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    #[tracing::instrument(skip_all, fields(limit))]
+    #[tracing::instrument(skip_all, fields(limit, claimed = Empty, idle = Empty))]
     pub(super) async fn claim(
         &self,
         now: OffsetDateTime,
@@ -208,7 +209,7 @@ impl<D: Dialect> SqlStore<D> {
         routes: &[RouteSlot],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
-        match self.claim_once(now, lease, limit, routes, prepare).await {
+        let claimed = match self.claim_once(now, lease, limit, routes, prepare).await {
             // One row that cannot be read must not stop delivery for every tenant.
             Err(err @ StoreError::Internal(_)) => {
                 if self.set_aside_unreadable(now, limit, routes).await? == 0 {
@@ -217,7 +218,14 @@ impl<D: Dialect> SqlStore<D> {
                 self.claim_once(now, lease, limit, routes, prepare).await
             }
             claimed => claimed,
+        };
+        if let Ok(claims) = &claimed {
+            let span = tracing::Span::current();
+            span.record("claimed", claims.len());
+            // A poll that found nothing is not traced (crate::traces::IDLE).
+            span.record("idle", claims.is_empty());
         }
+        claimed
     }
 
     pub(super) async fn look_alikes(

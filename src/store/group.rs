@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use time::OffsetDateTime;
 use tokio::sync::{Mutex, mpsc, oneshot};
+use tracing::Instrument;
 
 use super::{AcceptOutcome, Claim, NewAccept, Recorded, Store, StoreError, StoreResult};
 use crate::domain::Decision;
@@ -70,9 +71,12 @@ impl Batch for Records {
     }
 }
 
+/// A write waiting for its group: the item, where to answer, and the span of the caller, which
+/// the group's span follows from (in a trace, a link from the commit to each write it holds).
 type Waiting<B> = (
     <B as Batch>::Item,
     oneshot::Sender<StoreResult<<B as Batch>::Outcome>>,
+    tracing::Span,
 );
 
 /// The queue in front of one kind of write; cheap to clone.
@@ -103,7 +107,11 @@ impl<B: Batch> GroupCommit<B> {
     pub async fn submit(&self, item: B::Item) -> StoreResult<B::Outcome> {
         let (answer, outcome) = oneshot::channel();
         let gone = || StoreError::Internal(anyhow::anyhow!("the group committer has stopped"));
-        self.queue.send((item, answer)).await.map_err(|_| gone())?;
+        let caller = tracing::Span::current();
+        self.queue
+            .send((item, answer, caller))
+            .await
+            .map_err(|_| gone())?;
         outcome.await.map_err(|_| gone())?
     }
 }
@@ -129,9 +137,16 @@ async fn commit_groups<B: Batch>(
                 }
             }
         }
-        group.sort_by(|(a, _), (b, _)| B::order(a, b));
-        let (items, answers): (Vec<B::Item>, Vec<_>) = group.into_iter().unzip();
-        match commit::<B>(&*store, &items).await {
+        group.sort_by(|(a, ..), (b, ..)| B::order(a, b));
+        let span = tracing::info_span!(parent: None, "group commit", items = group.len());
+        let mut items = Vec::with_capacity(group.len());
+        let mut answers = Vec::with_capacity(group.len());
+        for (item, answer, caller) in group {
+            span.follows_from(&caller);
+            items.push(item);
+            answers.push(answer);
+        }
+        match commit::<B>(&*store, &items).instrument(span.clone()).await {
             Ok(outcomes) => {
                 for (answer, outcome) in answers.into_iter().zip(outcomes) {
                     let _ = answer.send(Ok(outcome));

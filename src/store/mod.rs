@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use crate::domain::{
     Attempt, Certainty, Channel, Decision, File, IdempotencyKey, Notification, NotificationId,
-    Receipt, Resolution, RoutePause, Sibling, State, Suppression,
+    Receipt, Resolution, RoutePause, Sibling, State, Suppression, TraceParent,
 };
 use crate::review::{Change, Outcome, PermanentRefusals, Reason, Then};
 pub use group::{Accepts, GroupCommit, Records};
@@ -273,6 +273,16 @@ pub enum ClaimMode {
     /// It was `sending` past its lease (a crashed or stalled worker, whose `in_flight` attempt is
     /// now `ambiguous`) or parked for reconciliation: settle its ambiguity.
     Reconcile,
+}
+
+impl ClaimMode {
+    /// The step that takes it, as its trace span is named.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClaimMode::Send { .. } => "attempt",
+            ClaimMode::Reconcile => "reconcile",
+        }
+    }
 }
 
 /// A notification claimed by one worker until its lease ends. `generation` fences every later
@@ -895,6 +905,9 @@ pub struct OutboxEvent {
     pub event_type: EventType,
     pub data: Value,
     pub created_at: OffsetDateTime,
+    /// The trace its notification was enqueued in: the relay's publish links to it, and the
+    /// published event carries it (CloudEvents' distributed-tracing extension).
+    pub trace_parent: Option<TraceParent>,
 }
 
 impl OutboxEvent {
@@ -915,6 +928,8 @@ impl OutboxEvent {
             event_type,
             data,
             created_at: now,
+            // A route's event belongs to no one request's trace.
+            trace_parent: None,
         }
     }
 
@@ -958,6 +973,7 @@ impl OutboxEvent {
             event_type,
             data,
             created_at: now,
+            trace_parent: n.trace_parent.clone(),
         }
     }
 }

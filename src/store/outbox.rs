@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use time::OffsetDateTime;
+use tracing::field::Empty;
 use uuid::Uuid;
 
 use super::rows::EventRow;
@@ -11,7 +12,7 @@ use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use super::{Backlog, ClaimedEvent, StoreResult, Timestamp};
 
 impl<D: Dialect> SqlStore<D> {
-    #[tracing::instrument(skip_all, fields(sink, limit))]
+    #[tracing::instrument(skip_all, fields(sink, limit, idle = Empty))]
     pub(super) async fn claim_events(
         &self,
         sink: &str,
@@ -24,6 +25,8 @@ impl<D: Dialect> SqlStore<D> {
             .fetch_all(D::RELAY.due, args![sink, now, i64::from(limit)])
             .await?;
         if due.is_empty() {
+            // A poll that found nothing is not traced (crate::traces::IDLE).
+            tracing::Span::current().record("idle", true);
             return Ok(Vec::new());
         }
         let ids = due.iter().map(|row| row.id).collect();

@@ -112,6 +112,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "pause to fallback",
         include_str!("../../migrations/postgres/0019_pause_to_fallback.sql"),
     ),
+    (
+        20,
+        "traceparent",
+        include_str!("../../migrations/postgres/0020_traceparent.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

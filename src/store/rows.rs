@@ -13,7 +13,7 @@ use super::{
 };
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Content, Contradiction, Delivery, Notification,
-    NotificationId, Resolution, SettledBy, Sibling, State,
+    NotificationId, Resolution, SettledBy, Sibling, State, TraceParent,
 };
 use herald_provider::Request;
 
@@ -21,7 +21,8 @@ macro_rules! notification_columns {
     () => {
         "id, tenant, channel, recipient, route, delivery, content, metadata, state, certainty, \
          acknowledged, cancellation_key, category, send_at, expires_at, due_at, created_at, \
-         updated_at, key_epoch, failovers, late_evidence, contradiction, contradicted_at"
+         updated_at, key_epoch, failovers, late_evidence, contradiction, contradicted_at, \
+         traceparent"
     };
 }
 
@@ -62,8 +63,8 @@ macro_rules! resolution_columns {
 pub(super) use resolution_columns;
 
 const INSERT_EVENT: &str =
-    "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6)";
+    "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at, traceparent)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
 /// Every attempt of notification `id`, oldest first.
 pub(super) async fn attempts_of<D: Dialect>(
     conn: &mut impl Conn,
@@ -85,6 +86,7 @@ pub(super) async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> S
             Arg::from(event.event_type.as_str()),
             Arg::json(&event.data),
             Arg::from(event.created_at),
+            Arg::from(event.trace_parent.as_ref().map(TraceParent::as_str)),
         ],
     )
     .await?;
@@ -131,6 +133,7 @@ pub(super) struct NotificationRow {
     pub(super) late_evidence: bool,
     pub(super) contradiction: Option<String>,
     pub(super) contradicted_at: Option<Timestamp>,
+    pub(super) traceparent: Option<String>,
 }
 
 impl TryFrom<NotificationRow> for Notification {
@@ -173,6 +176,9 @@ impl TryFrom<NotificationRow> for Notification {
                 }),
                 _ => None,
             },
+            // Written only after parsing: a value that does not parse now was written by hand,
+            // and is a link lost, not a notification that cannot be sent.
+            trace_parent: row.traceparent.as_deref().and_then(TraceParent::parse),
         })
     }
 }
@@ -323,6 +329,7 @@ pub(super) struct EventRow {
     pub(super) event_type: String,
     pub(super) data: Json<Value>,
     pub(super) created_at: Timestamp,
+    pub(super) traceparent: Option<String>,
     pub(super) failures: i32,
 }
 
@@ -339,6 +346,7 @@ impl TryFrom<EventRow> for ClaimedEvent {
                     .ok_or_else(|| corrupt("event type", &row.event_type))?,
                 data: row.data.0,
                 created_at: row.created_at.into_inner(),
+                trace_parent: row.traceparent.as_deref().and_then(TraceParent::parse),
             },
             failures: row.failures,
         })
@@ -436,7 +444,7 @@ macro_rules! relay_statements {
         $crate::store::seam::RelayStatements {
             due: concat!(
                 "SELECT o.id, o.tenant, o.notification_id, o.type, o.data, o.created_at,
-                        coalesce(l.failures, 0) AS failures
+                        o.traceparent, coalesce(l.failures, 0) AS failures
                  FROM outbox o LEFT JOIN outbox_leases l ON l.event_id = o.id AND l.sink = $1
                  WHERE o.published_at IS NULL
                    AND (l.held_until IS NULL OR l.held_until <= $2)

@@ -70,8 +70,9 @@ macro_rules! by_idempotency_key {
 
 const INSERT_NOTIFICATION: &str = "INSERT INTO notifications
          (id, tenant, channel, recipient, route, delivery, content, metadata, state,
-          send_at, due_at, created_at, updated_at, cancellation_key, expires_at, category)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15)";
+          send_at, due_at, created_at, updated_at, cancellation_key, expires_at, category,
+          traceparent)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16)";
 
 impl<D: Dialect> SqlStore<D> {
     async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<ClaimedRow> {
@@ -326,6 +327,7 @@ async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreRes
             Arg::from(n.cancellation_key.as_deref()),
             Arg::from(n.expires_at),
             Arg::from(n.category.as_deref()),
+            Arg::from(n.trace_parent.as_ref().map(|t| t.as_str())),
         ],
     )
     .await?;

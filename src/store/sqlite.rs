@@ -123,6 +123,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "pause to fallback",
         include_str!("../../migrations/sqlite/0019_pause_to_fallback.sql"),
     ),
+    (
+        20,
+        "traceparent",
+        include_str!("../../migrations/sqlite/0020_traceparent.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;
