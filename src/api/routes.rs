@@ -158,7 +158,7 @@ pub struct ResumeBody {
         (status = 200, description = "Paused (or it was already: the standing pause)", body = RouteBody),
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such route for this tenant", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Resumed while this pause was given; send it again", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Resumed while this pause was given (send it again), or paused already the other way (resume it first)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The note is missing, or `to_fallback` on a route without a fallback", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -192,6 +192,17 @@ pub(super) async fn pause_route(
     let mut by = pause_by(principal, name, note)?;
     by.to_fallback = to_fallback;
     let standing = state.store.pause_route(&by).await?;
+    if standing.to_fallback != to_fallback {
+        return Err(Problem::conflict(format!(
+            "route `{name}` is already paused by {} ({}); resume it first to pause it the other way",
+            standing.principal,
+            if standing.to_fallback {
+                "its work going to the fallback"
+            } else {
+                "its work waiting"
+            }
+        )));
+    }
     Ok(shown(state, route, info, Some(standing)))
 }
 

@@ -345,12 +345,6 @@ impl Worker {
             Some(request) => Ok(request),
             None => route.prepare(&message, &key),
         };
-        // The stored request names its attachments; the vendor gets their contents.
-        let files = self.files(&message).await;
-        let request = match (request, &files) {
-            (Ok(request), Ok(files)) => Ok(request.expand(files)),
-            (request, _) => request,
-        };
         let call = Call {
             route,
             request: &request,
@@ -359,6 +353,13 @@ impl Worker {
         };
         let decision = match claim.mode {
             ClaimMode::Send { n } => {
+                // The stored request names its attachments; the vendor gets their contents.
+                let files = self.files(&message).await;
+                let attached = attached(&request, &files);
+                let call = Call {
+                    request: &attached,
+                    ..call
+                };
                 let refusal = match (
                     expiry(&claim.notification, OffsetDateTime::now_utc()),
                     files,
@@ -371,7 +372,7 @@ impl Worker {
                 let sent = match refusal {
                     Some(refusal) => Ok(route.refused(refusal)),
                     None => {
-                        let sent = call.send(deadline_of(&claim, n)).await;
+                        let sent = call.send(deadline_of(&claim, n), false).await;
                         if let Ok(Sent { result, .. }) = &sent
                             && route.unsubscribed(result)
                         {
@@ -384,12 +385,6 @@ impl Worker {
                 traced(&span, &sent);
                 let s = situation(route, &claim, &[]);
                 policy::decide(&s, step(n, false, false, sent), rand::random())
-            }
-            // A replay without its attachments would be another request: the claim is left to
-            // its lease, and taken again when the files can be read.
-            ClaimMode::Reconcile if files.is_err() => {
-                tracing::warn!("cannot read the attachments to reconcile the send; trying later");
-                return;
             }
             ClaimMode::Reconcile => match self.reconcile(&call, &mut claim).await {
                 Some(decision) => decision,
@@ -519,6 +514,30 @@ impl Worker {
                 }
                 plan @ (Plan::Replay | Plan::Resend) => {
                     let replay = plan == Plan::Replay;
+                    // Without its attachments the request would be another one: a store that
+                    // cannot be read leaves it to the lease; a file that is gone makes the send
+                    // impossible, and what became of the first one is for a person to settle.
+                    let files = match self.files(call.message).await {
+                        Ok(files) => Ok(files),
+                        Err(SendResult::Rejected {
+                            permanent: true,
+                            evidence,
+                            ..
+                        }) => {
+                            break policy::still_unknown(
+                                serde_json::json!({"cannot_send_again": evidence}),
+                            );
+                        }
+                        Err(unreadable) => {
+                            tracing::warn!(detail = %unreadable.evidence().detail, "cannot read the attachments to send again; the lease will bring it back");
+                            return None;
+                        }
+                    };
+                    let attached = attached(call.request, &files);
+                    let call = Call {
+                        request: &attached,
+                        ..*call
+                    };
                     let now = OffsetDateTime::now_utc();
                     let lease = self.settings.lease;
                     let deadline = by_expiry(&claim.notification, now + route.send_window(lease));
@@ -541,7 +560,7 @@ impl Worker {
                     };
                     let sent = match suppressed {
                         Some(refusal) => Ok(route.refused(refusal)),
-                        None => call.send(deadline).await,
+                        None => call.send(deadline, replay).await,
                     };
                     let s = situation(route, claim, &[]);
                     break policy::decide(&s, step(n, replay, true, sent), rand::random());
@@ -711,8 +730,20 @@ async fn looked_up(
     })
 }
 
+/// The stored request with its attachments' contents in place of their placeholders.
+fn attached(
+    request: &Result<Request, Evidence>,
+    files: &Result<BTreeMap<String, Vec<u8>>, SendResult>,
+) -> Result<Request, Evidence> {
+    match (request, files) {
+        (Ok(request), Ok(files)) => Ok(request.expand(files)),
+        (request, _) => request.clone(),
+    }
+}
+
 /// One notification's calls to its route: its stored request (or why there is none), the
 /// message it was prepared from, and the key.
+#[derive(Clone, Copy)]
 struct Call<'a> {
     route: &'a Route,
     request: &'a Result<Request, Evidence>,
@@ -721,9 +752,11 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    async fn send(&self, deadline: OffsetDateTime) -> Result<Sent, Hold> {
+    /// `replay`: the request again under its key, to learn what became of the first; it is
+    /// never handed to a fallback.
+    async fn send(&self, deadline: OffsetDateTime, replay: bool) -> Result<Sent, Hold> {
         self.route
-            .send(self.request, self.message, self.key, deadline)
+            .send(self.request, self.message, self.key, deadline, replay)
             .await
     }
 

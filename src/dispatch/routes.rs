@@ -75,7 +75,7 @@ impl Route {
     /// it must not call its vendor yet (an open circuit only where there is no fallback to
     /// hand its notifications to).
     pub fn saturated(&self, now: Instant) -> bool {
-        (self.paused() && !self.to_fallback.load(Ordering::Relaxed))
+        (self.paused() && !self.sends_to_fallback())
             || self.pending.load(Ordering::Relaxed) >= self.concurrency
             || !self.pace.wait(now).is_zero()
             || (self.fallback.is_none() && self.circuit.resting(now).is_some())
@@ -184,8 +184,9 @@ impl Route {
         message: &Message,
         key: &ProviderKey,
         deadline: OffsetDateTime,
+        replay: bool,
     ) -> Result<Sent, Hold> {
-        let result = self.call(request, message, key, deadline).await?;
+        let result = self.call(request, message, key, deadline, replay).await?;
         // Read once the answer is in: as late as the request could have left.
         let overran = OffsetDateTime::now_utc() > deadline + self.timeout + CALL_SLACK;
         Ok(Sent { result, overran })
@@ -197,8 +198,12 @@ impl Route {
         message: &Message,
         key: &ProviderKey,
         deadline: OffsetDateTime,
+        replay: bool,
     ) -> Result<SendResult, Hold> {
         let route = self;
+        // A replay asks the route about the send it already has: a pause to the fallback holds
+        // it, as any pause does, rather than spend an attempt the fallback cannot use.
+        let to_fallback = || (!replay).then(|| route.to_fallback()).flatten();
         let request = match request {
             Ok(request) => request,
             Err(evidence) => return Ok(SendResult::permanent(evidence.clone())),
@@ -208,7 +213,7 @@ impl Route {
         let late = || Instant::now() >= until || OffsetDateTime::now_utc() >= deadline;
         // A resting route is refused before it waits for a permit or its pace: its work goes
         // to the fallback at once, or waits. So is one an operator sends to its fallback.
-        if let Some(refused) = route.to_fallback() {
+        if let Some(refused) = to_fallback() {
             return Ok(refused);
         }
         if let Some(wait) = route.circuit.resting(Instant::now()) {
@@ -235,7 +240,7 @@ impl Route {
         if late() {
             return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
         }
-        if let Some(refused) = route.to_fallback() {
+        if let Some(refused) = to_fallback() {
             return Ok(refused);
         }
         if route.paused() {
@@ -323,10 +328,15 @@ impl Route {
         }
     }
 
+    /// An operator's pause sends the route's work to its fallback (one it has).
+    fn sends_to_fallback(&self) -> bool {
+        self.to_fallback.load(Ordering::Relaxed) && self.fallback.is_some()
+    }
+
     /// Not sent: an operator paused the route and sends its work to its fallback meanwhile;
     /// `None` where no such pause stands (or there is no fallback to send to).
     fn to_fallback(&self) -> Option<SendResult> {
-        if !(self.paused() && self.to_fallback.load(Ordering::Relaxed)) || self.fallback.is_none() {
+        if !(self.paused() && self.sends_to_fallback()) {
             return None;
         }
         let stage = herald_provider::ROUTE_PAUSED_STAGE;
