@@ -11,6 +11,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::FieldError;
+use super::email::BIDI_CONTROLS;
 
 /// At most this many attachments on one email.
 pub const MAX_ATTACHMENTS: usize = 10;
@@ -156,6 +157,11 @@ fn check_filename(name: &str) -> Result<(), String> {
     if name.chars().any(char::is_control) {
         return Err("must not hold a line break, NUL or other control character".to_owned());
     }
+    if name.contains(BIDI_CONTROLS) {
+        return Err(
+            "must not hold bidirectional controls, which make one name read as another".to_owned(),
+        );
+    }
     if name == "." || name == ".." {
         return Err("must name a file".to_owned());
     }
@@ -233,6 +239,11 @@ mod tests {
                 attachment("..", "text/plain", b"x"),
                 "filename",
                 "name a file",
+            ),
+            (
+                attachment("invoice\u{202E}fdp.exe", "application/pdf", b"x"),
+                "filename",
+                "bidirectional",
             ),
             (
                 attachment("run.exe", "application/x-msdownload", b"MZ"),

@@ -47,8 +47,9 @@ const RESERVED_HEADERS: [&str; 18] = [
 const RESERVED_PREFIXES: [&str; 3] = ["content-", "resent-", "arc-"];
 
 /// Characters that reorder how text is shown (bidirectional overrides and isolates): in a
-/// display name they make `moc.evil` read as `live.com`.
-const BIDI_CONTROLS: [char; 11] = [
+/// display name they make `moc.evil` read as `live.com`, in a filename `fdp.exe` read as
+/// `exe.pdf`.
+pub(super) const BIDI_CONTROLS: [char; 11] = [
     '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}',
     '\u{2067}', '\u{2068}', '\u{2069}',
 ];

@@ -1,7 +1,7 @@
 //! A notification: what an upstream asked for (the request), what herald stores and shows (the
 //! notification with its attempts), and the rules that turn the first into the second.
 
-use herald_provider::{Attachment, EmailOptions};
+use herald_provider::{Attachment, EmailOptions, PLACEHOLDER_OPEN};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -397,6 +397,12 @@ impl NotificationRequest {
             email,
             ..self.content(channel, templates)?
         };
+        if let Some(field) = names_a_placeholder(&content) {
+            return Err(FieldError::new(
+                field,
+                format!("must not hold `{PLACEHOLDER_OPEN}`: herald writes it for attachments"),
+            ));
+        }
         let now = micros(now);
         let send_at = self.send_at.map(micros);
         let expires_at = self.expiry(now)?.map(micros);
@@ -566,6 +572,35 @@ fn unsubscribe_headers(
         email.headers.insert(name.to_owned(), value);
     }
     Ok(email)
+}
+
+/// The field of an email with attachments that holds a placeholder's opening, if one does: in
+/// the message's own text it would be expanded as if the adapter had written it. Rendered text
+/// is the template data's doing. (Without attachments nothing is expanded.)
+fn names_a_placeholder(content: &Content) -> Option<String> {
+    if content.email.attachments.is_empty() {
+        return None;
+    }
+    let holds = |text: &str| text.contains(PLACEHOLDER_OPEN);
+    let rendered = |field: &str| match content.template {
+        Some(_) => "data".to_owned(),
+        None => field.to_owned(),
+    };
+    for (field, text) in [
+        ("subject", &content.subject),
+        ("text", &content.text),
+        ("html", &content.html),
+    ] {
+        if text.as_deref().is_some_and(holds) {
+            return Some(rendered(field));
+        }
+    }
+    content
+        .email
+        .headers
+        .iter()
+        .find(|(_, value)| holds(value))
+        .map(|(name, _)| format!("headers.{name}"))
 }
 
 /// `t` to the microsecond, as both stores keep it: the answer to a request must match what
@@ -812,6 +847,16 @@ mod tests {
         assert_eq!(
             (files[0].bytes.as_slice(), &files[0].sha256),
             (&b"hi"[..], &kept[0].sha256)
+        );
+
+        let mut forged = email_with("attachments", attachment.clone());
+        forged["text"] = json!(format!("{PLACEHOLDER_OPEN}{}:mime}}}}", kept[0].sha256));
+        let refused = parse(forged).unwrap_err();
+        assert_eq!(refused.field, "text");
+        assert!(
+            refused.message.contains("herald writes it"),
+            "{}",
+            refused.message
         );
 
         let refused = parse(mail_with("attachments", attachment.clone())).unwrap_err();

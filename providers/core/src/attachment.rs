@@ -38,7 +38,10 @@ pub enum Encoding {
     Mime,
 }
 
-const OPEN: &str = "{{herald-attachment:";
+/// How every placeholder begins: herald refuses it in a message's own text, so that only the
+/// adapter's placeholders are expanded.
+pub const PLACEHOLDER_OPEN: &str = "{{herald-attachment:";
+const OPEN: &str = PLACEHOLDER_OPEN;
 const CLOSE: &str = "}}";
 /// RFC 2045 §6.8: encoded lines are at most 76 characters.
 const MIME_LINE: usize = 76;

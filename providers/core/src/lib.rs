@@ -22,7 +22,7 @@ pub mod settings;
 pub mod signature;
 pub mod timeout;
 
-pub use attachment::{Attachment, Encoding};
+pub use attachment::{Attachment, Encoding, PLACEHOLDER_OPEN};
 pub use redact::Redactor;
 
 use std::collections::BTreeMap;
