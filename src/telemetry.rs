@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
 use tracing_subscriber::prelude::*;
 
 use crate::config::Config;
@@ -52,10 +52,14 @@ pub fn init(format: LogFormat) -> Telemetry {
             .boxed(),
     };
     let traces = Export::from_env();
+    // Spans only: a log line inside one (a refusal's evidence, a recipient) stays in the logs
+    // rather than leave the host as a span event.
     let spans = traces.as_ref().map(|export| {
-        export
-            .layer()
-            .with_filter(Targets::new().with_target("herald", tracing::Level::INFO))
+        export.layer().with_filter(
+            Targets::new()
+                .with_target("herald", tracing::Level::INFO)
+                .and(filter_fn(|meta| meta.is_span())),
+        )
     });
     // A second install (tests building several apps) keeps the first subscriber.
     let installed = tracing_subscriber::registry()
