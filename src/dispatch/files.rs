@@ -1,6 +1,7 @@
-//! The attachment contents this process sent last, kept in memory up to a bound: a file sent to
-//! 10,000 recipients is read from the database once per process, not once per send. A content
-//! is fixed by its SHA-256, so a kept copy can never be stale.
+//! The attachment contents this process read last, kept in memory up to a bound (the first read
+//! goes first): a file sent to 10,000 recipients is read from the database about once per
+//! process, not once per send (sends that miss it at the same moment each read it). A content is
+//! fixed by its SHA-256, so a kept copy can never be stale.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};

@@ -425,7 +425,7 @@ impl Routes {
             let was = route.paused.swap(pause.is_some(), Ordering::Relaxed);
             match (was, pause) {
                 (false, Some(p)) => {
-                    tracing::warn!(route = %route.name, by = %p.principal, note = %p.note, "route paused by an operator: no new sends")
+                    tracing::warn!(route = %route.name, by = %p.principal, note = %p.note, to_fallback = p.to_fallback, "route paused by an operator: no new sends on it")
                 }
                 (true, None) => {
                     tracing::info!(route = %route.name, "route resumed");
