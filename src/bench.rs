@@ -16,6 +16,11 @@
 //! `serve` with the built-in sandbox vendor in the same process — offered a fixed rate, and
 //! samples every 30 s its RSS, the enqueue p99 of the interval, the backlog and the database's
 //! size; it ends when every notification is delivered.
+//!
+//! `--traces` measures herald with traces on: each child exports its spans over OTLP/HTTP to
+//! [`TraceSink`], a receiver in the bench that counts them and keeps nothing, so that what is
+//! measured is herald's export and not a collector's work. `bench/traces.sh` compares runs
+//! with and without it.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -44,9 +49,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let dir = std::env::temp_dir().join(format!("herald-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let traces = match args.traces {
+        true => Some(TraceSink::start().await?),
+        false => None,
+    };
+    let children = Children {
+        dir: &dir,
+        traces: traces.as_ref(),
+    };
     let result = match args.soak {
-        Some(seconds) => soak(&args, &dir, seconds).await,
-        None => phases(&args, &dir).await,
+        Some(seconds) => soak(&args, &children, seconds).await,
+        None => phases(&args, &children).await,
     };
     let _ = std::fs::remove_dir_all(&dir);
     let summary = result?;
@@ -54,8 +67,28 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
-    let url = database_url(args, dir);
+/// Where the bench's child processes keep their logs, and where they export traces to.
+struct Children<'a> {
+    dir: &'a Path,
+    traces: Option<&'a TraceSink>,
+}
+
+impl Children<'_> {
+    /// The spans the children exported, in all and per notification stored; `null` where
+    /// traces were off.
+    fn traces_summary(&self, stored: usize) -> Value {
+        self.traces.map_or(Value::Null, |sink| {
+            let spans = sink.spans.load(Ordering::Relaxed);
+            json!({
+                "spans": spans,
+                "spans_per_notification": (spans as f64 / stored.max(1) as f64 * 10.0).round() / 10.0,
+            })
+        })
+    }
+}
+
+async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Value> {
+    let url = database_url(args, children.dir);
     if args.processes > 1 && !url.starts_with("postgres") {
         bail!("--processes above 1 needs a PostgreSQL --database-url: SQLite has one writer");
     }
@@ -65,8 +98,8 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
 
     // The vendor runs in a process of its own: its ledger keeps every message it took, which
     // is the vendor's memory, not herald's.
-    let mut vendor = Server::vendor(dir).await?;
-    let mut api = Server::herald(&url, "api", false, Some(&vendor.base), dir).await?;
+    let mut vendor = Server::vendor(children.dir).await?;
+    let mut api = Server::herald(&url, "api", false, Some(&vendor.base), children).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_rss = api.rss_kib("VmRSS");
     let single = drive(&client, &api, "single enqueue", n, args.concurrency, 1).await?;
@@ -85,7 +118,7 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
     let mut workers = Vec::with_capacity(args.processes);
     for i in 0..args.processes {
         let name = format!("dispatch-{i}");
-        workers.push(Server::herald(&url, &name, true, Some(&vendor.base), dir).await?);
+        workers.push(Server::herald(&url, &name, true, Some(&vendor.base), children).await?);
     }
     // The first processes deliver while the others start: the rate counts from when all run.
     let drain = wait_delivered(&client, &workers, "drain", 2 * n, 0).await?;
@@ -135,16 +168,17 @@ async fn phases(args: &BenchArgs, dir: &Path) -> anyhow::Result<Value> {
             "vendor_peak": mib(vendor_peak),
         },
         "database_bytes_per_1000_notifications": bytes * 1000 / stored.max(1) as u64,
+        "traces": children.traces_summary(stored),
     }))
 }
 
 /// The soak: see the module's docs.
-async fn soak(args: &BenchArgs, dir: &Path, seconds: u64) -> anyhow::Result<Value> {
+async fn soak(args: &BenchArgs, children: &Children<'_>, seconds: u64) -> anyhow::Result<Value> {
     const SAMPLE: Duration = Duration::from_secs(30);
-    let url = database_url(args, dir);
+    let url = database_url(args, children.dir);
     let bytes_before = store::database_bytes(&url).await.unwrap_or(0);
     let client = client(args.concurrency)?;
-    let mut herald = Server::herald(&url, "serve", true, None, dir).await?;
+    let mut herald = Server::herald(&url, "serve", true, None, children).await?;
     let rate = f64::from(args.soak_rate.max(1));
     let count = (rate * seconds as f64).round() as usize;
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -204,6 +238,7 @@ async fn soak(args: &BenchArgs, dir: &Path, seconds: u64) -> anyhow::Result<Valu
         "rss_last_over_first": if first > 0.0 { rss.last().copied().unwrap_or(0.0) / first } else { 0.0 },
         "rss_peak_mib": rss.iter().copied().fold(0.0, f64::max),
         "database_bytes_per_notification": bytes / count.max(1) as u64,
+        "traces": children.traces_summary(count),
     }))
 }
 
@@ -242,6 +277,62 @@ fn mib(kib: u64) -> f64 {
     (kib as f64 / 1024.0 * 10.0).round() / 10.0
 }
 
+/// An OTLP/HTTP trace receiver (`POST /v1/traces`, protobuf) that counts the spans it is sent
+/// and keeps nothing.
+struct TraceSink {
+    endpoint: String,
+    spans: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TraceSink {
+    async fn start() -> anyhow::Result<TraceSink> {
+        use opentelemetry_proto::tonic::collector::trace::v1::{
+            ExportTraceServiceRequest, ExportTraceServiceResponse,
+        };
+        use prost::Message as _;
+
+        let spans = Arc::new(AtomicUsize::new(0));
+        let counted = spans.clone();
+        let receive = move |body: axum::body::Bytes| {
+            let counted = counted.clone();
+            async move {
+                let Ok(export) = ExportTraceServiceRequest::decode(body) else {
+                    return Err(axum::http::StatusCode::BAD_REQUEST);
+                };
+                let n: usize = export
+                    .resource_spans
+                    .iter()
+                    .flat_map(|resource| &resource.scope_spans)
+                    .map(|scope| scope.spans.len())
+                    .sum();
+                counted.fetch_add(n, Ordering::Relaxed);
+                Ok((
+                    [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
+                    ExportTraceServiceResponse::default().encode_to_vec(),
+                ))
+            }
+        };
+        let router = axum::Router::new().route("/v1/traces", axum::routing::post(receive));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = format!("http://{}", listener.local_addr()?);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Ok(TraceSink {
+            endpoint,
+            spans,
+            task,
+        })
+    }
+}
+
+impl Drop for TraceSink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A child process on a free loopback port; killed if dropped without [`Server::stop`].
 struct Server {
     child: Child,
@@ -256,9 +347,9 @@ impl Server {
         name: &str,
         dispatch: bool,
         vendor: Option<&str>,
-        dir: &Path,
+        children: &Children<'_>,
     ) -> anyhow::Result<Server> {
-        Self::start(dir, name, "/readyz", |command, listen| {
+        Self::start(children.dir, name, "/readyz", |command, listen| {
             command
                 .arg("serve")
                 .env_remove("HERALD_CONFIG")
@@ -272,6 +363,11 @@ impl Server {
                 .env("HERALD_RELAY__ENABLED", "false");
             if let Some(vendor) = vendor {
                 command.env("HERALD_ROUTES__SANDBOX__BASE_URL", vendor);
+            }
+            if let Some(sink) = children.traces {
+                command
+                    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &sink.endpoint)
+                    .env("OTEL_SERVICE_NAME", format!("herald-bench-{name}"));
             }
         })
         .await

@@ -150,6 +150,10 @@ pub struct BenchArgs {
     /// The soak's offered enqueues per second.
     #[arg(long, default_value_t = 200)]
     pub soak_rate: u32,
+    /// herald with traces on: every child exports its spans over OTLP/HTTP to a receiver in
+    /// the bench that counts them and keeps nothing, and the summary says how many came.
+    #[arg(long)]
+    pub traces: bool,
     #[command(flatten)]
     pub logs: LogArgs,
 }

@@ -160,19 +160,23 @@ pub fn record_trace_id(span: &tracing::Span) {
 /// The current span's context as a `traceparent`, where it is exported; else `received` (what
 /// the caller sent, kept to be passed on).
 pub fn current_or(received: Option<TraceParent>) -> Option<TraceParent> {
-    let cx = tracing::Span::current().context();
+    context_of(&tracing::Span::current()).or(received)
+}
+
+/// `span`'s own context as a `traceparent`, where spans are exported.
+pub fn context_of(span: &tracing::Span) -> Option<TraceParent> {
+    let cx = span.context();
     let span = cx.span();
-    let current = span.span_context();
-    if !current.is_valid() {
-        return received;
+    let own = span.span_context();
+    if !own.is_valid() {
+        return None;
     }
     TraceParent::parse(&format!(
         "00-{}-{}-{:02x}",
-        current.trace_id(),
-        current.span_id(),
-        current.trace_flags().to_u8()
+        own.trace_id(),
+        own.span_id(),
+        own.trace_flags().to_u8()
     ))
-    .or(received)
 }
 
 fn span_context(parent: &TraceParent) -> SpanContext {

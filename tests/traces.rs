@@ -29,6 +29,9 @@ use support::{
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
 
+/// A webhook receiver's token, in its URL's path: never in a span.
+const HOOK_TOKEN: &str = "tok-9f8e7d6c5b4a";
+
 /// The webhook sink's signing secret (32 bytes, base64).
 const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwmEkbPFuqKbg=";
 
@@ -50,7 +53,9 @@ async fn a_notification_is_traced_from_its_enqueue_to_the_vendor_call_to_the_rel
     let hook = Hook::start().await;
     let config = format!(
         "[routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\n\
-         [channels]\nemail = \"vendor\"\n\
+         [routes.hooks]\nprovider = \"webhook\"\nsecrets = [\"{WEBHOOK_SECRET}\"]\n\
+         allow_private_networks = true\ntenants = [\"acme\"]\n\
+         [channels]\nemail = \"vendor\"\nwebhook = \"hooks\"\n\
          [sinks.hook]\nkind = \"webhook\"\nurl = \"http://{}/events\"\nsecret = \"{WEBHOOK_SECRET}\"\n\
          allow_private_networks = true\n\
          [relay]\npoll_interval_ms = 20\n",
@@ -84,15 +89,32 @@ async fn a_notification_is_traced_from_its_enqueue_to_the_vendor_call_to_the_rel
         .as_str()
         .expect("an id")
         .to_owned();
-    eventually(
-        "the notification to be delivered",
-        Duration::from_secs(30),
-        || {
-            let (http, base, id) = (http.clone(), herald.base.clone(), id.clone());
-            async move { (show(&http, &base, &id).await["state"] == "delivered").then_some(()) }
-        },
-    )
-    .await;
+    // A webhook whose URL holds its receiver's token in the path, as many do.
+    let response = http
+        .post(format!("{}/v1/notifications", herald.base))
+        .bearer_auth(ACME)
+        .header("Idempotency-Key", "traced-hook")
+        .json(&json!({"channel": "webhook", "to": format!("http://{}/deliveries/{HOOK_TOKEN}", hook.addr),
+                      "payload": {"order": 42}}))
+        .send()
+        .await
+        .expect("herald answers");
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let hook_id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    for id in [&id, &hook_id] {
+        eventually(
+            "the notification to be delivered",
+            Duration::from_secs(30),
+            || {
+                let (http, base, id) = (http.clone(), herald.base.clone(), id.clone());
+                async move { (show(&http, &base, &id).await["state"] == "delivered").then_some(()) }
+            },
+        )
+        .await;
+    }
     let delivered = eventually(
         "the relay to publish `delivered`",
         Duration::from_secs(30),
@@ -113,8 +135,8 @@ async fn a_notification_is_traced_from_its_enqueue_to_the_vendor_call_to_the_rel
                 s.name == "relay publish"
                     && s.attribute("cloudevents.event_type") == "dev.herald.notification.delivered"
             });
-            // Spans are exported as they end, in batches: the attempt's may come after.
-            let attempted = spans.iter().any(|s| s.name == "attempt");
+            // Spans are exported as they end, in batches: the attempts' may come after.
+            let attempted = spans.iter().filter(|s| s.name == "attempt").count() == 2;
             async move { (published && attempted).then_some(spans) }
         },
     )
@@ -127,7 +149,7 @@ async fn a_notification_is_traced_from_its_enqueue_to_the_vendor_call_to_the_rel
     let ours = |s: &Exported| s.attribute("notification_id") == id;
 
     // The request continues the caller's trace; the enqueue is its child.
-    let request = only("POST /v1/notifications", &|_| true);
+    let request = only("POST /v1/notifications", &|s| s.trace_id == CALLER_TRACE);
     assert_eq!(request.kind, "SPAN_KIND_SERVER");
     assert_eq!(
         (request.trace_id.as_str(), request.parent_span_id.as_str()),
@@ -169,6 +191,18 @@ async fn a_notification_is_traced_from_its_enqueue_to_the_vendor_call_to_the_rel
     assert_eq!(call.kind, "SPAN_KIND_CLIENT");
     assert_eq!(call.attribute("route"), "vendor");
     assert_eq!(call.attribute("result"), "accepted");
+    // Where it went, after the HTTP client conventions: the vendor's endpoint is shown whole.
+    let vendor_url = reqwest::Url::parse(&vendor.base_url()).unwrap();
+    assert_eq!(call.attribute("http.request.method"), "POST");
+    assert_eq!(call.attribute("server.address"), "127.0.0.1");
+    assert_eq!(
+        call.attribute("server.port"),
+        vendor_url.port().unwrap().to_string()
+    );
+    assert_eq!(
+        call.attribute("url.full"),
+        format!("{}/messages", vendor.base_url().trim_end_matches('/'))
+    );
     let record = only("record", &|s| s.is_child_of(&attempt));
     assert_eq!(record.attribute("state"), "delivered");
 
@@ -186,6 +220,40 @@ async fn a_notification_is_traced_from_its_enqueue_to_the_vendor_call_to_the_rel
         format!("00-{CALLER_TRACE}-{}-01", enqueue.span_id)
     );
 
+    // A relay's webhook carries the event's trace in W3C Trace Context's header too.
+    let (_, header) = hook
+        .events_with_header()
+        .into_iter()
+        .find(|(event, _)| event["id"] == delivered["id"])
+        .expect("the event was received");
+    assert_eq!(header.as_deref(), delivered["traceparent"].as_str());
+
+    // A webhook's receiver is told the vendor call's own context, and joins its trace; the
+    // call's span shows the receiver's host, never the path that holds its token.
+    let hook_attempt = only("attempt", &|s| s.attribute("notification_id") == hook_id);
+    let hook_call = only("vendor call", &|s| s.is_child_of(&hook_attempt));
+    assert_eq!(hook_call.attribute("provider"), "webhook");
+    assert_eq!(
+        hook_call.attribute("url.full"),
+        format!("http://{}/REDACTED", hook.addr)
+    );
+    assert_eq!(
+        hook_call.attribute("server.port"),
+        hook.addr.port().to_string()
+    );
+    let delivery = hook
+        .received(&format!("/deliveries/{HOOK_TOKEN}"))
+        .pop()
+        .expect("the webhook was delivered");
+    assert_eq!(delivery.body, json!({"order": 42}));
+    assert_eq!(
+        delivery.traceparent,
+        Some(format!(
+            "00-{}-{}-01",
+            hook_call.trace_id, hook_call.span_id
+        ))
+    );
+
     assert!(
         spans
             .iter()
@@ -201,6 +269,7 @@ async fn a_notification_is_traced_from_its_enqueue_to_the_vendor_call_to_the_rel
         GLOBEX,
         WEBHOOK_SECRET,
         secret_body,
+        HOOK_TOKEN,
     ] {
         assert!(
             !exported.contains(secret),
@@ -220,7 +289,10 @@ async fn without_an_exporter_a_traceparent_is_passed_on_and_a_bad_one_is_ignored
     let dir = TempDir::new("herald-traceparent");
     let hook = Hook::start().await;
     let config = format!(
-        "[routes.sandbox]\nprovider = \"sandbox\"\n[channels]\nemail = \"sandbox\"\n\
+        "[routes.sandbox]\nprovider = \"sandbox\"\n\
+         [routes.hooks]\nprovider = \"webhook\"\nsecrets = [\"{WEBHOOK_SECRET}\"]\n\
+         allow_private_networks = true\ntenants = [\"acme\"]\n\
+         [channels]\nemail = \"sandbox\"\nwebhook = \"hooks\"\n\
          [templates.ready]\nsubject = \"Your export\"\ntext = \"Ready\"\n\
          [events.\"ExportCompleted\"]\ntemplate = \"ready\"\nchannel = \"email\"\n\
          to = \"{{{{ email }}}}\"\n\
@@ -292,6 +364,36 @@ async fn without_an_exporter_a_traceparent_is_passed_on_and_a_bad_one_is_ignored
     })
     .await;
     assert_eq!(good["traceparent"], caller.as_str());
+    let headers = hook.events_with_header();
+    let header_of = |event: &Value| {
+        headers
+            .iter()
+            .find(|(got, _)| got["id"] == event["id"])
+            .and_then(|(_, header)| header.clone())
+    };
+    assert_eq!(header_of(&good).as_deref(), Some(caller.as_str()));
+    assert_eq!(header_of(&bad), None);
+
+    // A webhook is given the trace it was enqueued in.
+    let response = http
+        .post(format!("{}/v1/notifications", herald.base))
+        .bearer_auth(ACME)
+        .header("Idempotency-Key", "hook")
+        .header("traceparent", caller.as_str())
+        .json(
+            &json!({"channel": "webhook", "to": format!("http://{}/deliveries", hook.addr),
+                      "payload": {"order": 42}}),
+        )
+        .send()
+        .await
+        .expect("herald answers");
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let delivery = eventually("the webhook's delivery", Duration::from_secs(30), || {
+        let got = hook.received("/deliveries").pop();
+        async move { got }
+    })
+    .await;
+    assert_eq!(delivery.traceparent.as_deref(), Some(caller.as_str()));
     assert_eq!(upstream["traceparent"], caller.as_str());
     assert_eq!(bad.get("traceparent"), None, "{bad}");
 }
@@ -383,27 +485,40 @@ impl Drop for Collector {
     }
 }
 
-/// A webhook sink's receiver that keeps every event it is sent.
+/// A webhook receiver that keeps every request it is sent: the relay's events at `/events`,
+/// the webhook channel's deliveries at any other path.
 struct Hook {
     addr: std::net::SocketAddr,
-    got: Arc<Mutex<Vec<Value>>>,
+    got: Arc<Mutex<Vec<Received>>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    traceparent: Option<String>,
+    body: Value,
 }
 
 impl Hook {
     async fn start() -> Hook {
-        let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let keep = got.clone();
-        let router = axum::Router::new().route(
-            "/events",
-            axum::routing::post(move |body: Bytes| {
+        let router = axum::Router::new().fallback(
+            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: Bytes| {
                 let keep = keep.clone();
                 async move {
-                    let event = serde_json::from_slice(&body).unwrap_or(json!(null));
-                    keep.lock().unwrap().push(event);
+                    keep.lock().unwrap().push(Received {
+                        path: uri.path().to_owned(),
+                        traceparent: headers
+                            .get("traceparent")
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned),
+                        body: serde_json::from_slice(&body).unwrap_or(json!(null)),
+                    });
                     StatusCode::NO_CONTENT
                 }
-            }),
+            },
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -413,8 +528,24 @@ impl Hook {
         Hook { addr, got, task }
     }
 
+    /// The relay's events, with the `traceparent` header each came with.
+    fn events_with_header(&self) -> Vec<(Value, Option<String>)> {
+        self.received("/events")
+            .into_iter()
+            .map(|r| (r.body, r.traceparent))
+            .collect()
+    }
+
     fn events(&self) -> Vec<Value> {
-        self.got.lock().unwrap().clone()
+        self.received("/events")
+            .into_iter()
+            .map(|r| r.body)
+            .collect()
+    }
+
+    fn received(&self, path: &str) -> Vec<Received> {
+        let got = self.got.lock().unwrap();
+        got.iter().filter(|r| r.path == path).cloned().collect()
     }
 }
 

@@ -309,6 +309,9 @@ pub(crate) fn message_of(n: &Notification) -> Message {
         payload: n.content.payload.clone(),
         email: n.content.email.clone(),
         expires_at: n.expires_at,
+        // The trace it was enqueued in, passed on; the vendor call puts its own in its place
+        // where spans are exported.
+        trace_parent: n.trace_parent.as_ref().map(|t| t.as_str().to_owned()),
     }
 }
 

@@ -250,18 +250,29 @@ impl Route {
             return route.circuit_open(wait);
         }
         let started = Instant::now();
-        // The vendor call's span, after OpenTelemetry's HTTP client conventions where they fit
-        // here: the adapter alone knows the URL, so it is not named (nor, then, any credential
-        // it could hold); the status is the one the adapter read.
+        // The vendor call's span, after OpenTelemetry's HTTP client conventions: the adapter
+        // alone knows where the request goes, so it records the destination fields itself
+        // (`herald_provider::http::record_destination`, which leaves credentials out); the
+        // status is the one the adapter read.
         let span = tracing::info_span!(
             "vendor call",
             otel.kind = "client",
             route = %route.name,
             provider = route.provider,
+            http.request.method = Empty,
+            server.address = Empty,
+            server.port = Empty,
+            url.full = Empty,
             http.response.status_code = Empty,
             result = Empty,
             stage = Empty,
         );
+        // A vendor that reads a `traceparent` is given this call's, where spans are exported.
+        let traced = crate::traces::context_of(&span).map(|own| Message {
+            trace_parent: Some(own.to_string()),
+            ..message.clone()
+        });
+        let message = traced.as_ref().unwrap_or(message);
         // A process that wakes from a freeze reads the answer that waits for it, which is
         // evidence even when its claim was lost meanwhile.
         let call = route

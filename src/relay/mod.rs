@@ -37,8 +37,8 @@ use uuid::Uuid;
 use policy::{Backoff, Failure};
 
 use crate::config::{Config, RelayConfig, SinkConfig};
-use crate::domain::CloudEvent;
 use crate::domain::cloudevent::Data;
+use crate::domain::{CloudEvent, TraceParent};
 use crate::store::{ClaimedEvent, OutboxEvent, Store};
 use herald_provider::excerpt;
 
@@ -75,6 +75,8 @@ pub struct Outgoing {
     /// The CloudEvent in structured mode, and its bytes.
     pub json: Value,
     pub body: Bytes,
+    /// Its `traceparent` extension, for a sink whose transport carries one of its own.
+    pub trace_parent: Option<TraceParent>,
 }
 
 impl Outgoing {
@@ -87,6 +89,7 @@ impl Outgoing {
             kind: kind.strip_prefix("dev.herald.").unwrap_or(kind),
             json,
             body,
+            trace_parent: event.trace_parent.clone(),
         }
     }
 }

@@ -44,14 +44,21 @@ impl WebhookSink {
             adapter,
             url: url.to_owned(),
         };
-        let probe = sink.message("probe", serde_json::json!({}));
+        let probe = sink.message("probe", serde_json::json!({}), None);
         sink.adapter
             .prepare(&probe, &ProviderKey::new("probe"))
             .map_err(|evidence| anyhow::anyhow!("{}", evidence.detail))?;
         Ok(sink)
     }
 
-    fn message(&self, id: &str, payload: serde_json::Value) -> Message {
+    /// The event as the adapter's message; the trace its extension names goes in W3C Trace
+    /// Context's `traceparent` header too, where HTTP tracing looks for it.
+    fn message(
+        &self,
+        id: &str,
+        payload: serde_json::Value,
+        trace_parent: Option<String>,
+    ) -> Message {
         Message {
             notification_id: id.to_owned(),
             channel: Channel::Webhook,
@@ -62,12 +69,14 @@ impl WebhookSink {
             payload: Some(payload),
             email: Default::default(),
             expires_at: None,
+            trace_parent,
         }
     }
 
     async fn post(&self, event: &Outgoing) -> Result<(), Failure> {
         let id = event.id.to_string();
-        let message = self.message(&id, event.json.clone());
+        let trace_parent = event.trace_parent.as_ref().map(|t| t.as_str().to_owned());
+        let message = self.message(&id, event.json.clone(), trace_parent);
         let key = ProviderKey::new(id);
         let request = self
             .adapter

@@ -68,6 +68,7 @@ async fn exchange_whole(request: RequestBuilder) -> Result<Answer, SendResult> {
             format!("cannot build the request: {}", error_chain(&err)),
         ))
     })?;
+    record_destination(request.method(), request.url(), UrlOwner::Vendor);
     let response = client
         .execute(request)
         .await
@@ -89,6 +90,43 @@ async fn exchange_whole(request: RequestBuilder) -> Result<Answer, SendResult> {
         headers,
         body,
     })
+}
+
+/// Whose URL a request goes to, which decides how much of it a trace may show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlOwner {
+    /// A vendor's API: its path names an operation, and may be shown.
+    Vendor,
+    /// The recipient's own (a webhook): its path may be the credential (a token in it).
+    Recipient,
+}
+
+/// Records where a request goes on the current span, after OpenTelemetry's HTTP client
+/// conventions: `http.request.method`, `server.address`, `server.port` and `url.full`. herald's
+/// vendor call span declares these fields; any other span ignores them. `url.full` leaves out
+/// whatever may be a credential: a user and password, the query and fragment (some vendors
+/// take a key or a signature there) and, for a [`UrlOwner::Recipient`], the path, in whose
+/// place it says `REDACTED`.
+pub fn record_destination(method: &reqwest::Method, url: &reqwest::Url, owner: UrlOwner) {
+    let span = tracing::Span::current();
+    let host = url.host_str().unwrap_or_default();
+    let port = url
+        .port()
+        .map(|port| format!(":{port}"))
+        .unwrap_or_default();
+    let path = match owner {
+        UrlOwner::Vendor => url.path(),
+        UrlOwner::Recipient => "/REDACTED",
+    };
+    span.record("http.request.method", method.as_str());
+    span.record("server.address", host);
+    if let Some(port) = url.port_or_known_default() {
+        span.record("server.port", port);
+    }
+    span.record(
+        "url.full",
+        format!("{}://{host}{port}{path}", url.scheme()).as_str(),
+    );
 }
 
 /// [`exchange`] for an outcome query, where every failure to get a readable answer proves the

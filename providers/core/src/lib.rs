@@ -119,6 +119,11 @@ pub struct Message {
         with = "time::serde::rfc3339::option"
     )]
     pub expires_at: Option<time::OffsetDateTime>,
+    /// The W3C `traceparent` of the call this send is part of, where there is one: an adapter
+    /// whose vendor reads one passes it on (the webhook adapter as the `traceparent` header).
+    /// It changes with every attempt, so it is never part of the stored request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
 }
 
 // The field docs below are also the API document's descriptions (feature `openapi`).

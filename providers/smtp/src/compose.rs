@@ -163,6 +163,7 @@ mod tests {
             payload: None,
             email: EmailOptions::default(),
             expires_at: None,
+            trace_parent: None,
         }
     }
 

@@ -86,6 +86,7 @@ pub fn message(channel: Channel, to: &str) -> Message {
         payload,
         email: EmailOptions::default(),
         expires_at: None,
+        trace_parent: None,
     }
 }
 

@@ -232,6 +232,7 @@ fn message() -> Message {
         payload: None,
         email: Default::default(),
         expires_at: None,
+        trace_parent: None,
     }
 }
 

@@ -7,8 +7,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use herald_provider::http::{
-    StatusRules, classify_failure_status, classify_transport_error, error_chain, no_answer_within,
-    retry_after,
+    StatusRules, UrlOwner, classify_failure_status, classify_transport_error, error_chain,
+    no_answer_within, record_destination, retry_after,
 };
 use herald_provider::timeout::{OUT_OF_THE_WAY, within};
 use herald_provider::{
@@ -16,7 +16,7 @@ use herald_provider::{
     Request, SendResult, excerpt,
 };
 use reqwest::header::{CONTENT_TYPE, HeaderValue, LOCATION};
-use reqwest::{Response, StatusCode, Url, redirect};
+use reqwest::{Method, Response, StatusCode, Url, redirect};
 use secrecy::SecretString;
 
 use crate::destination::{GuardedResolver, Refused, check_literal, find_refusal};
@@ -26,6 +26,8 @@ use crate::signature::{SecretError, SigningSecret, signature_header};
 pub const WEBHOOK_ID: &str = "webhook-id";
 pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
 pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
+/// W3C Trace Context's header, sent where the message carries a trace.
+pub const TRACEPARENT: &str = "traceparent";
 
 /// The spec recommends a request timeout "somewhere between 15 and 30s".
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -243,15 +245,26 @@ impl Adapter for WebhookAdapter {
             .map_or(0, |since| since.as_secs() as i64);
         // Signed here, over the stored bytes, so that the signed bytes are the sent bytes.
         let signature = signature_header(&self.secrets, id, timestamp, request.body.as_bytes());
+        record_destination(&Method::POST, &url, UrlOwner::Recipient);
         // Cut by `within`, which reads an answer that waits for a process woken from a freeze;
         // reqwest's own timer would fire first and lose it, so it is only a backstop.
-        let call = self
+        let mut call = self
             .http
             .post(url)
             .header(CONTENT_TYPE, self.content_type.clone())
             .header(WEBHOOK_ID, id)
             .header(WEBHOOK_TIMESTAMP, timestamp)
-            .header(WEBHOOK_SIGNATURE, signature)
+            .header(WEBHOOK_SIGNATURE, signature);
+        // The receiver joins the sender's trace (W3C Trace Context); a value that is no header
+        // is not herald's (it sends only ones it parsed), and is left out rather than fail.
+        if let Some(trace_parent) = message
+            .trace_parent
+            .as_deref()
+            .and_then(|value| HeaderValue::from_str(value).ok())
+        {
+            call = call.header(TRACEPARENT, trace_parent);
+        }
+        let call = call
             .body(request.body.clone())
             .timeout(OUT_OF_THE_WAY)
             .send();

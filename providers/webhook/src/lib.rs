@@ -13,6 +13,10 @@
 //! - `webhook-signature`: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, one per
 //!   configured `whsec_` secret, space-separated, so a receiver can rotate ([`signature`]).
 //!
+//! and, where the message carries one, W3C Trace Context's `traceparent`: the context of
+//! herald's vendor call where herald exports traces, else the one the notification was enqueued
+//! in, so the receiver's own trace joins the sender's.
+//!
 //! Redirects are not followed, and no proxy is used. Unless the route allows private networks,
 //! loopback, private, link-local (including 169.254.169.254), CGNAT, multicast, broadcast and
 //! unspecified addresses are refused before any connection, checked on the very addresses

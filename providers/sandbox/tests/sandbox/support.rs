@@ -75,5 +75,6 @@ pub fn message() -> Message {
         payload: None,
         email: Default::default(),
         expires_at: None,
+        trace_parent: None,
     }
 }

@@ -25,6 +25,7 @@ pub fn email(notification_id: &str) -> Message {
         payload: None,
         email: Default::default(),
         expires_at: None,
+        trace_parent: None,
     }
 }
 

@@ -79,6 +79,7 @@ pub fn message(to: impl Into<String>) -> Message {
         payload: Some(serde_json::from_str(PAYLOAD).expect("the fixture is JSON")),
         email: Default::default(),
         expires_at: None,
+        trace_parent: None,
     }
 }
 
