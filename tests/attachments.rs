@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use support::{
-    ACME, Backend, TestApp, drain, email, eventually, problem, spawn_app, spawn_app_with,
+    ACME, Backend, TestApp, drain, email, eventually, problem, results, spawn_app, spawn_app_with,
     spawn_stepped,
 };
 
@@ -25,6 +25,7 @@ on_both_backends!(
     a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the_last_of_them,
     bad_attachments_are_refused_by_field_and_store_nothing,
     a_file_gone_from_the_store_fails_the_send_without_a_call,
+    a_file_gone_before_a_replay_leaves_the_first_send_unknown_without_another_call,
 );
 
 /// Bytes that are not UTF-8 and span several base64 lines.
@@ -105,13 +106,7 @@ email = "vendor"
     .await;
 
     assert_eq!(n["certainty"], "known");
-    let results: Vec<&str> = n["attempts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["result"].as_str().unwrap())
-        .collect();
-    assert_eq!(results, ["ambiguous", "accepted"], "{n:#}");
+    assert_eq!(results(&n), ["ambiguous", "accepted"], "{n:#}");
     // The API shows what each attachment is, never its content.
     assert_eq!(
         n["attachments"],
@@ -384,4 +379,65 @@ async fn bad_attachments_are_refused_by_field_and_store_nothing(backend: Backend
 
     assert_eq!(app.db.count("notifications").await, 1);
     assert_eq!(app.db.count("attachments").await, 1);
+}
+
+async fn a_file_gone_before_a_replay_leaves_the_first_send_unknown_without_another_call(
+    backend: Backend,
+) {
+    // The vendor takes the first send and its answer is lost: only a replay of the very same
+    // request, files and all, could settle it. The first replay is refused with 429 and
+    // `Retry-After: 1`, so the next waits at least that long.
+    let vendor = herald_sandbox::spawn(herald_sandbox::SandboxConfig {
+        profile: herald_sandbox::Profile::Idempotent,
+        faults: herald_sandbox::parse_faults("accept_then_drop:nth=1,rate_limited:nth=2").unwrap(),
+        ..herald_sandbox::SandboxConfig::default()
+    })
+    .await
+    .expect("the sandbox vendor starts");
+    let config = format!(
+        "[dispatch]\nretry_base_ms = 100\n\n\
+         [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\n\
+         timeout_seconds = 2\n\n[channels]\nemail = \"vendor\"\n",
+        vendor.base_url()
+    );
+    let Some((app, dispatcher)) = spawn_stepped(backend, &config).await else {
+        return;
+    };
+    let id = app
+        .enqueue_id(
+            "gone-before-replay",
+            &with_attachments(
+                "ada@example.com",
+                json!([attachment("a.pdf", "application/pdf", &pdf(100))]),
+            ),
+        )
+        .await;
+    // The first send and the refused replay only: the next replay falls due later.
+    dispatcher.drain(Duration::ZERO).await.unwrap();
+    let n = app.show(&id).await;
+    assert_eq!(results(&n), ["ambiguous", "rejected"], "{n:#}");
+    app.db.execute("DELETE FROM notification_attachments").await;
+    app.db.execute("DELETE FROM attachments").await;
+    // Another process replays it: this one's cache still holds the content, which is the same
+    // by its hash, and would send it.
+    drop(dispatcher);
+    let (app, dispatcher) = app.restart_stepped(&config).await;
+
+    drain(&dispatcher).await;
+
+    // A request without its file would be another request: none is sent, and what became of
+    // the first is for a person to settle.
+    let n = app.show(&id).await;
+    assert_eq!(
+        (&n["state"], &n["certainty"]),
+        (&json!("unknown"), &json!("unknown")),
+        "{n:#}"
+    );
+    assert_eq!(results(&n), ["ambiguous", "rejected"], "{n:#}");
+    let why = &n["attempts"][0]["evidence"]["look_up"]["findings"]["cannot_send_again"];
+    assert!(why["detail"].as_str().unwrap().contains("`a.pdf`"), "{n:#}");
+    assert_eq!(n["review"]["reason"], "unknown", "{n:#}");
+    let ledger = vendor.client().unwrap().ledger().await.unwrap();
+    assert_eq!(ledger.requests, 2, "no request after the file was gone");
+    assert_eq!(ledger.deliveries_of(&id), 1);
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use herald::dispatch::Dispatcher;
-use support::{ACME, Backend, TestApp, TestDb, build_app, eventually, spawn_stepped};
+use support::{ACME, Backend, TestApp, TestDb, build_app, eventually, results, spawn_stepped};
 
 on_both_backends!(
     a_look_alike_never_settles_a_send_the_vendor_did_not_make,
@@ -57,15 +57,6 @@ fn ending(n: &Value) -> (String, String) {
         n["state"].as_str().unwrap_or_default().to_owned(),
         n["certainty"].as_str().unwrap_or("-").to_owned(),
     )
-}
-
-fn results(n: &Value) -> Vec<String> {
-    n["attempts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["result"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Pairs of SMS notifications with the same text to the same number, through a Twilio whose

@@ -18,7 +18,7 @@ use herald::domain::{
 use herald::review::{Ask, Outcome};
 use herald::store::NewResolution;
 use herald::store::{Claim, ClaimMode, Recorded, RouteSlot};
-use support::{ACME_REVIEWER, Backend, TestApp, email, spawn_stepped};
+use support::{ACME_REVIEWER, Backend, TestApp, email, results, spawn_stepped};
 
 on_both_backends!(
     every_fault_ends_where_the_contract_says,
@@ -113,15 +113,6 @@ impl Rig {
             .expect("ledger")
             .deliveries_of(id)
     }
-}
-
-fn results(n: &Value) -> Vec<String> {
-    n["attempts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["result"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 struct Case {

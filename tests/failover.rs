@@ -12,11 +12,12 @@ use herald_sandbox::{FaultRule, Ledger, Profile, SandboxClient, SandboxConfig, S
 use serde_json::{Value, json};
 
 use herald::dispatch::Dispatcher;
-use support::{ACME, Backend, TestApp, email, spawn_stepped};
+use support::{ACME, ACME_ADMIN, Backend, TestApp, email, spawn_stepped};
 
 on_both_backends!(
     a_primary_that_refuses_before_processing_hands_everything_to_its_fallback,
     an_idempotent_primary_settles_a_dropped_answer_by_replay_without_failing_over,
+    a_replay_waits_out_a_pause_to_the_fallback_and_never_fails_over,
     an_ambiguous_plain_primary_fails_over_only_under_at_least_once,
     the_circuit_opens_keeps_new_work_off_the_primary_and_a_probe_closes_it,
 );
@@ -245,6 +246,65 @@ async fn an_idempotent_primary_settles_a_dropped_answer_by_replay_without_failin
     assert_eq!(rig.primary.ledger().await.deliveries_of(&id), 1);
     let backup = rig.backup.ledger().await;
     assert_eq!(backup.requests, 0, "the fallback was never called");
+}
+
+/// An operator sends the primary's work to its fallback while a send there awaits its replay:
+/// the replay asks the primary about the message it already has, which the fallback cannot
+/// answer, so it waits for the resume rather than spend an attempt or fail over.
+async fn a_replay_waits_out_a_pause_to_the_fallback_and_never_fails_over(backend: Backend) {
+    // The first send's answer is lost and the first replay refused with 429 and `Retry-After:
+    // 1`: the next replay waits at least that long.
+    let faults = "accept_then_drop:nth=1,rate_limited:nth=2";
+    let Some(rig) = rig(backend, (Profile::Idempotent, faults), NO_CIRCUIT).await else {
+        return;
+    };
+    let id = rig.enqueue("paused-replay", None).await;
+    rig.dispatcher.drain(Duration::ZERO).await.unwrap();
+    let before = ["primary:ambiguous", "primary:rejected"];
+    assert_eq!(attempts(&rig.show(&id).await), before);
+    let pause = json!({"note": "vendor incident", "to_fallback": true});
+    let paused = rig
+        .app
+        .post_json(ACME_ADMIN, "/v1/routes/primary/pause", &pause)
+        .await;
+    assert_eq!(paused.status(), 200, "{}", paused.text().await.unwrap());
+    // The replay falls due, and is held at every step while the pause stands.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rig.dispatcher.drain(Duration::ZERO).await.unwrap();
+    rig.dispatcher.drain(Duration::ZERO).await.unwrap();
+    let n = rig.show(&id).await;
+    assert_eq!(attempts(&n), before, "{n}");
+    assert_eq!(n["route"], "primary");
+    assert_eq!(
+        rig.primary.ledger().await.requests,
+        2,
+        "no replay while paused"
+    );
+    assert_eq!(rig.backup.ledger().await.requests, 0, "no failover");
+
+    let resumed = rig
+        .app
+        .post_json(
+            ACME_ADMIN,
+            "/v1/routes/primary/resume",
+            &json!({"note": "over"}),
+        )
+        .await;
+    assert_eq!(resumed.status(), 200, "{}", resumed.text().await.unwrap());
+    rig.drain().await;
+    let n = rig.show(&id).await;
+    assert_eq!(ending(&n), "delivered/known", "{n}");
+    assert_eq!(
+        attempts(&n),
+        ["primary:ambiguous", "primary:rejected", "primary:accepted"]
+    );
+    assert_eq!(n["attempts"][0]["settled_by"], "idempotent_replay");
+    assert_eq!(rig.primary.ledger().await.deliveries_of(&id), 1);
+    assert_eq!(
+        rig.backup.ledger().await.requests,
+        0,
+        "the fallback was never called"
+    );
 }
 
 async fn an_ambiguous_plain_primary_fails_over_only_under_at_least_once(backend: Backend) {

@@ -199,6 +199,8 @@ impl Dispatcher {
     pub async fn drain(&self, horizon: Duration) -> anyhow::Result<()> {
         let worker = self.worker();
         loop {
+            // The operators' pauses, as `run`'s reader keeps them, read at every step.
+            self.routes.set_paused(&self.store.route_pauses().await?);
             let now = OffsetDateTime::now_utc();
             let slots = self.routes.slots(self.settings.lease);
             let claims = match slots.is_empty() {

@@ -557,6 +557,16 @@ pub async fn plain_vendor(faults: &str) -> herald_sandbox::SandboxHandle {
     .expect("the sandbox vendor starts")
 }
 
+/// Each attempt's result, oldest first, from a notification as the API shows it.
+pub fn results(n: &Value) -> Vec<String> {
+    n["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["result"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// A notification body that passes validation.
 pub fn email(to: &str) -> Value {
     json!({
