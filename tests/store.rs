@@ -34,6 +34,7 @@ on_both_backends!(
     a_new_key_creates_a_replay_answers_again_and_another_body_is_refused,
     concurrent_accepts_of_one_key_create_one_notification,
     a_batch_answers_each_item_in_order_and_commits_together,
+    a_key_twice_in_one_batch_is_created_once_and_a_large_batch_whole,
     a_claim_takes_due_work_on_the_given_routes_up_to_its_limit,
     a_claim_fixes_the_provider_request_once,
     a_row_a_claim_cannot_read_is_set_aside_and_the_rest_are_claimed,
@@ -142,6 +143,15 @@ fn accept_of(key: &str, n: Notification, hash: u8) -> NewAccept {
         notification: n,
         files: Vec::new(),
     }
+}
+
+/// The tenant's notifications, up to 100.
+async fn listed_of(store: &dyn Store, tenant: &str) -> Vec<herald::store::NotificationDetail> {
+    let all = ListFilter {
+        limit: 100,
+        ..ListFilter::default()
+    };
+    store.list(tenant, &all).await.unwrap()
 }
 
 /// Accepts one notification under its own key and returns it.
@@ -288,17 +298,7 @@ async fn concurrent_accepts_of_one_key_create_one_notification(backend: Backend)
         }
     }
     assert_eq!(created, 1);
-    let listed = rig
-        .store
-        .list(
-            "acme",
-            &ListFilter {
-                limit: 100,
-                ..ListFilter::default()
-            },
-        )
-        .await
-        .unwrap();
+    let listed = listed_of(&*rig.store, "acme").await;
     assert_eq!(listed.len(), 1);
 }
 
@@ -323,18 +323,57 @@ async fn a_batch_answers_each_item_in_order_and_commits_together(backend: Backen
     assert!(matches!(outcomes[1], AcceptOutcome::Replayed { .. }));
     assert!(matches!(outcomes[2], AcceptOutcome::Created));
     assert_eq!(outcomes[3], AcceptOutcome::KeyReused);
-    let listed = rig
-        .store
-        .list(
-            "acme",
-            &ListFilter {
-                limit: 100,
-                ..ListFilter::default()
-            },
-        )
-        .await
-        .unwrap();
+    let listed = listed_of(&*rig.store, "acme").await;
     assert_eq!(listed.len(), 3);
+}
+
+/// A batch is written a few statements per table: the first item with a key creates, a later
+/// one with the same key is its replay (or a reuse), and a batch larger than one statement's
+/// rows is answered whole, in order.
+async fn a_key_twice_in_one_batch_is_created_once_and_a_large_batch_whole(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let twice = vec![
+        accept_of("twice", notification("acme", "sms", "+1", "a", now()), 1),
+        accept_of("once", notification("acme", "sms", "+1", "b", now()), 1),
+        accept_of("twice", notification("acme", "sms", "+1", "a", now()), 1),
+        accept_of("twice", notification("acme", "sms", "+1", "c", now()), 9),
+        accept_of("twice", notification("globex", "sms", "+1", "a", now()), 1),
+    ];
+    let outcomes = rig.store.accept(&twice).await.unwrap();
+    assert_eq!(outcomes[0], AcceptOutcome::Created);
+    assert_eq!(outcomes[1], AcceptOutcome::Created);
+    assert_eq!(
+        outcomes[2],
+        AcceptOutcome::Replayed {
+            status: 202,
+            body: twice[0].response.clone()
+        },
+        "the first item's answer"
+    );
+    assert_eq!(outcomes[3], AcceptOutcome::KeyReused);
+    assert_eq!(outcomes[4], AcceptOutcome::Created, "another tenant's key");
+    let listed = listed_of(&*rig.store, "acme").await;
+    assert_eq!(listed.len(), 2, "one notification per key");
+
+    let large: Vec<NewAccept> = (0..301)
+        .map(|i| {
+            let n = notification("acme", "sms", "+1", &format!("large-{i}"), now());
+            accept_of(&format!("large-{i}"), n, 1)
+        })
+        .collect();
+    let outcomes = rig.store.accept(&large).await.unwrap();
+    assert!(outcomes.iter().all(|o| *o == AcceptOutcome::Created));
+    assert_eq!(outcomes.len(), 301);
+    let again = rig.store.accept(&large).await.unwrap();
+    for (item, outcome) in large.iter().zip(&again) {
+        let answer = AcceptOutcome::Replayed {
+            status: 202,
+            body: item.response.clone(),
+        };
+        assert_eq!(*outcome, answer, "each item is answered its own");
+    }
 }
 
 async fn a_claim_takes_due_work_on_the_given_routes_up_to_its_limit(backend: Backend) {

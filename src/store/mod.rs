@@ -8,6 +8,7 @@
 mod claims;
 mod evidence;
 mod group;
+mod many;
 mod outbox;
 mod postgres;
 mod previews;

@@ -7,6 +7,7 @@ use sqlx::FromRow;
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::many::Rows;
 use super::seam::{Arg, Conn, Dialect};
 use super::{
     AcceptOutcome, ClaimedEvent, EventType, OutboxEvent, StoreError, StoreResult, Timestamp,
@@ -62,9 +63,15 @@ macro_rules! resolution_columns {
 }
 pub(super) use resolution_columns;
 
-const INSERT_EVENT: &str =
+/// Outbox events, as many as a statement is given.
+static INSERT_EVENTS: Rows = Rows::new(
     "INSERT INTO outbox (id, tenant, notification_id, type, data, created_at, traceparent)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+     VALUES ",
+    "($1, $2, $3, $4, $5, $6, $7)",
+    7,
+    "",
+);
+
 /// Every attempt of notification `id`, oldest first.
 pub(super) async fn attempts_of<D: Dialect>(
     conn: &mut impl Conn,
@@ -77,20 +84,24 @@ pub(super) async fn attempts_of<D: Dialect>(
 }
 
 pub(super) async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<()> {
-    conn.execute(
-        INSERT_EVENT,
-        vec![
-            Arg::from(event.id),
-            Arg::from(&event.tenant),
-            Arg::from(event.notification_id),
-            Arg::from(event.event_type.as_str()),
-            Arg::json(&event.data),
-            Arg::from(event.created_at),
-            Arg::from(event.trace_parent.as_ref().map(TraceParent::as_str)),
-        ],
-    )
-    .await?;
-    Ok(())
+    insert_events(conn, std::slice::from_ref(event)).await
+}
+
+/// Outbox events, a few statements for all of them.
+pub(super) async fn insert_events(conn: &mut impl Conn, events: &[OutboxEvent]) -> StoreResult<()> {
+    INSERT_EVENTS
+        .execute(conn, events, |event, args| {
+            args.extend([
+                Arg::from(event.id),
+                Arg::from(&event.tenant),
+                Arg::from(event.notification_id),
+                Arg::from(event.event_type.as_str()),
+                Arg::json(&event.data),
+                Arg::from(event.created_at),
+                Arg::from(event.trace_parent.as_ref().map(TraceParent::as_str)),
+            ])
+        })
+        .await
 }
 
 pub(super) fn rows_into<R, T>(rows: Vec<R>) -> StoreResult<Vec<T>>
@@ -353,6 +364,15 @@ impl TryFrom<EventRow> for ClaimedEvent {
     }
 }
 
+/// An idempotency key as it stands, named.
+#[derive(FromRow)]
+pub(super) struct KeyRow {
+    pub(super) tenant: String,
+    pub(super) key: String,
+    #[sqlx(flatten)]
+    pub(super) held: IdempotencyRow,
+}
+
 #[derive(FromRow)]
 pub(super) struct IdempotencyRow {
     pub(super) request_hash: Vec<u8>,
@@ -362,11 +382,11 @@ pub(super) struct IdempotencyRow {
 
 impl IdempotencyRow {
     /// A key found already taken: the same request is a replay, another one a reuse.
-    pub(super) fn outcome_for(self, request_hash: &[u8]) -> AcceptOutcome {
+    pub(super) fn outcome_for(&self, request_hash: &[u8]) -> AcceptOutcome {
         if self.request_hash == request_hash {
             AcceptOutcome::Replayed {
                 status: u16::try_from(self.response_status).unwrap_or(500),
-                body: self.response_body.0,
+                body: self.response_body.0.clone(),
             }
         } else {
             AcceptOutcome::KeyReused

@@ -5,7 +5,7 @@
 //! in [`super::seam`]; a statement that is the same text in both dialects lives with its area,
 //! one that differs in each [`Dialect`]'s tables.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,10 +14,11 @@ use sqlx::types::Json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::many::Rows;
 use super::receipts::ReceiptWithOwner;
 use super::rows::{
-    AttemptWithOwner, ClaimedRow, IdempotencyRow, NotificationRow, ResolutionWithOwner, corrupt,
-    insert_event,
+    AttemptWithOwner, ClaimedRow, IdempotencyRow, KeyRow, NotificationRow, ResolutionWithOwner,
+    corrupt, insert_event, insert_events,
 };
 use super::rows::{claimed_columns, notification_columns};
 use super::seam::{ACCEPT_TRIES, Arg, Conn, Dialect, SqlStore, args};
@@ -39,12 +40,6 @@ const FIND: &str = concat!(
     claimed_columns!(),
     " FROM notifications WHERE tenant = $1 AND id = $2"
 );
-const CLAIM_KEY: &str = "INSERT INTO idempotency_keys
-         (tenant, key, request_hash, response_status, response_body, notification_id, created_at)
-     VALUES ($1, $2, $3, 202, $4, $5, $6)
-     ON CONFLICT (tenant, key) DO NOTHING";
-const FIND_KEY: &str = "SELECT request_hash, response_status, response_body
-     FROM idempotency_keys WHERE tenant = $1 AND key = $2";
 /// `queued` → `cancelled` for the tenant's (`$1`) notifications that `$filter` names, at `$3`:
 /// the rows as they now stand. A claimed notification is `sending`, so a cancellation never
 /// races a send it could not stop.
@@ -68,11 +63,35 @@ macro_rules! by_idempotency_key {
     };
 }
 
-const INSERT_NOTIFICATION: &str = "INSERT INTO notifications
+/// New notifications, as many as a statement is given.
+static INSERT_NOTIFICATIONS: Rows = Rows::new(
+    "INSERT INTO notifications
          (id, tenant, channel, recipient, route, delivery, content, metadata, state,
           send_at, due_at, created_at, updated_at, cancellation_key, expires_at, category,
           traceparent)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16)";
+     VALUES ",
+    "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16)",
+    16,
+    "",
+);
+/// Idempotency keys, each claimed for its notification unless taken: the ids of the
+/// notifications whose keys this statement inserted.
+static CLAIM_KEYS: Rows = Rows::new(
+    "INSERT INTO idempotency_keys
+         (tenant, key, request_hash, response_status, response_body, notification_id, created_at)
+     VALUES ",
+    "($1, $2, $3, 202, $4, $5, $6)",
+    6,
+    " ON CONFLICT (tenant, key) DO NOTHING RETURNING notification_id",
+);
+/// Idempotency keys as they stand, by tenant and key.
+static FIND_KEYS: Rows = Rows::new(
+    "SELECT tenant, key, request_hash, response_status, response_body
+     FROM idempotency_keys WHERE (tenant, key) IN (VALUES ",
+    "($1, $2)",
+    2,
+    ")",
+);
 
 impl<D: Dialect> SqlStore<D> {
     async fn find(&self, tenant: &str, id: NotificationId) -> StoreResult<ClaimedRow> {
@@ -151,52 +170,82 @@ impl<D: Dialect> SqlStore<D> {
 
     async fn try_accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
         let mut tx = self.0.begin().await?;
-        let mut outcomes = Vec::with_capacity(items.len());
+        let mut outcomes: Vec<Option<AcceptOutcome>> = items.iter().map(|_| None).collect();
         // A batch to many recipients often carries one file: it is written once.
         let mut written = HashSet::new();
-        for item in items {
-            let n = &item.notification;
-            // The unique key decides who created the notification, not a prior read: on
-            // PostgreSQL the insert waits for a concurrent transaction holding the same key and
-            // then does nothing if it committed; on SQLite the one writer has already committed.
-            // So a request never meets its key "in progress": it waits for the first and is
-            // answered as its replay.
-            let outcome = loop {
-                let claimed = tx
-                    .execute(
-                        CLAIM_KEY,
-                        vec![
-                            Arg::from(&n.tenant),
-                            Arg::from(item.key.as_str()),
-                            Arg::Bytes(item.request_hash.clone()),
-                            Arg::json(&item.response),
-                            Arg::from(n.id),
-                            Arg::from(n.created_at),
-                        ],
-                    )
-                    .await?
-                    == 1;
-                if claimed {
-                    insert_notification(&mut *tx, n).await?;
-                    let new: Vec<&File> = item
-                        .files
-                        .iter()
-                        .filter(|file| written.insert(file.sha256.as_str()))
-                        .collect();
-                    store_files(&mut *tx, n, &new).await?;
-                    break AcceptOutcome::Created;
-                }
-                let existing: Option<IdempotencyRow> = tx
-                    .fetch_optional(FIND_KEY, args![&n.tenant, item.key.as_str()])
-                    .await?;
-                // Gone between the two statements: its window ended and retention swept it,
-                // so the key is free again.
-                if let Some(row) = existing {
-                    break row.outcome_for(&item.request_hash);
-                }
-            };
-            outcomes.push(outcome);
+        // The unique key decides who created a notification, not a prior read: on PostgreSQL
+        // the insert waits for a concurrent transaction holding the same key and then does
+        // nothing if it committed; on SQLite the one writer has already committed. So a
+        // request never meets its key "in progress": it waits for the first and is answered
+        // as its replay. The whole group is written a few statements per table.
+        let mut pending: Vec<usize> = (0..items.len()).collect();
+        while !pending.is_empty() {
+            let asked: Vec<&NewAccept> = pending.iter().map(|&i| &items[i]).collect();
+            let created: Vec<(Uuid,)> = CLAIM_KEYS
+                .fetch_all(&mut *tx, &asked, |item, args| {
+                    let n = &item.notification;
+                    args.extend([
+                        Arg::from(&n.tenant),
+                        Arg::from(item.key.as_str()),
+                        Arg::Bytes(item.request_hash.clone()),
+                        Arg::json(&item.response),
+                        Arg::from(n.id),
+                        Arg::from(n.created_at),
+                    ])
+                })
+                .await?;
+            let created: HashSet<Uuid> = created.into_iter().map(|(id,)| id).collect();
+            // An item whose key another request holds, or an earlier item of this group.
+            let (new, taken): (Vec<usize>, Vec<usize>) = pending
+                .iter()
+                .partition(|&&i| created.contains(&items[i].notification.id.as_uuid()));
+            let notifications: Vec<&Notification> =
+                new.iter().map(|&i| &items[i].notification).collect();
+            insert_notifications(&mut *tx, &notifications).await?;
+            for &i in &new {
+                let item = &items[i];
+                let files: Vec<&File> = item
+                    .files
+                    .iter()
+                    .filter(|file| written.insert(file.sha256.as_str()))
+                    .collect();
+                store_files(&mut *tx, &item.notification, &files).await?;
+                outcomes[i] = Some(AcceptOutcome::Created);
+            }
+            let taken_keys: Vec<(&str, &str)> = taken
+                .iter()
+                .map(|&i| (items[i].notification.tenant.as_str(), items[i].key.as_str()))
+                .collect();
+            let found: Vec<KeyRow> = FIND_KEYS
+                .fetch_all(&mut *tx, &taken_keys, |(tenant, key), args| {
+                    args.extend([Arg::from(*tenant), Arg::from(*key)])
+                })
+                .await?;
+            let found: HashMap<(String, String), IdempotencyRow> = found
+                .into_iter()
+                .map(|row| ((row.tenant, row.key), row.held))
+                .collect();
+            // A key gone between the two statements (its window ended and retention swept
+            // it) is free again: that item claims it on the next round.
+            pending = taken
+                .into_iter()
+                .filter(|&i| {
+                    let item = &items[i];
+                    let key = (
+                        item.notification.tenant.clone(),
+                        item.key.as_str().to_owned(),
+                    );
+                    match found.get(&key) {
+                        Some(row) => {
+                            outcomes[i] = Some(row.outcome_for(&item.request_hash));
+                            false
+                        }
+                        None => true,
+                    }
+                })
+                .collect();
         }
+        let outcomes: Vec<AcceptOutcome> = outcomes.into_iter().flatten().collect();
         if outcomes.contains(&AcceptOutcome::Created) {
             D::wake_others(&mut tx).await?;
         }
@@ -238,9 +287,8 @@ impl<D: Dialect> SqlStore<D> {
                 InboxOutcome::Duplicate(ids.0.into_iter().map(NotificationId::from_uuid).collect())
             }));
         }
-        for n in &event.notifications {
-            insert_notification(&mut *tx, n).await?;
-        }
+        let notifications: Vec<&Notification> = event.notifications.iter().collect();
+        insert_notifications(&mut *tx, &notifications).await?;
         if !event.notifications.is_empty() {
             D::wake_others(&mut tx).await?;
         }
@@ -307,35 +355,35 @@ impl<D: Dialect> SqlStore<D> {
     }
 }
 
-/// A new `queued` notification with its `accepted` event.
-async fn insert_notification(conn: &mut impl Conn, n: &Notification) -> StoreResult<()> {
-    conn.execute(
-        INSERT_NOTIFICATION,
-        vec![
-            Arg::from(n.id),
-            Arg::from(&n.tenant),
-            Arg::from(n.channel.as_str()),
-            Arg::from(&n.to),
-            Arg::from(&n.route),
-            Arg::from(n.delivery.as_str()),
-            Arg::json(&n.content),
-            Arg::json(&n.metadata),
-            Arg::from(n.state.as_str()),
-            Arg::from(n.send_at),
-            Arg::from(n.next_attempt_at.unwrap_or(n.created_at)),
-            Arg::from(n.created_at),
-            Arg::from(n.cancellation_key.as_deref()),
-            Arg::from(n.expires_at),
-            Arg::from(n.category.as_deref()),
-            Arg::from(n.trace_parent.as_ref().map(|t| t.as_str())),
-        ],
-    )
-    .await?;
-    insert_event(
-        conn,
-        &OutboxEvent::for_notification(n, EventType::Accepted, n.created_at),
-    )
-    .await
+/// New `queued` notifications with their `accepted` events.
+async fn insert_notifications(conn: &mut impl Conn, ns: &[&Notification]) -> StoreResult<()> {
+    INSERT_NOTIFICATIONS
+        .execute(conn, ns, |n, args| {
+            args.extend([
+                Arg::from(n.id),
+                Arg::from(&n.tenant),
+                Arg::from(n.channel.as_str()),
+                Arg::from(&n.to),
+                Arg::from(&n.route),
+                Arg::from(n.delivery.as_str()),
+                Arg::json(&n.content),
+                Arg::json(&n.metadata),
+                Arg::from(n.state.as_str()),
+                Arg::from(n.send_at),
+                Arg::from(n.next_attempt_at.unwrap_or(n.created_at)),
+                Arg::from(n.created_at),
+                Arg::from(n.cancellation_key.as_deref()),
+                Arg::from(n.expires_at),
+                Arg::from(n.category.as_deref()),
+                Arg::from(n.trace_parent.as_ref().map(|t| t.as_str())),
+            ])
+        })
+        .await?;
+    let events: Vec<OutboxEvent> = ns
+        .iter()
+        .map(|n| OutboxEvent::for_notification(n, EventType::Accepted, n.created_at))
+        .collect();
+    insert_events(conn, &events).await
 }
 
 /// The attachment contents of a new notification not yet written in this transaction, and the
