@@ -81,7 +81,7 @@ impl Children<'_> {
             let spans = sink.spans.load(Ordering::Relaxed);
             json!({
                 "spans": spans,
-                "spans_per_notification": (spans as f64 / stored.max(1) as f64 * 10.0).round() / 10.0,
+                "spans_per_notification": per(spans as f64, stored),
             })
         })
     }
@@ -102,7 +102,10 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
     let mut api = Server::herald(&url, "api", false, Some(&vendor.base), children).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_rss = api.rss_kib("VmRSS");
+    let api_only = std::slice::from_ref(&api);
+    let started = statements(&client, api_only).await?;
     let single = drive(&client, &api, "single enqueue", n, args.concurrency, 1).await?;
+    let after_single = statements(&client, api_only).await?;
     let batch = drive(
         &client,
         &api,
@@ -112,6 +115,7 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
         args.batch_size,
     )
     .await?;
+    let after_batch = statements(&client, std::slice::from_ref(&api)).await?;
     let api_peak = api.rss_kib("VmHWM");
     api.stop().await;
 
@@ -122,6 +126,7 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
     }
     // The first processes deliver while the others start: the rate counts from when all run.
     let drain = wait_delivered(&client, &workers, "drain", 2 * n, 0).await?;
+    let drained = statements(&client, &workers).await?;
     // A share of what herald sustains end to end: the slower of accepting and delivering.
     let rate = (single.per_second.min(drain) * args.latency_share).max(1.0);
     let latency = offered_load(&client, &workers, rate, args.latency_seconds).await?;
@@ -154,6 +159,12 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
             "batch": batch.request_ms(),
         },
         "delivered_per_second": drain.round(),
+        // Round trips to the database (BEGIN and COMMIT not counted), periodic reads included.
+        "statements_per_notification": {
+            "single": per(after_single - started, n),
+            "batch": per(after_batch - after_single, n),
+            "delivered": per(drained, 2 * n),
+        },
         "delivered_by_process": delivered_by_process,
         "latency_accept_to_delivered_ms": {
             "offered_per_second": rate.round(),
@@ -633,6 +644,25 @@ async fn wait_delivered(
 
 /// The notifications these processes have finished as delivered, from their own metrics.
 async fn delivered(client: &reqwest::Client, servers: &[Server]) -> anyhow::Result<usize> {
+    let delivered = |line: &str| {
+        line.starts_with("herald_notifications_finished_total{")
+            && line.contains("state=\"delivered\"")
+    };
+    Ok(metric_sum(client, servers, delivered).await? as usize)
+}
+
+/// The statements the processes have sent to the database so far.
+async fn statements(client: &reqwest::Client, servers: &[Server]) -> anyhow::Result<f64> {
+    let statements = |line: &str| line.starts_with("herald_store_statements_total ");
+    metric_sum(client, servers, statements).await
+}
+
+/// The sum, over the processes, of the `/metrics` samples whose lines `pick` takes.
+async fn metric_sum(
+    client: &reqwest::Client,
+    servers: &[Server],
+    pick: impl Fn(&str) -> bool,
+) -> anyhow::Result<f64> {
     let mut total = 0.0;
     for server in servers {
         let text = client
@@ -643,14 +673,16 @@ async fn delivered(client: &reqwest::Client, servers: &[Server]) -> anyhow::Resu
             .await?;
         total += text
             .lines()
-            .filter(|line| {
-                line.starts_with("herald_notifications_finished_total{")
-                    && line.contains("state=\"delivered\"")
-            })
+            .filter(|line| pick(line))
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>();
     }
-    Ok(total as usize)
+    Ok(total)
+}
+
+/// `count` over `notifications`, to one decimal.
+fn per(count: f64, notifications: usize) -> f64 {
+    (count / notifications.max(1) as f64 * 10.0).round() / 10.0
 }
 
 /// Accept → delivered times of the notifications enqueued in the latency phase.

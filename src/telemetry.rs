@@ -95,7 +95,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 29] = [
+pub const FAMILIES: [(&str, Kind, &str); 30] = [
     (
         "herald_http_requests_total",
         Kind::Counter,
@@ -145,6 +145,11 @@ pub const FAMILIES: [(&str, Kind, &str); 29] = [
         "herald_unreadable_notifications_total",
         Kind::Counter,
         "Due notifications a claim could not read (a stored value this build cannot decode); each is set aside for an hour, logged at ERROR with its id, and delivery goes on for the rest.",
+    ),
+    (
+        "herald_store_statements_total",
+        Kind::Counter,
+        "Statements this process sent to its database, BEGIN and COMMIT not counted: what enqueues and deliveries cost in round trips (herald bench reports them per notification).",
     ),
     (
         "herald_send_seconds",
@@ -278,6 +283,7 @@ pub fn preregister(config: &Config, routing: &Routing, takes_callbacks: impl Fn(
         "herald_idempotency_replays_total",
         "herald_inbox_duplicates_total",
         "herald_unreadable_notifications_total",
+        "herald_store_statements_total",
     ] {
         metrics::counter!(name).increment(0);
     }

@@ -3,6 +3,7 @@
 //! later evidence held against it), a requery's record in review, and the look-alikes a
 //! look-up must not attribute twice.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -12,9 +13,10 @@ use time::OffsetDateTime;
 use tracing::field::Empty;
 use uuid::Uuid;
 
+use super::many::Rows;
 use super::rows::{
     AttemptRow, AttemptWithOwner, ClaimedRow, NotificationRow, SETTLE, SiblingRow, insert_event,
-    rows_into,
+    insert_events, rows_into,
 };
 use super::rows::{attempt_columns, claimed_columns, look_alike_columns, notification_columns};
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
@@ -23,7 +25,8 @@ use super::{
     StoreResult, Timestamp,
 };
 use crate::domain::{
-    Attempt, AttemptResult, Certainty, Decision, Next, Notification, Sibling, State,
+    Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Next, Notification,
+    NotificationId, Sibling, State,
 };
 use herald_provider::Request;
 
@@ -65,6 +68,41 @@ const RECORD: &str = concat!(
      WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
      RETURNING ",
     notification_columns!()
+);
+/// [`RECORD`] for many plain records at once (no failover, nothing withdrawn): each row
+/// `(id, generation, state, certainty, due_at, finished_at, now)`, each fenced by its own
+/// claim. The `VALUES` columns are named apart from the table's, so that `RETURNING` names
+/// only the notification's.
+static RECORD_PLAIN: Rows = Rows::new(
+    "UPDATE notifications
+     SET state = r_state, certainty = r_certainty, due_at = r_due_at,
+         finished_at = r_finished_at, updated_at = r_now
+     FROM (SELECT column1 AS r_id, column2 AS r_generation, column3 AS r_state,
+                  column4 AS r_certainty, column5 AS r_due_at, column6 AS r_finished_at,
+                  column7 AS r_now
+           FROM (VALUES ",
+    "($1, $2, $3, $4, $5, $6, $7)",
+    7,
+    concat!(
+        ") AS given) AS r
+     WHERE id = r_id AND generation = r_generation AND state || '' = 'sending'
+     RETURNING ",
+        notification_columns!()
+    ),
+);
+/// Attempts' results: each row `(notification id, n, result, permanent, provider_ref,
+/// evidence, finished_at)`.
+static FINISH_ATTEMPTS: Rows = Rows::new(
+    "UPDATE attempts
+     SET result = r_result, permanent = r_permanent, provider_ref = r_provider_ref,
+         evidence = r_evidence, finished_at = r_finished_at
+     FROM (SELECT column1 AS r_id, column2 AS r_n, column3 AS r_result, column4 AS r_permanent,
+                  column5 AS r_provider_ref, column6 AS r_evidence, column7 AS r_finished_at
+           FROM (VALUES ",
+    "($1, $2, $3, $4, $5, $6, $7)",
+    7,
+    ") AS given) AS r
+     WHERE notification_id = r_id AND n = r_n",
 );
 /// A requery's record in review: only if nothing changed the notification since it was read;
 /// it moves the generation on, a resend starts a fresh budget, and a failover (`$8`) moves it
@@ -153,6 +191,24 @@ pub(super) fn event_for(state: State) -> Option<EventType> {
         State::Queued | State::Sending => None,
     }
 }
+/// A row of [`FINISH_ATTEMPTS`]: attempt `a` of notification `id`, finished `now`.
+fn finished_attempt(
+    args: &mut Vec<Arg>,
+    id: NotificationId,
+    a: &AttemptOutcome,
+    now: OffsetDateTime,
+) {
+    args.extend([
+        Arg::from(id),
+        Arg::from(a.n),
+        Arg::from(a.result.as_str()),
+        Arg::from(a.permanent),
+        Arg::from(&a.provider_ref),
+        Arg::json(&a.evidence),
+        Arg::from(now),
+    ])
+}
+
 /// The columns a decision sets on the notification: state, certainty, due time, finish time.
 fn next_columns(
     next: &Next,
@@ -302,9 +358,15 @@ impl<D: Dialect> SqlStore<D> {
         now: OffsetDateTime,
     ) -> StoreResult<Vec<Recorded>> {
         let mut tx = self.0.begin().await?;
+        let mut applied = Self::record_plain(&mut tx, items, now).await?;
         let mut recorded = Vec::with_capacity(items.len());
         for (claim, decision) in items {
-            let mut outcome = Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?;
+            let mut outcome = match applied.remove(&claim.notification.id.as_uuid()) {
+                Some(n) => Recorded::Applied(Box::new(n)),
+                // Any other record, and a plain one its claim no longer holds (whose answer
+                // may still be late evidence), one at a time.
+                None => Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?,
+            };
             // Evidence came while it was being sent: hold this record against it.
             if let Recorded::Applied(n) = &outcome
                 && n.late_evidence
@@ -317,6 +379,76 @@ impl<D: Dialect> SqlStore<D> {
         }
         tx.commit().await?;
         Ok(recorded)
+    }
+
+    /// The group's plain records — an attempt's result and the state it leads to, nothing
+    /// settled, annotated, handed over or withdrawn — in three statements for all of them:
+    /// what [`SqlStore::record_in`] does one at a time, each still fenced by its own claim.
+    /// The notifications their claims still held, as they now stand, by id.
+    async fn record_plain(
+        tx: &mut Transaction<'static, D::Db>,
+        items: &[(Claim, Decision)],
+        now: OffsetDateTime,
+    ) -> StoreResult<HashMap<Uuid, Notification>> {
+        let plain: Vec<(&Claim, &Decision, &AttemptOutcome)> = items
+            .iter()
+            .filter_map(|(claim, decision)| {
+                let attempt = decision.attempt.as_ref()?;
+                let plain = decision.settle.is_none()
+                    && decision.findings.is_none()
+                    && matches!(
+                        decision.next,
+                        Next::Finish { .. } | Next::Retry { .. } | Next::Reconcile { .. }
+                    )
+                    && !super::receipts::leaves_unsettled(claim, decision);
+                plain.then_some((claim, decision, attempt))
+            })
+            .collect();
+        if plain.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let rows: Vec<NotificationRow> = RECORD_PLAIN
+            .fetch_all(&mut **tx, &plain, |(claim, decision, _), args| {
+                let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
+                args.extend([
+                    Arg::from(claim.notification.id),
+                    Arg::from(claim.generation),
+                    Arg::from(state.as_str()),
+                    Arg::from(certainty.map(|c| c.as_str())),
+                    Arg::from(due_at),
+                    Arg::from(finished_at),
+                    Arg::from(now),
+                ])
+            })
+            .await?;
+        let applied: HashMap<Uuid, Notification> = rows
+            .into_iter()
+            .map(|row| {
+                let n: Notification = row.try_into()?;
+                Ok((n.id.as_uuid(), n))
+            })
+            .collect::<StoreResult<_>>()?;
+        let held: Vec<&(&Claim, &Decision, &AttemptOutcome)> = plain
+            .iter()
+            .filter(|(claim, ..)| applied.contains_key(&claim.notification.id.as_uuid()))
+            .collect();
+        FINISH_ATTEMPTS
+            .execute(&mut **tx, &held, |(claim, _, a), args| {
+                finished_attempt(args, claim.notification.id, a, now)
+            })
+            .await?;
+        let events: Vec<OutboxEvent> = held
+            .iter()
+            .filter_map(|(claim, ..)| {
+                let n = &applied[&claim.notification.id.as_uuid()];
+                event_for(n.state).map(|kind| OutboxEvent::for_notification(n, kind, now))
+            })
+            .collect();
+        insert_events(&mut **tx, &events).await?;
+        if applied.values().any(|n| n.state == State::Queued) {
+            D::wake_others(tx).await?;
+        }
+        Ok(applied)
     }
 
     #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
@@ -598,21 +730,11 @@ impl<D: Dialect> SqlStore<D> {
             tx.execute(WITHDRAW_ATTEMPT, args![id, n]).await?;
         }
         if let Some(a) = &decision.attempt {
-            tx.execute(
-                "UPDATE attempts
-                 SET result = $3, permanent = $4, provider_ref = $5, evidence = $6, finished_at = $7
-                 WHERE notification_id = $1 AND n = $2",
-                vec![
-                    Arg::from(id),
-                    Arg::from(a.n),
-                    Arg::from(a.result.as_str()),
-                    Arg::from(a.permanent),
-                    Arg::from(&a.provider_ref),
-                    Arg::json(&a.evidence),
-                    Arg::from(now),
-                ],
-            )
-            .await?;
+            FINISH_ATTEMPTS
+                .execute(&mut **tx, &[a], |a, args| {
+                    finished_attempt(args, id, a, now)
+                })
+                .await?;
         }
         if let Some(settle) = &decision.settle {
             tx.execute(

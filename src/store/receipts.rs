@@ -434,14 +434,7 @@ pub(super) async fn settle_recorded<D: Dialect>(
     decision: &Decision,
     now: OffsetDateTime,
 ) -> StoreResult<Option<Notification>> {
-    let own = decision.attempt.as_ref();
-    let ambiguous = decision.settle.is_none()
-        && (own.is_some_and(|a| a.result == AttemptResult::Ambiguous)
-            || claim
-                .attempts
-                .iter()
-                .any(|a| a.result == AttemptResult::Ambiguous && a.settled_by.is_none()));
-    if !ambiguous {
+    if !leaves_unsettled(claim, decision) {
         return Ok(None);
     }
     let (_, finished) = settle::<D>(
@@ -453,6 +446,18 @@ pub(super) async fn settle_recorded<D: Dialect>(
     )
     .await?;
     Ok(finished)
+}
+
+/// Whether the record leaves an ambiguous attempt unsettled, which a vendor's report that came
+/// meanwhile may settle ([`settle_recorded`]).
+pub(super) fn leaves_unsettled(claim: &Claim, decision: &Decision) -> bool {
+    let own = decision.attempt.as_ref();
+    decision.settle.is_none()
+        && (own.is_some_and(|a| a.result == AttemptResult::Ambiguous)
+            || claim
+                .attempts
+                .iter()
+                .any(|a| a.result == AttemptResult::Ambiguous && a.settled_by.is_none()))
 }
 
 /// Adds a suppression and its audit record; `false` if the recipient was suppressed already.

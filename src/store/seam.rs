@@ -154,6 +154,11 @@ pub(super) trait Conn: Send {
     }
 }
 
+/// Counts one statement sent (`herald_store_statements_total`).
+pub(super) fn counted() {
+    metrics::counter!("herald_store_statements_total").increment(1);
+}
+
 /// Implements [`Conn`] for a backend's connection type: binds each [`Arg`] (lists through
 /// `$list`, the backend's own list encoding) and runs the statement.
 macro_rules! conn {
@@ -195,6 +200,7 @@ macro_rules! conn {
                 sql: &'static str,
                 args: Vec<$crate::store::seam::Arg>,
             ) -> $crate::store::StoreResult<u64> {
+                $crate::store::seam::counted();
                 let done = sqlx::query_with(sql, arguments(args)?)
                     .execute(self)
                     .await?;
@@ -206,6 +212,7 @@ macro_rules! conn {
                 sql: &'static str,
                 args: Vec<$crate::store::seam::Arg>,
             ) -> $crate::store::StoreResult<Vec<R>> {
+                $crate::store::seam::counted();
                 Ok(sqlx::query_as_with(sql, arguments(args)?)
                     .fetch_all(self)
                     .await?)
