@@ -70,8 +70,9 @@ FROM growth ORDER BY i;
 
 INSERT INTO attempts
     (notification_id, n, generation, route, provider_idempotency_key, started_at, finished_at,
-     result, permanent, provider_ref, evidence, settled_by)
-SELECT id, 1, 1, 'sandbox', id::text, started, finished, 'accepted', NULL, 'sbx_' || message,
+     send_deadline, result, permanent, provider_ref, evidence, settled_by)
+SELECT id, 1, 1, 'sandbox', id::text, started, finished, finished, 'accepted', NULL,
+       'sbx_' || message,
        jsonb_build_object(
            'stage', 'response', 'status', 202,
            'detail', format('{"id":"sbx_%s","reference":"%s","status":"accepted"}', message, id)),

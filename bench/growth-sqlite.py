@@ -85,8 +85,9 @@ def fill(path: str, stored: int, span_days: int, keep_outbox: bool) -> None:
         db.executemany(
             """INSERT INTO attempts
                    (notification_id, n, generation, route, provider_idempotency_key, started_at,
-                    finished_at, result, permanent, provider_ref, evidence, settled_by)
-               VALUES (?, 1, 1, 'sandbox', ?, ?, ?, 'accepted', NULL, ?, ?, NULL)""",
+                    finished_at, send_deadline, result, permanent, provider_ref, evidence,
+                    settled_by)
+               VALUES (?, 1, 1, 'sandbox', ?, ?, ?, ?, 'accepted', NULL, ?, ?, NULL)""",
             batch["attempts"],
         )
         db.executemany(
@@ -139,7 +140,9 @@ def fill(path: str, stored: int, span_days: int, keep_outbox: bool) -> None:
                 "status": 202,
             }
         )
-        batch["attempts"].append((nid, id_text, stamp(started), stamp(finished), message, evidence))
+        batch["attempts"].append(
+            (nid, id_text, stamp(started), stamp(finished), stamp(finished), message, evidence)
+        )
         answer = {
             "acknowledged": False,
             "attempts": [],

@@ -376,7 +376,10 @@ impl Server {
                 command.env("HERALD_ROUTES__SANDBOX__BASE_URL", vendor);
             }
             if let Some(sink) = children.traces {
+                // The bench's own receiver, and nothing the environment would put in its place.
                 command
+                    .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                    .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
                     .env("OTEL_EXPORTER_OTLP_ENDPOINT", &sink.endpoint)
                     .env("OTEL_SERVICE_NAME", format!("herald-bench-{name}"));
             }

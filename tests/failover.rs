@@ -121,6 +121,16 @@ impl Rig {
         self.app.show(id).await
     }
 
+    /// `herald_holds_total{route="primary",reason="paused"}`.
+    async fn paused_holds(&self) -> f64 {
+        let metrics = self.app.get(ACME, "/metrics").await.text().await.unwrap();
+        let series = "herald_holds_total{route=\"primary\",reason=\"paused\"} ";
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series))
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
     async fn circuit(&self, state: &str) -> String {
         let metrics = self.app.get(ACME, "/metrics").await.text().await.unwrap();
         let series = format!("herald_route_circuit{{route=\"primary\",state=\"{state}\"}} ");
@@ -268,10 +278,17 @@ async fn a_replay_waits_out_a_pause_to_the_fallback_and_never_fails_over(backend
         .post_json(ACME_ADMIN, "/v1/routes/primary/pause", &pause)
         .await;
     assert_eq!(paused.status(), 200, "{}", paused.text().await.unwrap());
-    // The replay falls due, and is held at every step while the pause stands.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The replay falls due (after the vendor's `Retry-After: 1`), and is held at every step
+    // while the pause stands.
+    let held_before = rig.paused_holds().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     rig.dispatcher.drain(Duration::ZERO).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
     rig.dispatcher.drain(Duration::ZERO).await.unwrap();
+    assert!(
+        rig.paused_holds().await >= held_before + 2.0,
+        "the replay was held at each step"
+    );
     let n = rig.show(&id).await;
     assert_eq!(attempts(&n), before, "{n}");
     assert_eq!(n["route"], "primary");

@@ -382,19 +382,28 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// The group's plain records — an attempt's result and the state it leads to, nothing
-    /// settled, annotated, handed over or withdrawn — in three statements for all of them:
-    /// what [`SqlStore::record_in`] does one at a time, each still fenced by its own claim.
-    /// The notifications their claims still held, as they now stand, by id.
+    /// settled, annotated, handed over or withdrawn — written a table at a time (one statement
+    /// per power-of-two chunk of them, see [`Rows`]): what [`SqlStore::record_in`] does one at
+    /// a time, each still fenced by its own claim. The notifications their claims still held,
+    /// as they now stand, by id.
     async fn record_plain(
         tx: &mut Transaction<'static, D::Db>,
         items: &[(Claim, Decision)],
         now: OffsetDateTime,
     ) -> StoreResult<HashMap<Uuid, Notification>> {
+        // A notification twice in one group (a claim this process lost while it was sending,
+        // and the one that took it back) is left to `record_in`, which tells them apart by
+        // generation one at a time.
+        let mut seen = HashMap::new();
+        for (claim, _) in items {
+            *seen.entry(claim.notification.id.as_uuid()).or_insert(0) += 1;
+        }
         let plain: Vec<(&Claim, &Decision, &AttemptOutcome)> = items
             .iter()
             .filter_map(|(claim, decision)| {
                 let attempt = decision.attempt.as_ref()?;
-                let plain = decision.settle.is_none()
+                let plain = seen[&claim.notification.id.as_uuid()] == 1
+                    && decision.settle.is_none()
                     && decision.findings.is_none()
                     && matches!(
                         decision.next,

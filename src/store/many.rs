@@ -1,7 +1,9 @@
 //! Statements over many rows at once: a multi-row `VALUES` list per chunk, so that a group of
-//! enqueues writes each table in a few round trips rather than one per row. Chunks are powers
-//! of two up to [`CHUNK`] rows, so each statement has a handful of texts, all of which the
-//! drivers' statement caches keep prepared; the text is the same in both dialects.
+//! enqueues or records writes each table in a few round trips rather than one per row. Chunks
+//! are powers of two up to [`CHUNK`] rows (one statement per set bit of the count below it), so
+//! each statement has eight texts, not one per count, for the drivers' statement caches to keep
+//! prepared; the text is the same in both dialects. (The claim's statements take their lists as
+//! one JSON or array value instead, each dialect its own way: they read and write few columns.)
 
 use std::sync::OnceLock;
 

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::rows::{attempt_columns, claimed_columns, resolution_columns};
 use super::rows::{due_tenants, list_statement, relay_statements, retention_statements};
-use super::seam::{Arg, Conn, Dialect, RelayStatements, RetentionStatements};
+use super::seam::{Arg, Conn, Dialect, RelayStatements, RetentionStatements, STATEMENT_CACHE};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -133,7 +133,9 @@ impl Postgres {
     pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         // One direct connection first: a pool would report only "timed out", not the cause.
         Self::reach(url).await?;
-        let options: PgConnectOptions = url.parse()?;
+        let options = url
+            .parse::<PgConnectOptions>()?
+            .statement_cache_capacity(STATEMENT_CACHE);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             // A request waiting on a dead database answers 503 promptly instead of hanging.

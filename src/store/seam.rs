@@ -280,6 +280,11 @@ pub(super) trait Dialect: Send + Sync + 'static {
     fn retryable(err: &StoreError) -> bool;
 }
 
+/// Prepared statements each connection keeps: herald has some 150 statement texts (each
+/// multi-row one, see [`super::many`], in eight sizes); sqlx's default of 100 would evict and
+/// prepare again the ones a busy dispatcher uses.
+pub(super) const STATEMENT_CACHE: usize = 256;
+
 /// How often an enqueue that collided with a concurrent one runs again.
 pub(super) const ACCEPT_TRIES: usize = 3;
 

@@ -84,13 +84,15 @@ static CLAIM_KEYS: Rows = Rows::new(
     6,
     " ON CONFLICT (tenant, key) DO NOTHING RETURNING notification_id",
 );
-/// Idempotency keys as they stand, by tenant and key.
+/// Idempotency keys as they stand, by tenant and key. A join, not `(tenant, key) IN (VALUES
+/// …)`: SQLite answers that by scanning every key, and this by the primary key.
 static FIND_KEYS: Rows = Rows::new(
     "SELECT tenant, key, request_hash, response_status, response_body
-     FROM idempotency_keys WHERE (tenant, key) IN (VALUES ",
+     FROM (SELECT column1 AS r_tenant, column2 AS r_key FROM (VALUES ",
     "($1, $2)",
     2,
-    ")",
+    ") AS given) AS r
+     JOIN idempotency_keys ON tenant = r_tenant AND key = r_key",
 );
 
 impl<D: Dialect> SqlStore<D> {

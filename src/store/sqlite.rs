@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::rows::{attempt_columns, claimed_columns, resolution_columns};
 use super::rows::{due_tenants, list_statement, relay_statements, retention_statements};
-use super::seam::{Dialect, RelayStatements, RetentionStatements};
+use super::seam::{Dialect, RelayStatements, RetentionStatements, STATEMENT_CACHE};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -149,7 +149,8 @@ impl Sqlite {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
+            .busy_timeout(Duration::from_secs(5))
+            .statement_cache_capacity(STATEMENT_CACHE);
         Self::private(options.get_filename())?;
         let lock = Self::lock(options.get_filename())?;
         let writer = SqlitePoolOptions::new()

@@ -109,6 +109,16 @@ pub enum UrlOwner {
 /// place it says `REDACTED`.
 pub fn record_destination(method: &reqwest::Method, url: &reqwest::Url, owner: UrlOwner) {
     let span = tracing::Span::current();
+    span.record("http.request.method", method.as_str());
+    span.record("server.address", url.host_str().unwrap_or_default());
+    if let Some(port) = url.port_or_known_default() {
+        span.record("server.port", port);
+    }
+    span.record("url.full", shown_url(url, owner).as_str());
+}
+
+/// `url` as a trace may show it: scheme, host, port and (a vendor's) path.
+fn shown_url(url: &reqwest::Url, owner: UrlOwner) -> String {
     let host = url.host_str().unwrap_or_default();
     let port = url
         .port()
@@ -118,15 +128,7 @@ pub fn record_destination(method: &reqwest::Method, url: &reqwest::Url, owner: U
         UrlOwner::Vendor => url.path(),
         UrlOwner::Recipient => "/REDACTED",
     };
-    span.record("http.request.method", method.as_str());
-    span.record("server.address", host);
-    if let Some(port) = url.port_or_known_default() {
-        span.record("server.port", port);
-    }
-    span.record(
-        "url.full",
-        format!("{}://{host}{port}{path}", url.scheme()).as_str(),
-    );
+    format!("{}://{host}{port}{path}", url.scheme())
 }
 
 /// [`exchange`] for an outcome query, where every failure to get a readable answer proves the
@@ -262,6 +264,21 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_shows_no_user_password_query_or_fragment_and_no_recipients_path() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let vendor = url("https://AC123:s3cret@api.example.com:8443/v1/send?key=k3y&sig=abc#frag");
+        assert_eq!(
+            shown_url(&vendor, UrlOwner::Vendor),
+            "https://api.example.com:8443/v1/send"
+        );
+        let hook = url("https://hooks.example.com/services/T000/B000/tok3n?x=1");
+        assert_eq!(
+            shown_url(&hook, UrlOwner::Recipient),
+            "https://hooks.example.com/REDACTED"
+        );
+    }
 
     fn classify(code: u16, rules: StatusRules) -> SendResult {
         let mut headers = HeaderMap::new();
