@@ -1832,7 +1832,7 @@ mod tests {
             "routes.a.fallback: the chain loops: a → b → a",
             "routes.b.fallback: the chain loops: b → a → b",
             "routes.c.fallback: names unknown route `nowhere`",
-            "routes.d.fallback: route `texts` does not carry email, push, webhook as `d` does",
+            "routes.d.fallback: route `texts` does not carry email, push, webhook, chat as `d` does",
             "routes.e.fallback: route `f` names its tenants; it must allow every tenant `e` allows",
             "routes.e.fallback: route `f` must also list in allowed_from what `e` lists: @acme.example",
         ] {

@@ -10,7 +10,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use support::{
-    ACME, ACME_READER, Backend, GLOBEX, email, eventually, problem, spawn_app, spawn_app_with,
+    ACME, ACME_ADMIN, ACME_READER, Backend, GLOBEX, email, eventually, problem, spawn_app,
+    spawn_app_with,
 };
 
 on_both_backends!(
@@ -29,6 +30,7 @@ on_both_backends!(
     only_a_queued_notification_can_be_cancelled,
     a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not,
     a_template_renders_in_the_nearest_locale_it_has_and_records_which,
+    a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppressed,
     a_batch_answers_each_item_in_order_in_one_transaction,
     a_batch_that_fails_at_the_database_part_way_commits_nothing,
     operations_endpoints_answer,
@@ -457,6 +459,46 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             json!({"channel": "sms", "to": "+14155550100", "text": "x".repeat(1601)}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "text",
+        ),
+        (
+            json!({"channel": "chat", "to": "C0123 456", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"channel": "chat", "to": "C0123456789"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "text",
+        ),
+        (
+            json!({"channel": "chat", "to": "C0123456789", "text": "t", "subject": "s"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "subject",
+        ),
+        (
+            json!({"channel": "chat", "to": "C0123456789", "text": "t", "blocks": {"type": "section"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "blocks",
+        ),
+        (
+            json!({"channel": "chat", "to": "C0123456789", "text": "t", "blocks": vec![json!({"type": "divider"}); 51]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "blocks",
+        ),
+        (
+            json!({"channel": "chat", "to": "C0123456789", "text": "x".repeat(40_001)}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "text",
+        ),
+        (
+            json!({"channel": "sms", "to": "+14155550100", "text": "t", "blocks": [{"type": "divider"}]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "blocks",
+        ),
+        (
+            json!({"channel": "chat", "to": "#ops", "template": "export-ready", "data": {}, "blocks": [{"type": "divider"}]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "blocks",
         ),
         (
             json!({"channel": "email", "to": "ada@example.com", "subject": "s", "text": "t", "send_at": "tomorrow"}),
@@ -911,12 +953,12 @@ async fn a_bad_list_filter_is_refused_naming_its_parameter(backend: Backend) {
         (
             "channel=fax",
             "channel",
-            "must be email, sms, push or webhook",
+            "must be one of email, sms, push, webhook, chat",
         ),
         (
             "channel=SMS",
             "channel",
-            "must be email, sms, push or webhook",
+            "must be one of email, sms, push, webhook, chat",
         ),
         (
             "created_after=yesterday",
@@ -1014,6 +1056,86 @@ async fn only_a_queued_notification_can_be_cancelled(backend: Backend) {
             .await,
         1
     );
+}
+
+async fn a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppressed(
+    backend: Backend,
+) {
+    let Some(app) = spawn_app_with(
+        backend,
+        "[templates.deployed]\ntext = \"Deploy {{ version }} finished\"\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let blocks = json!([
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*Deploy* finished"}},
+        {"type": "divider"}
+    ]);
+    let chat = json!({"channel": "chat", "to": "C0123456789", "text": "Deploy finished",
+                      "blocks": blocks});
+    let created = app.enqueue(ACME, "chat-1", &chat).await;
+    assert_eq!(created.status(), StatusCode::ACCEPTED);
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(
+        (&created["channel"], &created["to"], &created["blocks"]),
+        (&json!("chat"), &json!("C0123456789"), &blocks)
+    );
+    let url = format!("/v1/notifications/{}", created["id"].as_str().unwrap());
+    eventually(
+        "the chat message delivered",
+        Duration::from_secs(10),
+        || async {
+            let n: Value = app.get(ACME, &url).await.json().await.ok()?;
+            (n["state"] == "delivered").then_some(n)
+        },
+    )
+    .await;
+
+    // A template renders a chat message's text, as it does an SMS.
+    let rendered: Value = app
+        .enqueue(
+            ACME,
+            "chat-template",
+            &json!({"channel": "chat", "to": "#ops", "template": "deployed",
+                    "data": {"version": "1.2"}}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rendered["text"], "Deploy 1.2 finished");
+    assert_eq!(rendered["blocks"], Value::Null);
+
+    // A person may keep a channel from getting any more messages, as any other recipient.
+    let suppressed = app
+        .http
+        .post(app.url("/v1/suppressions"))
+        .bearer_auth(ACME_ADMIN)
+        .json(&json!({"channel": "chat", "recipient": "C0123456789", "note": "archived"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(suppressed.status(), StatusCode::CREATED);
+    let held: Value = app
+        .enqueue(ACME, "chat-2", &chat)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let url = format!("/v1/notifications/{}", held["id"].as_str().unwrap());
+    let failed = eventually(
+        "the suppressed one failed",
+        Duration::from_secs(10),
+        || async {
+            let n: Value = app.get(ACME, &url).await.json().await.ok()?;
+            (n["state"] == "failed").then_some(n)
+        },
+    )
+    .await;
+    assert_eq!(failed["failure_reason"], "suppressed");
+    assert_eq!(failed["attempts"][0]["provider_ref"], Value::Null);
 }
 
 async fn a_template_renders_in_the_nearest_locale_it_has_and_records_which(backend: Backend) {

@@ -445,12 +445,7 @@ fn invalid_query(rejection: QueryRejection) -> Problem {
 }
 
 fn parse_channel(field: &str, value: &str) -> Result<Channel, Problem> {
-    Channel::parse(value).ok_or_else(|| {
-        Problem::invalid_field(FieldError::new(
-            field,
-            "must be one of email, sms, push, webhook",
-        ))
-    })
+    crate::domain::parse_channel(field, value).map_err(Problem::invalid_field)
 }
 
 /// A recipient as the send would hold it: validated and written as the channel's recipients are.

@@ -26,8 +26,8 @@ use super::{AppState, json_object, json_object_of_items, typed};
 use crate::domain::Scope;
 use crate::domain::evidence;
 use crate::domain::{
-    Attempt, Certainty, Channel, IdempotencyKey, Notification, NotificationId, NotificationRequest,
-    Receipt, ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,
+    Attempt, Certainty, IdempotencyKey, Notification, NotificationId, NotificationRequest, Receipt,
+    ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,
 };
 use crate::review::{Policy, Reason};
 use crate::store::{CancelKey, ListFilter, NewAccept, NotificationDetail};
@@ -553,8 +553,8 @@ pub async fn list(
             }
             "channel" => {
                 filter.channel = Some(
-                    Channel::parse(value)
-                        .ok_or_else(|| bad(name, "must be email, sms, push or webhook"))?,
+                    crate::domain::parse_channel(name, value)
+                        .map_err(|e| bad(&e.field, &e.message))?,
                 )
             }
             "route" => filter.route = Some(text(name, value)?),

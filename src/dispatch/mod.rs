@@ -309,6 +309,7 @@ pub(crate) fn message_of(n: &Notification) -> Message {
         text: n.content.text.clone(),
         html: n.content.html.clone(),
         payload: n.content.payload.clone(),
+        blocks: n.content.blocks.clone(),
         email: n.content.email.clone(),
         expires_at: n.expires_at,
         // The trace it was enqueued in, passed on; the vendor call puts its own in its place

@@ -27,7 +27,7 @@ pub use email::grants_sender;
 pub use herald_provider::Channel;
 pub use notification::{
     Attempt, CHANNEL_SCHEMA, Content, Contradiction, Notification, NotificationRequest, Resolution,
-    Sibling, channel_component, check_metadata_key, parse_recipient,
+    Sibling, channel_component, check_metadata_key, parse_channel, parse_recipient,
 };
 pub use receipt::{
     Receipt, ReceiptStatus, Reported, Suppression, SuppressionReason, messages_proven,
@@ -38,6 +38,6 @@ pub use scope::Scope;
 pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, State};
 pub use trace::TraceParent;
 pub use values::{
-    EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget, WebhookUrl,
-    in_range, parse_time, text_without_nul, without_nul,
+    ChatTarget, EmailAddress, FieldError, IdempotencyKey, NotificationId, PhoneNumber, PushTarget,
+    WebhookUrl, in_range, parse_time, text_without_nul, without_nul,
 };

@@ -26,6 +26,7 @@ fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
         .map(Some)
         .map_err(|e| serde::de::Error::custom(e.message))
 }
+use super::ChatTarget;
 use super::trace::TraceParent;
 use super::values::{header_safe, parse_time};
 use super::{
@@ -39,10 +40,11 @@ use super::{
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NotificationRequest {
-    /// `email`, `sms`, `push` or `webhook`.
+    /// `email`, `sms`, `push`, `webhook` or `chat`.
     #[schema(schema_with = channel_schema)]
     pub channel: String,
-    /// An email address, an E.164 number, a device token or a webhook URL, by channel.
+    /// An email address, an E.164 number, a device token, a webhook URL or a chat channel's id
+    /// (Slack's `C0123456789`), by channel.
     #[schema(example = "ada@example.com")]
     pub to: String,
     /// A configured route; defaults to the channel's default route.
@@ -53,6 +55,10 @@ pub struct NotificationRequest {
     /// The JSON object a webhook receives.
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
+    /// Chat: up to 50 layout blocks (Slack's Block Kit), each a JSON object, shown in place of
+    /// `text`, which stays required as the plain form (what a phone's notification shows).
+    #[schema(value_type = Option<Vec<Object>>, max_items = 50)]
+    pub blocks: Option<Value>,
     /// A configured template, rendered with `data`, instead of literal content.
     pub template: Option<String>,
     /// The template's language: its locale for this tag, else for each shorter one (`fr-CA`,
@@ -150,6 +156,10 @@ pub struct Content {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
+    /// A chat message's layout blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub blocks: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
     /// The template's locale that was rendered (absent: its default).
@@ -336,6 +346,10 @@ impl Notification {
 const MAX_SUBJECT_BYTES: usize = 998;
 const MAX_SMS_CHARS: usize = 1600;
 const MAX_PUSH_TEXT_BYTES: usize = 4096;
+/// Slack's limit for a message's text; longer text it truncates.
+const MAX_CHAT_TEXT_CHARS: usize = 40_000;
+/// Slack's limit of blocks in one message.
+const MAX_CHAT_BLOCKS: usize = 50;
 const MAX_ROUTE_BYTES: usize = 64;
 const MAX_METADATA_KEYS: usize = 50;
 /// A year: an expiry further out is no expiry a sender means.
@@ -353,9 +367,7 @@ impl NotificationRequest {
         templates: &Templates,
         now: OffsetDateTime,
     ) -> Result<(Notification, Vec<File>), FieldError> {
-        let channel = Channel::parse(&self.channel).ok_or_else(|| {
-            FieldError::new("channel", "must be one of email, sms, push, webhook")
-        })?;
+        let channel = parse_channel("channel", &self.channel)?;
         let to = parse_recipient("to", channel, &self.to)?;
         if let Some(route) = &self.route {
             header_safe("route", route, MAX_ROUTE_BYTES)?;
@@ -507,6 +519,7 @@ impl NotificationRequest {
             text: self.text.clone(),
             html: self.html.clone(),
             payload: self.payload.clone(),
+            blocks: self.blocks.clone(),
             ..Content::default()
         };
         if let Some(name) = &self.template {
@@ -515,6 +528,7 @@ impl NotificationRequest {
                 ("text", self.text.is_some()),
                 ("html", self.html.is_some()),
                 ("payload", self.payload.is_some()),
+                ("blocks", self.blocks.is_some()),
             ];
             if let Some((field, _)) = literal.iter().find(|(_, set)| *set) {
                 return Err(FieldError::new(*field, "must not be given with a template"));
@@ -534,6 +548,7 @@ impl NotificationRequest {
                 text: rendered.text,
                 html: rendered.html,
                 payload: None,
+                blocks: None,
                 template: Some(name.clone()),
                 locale: rendered.locale,
                 data: Some(data),
@@ -610,6 +625,14 @@ fn micros(t: OffsetDateTime) -> OffsetDateTime {
         .expect("a truncated nanosecond is in range")
 }
 
+/// The channel named `s`; errors name `field` and list the channels.
+pub fn parse_channel(field: &str, s: &str) -> Result<Channel, FieldError> {
+    Channel::parse(s).ok_or_else(|| {
+        let names = Channel::ALL.map(Channel::as_str).join(", ");
+        FieldError::new(field, format!("must be one of {names}"))
+    })
+}
+
 /// A recipient of `channel` in the form herald keeps it; errors name `field`.
 pub fn parse_recipient(field: &str, channel: Channel, to: &str) -> Result<String, FieldError> {
     Ok(match channel {
@@ -617,6 +640,7 @@ pub fn parse_recipient(field: &str, channel: Channel, to: &str) -> Result<String
         Channel::Sms => PhoneNumber::parse(field, to)?.as_str().to_owned(),
         Channel::Push => PushTarget::parse(field, to)?.as_str().to_owned(),
         Channel::Webhook => WebhookUrl::parse(field, to)?.as_str().to_owned(),
+        Channel::Chat => ChatTarget::parse(field, to)?.as_str().to_owned(),
     })
 }
 
@@ -645,6 +669,9 @@ fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
     };
     if let Some(subject) = &c.subject {
         header_safe("subject", subject, MAX_SUBJECT_BYTES)?;
+    }
+    if channel != Channel::Chat {
+        forbid("blocks", c.blocks.is_some())?;
     }
     match channel {
         Channel::Email => {
@@ -687,6 +714,32 @@ fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
                 Some(Value::Object(_)) => Ok(()),
                 Some(_) => Err(FieldError::new("payload", "must be a JSON object")),
                 None => require("payload", false),
+            }
+        }
+        Channel::Chat => {
+            forbid("subject", c.subject.is_some())?;
+            forbid("html", c.html.is_some())?;
+            forbid("payload", c.payload.is_some())?;
+            let text = c.text.as_deref().unwrap_or_default();
+            require("text", !text.is_empty())?;
+            if text.chars().count() > MAX_CHAT_TEXT_CHARS {
+                return Err(FieldError::new(
+                    "text",
+                    format!("must be at most {MAX_CHAT_TEXT_CHARS} characters"),
+                ));
+            }
+            match &c.blocks {
+                None => Ok(()),
+                Some(Value::Array(blocks))
+                    if (1..=MAX_CHAT_BLOCKS).contains(&blocks.len())
+                        && blocks.iter().all(Value::is_object) =>
+                {
+                    Ok(())
+                }
+                Some(_) => Err(FieldError::new(
+                    "blocks",
+                    format!("must be an array of 1 to {MAX_CHAT_BLOCKS} JSON objects"),
+                )),
             }
         }
     }

@@ -102,7 +102,7 @@ pub struct Suppression {
 pub fn suppression_recipient(channel: Channel, to: &str) -> String {
     match channel {
         Channel::Email => to.trim().to_lowercase(),
-        Channel::Sms | Channel::Push | Channel::Webhook => to.trim().to_owned(),
+        Channel::Sms | Channel::Push | Channel::Webhook | Channel::Chat => to.trim().to_owned(),
     }
 }
 

@@ -294,6 +294,28 @@ impl PushTarget {
     }
 }
 
+/// A chat destination: the id of a team's chat channel (Slack's `C0123456789`) or its name
+/// (`#ops`), 1 to 255 ASCII letters, digits, `#`, `-`, `_` and `.`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatTarget(String);
+
+impl ChatTarget {
+    pub fn parse(field: &str, s: &str) -> Result<Self, FieldError> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "#-_.".contains(c);
+        if s.is_empty() || s.len() > 255 || !s.chars().all(allowed) {
+            return Err(FieldError::new(
+                field,
+                "must be a chat channel id or name like C0123456789 or #ops",
+            ));
+        }
+        Ok(ChatTarget(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A webhook endpoint: an absolute `http` or `https` URL with a host and no credentials.
 /// Where it may point (loopback, private ranges) is the webhook route's decision, after DNS.
 #[derive(Debug, Clone, PartialEq, Eq)]

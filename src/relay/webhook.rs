@@ -67,6 +67,7 @@ impl WebhookSink {
             text: None,
             html: None,
             payload: Some(payload),
+            blocks: None,
             email: Default::default(),
             expires_at: None,
             trace_parent,

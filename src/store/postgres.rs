@@ -117,6 +117,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "traceparent",
         include_str!("../../migrations/postgres/0020_traceparent.sql"),
     ),
+    (
+        21,
+        "chat",
+        include_str!("../../migrations/postgres/0021_chat.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -128,6 +128,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "traceparent",
         include_str!("../../migrations/sqlite/0020_traceparent.sql"),
     ),
+    (
+        21,
+        "chat",
+        include_str!("../../migrations/sqlite/0021_chat.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;

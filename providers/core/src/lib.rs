@@ -39,14 +39,17 @@ pub enum Channel {
     Sms,
     Push,
     Webhook,
+    /// A message to a team's chat channel (a Slack channel id as the recipient).
+    Chat,
 }
 
 impl Channel {
-    pub const ALL: [Channel; 4] = [
+    pub const ALL: [Channel; 5] = [
         Channel::Email,
         Channel::Sms,
         Channel::Push,
         Channel::Webhook,
+        Channel::Chat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +58,7 @@ impl Channel {
             Channel::Sms => "sms",
             Channel::Push => "push",
             Channel::Webhook => "webhook",
+            Channel::Chat => "chat",
         }
     }
 
@@ -97,7 +101,8 @@ pub struct Message {
     /// Herald's notification id, for vendors that take a client reference.
     pub notification_id: String,
     pub channel: Channel,
-    /// An email address, an E.164 number, a push target or a webhook URL, by channel.
+    /// An email address, an E.164 number, a push target, a webhook URL or a chat channel, by
+    /// channel.
     pub to: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
@@ -108,6 +113,10 @@ pub struct Message {
     /// The JSON body of a webhook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<serde_json::Value>,
+    /// A chat message's layout blocks (a JSON array, Slack's Block Kit), drawn in place of
+    /// `text`, which stays the notification's plain form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<serde_json::Value>,
     /// An email's sender, copies, tags and headers beyond the route's own.
     #[serde(default, skip_serializing_if = "EmailOptions::is_empty")]
     pub email: EmailOptions,

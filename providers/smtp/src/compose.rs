@@ -161,6 +161,7 @@ mod tests {
             text: Some("hello".into()),
             html: None,
             payload: None,
+            blocks: None,
             email: EmailOptions::default(),
             expires_at: None,
             trace_parent: None,

@@ -65,7 +65,7 @@ pub fn unique_key() -> ProviderKey {
 /// A notification created now (its id a UUIDv7, as herald's are) for `to` on `channel`, with
 /// what that channel carries: an email has the subject `Your code`, the text `123456` and the
 /// HTML `<p>123456</p>`; a push the same title and text; an SMS the text
-/// `Your code is 123456`; a webhook the payload `{"type": "code.sent", "code": "123456"}`.
+/// `Your code is 123456`, and so does a chat message; a webhook the payload `{"type": "code.sent", "code": "123456"}`.
 /// Send one message twice to send one notification twice: each call is another notification.
 pub fn message(channel: Channel, to: &str) -> Message {
     let (subject, text, html) = match channel {
@@ -73,6 +73,7 @@ pub fn message(channel: Channel, to: &str) -> Message {
         Channel::Push => (Some("Your code"), Some("123456"), None),
         Channel::Sms => (None, Some("Your code is 123456"), None),
         Channel::Webhook => (None, None, None),
+        Channel::Chat => (None, Some("Your code is 123456"), None),
     };
     let payload = (channel == Channel::Webhook)
         .then(|| serde_json::json!({"type": "code.sent", "code": "123456"}));
@@ -84,6 +85,7 @@ pub fn message(channel: Channel, to: &str) -> Message {
         text: text.map(str::to_owned),
         html: html.map(str::to_owned),
         payload,
+        blocks: None,
         email: EmailOptions::default(),
         expires_at: None,
         trace_parent: None,

@@ -230,6 +230,7 @@ fn message() -> Message {
         text: Some("123456".to_owned()),
         html: None,
         payload: None,
+        blocks: None,
         email: Default::default(),
         expires_at: None,
         trace_parent: None,

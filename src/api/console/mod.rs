@@ -605,11 +605,9 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
         ],
         None => Vec::new(),
     };
-    let payload = n
-        .content
-        .payload
-        .as_ref()
-        .map(|p| serde_json::to_string_pretty(p).unwrap_or_default());
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let payload = n.content.payload.as_ref().map(pretty);
+    let blocks = n.content.blocks.as_ref().map(pretty);
     let data = n
         .content
         .data
@@ -623,6 +621,7 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
             principal => session.principal.name,
             n => serde_json::to_value(n).unwrap_or_default(),
             payload => payload,
+            blocks => blocks,
             data => data,
             failure_reason => body.failure_reason,
             attempts => attempts,

@@ -23,6 +23,7 @@ pub fn email(notification_id: &str) -> Message {
         text: Some("Export 42 is ready.".to_owned()),
         html: Some("<p>Export <b>42</b> is ready.</p>".to_owned()),
         payload: None,
+        blocks: None,
         email: Default::default(),
         expires_at: None,
         trace_parent: None,

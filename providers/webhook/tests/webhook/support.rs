@@ -77,6 +77,7 @@ pub fn message(to: impl Into<String>) -> Message {
         text: None,
         html: None,
         payload: Some(serde_json::from_str(PAYLOAD).expect("the fixture is JSON")),
+        blocks: None,
         email: Default::default(),
         expires_at: None,
         trace_parent: None,
