@@ -679,6 +679,9 @@ vendors! {
     "sendgrid" => Sendgrid(herald_sendgrid::Settings),
     "telnyx" => Telnyx(herald_telnyx::Settings),
     "ses" => Ses(herald_ses::Settings),
+    "fcm" => Fcm(herald_fcm::Settings),
+    "apns" => Apns(herald_apns::Settings),
+    "slack" => Slack(herald_slack::Settings),
 }
 
 /// The keys every route has, whatever its provider.
@@ -779,7 +782,11 @@ impl RouteConfig {
             timeout: Duration::from_secs(common.timeout_seconds.unwrap_or(10)),
             max_attempts: common.max_attempts.unwrap_or(dispatch.max_attempts),
             max_age: Duration::from_secs(common.max_age_seconds.unwrap_or(24 * 3600)),
-            rate_limit_per_second: common.rate_limit_per_second.filter(|r| *r > 0.0),
+            // 0 turns a vendor's default pace off.
+            rate_limit_per_second: common
+                .rate_limit_per_second
+                .or_else(|| provider.settings().default_pace())
+                .filter(|r| *r > 0.0),
             burst: common.burst.unwrap_or(1),
             callback_rate_limit_per_second: common
                 .callback_rate_limit_per_second
@@ -1543,6 +1550,23 @@ mod tests {
             );
         }
         load("", &[]).expect("the defaults are in range");
+    }
+
+    #[test]
+    fn a_vendor_with_a_documented_rate_paces_its_routes_unless_they_say_otherwise() {
+        let route = |pace: &str| {
+            format!("[routes.ops]\nprovider = \"slack\"\nbot_token = \"xoxb-1\"\n{pace}")
+        };
+        let paced =
+            |pace: &str| load(&route(pace), &[]).unwrap().routes["ops"].rate_limit_per_second;
+        assert_eq!(paced(""), Some(1.0), "Slack's one post a second");
+        assert_eq!(paced("rate_limit_per_second = 5\n"), Some(5.0));
+        assert_eq!(paced("rate_limit_per_second = 0\n"), None, "0 turns it off");
+        let unpaced = "[routes.mail]\nprovider = \"resend\"\napi_key = \"k\"\nfrom = \"a@b.io\"\n";
+        assert_eq!(
+            load(unpaced, &[]).unwrap().routes["mail"].rate_limit_per_second,
+            None
+        );
     }
 
     #[test]

@@ -461,7 +461,7 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             "text",
         ),
         (
-            json!({"channel": "chat", "to": "C0123 456", "text": "t"}),
+            json!({"channel": "chat", "to": "#ops", "text": "t"}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "to",
         ),
@@ -496,7 +496,7 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             "blocks",
         ),
         (
-            json!({"channel": "chat", "to": "#ops", "template": "export-ready", "data": {}, "blocks": [{"type": "divider"}]}),
+            json!({"channel": "chat", "to": "C0OPS", "template": "export-ready", "data": {}, "blocks": [{"type": "divider"}]}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "blocks",
         ),
@@ -1098,7 +1098,7 @@ async fn a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppresse
         .enqueue(
             ACME,
             "chat-template",
-            &json!({"channel": "chat", "to": "#ops", "template": "deployed",
+            &json!({"channel": "chat", "to": "C0OPS", "template": "deployed",
                     "data": {"version": "1.2"}}),
         )
         .await

@@ -27,7 +27,8 @@
 //! whose fallback is a plain one, both with faults, and a circuit breaker that opens after three
 //! failures in a row (the ledger of a notification is then both vendors'); and on PostgreSQL also the Resend and
 //! SparkPost fakes (settled by replaying the idempotency key), the Postmark fake (settled by
-//! looking its metadata up), the Twilio fake (settled by its outcome query,
+//! looking its metadata up), the FCM fake (neither: its ambiguities are left to the delivery
+//! policy, as the plain sandbox's are), the Twilio fake (settled by its outcome query,
 //! with look-up faults), and the Twilio fake with notifications in same-text groups to one
 //! number, whose look-ups find each other's messages (look-alikes): the ledger cannot say which
 //! member holds which message, so it is checked per group. A plain sandbox that reports every
@@ -84,6 +85,7 @@ crash_tests! {
     postgres_resend: Postgres, Vendor::Resend, Kills;
     postgres_sparkpost: Postgres, Vendor::SparkPost, Kills;
     postgres_postmark: Postgres, Vendor::Postmark, Kills;
+    postgres_fcm: Postgres, Vendor::Fcm, Kills;
     postgres_twilio: Postgres, Vendor::Twilio, Kills;
     postgres_twilio_look_alikes: Postgres, Vendor::TwilioLookAlikes, Kills;
     sqlite_idempotent_vendor: Sqlite, Vendor::Sandbox(Profile::Idempotent), Kills;
@@ -124,6 +126,8 @@ enum Vendor {
     SparkPost,
     /// No key: settled by the look-up of herald's key in the messages' metadata.
     Postmark,
+    /// Firebase Cloud Messaging: neither a key nor a look-up, over OAuth tokens it mints.
+    Fcm,
     Twilio,
     /// The Twilio fake, with notifications in same-text groups to one number.
     TwilioLookAlikes,
@@ -143,7 +147,7 @@ enum Running {
         primary: SandboxHandle,
         backup: SandboxHandle,
     },
-    /// A vendor crate's fake with its five faults armed in turn (Resend, SparkPost, Postmark):
+    /// A vendor crate's fake with its faults armed in turn (Resend, SparkPost, Postmark, FCM):
     /// its route, and a reader of its ledger (each fake has its own types).
     Fake {
         route: String,
@@ -270,6 +274,7 @@ impl Vendor {
             Vendor::Resend => "resend",
             Vendor::SparkPost => "sparkpost",
             Vendor::Postmark => "postmark",
+            Vendor::Fcm => "fcm",
             Vendor::Twilio => "twilio",
             Vendor::TwilioLookAlikes => "twilio-look-alikes",
             Vendor::Chain => "failover-chain",
@@ -280,7 +285,7 @@ impl Vendor {
     /// The vendor's means of settling an ambiguity; `None` for the plain sandbox.
     fn settles_by(self) -> Option<&'static str> {
         match self {
-            Vendor::Sandbox(Profile::Plain) => None,
+            Vendor::Sandbox(Profile::Plain) | Vendor::Fcm => None,
             Vendor::Sandbox(Profile::Queryable)
             | Vendor::Twilio
             | Vendor::TwilioLookAlikes
@@ -315,6 +320,7 @@ impl Vendor {
         matches!(
             self,
             Vendor::Sandbox(Profile::Plain)
+                | Vendor::Fcm
                 | Vendor::TwilioLookAlikes
                 | Vendor::Chain
                 | Vendor::Reporting
@@ -326,6 +332,7 @@ impl Vendor {
         match self {
             Vendor::Resend | Vendor::SparkPost | Vendor::Postmark => "email",
             Vendor::Twilio | Vendor::TwilioLookAlikes => "sms",
+            Vendor::Fcm => "push",
             Vendor::Sandbox(_) | Vendor::Chain | Vendor::Reporting if i.is_multiple_of(2) => {
                 "email"
             }
@@ -358,6 +365,7 @@ impl Vendor {
                 format!("Your code is {:06}", 100_000 + group),
             ),
             (_, "email") => ("email", format!("user{i}@example.com"), text_of(&key)),
+            (_, "push") => ("push", format!("device-{i}"), text_of(&key)),
             _ => ("sms", format!("+1415555{:04}", i % 10_000), text_of(&key)),
         };
         Spec {
@@ -431,18 +439,41 @@ impl Vendor {
                 );
                 Running::Fake {
                     route,
-                    ledger: Box::new(move || {
-                        let ledger = vendor.ledger();
-                        let mut deliveries = HashMap::new();
-                        for delivery in &ledger.deliveries {
-                            *deliveries.entry(delivery.key.clone()).or_default() += 1;
-                        }
-                        Ledger {
-                            total: ledger.total(),
-                            deliveries,
-                            messages: HashMap::new(),
-                        }
-                    }),
+                    ledger: Box::new(move || by_key(&vendor.ledger())),
+                    _faults: injector,
+                }
+            }
+            Vendor::Fcm => {
+                use herald_fcm::fake::{self, Fault, Faults};
+                let vendor = Arc::new(
+                    fake::spawn(fake::FakeConfig {
+                        delay: Duration::from_millis(1500),
+                        ..fake::FakeConfig::default()
+                    })
+                    .await
+                    .expect("the fake starts"),
+                );
+                let route = format!(
+                    "provider = \"fcm\"\nbase_url = \"{}\"\nservice_account = '''{}'''\n",
+                    vendor.base_url(),
+                    vendor.service_account()
+                );
+                // Not its 429: FCM asks for a minute's pause after one, which would stall the
+                // run, and a refusal before processing is already the 503's case.
+                let kinds = [
+                    Fault::AcceptThenDrop,
+                    Fault::Delay,
+                    Fault::ErrorAfterProcessing,
+                    Fault::UnavailableBeforeProcessing,
+                ];
+                let armed = vendor.clone();
+                let injector = inject(
+                    move |k| armed.set_faults(Faults::next([kinds[k]])),
+                    kinds.len(),
+                );
+                Running::Fake {
+                    route,
+                    ledger: Box::new(move || by_key(&vendor.ledger())),
                     _faults: injector,
                 }
             }
@@ -509,6 +540,8 @@ impl Spec {
         match self.channel {
             "email" => json!({"channel": "email", "to": self.to, "subject": "Crash test",
                               "text": self.text, "delivery": self.delivery}),
+            "push" => json!({"channel": "push", "to": self.to, "subject": "Crash test",
+                             "text": self.text, "delivery": self.delivery}),
             _ => json!({"channel": "sms", "to": self.to, "text": self.text,
                         "delivery": self.delivery}),
         }
@@ -531,6 +564,19 @@ fn twilio_reference(to: &str, text: &str) -> String {
 
 const TWILIO_SID: &str = "AC00000000000000000000000000000042";
 const TWILIO_TOKEN: &str = "crash-test-token";
+
+/// A fake's ledger by herald's key, which the fake keeps with each delivery.
+fn by_key(ledger: &herald_provider::fake::Ledger) -> Ledger {
+    let mut deliveries = HashMap::new();
+    for delivery in &ledger.deliveries {
+        *deliveries.entry(delivery.key.clone()).or_default() += 1;
+    }
+    Ledger {
+        total: ledger.total(),
+        deliveries,
+        messages: HashMap::new(),
+    }
+}
 
 /// Ground truth from the vendor.
 struct Ledger {
@@ -700,7 +746,7 @@ max_attempts = {MAX_ATTEMPTS}
             "circuit_failures = 0\n"
         },
         running.other_routes(),
-        ["email", "sms"]
+        ["email", "sms", "push"]
             .iter()
             .filter(|c| (0..2).any(|i| vendor.channel(i) == **c))
             .map(|c| format!("{c} = \"vendor\"\n"))
@@ -1205,7 +1251,7 @@ fn check_notification(vendor: Vendor, s: &Seen, grouped: bool, freezes: &[Freeze
                 wrong.push("unknown without an unsettled ambiguous attempt".into());
             }
             let unavoidable = match vendor {
-                Vendor::Sandbox(Profile::Plain) => true,
+                Vendor::Sandbox(Profile::Plain) | Vendor::Fcm => true,
                 // A report settles the lone send it proves: still unknown is right only where
                 // none came (the vendor never made the send, or gave up reporting it).
                 Vendor::Reporting => s.n["receipts"].as_array().is_none_or(Vec::is_empty),

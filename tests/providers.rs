@@ -24,6 +24,9 @@ on_both_backends!(
     an_emails_own_sender_copies_tags_and_headers_reach_resend_as_documented,
     onesignal_settles_every_fault_by_replaying_its_key,
     webhooks_are_signed_classified_and_kept_off_private_networks,
+    slack_settles_every_fault_by_reading_its_key_back_from_the_history,
+    fcm_leaves_a_lost_answer_to_the_delivery_policy_and_suppresses_unregistered_tokens,
+    apns_speaks_http2_with_a_provider_token_and_suppresses_unregistered_devices,
 );
 
 /// A herald with one route, stepped by the test.
@@ -269,7 +272,7 @@ async fn sparkpost_settles_every_fault_by_replaying_its_key_and_reads_its_webhoo
     assert_eq!(rig.report(("sparkpost", password), &batch).await, 200);
     let n = rig.app.show(id).await;
     assert_eq!(n["receipt"]["status"], "bounced", "{n:#}");
-    assert_eq!(suppressed(&rig.app).await, ["ada@example.com"]);
+    assert_eq!(suppressed(&rig.app, "email").await, ["ada@example.com"]);
 }
 
 async fn an_emails_own_sender_copies_tags_and_headers_reach_resend_as_documented(backend: Backend) {
@@ -625,13 +628,14 @@ async fn twilio_settles_every_fault_by_looking_the_message_up(backend: Backend) 
     }
 }
 
-/// Sends an email into each fault a vendor without a key meets (`arm` sets its fake to play it
+/// Sends `body` into each fault a vendor without a key meets (`arm` sets its fake to play it
 /// next), and checks that the look-up settles it: delivered and known, delivered once by the
 /// vendor's ledger (`deliveries`, by herald's key), an ambiguity settled by the look-up (and,
 /// where the vendor never took it, sent again).
 async fn lookups_settle_every_fault(
     rig: &Rig,
     vendor: &str,
+    body: &Value,
     arm: impl Fn(Option<Played>),
     deliveries: impl Fn(&str) -> u64,
 ) {
@@ -666,7 +670,7 @@ async fn lookups_settle_every_fault(
     ];
     for (label, fault, attempts, settled_by) in cases {
         arm(*fault);
-        let n = rig.deliver(label, email()).await;
+        let n = rig.deliver(label, body.clone()).await;
         expect(
             &n,
             "delivered",
@@ -687,10 +691,10 @@ async fn lookups_settle_every_fault(
     }
 }
 
-/// The tenant's suppressed email recipients, sorted.
-async fn suppressed(app: &TestApp) -> Vec<String> {
+/// The tenant's suppressed recipients on `channel`, sorted.
+async fn suppressed(app: &TestApp, channel: &str) -> Vec<String> {
     let list: Value = app
-        .get(ACME, "/v1/suppressions?channel=email")
+        .get(ACME, &format!("/v1/suppressions?channel={channel}"))
         .await
         .json()
         .await
@@ -732,7 +736,7 @@ async fn sendgrid_settles_by_email_activity_only_where_the_account_has_it(backen
     else {
         return;
     };
-    lookups_settle_every_fault(&rig, "sendgrid", arm, deliveries).await;
+    lookups_settle_every_fault(&rig, "sendgrid", &email(), arm, deliveries).await;
 
     // Without Email Activity nothing can settle a lost answer: at most once stops at unknown.
     let Some(rig) = start_rig(backend, &route("")).await else {
@@ -931,7 +935,7 @@ async fn mailjet_settles_every_fault_by_looking_up_its_custom_id(backend: Backen
         vendor.set_faults(played.map(fault_of!(Fault)));
     };
     let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
-    lookups_settle_every_fault(&rig, "mailjet", arm, deliveries).await;
+    lookups_settle_every_fault(&rig, "mailjet", &email(), arm, deliveries).await;
 }
 
 async fn postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_webhooks(
@@ -959,14 +963,14 @@ async fn postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_w
         vendor.set_faults(Faults::next(played.map(fault_of!(Fault))));
     };
     let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
-    lookups_settle_every_fault(&rig, "postmark", arm, deliveries).await;
+    lookups_settle_every_fault(&rig, "postmark", &email(), arm, deliveries).await;
 
     // An inactive recipient: refused, known, and suppressed here too.
     let mut gone = email();
     gone["to"] = json!("gone@example.com");
     let n = rig.deliver("inactive", gone).await;
     expect(&n, "failed", "known", &["rejected"], "postmark inactive");
-    assert_eq!(suppressed(&rig.app).await, ["gone@example.com"]);
+    assert_eq!(suppressed(&rig.app, "email").await, ["gone@example.com"]);
 
     // A webhook names the message by the key in its metadata; a bounce that deactivated the
     // address moves the receipt and suppresses it. Without the URL's credentials, nothing counts.
@@ -981,7 +985,156 @@ async fn postmark_settles_every_fault_by_looking_up_its_metadata_and_reads_its_w
     assert_eq!(rig.report(("postmark", password), &bounce).await, 200);
     assert_eq!(rig.app.show(id).await["receipt"]["status"], "bounced");
     assert_eq!(
-        suppressed(&rig.app).await,
+        suppressed(&rig.app, "email").await,
         ["ada@example.com", "gone@example.com"]
     );
+}
+
+async fn slack_settles_every_fault_by_reading_its_key_back_from_the_history(backend: Backend) {
+    use herald_slack::fake::{self, Fault, Faults};
+    let config = fake::FakeConfig {
+        visibility_lag: Duration::from_millis(200),
+        delay: Duration::from_millis(1500),
+        archived: vec!["C0ARCHIVED".to_owned()],
+        ..fake::FakeConfig::default()
+    };
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    let route = format!(
+        "provider = \"slack\"\nbase_url = \"{}\"\nbot_token = \"{}\"\nvisibility_lag_ms = 500\n",
+        vendor.base_url(),
+        config.bot_token
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let blocks = json!([{"type": "section", "text": {"type": "mrkdwn", "text": "*Deploy* done"}}]);
+    let chat =
+        json!({"channel": "chat", "to": fake::CHANNEL, "text": "Deploy done", "blocks": blocks});
+    let arm = |played: Option<Played>| {
+        vendor.set_faults(Faults::next(played.map(fault_of!(Fault))));
+    };
+    let deliveries = |key: &str| vendor.ledger().deliveries_of(key);
+    lookups_settle_every_fault(&rig, "slack", &chat, arm, deliveries).await;
+    let posted = vendor.last_request().expect("a post");
+    assert_eq!(posted.body["blocks"], blocks, "{:#}", posted.body);
+
+    // An archived channel takes nothing: refused, known, and no suppression (it may reopen).
+    let mut archived = chat.clone();
+    archived["to"] = json!("C0ARCHIVED");
+    let n = rig.deliver("archived", archived).await;
+    expect(&n, "failed", "known", &["rejected"], "slack archived");
+    assert_eq!(n["attempts"][0]["evidence"]["vendor_code"], "is_archived");
+}
+
+async fn fcm_leaves_a_lost_answer_to_the_delivery_policy_and_suppresses_unregistered_tokens(
+    backend: Backend,
+) {
+    use herald_fcm::fake::{self, Fault, Faults};
+    let vendor = fake::spawn(fake::FakeConfig {
+        unregistered: vec!["gone-token".to_owned()],
+        ..fake::FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let route = format!(
+        "provider = \"fcm\"\nbase_url = \"{}\"\nservice_account = \'\'\'{}\'\'\'\n",
+        vendor.base_url(),
+        vendor.service_account()
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let push = |to: &str| json!({"channel": "push", "to": to, "subject": "Hi", "text": "hello"});
+    let n = rig.deliver("plain", push("token-1")).await;
+    expect(&n, "delivered", "known", &["accepted"], "fcm plain");
+    let id = n["id"].as_str().unwrap();
+    assert_eq!(
+        vendor.ledger().deliveries_of(id),
+        1,
+        "fcm names it by data.herald_key"
+    );
+
+    // FCM takes no key and cannot be asked: a lost answer is left to the delivery policy.
+    for (label, fault) in [
+        ("dropped", Fault::AcceptThenDrop),
+        ("500", Fault::ErrorAfterProcessing),
+    ] {
+        vendor.set_faults(Faults::next([fault]));
+        let n = rig.deliver(label, push("token-1")).await;
+        expect(
+            &n,
+            "unknown",
+            "unknown",
+            &["ambiguous"],
+            &format!("fcm {label}"),
+        );
+        assert_eq!(vendor.ledger().deliveries_of(n["id"].as_str().unwrap()), 1);
+    }
+    vendor.set_faults(Faults::next([Fault::AcceptThenDrop]));
+    let mut again = push("token-1");
+    again["delivery"] = json!("at_least_once");
+    let n = rig.deliver("at least once", again).await;
+    expect(
+        &n,
+        "delivered",
+        "duplicate_possible",
+        &["ambiguous", "accepted"],
+        "fcm at least once",
+    );
+    assert_eq!(vendor.ledger().deliveries_of(n["id"].as_str().unwrap()), 2);
+
+    // UNREGISTERED: the token is gone; refused, known, and suppressed for every route.
+    let n = rig.deliver("unregistered", push("gone-token")).await;
+    expect(&n, "failed", "known", &["rejected"], "fcm unregistered");
+    assert_eq!(n["attempts"][0]["evidence"]["vendor_code"], "UNREGISTERED");
+    assert_eq!(suppressed(&rig.app, "push").await, ["gone-token"]);
+}
+
+async fn apns_speaks_http2_with_a_provider_token_and_suppresses_unregistered_devices(
+    backend: Backend,
+) {
+    use herald_apns::fake::{self, Fault, Faults};
+    const DEVICE: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+    const GONE: &str = "00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff";
+    let config = fake::FakeConfig {
+        unregistered: vec![GONE.to_owned()],
+        ..fake::FakeConfig::default()
+    };
+    let vendor = fake::spawn(config.clone()).await.unwrap();
+    let dir = support::TempDir::new("herald-apns");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, vendor.ca_pem()).unwrap();
+    let route = format!(
+        "provider = \"apns\"\nbase_url = \"{}\"\nroot_certificate = \"{}\"\nteam_id = \"{}\"\n\
+         key_id = \"{}\"\ntopic = \"{}\"\nsigning_key = \'\'\'{}\'\'\'\n",
+        vendor.base_url(),
+        ca.display(),
+        config.team_id,
+        config.key_id,
+        config.topic,
+        config.key.private_pem
+    );
+    let Some(rig) = start_rig(backend, &route).await else {
+        return;
+    };
+    let push = |to: &str| json!({"channel": "push", "to": to, "subject": "Hi", "text": "hello"});
+    let n = rig.deliver("plain", push(DEVICE)).await;
+    expect(&n, "delivered", "known", &["accepted"], "apns plain");
+    let id = n["id"].as_str().unwrap();
+    assert_eq!(
+        n["attempts"][0]["provider_ref"], id,
+        "apns-id is herald's key"
+    );
+    assert_eq!(vendor.ledger().deliveries_of(id), 1);
+
+    // No key and no look-up: a lost answer is left to the delivery policy.
+    vendor.set_faults(Faults::next([Fault::AcceptThenDrop]));
+    let n = rig.deliver("dropped", push(DEVICE)).await;
+    expect(&n, "unknown", "unknown", &["ambiguous"], "apns dropped");
+
+    // 410 Unregistered: the device token is no longer active; refused, known, suppressed.
+    let n = rig.deliver("unregistered", push(GONE)).await;
+    expect(&n, "failed", "known", &["rejected"], "apns unregistered");
+    assert_eq!(n["attempts"][0]["evidence"]["vendor_code"], "Unregistered");
+    assert_eq!(suppressed(&rig.app, "push").await, [GONE]);
 }

@@ -294,18 +294,18 @@ impl PushTarget {
     }
 }
 
-/// A chat destination: the id of a team's chat channel (Slack's `C0123456789`) or its name
-/// (`#ops`), 1 to 255 ASCII letters, digits, `#`, `-`, `_` and `.`.
+/// A chat destination: the id of a team's chat channel (Slack's `C0123456789`), 1 to 255
+/// ASCII letters and digits. Not its name: a name can be given to another channel, and a
+/// look-up of what was posted reads one channel's history by its id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatTarget(String);
 
 impl ChatTarget {
     pub fn parse(field: &str, s: &str) -> Result<Self, FieldError> {
-        let allowed = |c: char| c.is_ascii_alphanumeric() || "#-_.".contains(c);
-        if s.is_empty() || s.len() > 255 || !s.chars().all(allowed) {
+        if s.is_empty() || s.len() > 255 || !s.chars().all(|c| c.is_ascii_alphanumeric()) {
             return Err(FieldError::new(
                 field,
-                "must be a chat channel id or name like C0123456789 or #ops",
+                "must be a chat channel's id like C0123456789",
             ));
         }
         Ok(ChatTarget(s.to_owned()))

@@ -112,6 +112,13 @@ pub trait RouteSettings: fmt::Debug + Send + Sync {
         true
     }
 
+    /// Sends per second a route of this vendor keeps unless it sets `rate_limit_per_second`:
+    /// the vendor's documented rate, where sending faster only earns refusals. `None`: the
+    /// route is not paced unless it says so.
+    fn default_pace(&self) -> Option<f64> {
+        None
+    }
+
     /// Whether building the adapter starts a vendor in this process (the built-in sandbox), so
     /// that a configuration check does not build it.
     fn starts_a_vendor(&self) -> bool {
