@@ -471,6 +471,22 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             "text",
         ),
         (
+            json!({"channel": "chat", "to": "c0123456789", "text": "t"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"channel": "chat", "to": "C0123456789", "text": "  "}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "text",
+        ),
+        (
+            // 20,001 emoji: 40,002 UTF-16 units, Slack's count, though 20,001 characters.
+            json!({"channel": "chat", "to": "C0123456789", "text": "\u{1F600}".repeat(20_001)}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "text",
+        ),
+        (
             json!({"channel": "chat", "to": "C0123456789", "text": "t", "subject": "s"}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "subject",
@@ -1063,7 +1079,7 @@ async fn a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppresse
 ) {
     let Some(app) = spawn_app_with(
         backend,
-        "[templates.deployed]\ntext = \"Deploy {{ version }} finished\"\n",
+        "[templates.deployed]\ntext = \"<!here> Deploy {{ version }} finished\"\n",
     )
     .await
     else {
@@ -1093,20 +1109,40 @@ async fn a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppresse
     )
     .await;
 
-    // A template renders a chat message's text, as it does an SMS.
+    // A template renders a chat message's text, as it does an SMS; what the data puts in it is
+    // escaped as Slack escapes text, so that it cannot ping everyone or plant a link. The
+    // template's own text may (here `<!here>`).
     let rendered: Value = app
         .enqueue(
             ACME,
             "chat-template",
             &json!({"channel": "chat", "to": "C0OPS", "template": "deployed",
-                    "data": {"version": "1.2"}}),
+                    "data": {"version": "1.2 <!channel> & <https://evil.example|docs>"}}),
         )
         .await
         .json()
         .await
         .unwrap();
-    assert_eq!(rendered["text"], "Deploy 1.2 finished");
+    assert_eq!(
+        rendered["text"],
+        "<!here> Deploy 1.2 &lt;!channel&gt; &amp; &lt;https://evil.example|docs&gt; finished"
+    );
     assert_eq!(rendered["blocks"], Value::Null);
+    let sms: Value = app
+        .enqueue(
+            ACME,
+            "sms-template",
+            &json!({"channel": "sms", "to": "+14155550100", "template": "deployed",
+                    "data": {"version": "<1.2>"}}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        sms["text"], "<!here> Deploy <1.2> finished",
+        "only chat escapes"
+    );
 
     // A person may keep a channel from getting any more messages, as any other recipient.
     let suppressed = app

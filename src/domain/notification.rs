@@ -346,7 +346,7 @@ impl Notification {
 const MAX_SUBJECT_BYTES: usize = 998;
 const MAX_SMS_CHARS: usize = 1600;
 const MAX_PUSH_TEXT_BYTES: usize = 4096;
-/// Slack's limit for a message's text; longer text it truncates.
+/// Slack's limit for a message's text, in UTF-16 units; longer text it truncates.
 const MAX_CHAT_TEXT_CHARS: usize = 40_000;
 /// Slack's limit of blocks in one message.
 const MAX_CHAT_BLOCKS: usize = 50;
@@ -542,7 +542,7 @@ impl NotificationRequest {
                 ));
             }
             let data = self.data.clone().unwrap_or_default();
-            let rendered = templates.render(name, self.locale.as_deref(), &data)?;
+            let rendered = templates.render(name, self.locale.as_deref(), &data, channel)?;
             content = Content {
                 subject: rendered.subject,
                 text: rendered.text,
@@ -720,9 +720,11 @@ fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
             forbid("subject", c.subject.is_some())?;
             forbid("html", c.html.is_some())?;
             forbid("payload", c.payload.is_some())?;
+            // A phone shows the text, also beside blocks: blank shows nothing.
             let text = c.text.as_deref().unwrap_or_default();
-            require("text", !text.is_empty())?;
-            if text.chars().count() > MAX_CHAT_TEXT_CHARS {
+            require("text", !text.trim().is_empty())?;
+            // Counted in UTF-16 units, the larger count of "characters" (an emoji is two).
+            if text.encode_utf16().count() > MAX_CHAT_TEXT_CHARS {
                 return Err(FieldError::new(
                     "text",
                     format!("must be at most {MAX_CHAT_TEXT_CHARS} characters"),

@@ -218,6 +218,12 @@ pub fn locale_tag(tag: &str) -> bool {
             .all(|s| (1..=8).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
+/// How a chat message's text escapes what `data` puts in it. Slack reads `<!channel>`,
+/// `<@U…>` and `<url|label>` in a message's text as commands (a ping of everyone, a mention, a
+/// link with any label), and `&`, `<` and `>` as their escapes: data from an end user must not
+/// be able to write them. The template's own text may.
+const SLACK_TEXT: minijinja::AutoEscape = minijinja::AutoEscape::Custom("slack");
+
 /// Renders templates strictly: a placeholder missing from `data` is an error, not a blank.
 pub struct Templates {
     env: minijinja::Environment<'static>,
@@ -245,9 +251,22 @@ impl Templates {
         env.set_auto_escape_callback(|name| {
             if name.ends_with(".html") {
                 minijinja::AutoEscape::Html
+            } else if name.ends_with(".chat") {
+                SLACK_TEXT
             } else {
                 minijinja::AutoEscape::None
             }
+        });
+        env.set_formatter(|out, state, value| {
+            if state.auto_escape() != SLACK_TEXT || value.is_safe() {
+                return minijinja::escape_formatter(out, state, value);
+            }
+            let text = value.to_string();
+            let escaped = text
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;");
+            out.write_str(&escaped).map_err(minijinja::Error::from)
         });
         Templates { env, templates }
     }
@@ -325,12 +344,14 @@ impl Templates {
             .map_err(|e| FieldError::new("data", render_error(what, source, &e)))
     }
 
-    /// Renders template `name` in the configured locale that serves `locale`, or its default.
+    /// Renders template `name` in the configured locale that serves `locale`, or its default,
+    /// for `channel`: on chat, what `data` puts in the text is escaped as Slack escapes it.
     pub fn render(
         &self,
         name: &str,
         locale: Option<&str>,
         data: &Map<String, Value>,
+        channel: Channel,
     ) -> Result<Rendered, FieldError> {
         let template = self
             .templates
@@ -357,7 +378,14 @@ impl Templates {
         };
         Ok(Rendered {
             subject: render(&fields.subject, "txt")?,
-            text: render(&fields.text, "txt")?,
+            text: render(
+                &fields.text,
+                if channel == Channel::Chat {
+                    "chat"
+                } else {
+                    "txt"
+                },
+            )?,
             html: render(&fields.html, "html")?,
             locale: locale.map(str::to_owned),
         })

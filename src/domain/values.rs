@@ -294,15 +294,16 @@ impl PushTarget {
     }
 }
 
-/// A chat destination: the id of a team's chat channel (Slack's `C0123456789`), 1 to 255
-/// ASCII letters and digits. Not its name: a name can be given to another channel, and a
-/// look-up of what was posted reads one channel's history by its id.
+/// A chat destination: the id of a team's chat channel (Slack's `C0123456789`), 2 to 64
+/// uppercase ASCII letters and digits. Not its name: a name can be given to another channel,
+/// and a look-up of what was posted reads one channel's history by its id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatTarget(String);
 
 impl ChatTarget {
     pub fn parse(field: &str, s: &str) -> Result<Self, FieldError> {
-        if s.is_empty() || s.len() > 255 || !s.chars().all(|c| c.is_ascii_alphanumeric()) {
+        let id = |c: char| c.is_ascii_uppercase() || c.is_ascii_digit();
+        if !(2..=64).contains(&s.len()) || !s.chars().all(id) {
             return Err(FieldError::new(
                 field,
                 "must be a chat channel's id like C0123456789",
