@@ -667,12 +667,15 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "routes.sparkpost.api_key",
         "routes.sparkpost.callback_password",
         "routes.twilio.auth_token",
+        "routes.fcm.service_account: cannot read /run/secrets/fcm-service-account.json",
+        "routes.apns.signing_key: cannot read /run/secrets/AuthKey_ABC123DEFG.p8",
+        "routes.slack.bot_token: environment variable SLACK_BOT_TOKEN is not set",
         "sinks.upstream.secret: environment variable HERALD_EVENTS_SECRET is not set",
         "unsubscribe.secrets[0]: environment variable HERALD_UNSUBSCRIBE_SECRET is not set",
     ] {
         assert!(problems.contains(key), "{key:?} missing from:\n{problems}");
     }
-    assert!(problems.contains("config: 17 problems"), "{problems}");
+    assert!(problems.contains("config: 20 problems"), "{problems}");
     assert!(problems.contains("(in ") && problems.contains("herald.example.toml)"));
 
     // A value of the wrong type from the environment names its key and its variable.

@@ -39,8 +39,10 @@ pub const DEFAULT_VISIBILITY_LAG: Duration = Duration::from_secs(10 * 60);
 
 /// Posts per second a route keeps unless it sets `rate_limit_per_second`: `chat.postMessage`
 /// "generally allows posting one message per second per channel"
-/// (<https://docs.slack.dev/apis/web-api/rate-limits>). herald paces a route as a whole, so one
-/// per second holds for any number of conversations; a route may set more for several.
+/// (<https://docs.slack.dev/apis/web-api/rate-limits>). herald paces a route in each process,
+/// not across processes: one process keeps one post a second to any number of conversations,
+/// but N herald processes on one database post up to N a second (Slack's 429 and its
+/// `Retry-After` then pause each process that meets it).
 pub const DEFAULT_PACE: f64 = 1.0;
 
 /// Allowed disagreement between herald's clock (which stamped the notification id) and
@@ -305,7 +307,8 @@ impl SlackAdapter {
         let page: History = serde_json::from_str(&text)
             .map_err(|err| Evidence::new("query", format!("{err}: {text}")).with_status(200))?;
         if !page.ok {
-            // `missing_scope` (no `channels:history` / `groups:history`), `not_in_channel`,
+            // `missing_scope` (no `channels:history` / `groups:history` / `im:history` /
+            // `mpim:history` for this kind of conversation), `not_in_channel`,
             // `channel_not_found`, `ratelimited`, …: the look-up could not be made.
             let evidence = Evidence::new("query", &text).with_status(200);
             return Err(match page.error {
@@ -320,7 +323,9 @@ impl SlackAdapter {
 /// What one look-up has found so far.
 #[derive(Debug, Default)]
 struct Search {
-    /// The `ts` of each listed message that carries the key.
+    /// The `ts` of each listed message that carries the key, as often as it was listed: a page
+    /// listed again (the conformance kit answers every cursor with the same page) names the
+    /// same messages twice.
     ours: Vec<String>,
     /// A message of herald's whose payload did not come back: it may be ours.
     unreadable: Option<String>,
@@ -368,9 +373,12 @@ impl Search {
         }
     }
 
-    /// The oldest message that carries the key: the first send that reached Slack.
+    /// The oldest message that carries the key: the first send that reached Slack. Messages
+    /// are counted by their `ts`, once each however often they were listed: only distinct
+    /// messages prove more than one send.
     fn found(mut self, channel: &str) -> QueryResult {
-        self.ours.sort_by_key(|ts| ts_order(ts));
+        self.ours.sort_by(|a, b| ts_order(a).cmp(&ts_order(b)));
+        self.ours.dedup();
         let first = &self.ours[0];
         let detail = match self.ours.len() {
             1 => format!("found message {first} with this key in its metadata"),
@@ -529,38 +537,44 @@ fn sent_channel(request: &Request) -> Option<String> {
 }
 
 /// `to` must be a conversation id (`C0123456789`), not a channel name: `conversations.history`
-/// takes only an id, and the look-up must read the conversation the message went to.
+/// takes only an id, and the look-up must read the conversation the message went to. For the
+/// same reason not a user id (`U…`, `W…` in an Enterprise organization): Slack posts to the
+/// app's direct message with that user, a conversation with an id of its own (`D…`), and the
+/// history of the user id is `channel_not_found`, so the send could never be looked up.
 fn conversation_id(to: &str) -> Result<(), Evidence> {
     let is_id = (2..=64).contains(&to.len())
         && to
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-    if is_id {
-        Ok(())
-    } else {
-        Err(Evidence::new(
+    if !is_id {
+        return Err(Evidence::new(
             "request",
             format!("`{to}` is not a Slack conversation id such as C0123456789"),
-        ))
+        ));
     }
+    if to.starts_with(['U', 'W']) {
+        return Err(Evidence::new(
+            "request",
+            format!(
+                "`{to}` is a Slack user id: Slack would post to the direct message with that \
+                 user, which herald could not look up by this id; post to the direct \
+                 message's own `D…` id (`conversations.open` gives it)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Slack's timestamp form of `at`: Unix seconds and microseconds, `1712345678.000100`.
 fn slack_ts(at: OffsetDateTime) -> String {
-    format!("{}.{:06}", at.unix_timestamp().max(0), at.microsecond())
+    let micros = at.unix_timestamp_nanos().max(0) / 1_000;
+    wire::format_ts(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
-/// A `ts` as a number, to order messages: seconds, then the fraction as written (six digits).
-fn ts_order(ts: &str) -> (u64, u64, String) {
-    let (seconds, fraction) = ts.split_once('.').unwrap_or((ts, ""));
-    match (
-        seconds.parse::<u64>(),
-        format!("{fraction:0<6}").parse::<u64>(),
-    ) {
-        (Ok(seconds), Ok(fraction)) => (seconds, fraction, String::new()),
-        // Unreadable: after every readable one, in text order.
-        _ => (u64::MAX, u64::MAX, ts.to_owned()),
-    }
+/// A `ts` as a number, to order messages: readable ones by their time (Slack's own reading,
+/// [`wire::parse_ts`]), then unreadable ones in text order; equal times in text order.
+fn ts_order(ts: &str) -> (u64, &str) {
+    (wire::parse_ts(ts).unwrap_or(u64::MAX), ts)
 }
 
 fn endpoint(base_url: &str, path: &str) -> Result<Url, SlackError> {
@@ -579,11 +593,72 @@ mod tests {
         let at = OffsetDateTime::from_unix_timestamp(1_712_345_678).unwrap()
             + time::Duration::microseconds(100);
         assert_eq!(slack_ts(at), "1712345678.000100");
-        let mut listed = vec!["1712345678.000100", "1712345677.999999", "1712345678.1"];
+        let mut listed = vec![
+            "not-a-ts",
+            "1712345678.000100",
+            "1712345677.999999",
+            "1712345678.1",
+        ];
         listed.sort_by_key(|ts| ts_order(ts));
         assert_eq!(
             listed,
-            ["1712345677.999999", "1712345678.000100", "1712345678.1"]
+            [
+                "1712345677.999999",
+                "1712345678.000100",
+                "1712345678.1",
+                "not-a-ts"
+            ]
+        );
+        // The one reading the fake shares.
+        assert_eq!(
+            wire::parse_ts("1712345678.000100"),
+            Some(1_712_345_678_000_100)
+        );
+        assert_eq!(wire::parse_ts("1712345678"), Some(1_712_345_678_000_000));
+        for junk in ["", ".5", "+1.5", "1.1234567", "1.x", "next_ts:1.5"] {
+            assert_eq!(wire::parse_ts(junk), None, "{junk}");
+        }
+        assert_eq!(wire::format_ts(1_712_345_678_000_100), "1712345678.000100");
+    }
+
+    #[test]
+    fn a_message_listed_twice_is_one_send() {
+        // A page listed again names the same messages again: two messages, not three.
+        let search = Search {
+            ours: vec![
+                "1712345678.000300".to_owned(),
+                "1712345678.000100".to_owned(),
+                "1712345678.000300".to_owned(),
+            ],
+            ..Search::default()
+        };
+        let QueryResult::Accepted {
+            provider_ref,
+            evidence,
+        } = search.found("C0123456789")
+        else {
+            panic!("found");
+        };
+        assert_eq!(
+            provider_ref.as_deref(),
+            Some("C0123456789/1712345678.000100")
+        );
+        assert!(
+            evidence.detail.starts_with("2 messages carry this key"),
+            "{}",
+            evidence.detail
+        );
+
+        let once = Search {
+            ours: vec!["1712345678.000100".to_owned(); 10],
+            ..Search::default()
+        };
+        let QueryResult::Accepted { evidence, .. } = once.found("C0123456789") else {
+            panic!("found");
+        };
+        assert_eq!(
+            evidence.detail,
+            "found message 1712345678.000100 with this key in its metadata"
         );
     }
 
@@ -597,6 +672,10 @@ mod tests {
             ("missing_scope", "permanent", 403),
             ("ekm_access_denied", "permanent", 403),
             ("channel_not_found", "permanent", 200),
+            // Refusals of this conversation, not of the route.
+            ("no_permission", "permanent", 200),
+            ("access_denied", "permanent", 200),
+            ("team_access_not_granted", "permanent", 200),
             ("invalid_blocks", "permanent", 200),
             ("ratelimited", "transient", 429),
             ("message_limit_exceeded", "transient", 429),
@@ -636,6 +715,11 @@ mod tests {
         }
         for name in ["#general", "general", "", "C012 345", "c0123456789"] {
             assert!(conversation_id(name).is_err(), "{name}");
+        }
+        // A user id posts to a direct message with another id, which the look-up needs.
+        for user in ["U0123456789", "W0123456789"] {
+            let refused = conversation_id(user).expect_err(user);
+            assert!(refused.detail.contains("`D…` id"), "{}", refused.detail);
         }
     }
 }

@@ -18,8 +18,10 @@ use crate::adapter::{
 pub struct Settings {
     /// Default `https://slack.com/api`.
     pub base_url: Option<String>,
-    /// The app's bot token (`xoxb-…`), with `chat:write`, and for the look-up
-    /// `channels:history` (public channels) and/or `groups:history` (private ones).
+    /// The app's bot token (`xoxb-…`), with `chat:write`, and for the look-up the history
+    /// scope of each kind of conversation the route posts to: `channels:history` (public
+    /// channels, `C…`), `groups:history` (private ones, `C…` or `G…`), `im:history` (direct
+    /// messages, `D…`), `mpim:history` (group direct messages, `G…`).
     pub bot_token: SecretSource,
     /// Whether ambiguous sends are looked up in `conversations.history` (default `true`).
     /// `false` for a bot without a history scope: the route then declares no look-up, and its
@@ -40,8 +42,9 @@ impl RouteSettings for Settings {
         vec![("bot_token".into(), &self.bot_token)]
     }
 
-    /// Slack's documented rate for `chat.postMessage`: "one message per second per channel",
-    /// which a route-wide pace keeps whatever conversations the route posts to.
+    /// Slack's documented rate for `chat.postMessage`: "one message per second per channel".
+    /// herald's pace is per process: one process keeps it whatever conversations the route
+    /// posts to; N processes post up to N a second (see the crate docs).
     fn default_pace(&self) -> Option<f64> {
         Some(DEFAULT_PACE)
     }

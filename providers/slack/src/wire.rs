@@ -28,6 +28,26 @@ pub const MAX_BLOCKS: usize = 50;
 /// messages (<https://api.slack.com/changelog/2018-04-truncating-really-long-messages>).
 pub const MAX_TEXT_CHARS: usize = 40_000;
 
+/// A `ts` (`1712345678.000100`: Unix seconds, a dot, six digits of microseconds) in
+/// microseconds since the epoch; `None` if it is not one. Slack names a message by it and
+/// takes it as `oldest` and `latest`; the adapter orders what it finds by it, and the fake
+/// reads its bounds and cursors with it.
+pub fn parse_ts(ts: &str) -> Option<u64> {
+    let (seconds, fraction) = ts.split_once('.').unwrap_or((ts, ""));
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(seconds) || fraction.len() > 6 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let seconds = seconds.parse::<u64>().ok()?;
+    let fraction = format!("{fraction:0<6}").parse::<u64>().ok()?;
+    seconds.checked_mul(1_000_000)?.checked_add(fraction)
+}
+
+/// The `ts` of `micros` microseconds since the epoch: [`parse_ts`]'s inverse.
+pub fn format_ts(micros: u64) -> String {
+    format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000)
+}
+
 /// `chat.postMessage` as the adapter writes it (`application/json`), borrowed from herald's
 /// message.
 #[derive(Debug, Serialize)]
@@ -137,6 +157,9 @@ pub mod errors {
     pub const CHANNEL_NOT_FOUND: &str = "channel_not_found";
     pub const NOT_IN_CHANNEL: &str = "not_in_channel";
     pub const IS_ARCHIVED: &str = "is_archived";
+    pub const NO_PERMISSION: &str = "no_permission";
+    pub const ACCESS_DENIED: &str = "access_denied";
+    pub const TEAM_ACCESS_NOT_GRANTED: &str = "team_access_not_granted";
     pub const NO_TEXT: &str = "no_text";
     pub const INVALID_BLOCKS: &str = "invalid_blocks";
     pub const INVALID_BLOCKS_FORMAT: &str = "invalid_blocks_format";
@@ -156,15 +179,14 @@ pub mod errors {
 
     /// The token is valid but may not do this anywhere: a missing scope, a token of the wrong
     /// type, an administrator's or the workspace's restriction, a method gone (read as HTTP
-    /// 403). Every one is about the route, not the message.
+    /// 403). Every one is about the route, not the message. Refusals that name the
+    /// conversation or a resource of the request (`no_permission`, `access_denied`,
+    /// `team_access_not_granted`) are the message's: [`MESSAGE_REFUSED`].
     pub const ROUTE_REFUSED: &[&str] = &[
         MISSING_SCOPE,
-        "no_permission",
         "not_allowed_token_type",
-        "access_denied",
         "accesslimited",
         "ekm_access_denied",
-        "team_access_not_granted",
         "two_factor_setup_required",
         "enterprise_is_restricted",
         "app_access_restricted",
@@ -175,11 +197,20 @@ pub mod errors {
 
     /// This message, to this conversation, is refused: the channel, the bot's membership, the
     /// message's content, or the request's form. A resend of the same request fails the same
-    /// way.
+    /// way, but another conversation may take it: the route itself is not refused.
+    ///
+    /// `no_permission` ("Make sure your app is a member of the conversation it's attempting to
+    /// post a message to"), `access_denied` ("Access to a resource specified in the request is
+    /// denied") and `team_access_not_granted` (the token lacks "the specific workspace access
+    /// required to complete this request": in an Enterprise organization, the conversation's
+    /// workspace) refuse this conversation, not every one.
     pub const MESSAGE_REFUSED: &[&str] = &[
         CHANNEL_NOT_FOUND,
         NOT_IN_CHANNEL,
         IS_ARCHIVED,
+        NO_PERMISSION,
+        ACCESS_DENIED,
+        TEAM_ACCESS_NOT_GRANTED,
         "msg_too_long",
         NO_TEXT,
         INVALID_BLOCKS,

@@ -9,11 +9,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -24,6 +24,7 @@ use herald_provider::fake::{FaultAnswers, Kill, LookedUp, LookedUpState};
 use super::{Delivery, FakeConfig, Fault};
 use crate::wire::{
     EVENT_TYPE, HISTORY_PATH, KEY_FIELD, MAX_BLOCKS, MAX_TEXT_CHARS, POST_MESSAGE_PATH, errors,
+    format_ts, parse_ts,
 };
 
 // Slack's answers to the faults, shared with the tests through `fixtures/slack/`.
@@ -36,9 +37,10 @@ const FAULT_ANSWERS: FaultAnswers = FaultAnswers {
 const BOT_ID: &str = "B0123456789";
 const APP_ID: &str = "A0123456789";
 
-/// `conversations.history`'s default and largest `limit` ("Maximum of 999").
+/// `conversations.history`'s default `limit`.
 const DEFAULT_LIMIT: usize = 100;
-const MAX_LIMIT: usize = 999;
+/// `conversations.history`'s largest `limit` ("Maximum of 999").
+pub const MAX_HISTORY_LIMIT: usize = 999;
 
 /// What one `chat.postMessage` carried, minus the token: tests check the request's shape here.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +73,9 @@ pub struct Vendor {
     posted: Mutex<BTreeMap<String, Posted>>,
     /// The arguments of each `conversations.history` request, in order, without any token.
     lookups: Mutex<Vec<BTreeMap<String, String>>>,
+    /// When each `conversations.history` request of the last minute was served, for
+    /// [`FakeConfig::history_requests_per_minute`].
+    served: Mutex<Vec<Instant>>,
     /// The last `ts` handed out, in microseconds since the epoch: each post's is later, so a
     /// `ts` is unique and orders posts as they happened.
     clock: Mutex<u64>,
@@ -96,6 +101,7 @@ impl Vendor {
             state: LookedUpState::default(),
             posted: Mutex::default(),
             lookups: Mutex::default(),
+            served: Mutex::default(),
             clock: Mutex::new(0),
         }
     }
@@ -141,6 +147,24 @@ impl Vendor {
         }
     }
 
+    /// `Err` with how long to wait if one more history request this minute would exceed
+    /// [`FakeConfig::history_requests_per_minute`]; else it is counted.
+    fn history_allowed(&self, now: Instant) -> Result<(), Duration> {
+        const MINUTE: Duration = Duration::from_secs(60);
+        let Some(limit) = self.config.history_requests_per_minute else {
+            return Ok(());
+        };
+        let mut served = locked(&self.served);
+        served.retain(|at| now.duration_since(*at) < MINUTE);
+        match served.first() {
+            Some(oldest) if served.len() >= limit => Err(MINUTE - now.duration_since(*oldest)),
+            _ => {
+                served.push(now);
+                Ok(())
+            }
+        }
+    }
+
     /// A `ts` later than every one before: Unix seconds and microseconds.
     fn next_ts(&self) -> String {
         let now = SystemTime::now()
@@ -150,7 +174,7 @@ impl Vendor {
             });
         let mut last = locked(&self.clock);
         *last = now.max(*last + 1);
-        format!("{}.{:06}", *last / 1_000_000, *last % 1_000_000)
+        format_ts(*last)
     }
 
     /// A post proper, under the lock.
@@ -159,6 +183,14 @@ impl Vendor {
             return slack_error(errors::INVALID_ARGUMENTS);
         };
         let channel = args.get("channel").and_then(Value::as_str);
+        let refused = self
+            .config
+            .refusing
+            .iter()
+            .find(|(id, _)| Some(id.as_str()) == channel);
+        if let Some((_, code)) = refused {
+            return slack_error(code);
+        }
         if let Err(code) = self.conversation(channel) {
             return slack_error(code);
         }
@@ -249,12 +281,14 @@ impl Vendor {
         let (all_metadata, inclusive) = (flag("include_all_metadata"), flag("inclusive"));
         let limit = match args.get("limit").map(|l| l.parse::<usize>()) {
             None => DEFAULT_LIMIT,
-            Some(Ok(limit)) => limit.clamp(1, MAX_LIMIT),
+            Some(Ok(limit)) => limit.clamp(1, MAX_HISTORY_LIMIT),
             Some(Err(_)) => return slack_error(errors::INVALID_ARGUMENTS),
-        };
+        }
+        // Slack may list fewer than asked, and lists at most 15 to some apps.
+        .min(self.config.history_page_cap.max(1));
         let bound = |name: &str, code: &'static str| match args.get(name) {
             None => Ok(None),
-            Some(ts) => ts_micros(ts).map(Some).ok_or(code),
+            Some(ts) => parse_ts(ts).map(Some).ok_or(code),
         };
         let (oldest, latest) = match (
             bound("oldest", "invalid_ts_oldest"),
@@ -265,7 +299,7 @@ impl Vendor {
         };
         let before = match args.get("cursor").filter(|c| !c.is_empty()) {
             None => None,
-            Some(cursor) => match cursor.strip_prefix("next_ts:").and_then(ts_micros) {
+            Some(cursor) => match cursor.strip_prefix("next_ts:").and_then(parse_ts) {
                 Some(before) => Some(before),
                 None => return slack_error("invalid_cursor"),
             },
@@ -280,7 +314,7 @@ impl Vendor {
             .ledger
             .listed(None, self.config.visibility_lag, Instant::now())
             .filter(|delivery| delivery.to == channel)
-            .filter(|delivery| ts_micros(&delivery.message_id).is_some_and(in_window))
+            .filter(|delivery| parse_ts(&delivery.message_id).is_some_and(in_window))
             .filter_map(|delivery| posted.get(&format!("{channel}/{}", delivery.message_id)));
         let page: Vec<&Posted> = window.by_ref().take(limit).collect();
         let has_more = window.next().is_some();
@@ -322,17 +356,6 @@ fn listed(posted: &Posted, all_metadata: bool) -> Value {
         };
     }
     message
-}
-
-/// A `ts` (`1712345678.000100`) in microseconds; `None` if it is not one.
-fn ts_micros(ts: &str) -> Option<u64> {
-    let (seconds, fraction) = ts.split_once('.').unwrap_or((ts, ""));
-    if fraction.len() > 6 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let seconds = seconds.parse::<u64>().ok()?;
-    let fraction = format!("{fraction:0<6}").parse::<u64>().ok()?;
-    seconds.checked_mul(1_000_000)?.checked_add(fraction)
 }
 
 /// A request's arguments: its query, and a form or JSON body (strings as they are, other JSON
@@ -444,6 +467,9 @@ async fn history(
             return slack_error(code);
         }
         locked(&vendor.lookups).push(args.clone());
+        if let Err(wait) = vendor.history_allowed(Instant::now()) {
+            return rate_limited(wait);
+        }
         let fault = state.lookup_faults.draw();
         let processed = (!fault.is_some_and(Fault::is_before_processing))
             .then(|| vendor.history(&state, &args));
@@ -452,6 +478,21 @@ async fn history(
     FAULT_ANSWERS
         .answer(fault, processed, kill, vendor.config.delay)
         .await
+}
+
+/// Slack's answer over a method's rate limit: HTTP 429 `ratelimited`, with `Retry-After` in
+/// whole seconds (at least 1).
+fn rate_limited(wait: Duration) -> Response {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let mut response = (
+        StatusCode::TOO_MANY_REQUESTS,
+        Json(json!({"ok": false, "error": errors::RATELIMITED})),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+    response
 }
 
 /// Slack's refusal: HTTP 200, `{"ok": false, "error": code}`.

@@ -18,6 +18,12 @@
 //! ([`FakeConfig::history_scope`]). That is what lets a test settle an ambiguous send through the
 //! adapter's look-up and compare it with the ground truth.
 //!
+//! A test can also make the history list fewer messages a page than asked
+//! ([`FakeConfig::history_page_cap`]) and serve fewer requests a minute
+//! ([`FakeConfig::history_requests_per_minute`]), as Slack does (15 and 1 for a non-Marketplace
+//! app), so that a look-up must page; and have Slack refuse every post to a conversation with a
+//! given code ([`FakeConfig::refusing`]).
+//!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {
 //! use herald_slack::fake::{self, FakeConfig, Fault, Faults};
@@ -36,7 +42,7 @@ use std::time::Duration;
 
 use herald_provider::fake as harness;
 
-pub use api::{Posted, ReceivedRequest, Vendor};
+pub use api::{MAX_HISTORY_LIMIT, Posted, ReceivedRequest, Vendor};
 pub use harness::{Delivery, Ledger};
 
 /// The conversation the default fake knows, the bot a member of it.
@@ -53,9 +59,26 @@ pub struct FakeConfig {
     pub outside: Vec<String>,
     /// Archived conversations: a post is `is_archived`; their history can still be read.
     pub archived: Vec<String>,
-    /// Whether the token has `channels:history`/`groups:history`; without, the history answers
-    /// `missing_scope`.
+    /// Conversations whose every post Slack refuses with this `error` code, for what the fake
+    /// does not model itself: an administrator's restriction (`restricted_action`), a
+    /// conversation the app may not post to (`no_permission`), a workspace the token is not
+    /// granted (`team_access_not_granted`), … Checked before anything else of the post.
+    pub refusing: Vec<(String, String)>,
+    /// Whether the token has the history scopes (`channels:history`, `groups:history`,
+    /// `im:history`, `mpim:history`); without, the history answers `missing_scope`.
     pub history_scope: bool,
+    /// The most messages one history page lists, whatever `limit` asks: Slack's largest
+    /// ([`MAX_HISTORY_LIMIT`]) by default. Slack may list fewer than asked ("It's possible to
+    /// receive fewer results than your specified limit, even when there are additional results
+    /// to retrieve", <https://docs.slack.dev/apis/web-api/pagination>), and lists at most 15 to
+    /// a commercially distributed app outside the Marketplace created since 2025-05-29: a
+    /// small cap lets a test page through a few posts, the adapter still asking for 200.
+    pub history_page_cap: usize,
+    /// `conversations.history` requests served per minute (a sliding minute), or no limit
+    /// (`None`, the default). Beyond it, HTTP 429 `ratelimited` with `Retry-After`, as Slack
+    /// answers; `Some(1)` with a page cap of 15 is a non-Marketplace app's limit since
+    /// 2025-05-29.
+    pub history_requests_per_minute: Option<usize>,
     /// How long after it was posted a message starts to be listed by the history.
     pub visibility_lag: Duration,
     /// How long the `delay` fault holds its answer: longer than the client waits.
@@ -69,7 +92,10 @@ impl Default for FakeConfig {
             channels: vec![CHANNEL.to_owned()],
             outside: Vec::new(),
             archived: Vec::new(),
+            refusing: Vec::new(),
             history_scope: true,
+            history_page_cap: MAX_HISTORY_LIMIT,
+            history_requests_per_minute: None,
             visibility_lag: Duration::ZERO,
             delay: Duration::from_secs(30),
         }

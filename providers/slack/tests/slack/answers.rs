@@ -95,7 +95,7 @@ fn prepare_refuses_what_slack_would_refuse_or_lose() {
         change(&mut message);
         message
     };
-    let cases: [(&str, Message); 9] = [
+    let cases: [(&str, Message); 12] = [
         (
             "blocks that are not an array",
             with(&|m| m.blocks = Some(json!({"type": "divider"}))),
@@ -106,7 +106,13 @@ fn prepare_refuses_what_slack_would_refuse_or_lose() {
         ),
         (
             "a text over 40,000 characters",
-            with(&|m| m.text = Some("é".repeat(40_001))),
+            with(&|m| m.text = Some("a".repeat(40_001))),
+        ),
+        // 20,001 characters, but 40,002 UTF-16 units: each emoji is a surrogate pair. Counted
+        // by characters it would pass; the larger count refuses it.
+        (
+            "a text over 40,000 UTF-16 units",
+            with(&|m| m.text = Some("😀".repeat(20_001))),
         ),
         ("no text", with(&|m| m.text = None)),
         ("a blank text", with(&|m| m.text = Some("  ".to_owned()))),
@@ -115,6 +121,12 @@ fn prepare_refuses_what_slack_would_refuse_or_lose() {
             with(&|m| m.subject = Some("Your code".to_owned())),
         ),
         ("a channel name", with(&|m| m.to = "#general".to_owned())),
+        // Slack would post to the direct message, whose `D…` id the look-up needs.
+        ("a user id", with(&|m| m.to = "U0123456789".to_owned())),
+        (
+            "an Enterprise user id",
+            with(&|m| m.to = "W0123456789".to_owned()),
+        ),
         (
             "an email",
             support::message(Channel::Email, "ada@example.com"),
@@ -128,12 +140,25 @@ fn prepare_refuses_what_slack_would_refuse_or_lose() {
         let evidence = refused_locally(&slack, &message);
         assert!(!evidence.detail.is_empty(), "{what}");
     }
-    // At the limits, it is taken.
-    let at_limits = with(&|m| {
-        m.text = Some("a".repeat(40_000));
-        m.blocks = Some(json!(vec![json!({"type": "divider"}); 50]));
-    });
-    assert!(slack.prepare(&at_limits, &unique_key()).is_ok());
+    let user = refused_locally(&slack, &with(&|m| m.to = "U0123456789".to_owned()));
+    assert!(user.detail.contains("`D…` id"), "{}", user.detail);
+    // At the limits, it is taken: 40,000 UTF-16 units, whether one character each or two.
+    for text in ["a".repeat(40_000), "😀".repeat(20_000)] {
+        let at_limits = with(&|m| {
+            m.text = Some(text.clone());
+            m.blocks = Some(json!(vec![json!({"type": "divider"}); 50]));
+        });
+        assert!(slack.prepare(&at_limits, &unique_key()).is_ok());
+    }
+    // A direct message, a private channel or group DM by their conversation ids are taken.
+    for to in ["D024BE91L", "G012AB3CD", "C0123456789"] {
+        assert!(
+            slack
+                .prepare(&with(&|m| m.to = to.to_owned()), &unique_key())
+                .is_ok(),
+            "{to}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -173,6 +198,37 @@ async fn a_conversation_slack_does_not_know_or_will_not_take_is_a_permanent_refu
         assert_eq!(evidence.vendor_code.as_deref(), Some(code));
     }
     assert_eq!(vendor.fake.ledger().total(), 0);
+}
+
+#[tokio::test]
+async fn a_conversation_the_app_may_not_post_to_refuses_the_message_not_the_route() {
+    let refusing = [
+        ("C0NOPERMIT0", "no_permission"),
+        ("C0DENIED000", "access_denied"),
+        ("C0OTHERTEAM", "team_access_not_granted"),
+    ];
+    let vendor = vendor(FakeConfig {
+        refusing: refusing
+            .iter()
+            .map(|(to, code)| ((*to).to_owned(), (*code).to_owned()))
+            .collect(),
+        ..FakeConfig::default()
+    })
+    .await;
+    for (to, code) in refusing {
+        let mut message = message();
+        message.to = to.to_owned();
+
+        let result = vendor.adapter.send(&message, &unique_key()).await;
+
+        let evidence = permanent_rejection(&result);
+        // Not 401–403: herald neither fails the route over nor counts it against its circuit.
+        assert_eq!(evidence.status, Some(200), "{code}");
+        assert_eq!(evidence.vendor_code.as_deref(), Some(code));
+    }
+    // The route's other conversations still take its messages.
+    accepted_ref(&vendor.adapter.send(&message(), &unique_key()).await);
+    assert_eq!(vendor.fake.ledger().total(), 1);
 }
 
 #[tokio::test]

@@ -4,14 +4,25 @@
 //!
 //! The tables below are written from Slack's pages, not from the adapter's own lists, so that a
 //! code the adapter files under the wrong heading fails here.
+//!
+//! The history pages the kit plays are dated as Slack would list them: the fixtures' messages
+//! keep their content and order, but their `ts` are rewritten to now, when the kit is built, and
+//! the seconds before. The kit creates its message (a UUIDv7 id of now) as it plays each case,
+//! a moment later, and the adapter asks for the messages from ten minutes (`CLOCK_SKEW`)
+//! before that: the pages lie inside the window it asks for as long as the kit takes less
+//! than ten minutes, where the fixtures' own `ts` (2017, 2022) would lie before it.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use herald_provider_testkit::{Expect, ExpectQuery, KEY, Kit, Reply, Subject};
 use herald_slack::fake::CHANNEL;
 use serde_json::{Value, json};
 
-use crate::support::{adapter, message, route};
+use herald_provider::Adapter;
+use herald_provider_testkit::support::{permanent_rejection, unique_key};
+use herald_slack::fake::FakeConfig;
+
+use crate::support::{adapter, message, route, vendor};
 
 /// A documented answer from `fixtures/slack/`.
 macro_rules! fixture {
@@ -21,9 +32,6 @@ macro_rules! fixture {
 }
 
 const CANARY: &str = "xoxb-canary-secret-7f3a";
-
-/// The `ts` of herald's message in `conversations.history.metadata.json`.
-const LISTED_TS: &str = "1658903885.673769";
 
 /// Slack's refusal envelope with `code`, HTTP 200, as every method page documents it.
 fn refusal(code: &str) -> Reply {
@@ -40,14 +48,11 @@ const CREDENTIAL: [&str; 5] = [
 ];
 
 /// The route may not post anywhere (403).
-const ROUTE: [&str; 13] = [
+const ROUTE: [&str; 10] = [
     "missing_scope",
-    "no_permission",
     "not_allowed_token_type",
-    "access_denied",
     "accesslimited",
     "ekm_access_denied",
-    "team_access_not_granted",
     "two_factor_setup_required",
     "enterprise_is_restricted",
     "app_access_restricted",
@@ -56,11 +61,18 @@ const ROUTE: [&str; 13] = [
     "method_deprecated",
 ];
 
-/// This message to this conversation is refused.
-const MESSAGE: [&str; 21] = [
+/// This message to this conversation is refused (the HTTP status, 200): other conversations may
+/// still take the route's messages. `no_permission`: "Make sure your app is a member of the
+/// conversation it's attempting to post a message to"; `access_denied`: "Access to a resource
+/// specified in the request is denied"; `team_access_not_granted`: no access to the workspace
+/// the request names.
+const MESSAGE: [&str; 24] = [
     "channel_not_found",
     "not_in_channel",
     "is_archived",
+    "no_permission",
+    "access_denied",
+    "team_access_not_granted",
     "msg_too_long",
     "no_text",
     "invalid_blocks",
@@ -98,21 +110,50 @@ const MAYBE_POSTED: [&str; 4] = [
     "request_timeout",
 ];
 
+/// Microseconds since the epoch, now: the time the kit's history pages are dated by.
+fn now_micros() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    u64::try_from(since.as_micros()).unwrap()
+}
+
+/// The `ts` of a message posted `seconds` before `now` (microseconds since the epoch).
+fn ts_before(now: u64, seconds: u64) -> String {
+    let at = now - seconds * 1_000_000;
+    format!("{}.{:06}", at / 1_000_000, at % 1_000_000)
+}
+
+/// A documented page with its messages dated inside the look-up's window: newest first, the
+/// first at `now`, each next one a second earlier.
+fn dated(fixture: &str, now: u64) -> Value {
+    let mut page: Value = serde_json::from_str(fixture).expect("the fixture is JSON");
+    redate(&mut page, now);
+    page
+}
+
+fn redate(page: &mut Value, now: u64) {
+    let messages = page["messages"]
+        .as_array_mut()
+        .expect("a page lists messages");
+    for (nth, message) in (0..).zip(messages.iter_mut()) {
+        message["ts"] = ts_before(now, nth).into();
+    }
+}
+
 /// The documented page with herald's message, each of `keys` on a copy of that message in turn
-/// (the first with the documented `ts`, each next one a second earlier), `has_more` as given.
-fn listing(keys: &[&str], has_more: bool) -> Reply {
+/// (the first `ts_before(now, 1)`, each next one a second earlier), `has_more` as given.
+fn listing(now: u64, keys: &[&str], has_more: bool) -> Reply {
     let mut page: Value = serde_json::from_str(fixture!("conversations.history.metadata.json"))
         .expect("the fixture is JSON");
     let other = page["messages"][0].clone();
     let herald = page["messages"][1].clone();
     let mut messages = vec![other];
-    for (nth, key) in keys.iter().enumerate() {
+    for key in keys {
         let mut message = herald.clone();
         message["metadata"]["event_payload"]["herald_key"] = (*key).into();
-        message["ts"] = format!("{}.673769", 1_658_903_885 - nth).into();
         messages.push(message);
     }
     page["messages"] = Value::Array(messages);
+    redate(&mut page, now);
     page["has_more"] = has_more.into();
     page["response_metadata"]["next_cursor"] =
         if has_more { "bmV4dF90czoxNTEy" } else { "" }.into();
@@ -198,28 +239,29 @@ async fn slack_passes_the_conformance_kit() {
                 .vendor_code(&case, code);
         }
     }
-    let provider_ref = |ts: &str| Some(format!("{CHANNEL}/{ts}"));
+    let now = now_micros();
+    let provider_ref = |ts: String| Some(format!("{CHANNEL}/{ts}"));
     kit
         // The look-up: `conversations.history?channel=<to>&include_all_metadata=true&…`.
         .lookup_case(
             "our message listed (200)",
-            listing(&[KEY], false),
+            listing(now, &[KEY], false),
             ExpectQuery::Accepted {
-                provider_ref: provider_ref(LISTED_TS),
+                provider_ref: provider_ref(ts_before(now, 1)),
             },
         )
         .lookup_case(
             "our key on two messages: the oldest (200)",
-            listing(&[KEY, KEY], false),
+            listing(now, &[KEY, KEY], false),
             ExpectQuery::Accepted {
-                provider_ref: provider_ref("1658903884.673769"),
+                provider_ref: provider_ref(ts_before(now, 2)),
             },
         )
         .lookup_case(
             "our message listed, more to come on every page (200)",
-            listing(&[KEY], true),
+            listing(now, &[KEY], true),
             ExpectQuery::Accepted {
-                provider_ref: provider_ref(LISTED_TS),
+                provider_ref: provider_ref(ts_before(now, 1)),
             },
         )
         .lookup_case(
@@ -229,14 +271,13 @@ async fn slack_passes_the_conformance_kit() {
         )
         .lookup_case(
             "a sibling notification's message only (200)",
-            listing(&["0190f3a5-7c1e-7a4b-9d2e-3f5a6b7c8d9e"], false),
+            listing(now, &["0190f3a5-7c1e-7a4b-9d2e-3f5a6b7c8d9e"], false),
             ExpectQuery::NotFoundYet,
         )
         .lookup_case(
             "the documented page, the last one (200)",
             {
-                let mut page: Value =
-                    serde_json::from_str(fixture!("conversations.history.response.json")).unwrap();
+                let mut page = dated(fixture!("conversations.history.response.json"), now);
                 page["has_more"] = false.into();
                 Reply::json(200, page.to_string())
             },
@@ -244,7 +285,10 @@ async fn slack_passes_the_conformance_kit() {
         )
         .lookup_case(
             "the documented page, more to come on every page (200)",
-            Reply::json(200, fixture!("conversations.history.response.json")),
+            Reply::json(
+                200,
+                dated(fixture!("conversations.history.response.json"), now).to_string(),
+            ),
             ExpectQuery::Unsupported,
         )
         .lookup_case(
@@ -258,8 +302,7 @@ async fn slack_passes_the_conformance_kit() {
         .lookup_case(
             "herald's message without its payload (200)",
             {
-                let mut page: Value =
-                    serde_json::from_str(fixture!("conversations.history.metadata.json")).unwrap();
+                let mut page = dated(fixture!("conversations.history.metadata.json"), now);
                 page["messages"][1]["metadata"] = json!({"event_type": "herald_notification"});
                 Reply::json(200, page.to_string())
             },
@@ -293,4 +336,40 @@ async fn slack_passes_the_conformance_kit() {
         .run()
         .await
         .assert_honest();
+}
+
+/// The kit proves each refusal permanent and with its code, but inside a 200 it takes any
+/// status: here each code of the tables above, answered by the fake to a post, must carry the
+/// status herald acts on: 401 or 403 where the route itself is refused (herald fails over and
+/// opens the route's circuit), and Slack's own 200 where only this message to this conversation
+/// is.
+#[tokio::test]
+async fn each_refusal_says_whether_the_route_or_only_the_message_is_refused() {
+    let groups: [(&[&str], u16); 3] = [(&CREDENTIAL, 401), (&ROUTE, 403), (&MESSAGE, 200)];
+    let refusals: Vec<(String, &str, u16)> = groups
+        .iter()
+        .flat_map(|(codes, status)| codes.iter().map(move |code| (*code, *status)))
+        .enumerate()
+        .map(|(nth, (code, status))| (format!("C{nth:010}"), code, status))
+        .collect();
+    let vendor = vendor(FakeConfig {
+        refusing: refusals
+            .iter()
+            .map(|(to, code, _)| (to.clone(), (*code).to_owned()))
+            .collect(),
+        ..FakeConfig::default()
+    })
+    .await;
+
+    for (to, code, status) in &refusals {
+        let mut message = message();
+        message.to.clone_from(to);
+
+        let result = vendor.adapter.send(&message, &unique_key()).await;
+
+        let evidence = permanent_rejection(&result);
+        assert_eq!(evidence.status, Some(*status), "{code}");
+        assert_eq!(evidence.vendor_code.as_deref(), Some(*code));
+    }
+    assert_eq!(vendor.fake.ledger().total(), 0);
 }

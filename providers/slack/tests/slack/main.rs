@@ -10,6 +10,7 @@ mod conformance;
 mod faults;
 mod interop;
 mod lookup;
+mod paging;
 mod secrets;
 mod settings;
 mod support;
