@@ -588,6 +588,95 @@ async fn a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event(backe
 /// PostgreSQL): the claim chose from its snapshot, then locked the row the other had just leased,
 /// turned that live worker's in-flight attempt ambiguous and fenced it. PostgreSQL only: SQLite
 /// admits one writer at a time, so no claim there reads while another commits.
+/// Migration 0021 rebuilds SQLite's `notifications` and `suppressions` (a CHECK cannot change
+/// in place) while attempts refer to the first: a database in use keeps every row and every
+/// reference, and takes the chat channel afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_migration_keeps_a_database_in_use_whole() {
+    let Some(db) = TestDb::new(Backend::Sqlite).await else {
+        return;
+    };
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
+    let mut before = sqlx::migrate::Migrator::new(std::path::Path::new(dir))
+        .await
+        .unwrap();
+    let older: Vec<_> = before
+        .migrations
+        .iter()
+        .filter(|m| m.version < 21)
+        .cloned()
+        .collect();
+    assert_eq!(older.len(), 20);
+    before.migrations = older.into();
+    let options = format!("{}?mode=rwc", db.url)
+        .parse::<sqlx::sqlite::SqliteConnectOptions>()
+        .unwrap()
+        .foreign_keys(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    before.run(&pool).await.unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO notifications (id, tenant, channel, recipient, route, delivery, content,
+             metadata, state, due_at, created_at, updated_at, traceparent)
+         VALUES (x'01', 'acme', 'sms', '+14155550100', 'sms', 'at_most_once', '{}', '{}',
+             'queued', '2026-12-04T00:00:00Z', '2026-12-04T00:00:00Z', '2026-12-04T00:00:00Z',
+             '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+         INSERT INTO attempts (notification_id, n, generation, route, provider_idempotency_key,
+             started_at, result, evidence)
+         VALUES (x'01', 1, 1, 'sms', 'k', '2026-12-04T00:00:00Z', 'in_flight', '{}');
+         INSERT INTO suppressions (tenant, channel, recipient, reason, source, evidence,
+             created_at)
+         VALUES ('acme', 'sms', '+14155550100', 'manual', 'ops', '{}', '2026-12-04T00:00:00Z');",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let store = herald::store::connect(&db.url, 2).await.unwrap();
+    let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
+    let count = |table: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT count(*) FROM {table}"
+            )))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(
+        (
+            count("notifications").await,
+            count("attempts").await,
+            count("suppressions").await
+        ),
+        (1, 1, 1)
+    );
+    let orphans: Vec<(String,)> = sqlx::query_as("SELECT \"table\" FROM pragma_foreign_key_check")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(orphans.is_empty(), "{orphans:?}");
+    let kept: String = sqlx::query_scalar("SELECT traceparent FROM notifications")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(kept.starts_with("00-0af7651916cd43dd"));
+    let chat = Notification {
+        channel: Channel::Chat,
+        ..notification(
+            "acme",
+            "sandbox",
+            "C0OPS",
+            "Deploy done",
+            OffsetDateTime::now_utc(),
+        )
+    };
+    accepted(store.as_ref(), chat).await;
+    assert_eq!(count("notifications").await, 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
     let Some(rig) = rig(Backend::Postgres).await else {
