@@ -11,10 +11,12 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use herald_provider::http::{
-    self, Answer, StatusRules, classify_failure_status, exchange, retry_after, unreadable_success,
+    self, Answer, StatusRules, UrlOwner, classify_failure_status, retry_after, unreadable_success,
     with_vendor_code,
 };
-use herald_provider::{Adapter, Capabilities, Evidence, Message, ProviderKey, Request, SendResult};
+use herald_provider::{
+    Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, Request, SendResult,
+};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap};
 use reqwest::{StatusCode, Url};
 use secrecy::SecretString;
@@ -196,7 +198,7 @@ pub fn apns_id_for(key: &ProviderKey) -> String {
 /// The `apns-collapse-id` for a notification id: the id itself where it fits APNs' 64 bytes
 /// (herald's are UUIDs), else the UUIDv5 of it, so that it is always the same for one
 /// notification.
-pub fn collapse_id_for(notification_id: &str) -> String {
+pub(crate) fn collapse_id_for(notification_id: &str) -> String {
     if !notification_id.is_empty() && notification_id.len() <= MAX_COLLAPSE_ID_BYTES {
         notification_id.to_owned()
     } else {
@@ -297,7 +299,8 @@ impl ApnsAdapter {
             }
         }
         let builder = builder.body(request.body.clone());
-        match exchange(builder, timeout).await {
+        // The path names the device: a recipient's, kept out of traces and error texts.
+        match http::exchange_to(builder, timeout, UrlOwner::Recipient).await {
             Ok(Answer {
                 status,
                 headers,
@@ -387,6 +390,15 @@ impl Adapter for ApnsAdapter {
     /// every later attempt sends them byte for byte.
     fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         let refuse = |detail: String| Evidence::new("request", detail);
+        if message.channel != Channel::Push {
+            return Err(refuse(format!(
+                "an APNs route sends push, not {}",
+                message.channel
+            )));
+        }
+        if !message.email.attachments.is_empty() || !message.email.tags.is_empty() {
+            return Err(refuse("APNs takes no attachments and no tags".to_owned()));
+        }
         let device_token = message.to.trim();
         if device_token.is_empty() || !device_token.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(refuse(format!(
@@ -526,9 +538,10 @@ fn classify(status: StatusCode, headers: &HeaderMap, body: &str, apns_id: &str) 
     with_vendor_code(result, reason)
 }
 
-/// A 2xx: APNs' success is a 200 with an empty body and the request's `apns-id` echoed. Only
-/// that proves it was APNs that took the push; a body that is not JSON (a proxy's page) or a
-/// missing or other `apns-id` proves nothing.
+/// A 2xx: APNs' success is a 200 with an empty body and the request's `apns-id` echoed. The
+/// echo is what proves it was APNs that took the push, so any 2xx with it is accepted (Apple
+/// documents only 200); a body that is not JSON (a proxy's page) or a missing or other
+/// `apns-id` proves nothing.
 fn classify_success(
     status: StatusCode,
     headers: &HeaderMap,

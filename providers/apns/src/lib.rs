@@ -18,7 +18,8 @@
 //!   `expires_at`, in UNIX seconds) and `apns-collapse-id` (`collapse_id = "notification"`:
 //!   herald's notification id; see *Duplicates* below);
 //! - the body `{"aps": {"alert": {"title": <subject>, "body": <text>}}}`, at most 4096 bytes
-//!   (a larger one, or one with neither subject nor text, is refused before any I/O).
+//!   (a larger one, or one with neither subject nor text, is refused before any I/O, as is a
+//!   message on another channel than `push`, or with tags or attachments).
 //!
 //! APNs answers 200 with the `apns-id` echoed and an empty body (the `apns-id` becomes the
 //! `provider_ref`), or an error status with `{"reason": "…"}` (and on a 410 a `timestamp`), whose
@@ -30,7 +31,7 @@
 //! | idempotency window | none: `apns-id` is "a canonical UUID that's the unique ID for the notification", used to report errors; nothing says APNs deduplicates by it, so a resend is a second push | <https://developer.apple.com/documentation/usernotifications/sending-notification-requests-to-apns> |
 //! | outcome query | none: `apns-unique-id` is "only available in the Development environment", to query the Delivery Log in the Push Notifications Console (a tool for people, not an API) | <https://developer.apple.com/documentation/usernotifications/handling-notification-responses-from-apns> |
 //! | payload limit | 4096 bytes ("limited to a maximum size of 4 KB (4096 bytes)"; VoIP's 5120 is not used: herald's payload is an alert) | <https://developer.apple.com/documentation/usernotifications/sending-notification-requests-to-apns> |
-//! | tags, attachments | none | |
+//! | tags, attachments | none: a push has neither; `prepare` refuses both | |
 //! | rate limit | none stated per provider; 429 `TooManyRequests` is "too many requests for the same device token" (a per-device limit); 429 `TooManyProviderTokenUpdates` is ours: "Update the authentication token no more than once every 20 minutes". No `Retry-After` documented | <https://developer.apple.com/documentation/usernotifications/handling-notification-responses-from-apns> |
 //! | token refresh | "Refresh your token no more than once every 20 minutes and no less than once every 60 minutes … APNs report an error if you use a new token more than once every 20 minutes on the same connection"; an `iat` over an hour old is `403 ExpiredProviderToken` | <https://developer.apple.com/documentation/usernotifications/establishing-a-token-based-connection-to-apns> |
 //! | protocol | "Use HTTP/2 and TLS 1.2 or later"; "You can't map a connection to APNs to multiple teams" (each route has its own client and connections) | same two pages |
@@ -51,7 +52,7 @@
 //!
 //! | APNs' answer | herald's result |
 //! |---|---|
-//! | 200 with the request's `apns-id` echoed, body empty (or JSON) | `Accepted`, `provider_ref` = the `apns-id` |
+//! | 200 (or any other 2xx) with the request's `apns-id` echoed, body empty (or JSON) | `Accepted`, `provider_ref` = the `apns-id`. Apple documents only 200; the echoed `apns-id` is the proof, whatever the 2xx |
 //! | 2xx without our `apns-id`, or with a body that is not JSON (a proxy's page) | `Ambiguous`: nothing proves APNs took it |
 //! | 400 `BadDeviceToken` ("The specified device token is invalid. Verify that the request contains a valid token and that the token matches the environment.") | `Rejected` permanent. Not a suppression: a route pointed at the wrong environment gets this for good tokens, and herald's suppression holds the device for every route of the tenant |
 //! | 400 `DeviceTokenNotForTopic`, `BadTopic`, `MissingTopic`, `BadMessageId`, `BadCollapseId`, `BadPriority`, `BadExpirationDate`, `InvalidPushType`, `PayloadEmpty`, any other 400; 404 `BadPath`; 405 `MethodNotAllowed`; 413 `PayloadTooLarge` | `Rejected` permanent |
@@ -91,10 +92,15 @@
 //! is spoken as HTTP/1.1: that is only the conformance kit's scripted server. `root_certificate`
 //! adds CAs to trust beside the system's, as an SMTP route does (the fake's test CA).
 //!
-//! # Secrets
+//! # Secrets, and the device token
 //! The `.p8` key and every provider token stay in `secrecy` types and sensitive header values:
 //! never in a `Debug`, an error, evidence or a log. Whatever an answer echoes is scrubbed of the
 //! key (its PEM and its base64 body) and of every token the send carried, in every form.
+//!
+//! The device token names the recipient, and it is the request's path: a trace records the
+//! vendor call's destination as `herald_provider::http::UrlOwner::Recipient` does, the path
+//! shown as `/REDACTED` (`https://api.push.apple.com/REDACTED`), and a transport error's text
+//! leaves the URL out.
 //!
 //! # Example route
 //! ```toml
@@ -129,7 +135,7 @@ mod wire;
 
 pub use adapter::{
     ApnsAdapter, ApnsError, ApnsRoute, CollapseId, DEFAULT_BASE_URL, PushType, SANDBOX_BASE_URL,
-    apns_id_for, collapse_id_for,
+    apns_id_for,
 };
 pub use settings::Settings;
 pub use wire::MAX_PAYLOAD_BYTES;

@@ -8,7 +8,7 @@
 //! minutes on the same connection." So `Tokens` keeps one token per route and:
 //!
 //! - mints it lazily, on the first send, and reuses it for every send until it is
-//!   [`REFRESH_AFTER`] (50 minutes) old: inside the window, with ten minutes to spare before
+//!   `REFRESH_AFTER` (50 minutes) old: inside the window, with ten minutes to spare before
 //!   APNs would call it expired, and never sooner than 20 minutes after the last one;
 //! - mints a new one sooner only where APNs refused the current one as expired or invalid
 //!   (`403 ExpiredProviderToken` / `InvalidProviderToken`: "a new token should be generated"),
@@ -19,8 +19,8 @@
 //!   (single flight), and a send refused with a token that another send has already replaced
 //!   takes the replacement without minting again.
 //!
-//! The policy is two pure functions of the state and `now` ([`due`], [`may_force`]), so that
-//! the 20, 50 and 60 minutes are tested without waiting for them.
+//! The policy is two pure functions of the state and `now` (`due`, `may_force`), so that the
+//! 20, 50 and 60 minutes are tested without waiting for them.
 
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
@@ -34,29 +34,30 @@ use secrecy::{ExposeSecret, SecretString};
 use crate::wire::Claims;
 
 /// A token is reused until it is this old: inside Apple's 20–60 minute window.
-pub const REFRESH_AFTER: Duration = Duration::from_secs(50 * 60);
+pub(crate) const REFRESH_AFTER: Duration = Duration::from_secs(50 * 60);
 /// Apple's shortest interval between two tokens ("no more than once every 20 minutes").
 pub const MIN_UPDATE_INTERVAL: Duration = Duration::from_secs(20 * 60);
 /// Apple refuses a token whose `iat` is older than this (`403 ExpiredProviderToken`).
 pub const MAX_TOKEN_AGE: Duration = Duration::from_secs(60 * 60);
 
-/// Seconds since the UNIX epoch now, the unit of `iat`.
-pub fn unix_now() -> u64 {
+/// Seconds since the UNIX epoch now, the unit of `iat`: the crate's one clock in seconds (the
+/// fake reads it too). A clock before 1970 reads 0.
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
 }
 
 /// Whether a send at `now` needs a new token: there is none yet, or the one there is has been
-/// in use for [`REFRESH_AFTER`]. A clock that went back makes a token look younger, never older:
+/// in use for `REFRESH_AFTER`. A clock that went back makes a token look younger, never older:
 /// APNs then says whether it still takes it.
-pub fn due(issued_at: Option<u64>, now: u64) -> bool {
+pub(crate) fn due(issued_at: Option<u64>, now: u64) -> bool {
     issued_at.is_none_or(|iat| now.saturating_sub(iat) >= REFRESH_AFTER.as_secs())
 }
 
 /// Whether a token APNs refused may be replaced at `now`, given when a token was last made on
 /// APNs' word (`None`: never): at most once per [`MIN_UPDATE_INTERVAL`].
-pub fn may_force(last_forced: Option<u64>, now: u64) -> bool {
+pub(crate) fn may_force(last_forced: Option<u64>, now: u64) -> bool {
     last_forced.is_none_or(|at| now.saturating_sub(at) >= MIN_UPDATE_INTERVAL.as_secs())
 }
 
@@ -180,7 +181,7 @@ impl Tokens {
         self.lock().minted
     }
 
-    /// The token for a send at `now`: the current one, or a new one where it is [`due`].
+    /// The token for a send at `now`: the current one, or a new one where it is `due`.
     pub fn current(&self, now: u64) -> Result<Token, SigningError> {
         let mut state = self.lock();
         match &state.current {
@@ -191,7 +192,7 @@ impl Tokens {
 
     /// APNs refused `rejected` as expired or invalid at `now`: the token to send again with,
     /// or `None` where the refusal stands. Another send may have replaced it already; then that
-    /// replacement. Otherwise a new one, where [`may_force`] allows; its `iat` is at least one
+    /// replacement. Otherwise a new one, where `may_force` allows; its `iat` is at least one
     /// second after the refused one's, so that it is a new token even within the same second.
     pub fn after_rejection(
         &self,

@@ -44,8 +44,18 @@ pub struct Answer {
 /// process woken from a freeze. reqwest's own timer would fire first on waking and lose the
 /// answer, so it is set out of the way ([`OUT_OF_THE_WAY`]).
 pub async fn exchange(request: RequestBuilder, timeout: Duration) -> Result<Answer, SendResult> {
+    exchange_to(request, timeout, UrlOwner::Vendor).await
+}
+
+/// [`exchange`] for a request whose URL is `owner`'s: a recipient's URL (a path that holds a
+/// device token, say) is shown in no trace ([`record_destination`]) and in no error's text.
+pub async fn exchange_to(
+    request: RequestBuilder,
+    timeout: Duration,
+    owner: UrlOwner,
+) -> Result<Answer, SendResult> {
     let request = request.timeout(OUT_OF_THE_WAY);
-    within(timeout, exchange_whole(request))
+    within(timeout, exchange_whole(request, owner))
         .await
         .unwrap_or_else(|| Err(no_answer_within(timeout)))
 }
@@ -60,19 +70,24 @@ pub fn no_answer_within(timeout: Duration) -> SendResult {
     }
 }
 
-async fn exchange_whole(request: RequestBuilder) -> Result<Answer, SendResult> {
+async fn exchange_whole(request: RequestBuilder, owner: UrlOwner) -> Result<Answer, SendResult> {
+    // reqwest names the URL in its errors' text.
+    let shown = |err: reqwest::Error| match owner {
+        UrlOwner::Vendor => err,
+        UrlOwner::Recipient => err.without_url(),
+    };
     let (client, request) = request.build_split();
     let request = request.map_err(|err| {
         SendResult::permanent(Evidence::new(
             "request",
-            format!("cannot build the request: {}", error_chain(&err)),
+            format!("cannot build the request: {}", error_chain(&shown(err))),
         ))
     })?;
-    record_destination(request.method(), request.url(), UrlOwner::Vendor);
+    record_destination(request.method(), request.url(), owner);
     let response = client
         .execute(request)
         .await
-        .map_err(|err| classify_transport_error(&err))?;
+        .map_err(|err| classify_transport_error(&shown(err)))?;
     let status = response.status();
     let headers = response.headers().clone();
     let body = match response.text().await {
@@ -80,10 +95,10 @@ async fn exchange_whole(request: RequestBuilder) -> Result<Answer, SendResult> {
         Err(err) if status.is_success() => {
             return Err(unreadable_success(
                 status,
-                format!("the body could not be read: {}", error_chain(&err)),
+                format!("the body could not be read: {}", error_chain(&shown(err))),
             ));
         }
-        Err(err) => format!("(the body could not be read: {})", error_chain(&err)),
+        Err(err) => format!("(the body could not be read: {})", error_chain(&shown(err))),
     };
     Ok(Answer {
         status,

@@ -4,9 +4,9 @@
 //!
 //! The crate docs state the classification table and its sources; this module implements it.
 //! What differs from `herald_provider::http`'s shared table: a 401 that refuses the access
-//! token is answered by minting a new one and sending once more, a 429 (`QUOTA_EXCEEDED`)
-//! waits at least FCM's documented minute, and the error code is FCM's own (`UNREGISTERED`, …) where
-//! the answer has one.
+//! token is answered by minting a new one and sending once more within the same deadline, a
+//! 429 (`QUOTA_EXCEEDED`) waits at least FCM's documented minute, and the error code is FCM's
+//! own (`UNREGISTERED`, …) where the answer has one.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use crate::key::{Key, KeyError};
-use crate::token::{AUTH_STAGE, Bearer, Tokens};
+use crate::token::{AUTH_STAGE, Bearer, Tokens, left};
 use crate::wire::{
     self, Apns, ApnsHeaders, Data, Notification, SendMessage, Sent, THIRD_PARTY_AUTH_ERROR,
     UNREGISTERED, send_path,
@@ -170,8 +170,8 @@ impl FcmAdapter {
     }
 
     /// Sends `body` with a token, and once more with a new token if FCM refused the first
-    /// (an expired or revoked token: a 401 proves the message was not processed). `used`
-    /// collects the tokens carried, for the redactor.
+    /// (an expired or revoked token: a 401 proves the message was not processed), all before
+    /// `deadline`. `used` collects the tokens carried, for the redactor.
     async fn send_authorized(
         &self,
         body: &str,
@@ -180,19 +180,23 @@ impl FcmAdapter {
     ) -> SendResult {
         let bearer = match self.tokens.bearer(deadline, None).await {
             Ok(bearer) => bearer,
-            Err(refused) => return refused,
+            Err(refused) => return in_context(refused, NOT_SENT),
         };
         used.push(bearer.clone());
         let answer = match self.post(body, &bearer, deadline).await {
-            Posted::TokenRefused(_) => {
+            Some(Posted::TokenRefused(_)) => {
                 let fresh = match self.tokens.bearer(deadline, Some(&bearer)).await {
                     Ok(fresh) => fresh,
-                    Err(refused) => return refused,
+                    Err(refused) => return in_context(refused, NOT_SENT_AGAIN),
                 };
                 used.push(fresh.clone());
-                self.post(body, &fresh, deadline).await
+                match self.post(body, &fresh, deadline).await {
+                    Some(answer) => answer,
+                    None => return no_time_left(NOT_SENT_AGAIN),
+                }
             }
-            answered => answered,
+            Some(answered) => answered,
+            None => return no_time_left(NOT_SENT),
         };
         match answer {
             // A second refusal of a token minted for this very send: the route's credential
@@ -205,17 +209,11 @@ impl FcmAdapter {
     }
 
     /// One `messages:send` with `bearer`, written only if there is time left before
-    /// `deadline`.
-    async fn post(&self, body: &str, bearer: &Bearer, deadline: Instant) -> Posted {
-        let left = deadline.saturating_duration_since(Instant::now());
+    /// `deadline`; `None` where there is none.
+    async fn post(&self, body: &str, bearer: &Bearer, deadline: Instant) -> Option<Posted> {
+        let left = left(deadline);
         if left.is_zero() {
-            return Posted::Ended(SendResult::transient(
-                Evidence::new(
-                    AUTH_STAGE,
-                    "the token took the send's whole timeout: nothing was sent",
-                ),
-                None,
-            ));
+            return None;
         }
         let request = self
             .http
@@ -223,7 +221,7 @@ impl FcmAdapter {
             .header(AUTHORIZATION, bearer.header.clone())
             .header(CONTENT_TYPE, "application/json")
             .body(body.to_owned());
-        match exchange(request, left).await {
+        Some(match exchange(request, left).await {
             Ok(answer)
                 if answer.status == StatusCode::UNAUTHORIZED
                     && wire::error_code(&answer.body).as_deref()
@@ -233,8 +231,37 @@ impl FcmAdapter {
             }
             Ok(answer) => Posted::Answered(answer),
             Err(result) => Posted::Ended(result),
-        }
+        })
     }
+}
+
+/// What a send that ended before its first `messages:send` means for the message.
+const NOT_SENT: &str = "nothing was sent";
+
+/// What a send that ended after FCM refused its first token (401, not processed) and before
+/// the send once more means for the message.
+const NOT_SENT_AGAIN: &str =
+    "FCM refused the access token (401: not processed) and the message was not sent again";
+
+/// A send that ended at stage [`AUTH_STAGE`] without a token, its evidence led by what that
+/// means for the message (`NOT_SENT` or `NOT_SENT_AGAIN`).
+fn in_context(result: SendResult, meaning: &str) -> SendResult {
+    result.map_evidence(|evidence| Evidence {
+        detail: herald_provider::excerpt(&format!("{meaning}: {}", evidence.detail)),
+        ..evidence
+    })
+}
+
+/// The send's deadline came before a `messages:send` could be written (the token took the
+/// time, or the first send did): a transient refusal, stage [`AUTH_STAGE`].
+fn no_time_left(meaning: &str) -> SendResult {
+    SendResult::transient(
+        Evidence::new(
+            AUTH_STAGE,
+            format!("{meaning}: no time was left before the send's deadline"),
+        ),
+        None,
+    )
 }
 
 /// How one `messages:send` ended.
@@ -254,7 +281,9 @@ impl Adapter for FcmAdapter {
     }
 
     /// The `messages:send` body, with herald's key in its `data`: herald stores it at the
-    /// first attempt and replays it byte for byte.
+    /// first attempt and every attempt sends it byte for byte, but where the notification
+    /// expires, with Android's and web push's time left added at the end of its `message`
+    /// (`body_for_attempt`).
     fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         let refuse = |why: String| Evidence::new("request", why);
         if message.channel != Channel::Push {
@@ -328,6 +357,10 @@ impl Adapter for FcmAdapter {
 /// The stored body as this attempt sends it: where the notification expires, Android's
 /// `ttl` and web push's `TTL` are the seconds left now, so that FCM drops what it cannot hand
 /// on in time. Counted per attempt, as the clock must be: the stored request never reads it.
+///
+/// Every byte of the stored body is sent as it was stored: the two fields are added at the end
+/// of its `message` object, never by re-serializing it (serde_json, built here without
+/// `preserve_order`, would sort its keys).
 fn body_for_attempt(stored: &str, message: &Message) -> String {
     let Some(expires_at) = message.expires_at else {
         return stored.to_owned();
@@ -338,18 +371,38 @@ fn body_for_attempt(stored: &str, message: &Message) -> String {
         return stored.to_owned();
     }
     let left = left.max(1);
-    let Ok(mut body) = serde_json::from_str::<Value>(stored) else {
-        return stored.to_owned();
-    };
-    let Some(fields) = body.get_mut("message").and_then(Value::as_object_mut) else {
-        return stored.to_owned();
-    };
-    fields.insert("android".to_owned(), json!({ "ttl": format!("{left}s") }));
-    fields.insert(
-        "webpush".to_owned(),
-        json!({ "headers": { "TTL": left.to_string() } }),
+    let fields = format!(
+        r#""android":{},"webpush":{}"#,
+        json!({ "ttl": format!("{left}s") }),
+        json!({ "headers": { "TTL": left.to_string() } })
     );
-    body.to_string()
+    appended(stored, &fields).unwrap_or_else(|| stored.to_owned())
+}
+
+/// `stored` with `fields` (JSON members, `"name":value,…`) added at the end of its `message`
+/// object, every other byte as it was. `None` for a body `prepare` does not write: not
+/// `{"message": {…}}` alone, or one whose message has either field already; it is sent as
+/// stored.
+fn appended(stored: &str, fields: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Stored {
+        message: serde_json::Map<String, Value>,
+    }
+    let Stored { message } = serde_json::from_str(stored).ok()?;
+    if message.contains_key("android") || message.contains_key("webpush") {
+        return None;
+    }
+    // `message` is the body's only member, so its object closes at the last `}` before the
+    // body's own.
+    let inside = stored.trim_end().strip_suffix('}')?.trim_end();
+    let close = inside.strip_suffix('}')?.len();
+    let comma = if message.is_empty() { "" } else { "," };
+    Some(format!(
+        "{}{comma}{fields}{}",
+        &stored[..close],
+        &stored[close..]
+    ))
 }
 
 /// A 2xx: the message resource, named; or, unreadable, ambiguous.
@@ -464,6 +517,61 @@ mod tests {
             json!(seconds.to_string())
         );
         assert_eq!(sent["message"]["data"]["herald_key"], "k");
+        // Beyond FCM's 28 days, FCM's own default is sooner: sent as stored.
+        message.expires_at = Some(time::OffsetDateTime::now_utc() + time::Duration::days(29));
+        assert_eq!(body_for_attempt(stored, &message), stored);
+    }
+
+    #[test]
+    fn the_stored_body_is_sent_byte_for_byte_with_the_ttls_added_at_the_end_of_its_message() {
+        let mut message = push();
+        message.expires_at = Some(time::OffsetDateTime::now_utc() + time::Duration::minutes(10));
+        // prepare's key order, which is not sorted, and a stored body with spaces.
+        for stored in [
+            r#"{"message":{"token":"t","notification":{"title":"a","body":"b"},"data":{"herald_key":"k"},"apns":{"headers":{"apns-expiration":"1"}}}}"#,
+            "{ \"message\" : { \"token\": \"t\" , \"data\": {\"herald_key\": \"k\"} } }\n",
+        ] {
+            let sent = body_for_attempt(stored, &message);
+            // Where the message object closes: the last `}` but the body's own.
+            let close = stored[..stored.rfind('}').unwrap()].rfind('}').unwrap();
+            let (kept, rest) = sent.split_at(close);
+            assert_eq!(kept, &stored[..close], "{sent}");
+            assert!(rest.starts_with(r#","android":{"ttl":""#), "{sent}");
+            assert!(rest.ends_with(&stored[close..]), "{sent}");
+            let added = &rest[..rest.len() - (stored.len() - close)];
+            let seconds = added
+                .trim_start_matches(r#","android":{"ttl":""#)
+                .split('s')
+                .next()
+                .unwrap();
+            assert_eq!(
+                added,
+                format!(
+                    r#","android":{{"ttl":"{seconds}s"}},"webpush":{{"headers":{{"TTL":"{seconds}"}}}}"#
+                )
+            );
+            serde_json::from_str::<Value>(&sent).expect("still JSON");
+        }
+    }
+
+    #[test]
+    fn a_body_prepare_does_not_write_is_sent_as_stored() {
+        let mut message = push();
+        message.expires_at = Some(time::OffsetDateTime::now_utc() + time::Duration::minutes(10));
+        for stored in [
+            "not json",
+            r#"{"message":{"token":"t"},"validate_only":true}"#,
+            r#"{"message":{"token":"t","android":{"ttl":"5s"}}}"#,
+            r#"{"message":[]}"#,
+        ] {
+            assert_eq!(body_for_attempt(stored, &message), stored);
+        }
+        assert_eq!(
+            body_for_attempt(r#"{"message":{}}"#, &message)
+                .split("\"android\"")
+                .next(),
+            Some(r#"{"message":{"#)
+        );
     }
 
     /// A push to `t`, read as herald hands it over (its optional fields left out).

@@ -16,6 +16,20 @@
 //! what each device shows, where a push with the `apns-collapse-id` of one shown before takes
 //! its place, as APNs merges them. The tokens it saw are counted ([`Vendor::tokens_seen`]).
 //!
+//! **Why not herald-provider's `fake` harness.** The other vendors' fakes are served by
+//! `herald_provider::fake`, whose server speaks HTTP/1.1 only, over plain TCP. APNs speaks
+//! HTTP/2 over TLS only, and the adapter's client insists on it (ALPN `h2` alone): it could not
+//! talk to that server at all, and a fake that took HTTP/1.1 would prove nothing about the
+//! protocol. So this fake has its own server (`server`: hyper's HTTP/2 connection over
+//! `tokio_rustls`, with a test CA), and its own way to close a connection without answering,
+//! which takes every other stream on it down too. Its [`Fault`] is its own for the same
+//! reason the harness's cannot serve: beside the harness's five, on one side of processing or
+//! the other, APNs has refusals of its own that a test must play (`ExpiredProviderToken`,
+//! which also marks the token refused, `TooManyProviderTokenUpdates`, `Unregistered`,
+//! `BadDeviceToken`), and the harness's fault answers are fixed to one rate-limit and one
+//! server-error body. What does fit is shared: the harness's fault queue ([`Faults`]) and
+//! [`Ledger`].
+//!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {
 //! use herald_apns::fake::{self, FakeConfig, Fault, Faults};
@@ -40,7 +54,7 @@ use herald_provider::fake as harness;
 
 pub use api::{ReceivedRequest, Shown, Vendor};
 pub use harness::{Delivery, Ledger};
-pub use server::{ConnectionId, Hangup};
+pub use server::ConnectionId;
 
 use crate::token::{MAX_TOKEN_AGE, MIN_UPDATE_INTERVAL};
 

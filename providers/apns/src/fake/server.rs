@@ -96,11 +96,11 @@ pub struct ConnectionId(pub u64);
 /// that task waits on the signal alongside the connection and drops it, which closes the socket
 /// and drops the pending handler. `Notify` keeps a signal sent before the owner waits.
 #[derive(Clone, Default)]
-pub struct Hangup(Arc<Notify>);
+pub(crate) struct Hangup(Arc<Notify>);
 
 impl Hangup {
     /// Closes this request's connection without answering. Never returns.
-    pub async fn hang_up<T>(&self) -> T {
+    pub(crate) async fn hang_up<T>(&self) -> T {
         self.0.notify_one();
         std::future::pending().await
     }

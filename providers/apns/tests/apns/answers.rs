@@ -9,7 +9,7 @@ use herald_apns::fake::{FakeConfig, Fault, Faults, TestKey};
 use herald_apns::token::MIN_UPDATE_INTERVAL;
 use herald_apns::{ApnsAdapter, ApnsError, CollapseId, PushType, Settings, apns_id_for};
 use herald_provider::settings::{RouteContext, RouteSettings};
-use herald_provider::{Adapter, Channel, ProviderKey};
+use herald_provider::{Adapter, Attachment, Channel, ProviderKey};
 use herald_provider_testkit::support::{
     accepted_ref, install_crypto_provider, json, permanent_rejection, rejection, unique_key,
 };
@@ -111,13 +111,20 @@ async fn one_provider_token_serves_every_send() {
     assert_eq!(vendor.fake.ledger().total(), 5);
 }
 
-#[tokio::test]
+// Two worker threads, so that sends do race for the first token (on one thread they would take
+// turns, and share it whatever the adapter did); the barrier starts them together. The cache's
+// own lock is proven under eight threads in `token.rs`; this proves the adapter goes through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_sends_share_one_token() {
     let vendor = Arc::new(vendor(FakeConfig::default()).await);
+    let start = Arc::new(tokio::sync::Barrier::new(8));
     let sends: Vec<_> = (0..8)
         .map(|_| {
-            let vendor = Arc::clone(&vendor);
-            tokio::spawn(async move { vendor.adapter.send(&message(), &unique_key()).await })
+            let (vendor, start) = (Arc::clone(&vendor), Arc::clone(&start));
+            tokio::spawn(async move {
+                start.wait().await;
+                vendor.adapter.send(&message(), &unique_key()).await
+            })
         })
         .collect();
     for send in sends {
@@ -156,6 +163,56 @@ async fn an_expired_provider_token_is_replaced_once_and_the_push_delivered() {
     accepted_ref(&vendor.adapter.send(&message(), &unique_key()).await);
     assert_eq!(vendor.adapter.provider_tokens_minted(), 2);
     assert_eq!(vendor.fake.tokens_seen(), 2);
+}
+
+#[tokio::test]
+async fn no_time_left_for_the_send_once_more_is_a_transient_refusal() {
+    // APNs refuses the token, but the answer comes after the process stood still past the
+    // route's timeout (the handler blocks the one thread the test runs on, the adapter's timers
+    // with it): it is read on waking, and no time is left to send again.
+    let timeout = Duration::from_millis(300);
+    let requests = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = Arc::clone(&requests);
+    let refusing = axum::Router::new().route(
+        "/3/device/{device}",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(timeout + Duration::from_millis(400));
+            let apns_id = headers.get("apns-id").cloned();
+            async move {
+                let mut answer = axum::response::IntoResponse::into_response((
+                    axum::http::StatusCode::FORBIDDEN,
+                    r#"{"reason":"ExpiredProviderToken"}"#,
+                ));
+                if let Some(apns_id) = apns_id {
+                    answer.headers_mut().insert("apns-id", apns_id);
+                }
+                answer
+            }
+        }),
+    );
+    let server = herald_provider::fake::serve(refusing).await.unwrap();
+    let mut route = route_for(&FakeConfig::default(), &server.base_url());
+    route.timeout = timeout;
+    let adapter = adapter(route);
+
+    let (permanent, retry_after, evidence) =
+        rejection(adapter.send(&message(), &unique_key()).await);
+
+    assert!(!permanent, "{evidence:?}");
+    assert_eq!(retry_after, None);
+    assert_eq!(evidence.status, Some(403));
+    assert_eq!(
+        evidence.vendor_code.as_deref(),
+        Some("ExpiredProviderToken")
+    );
+    assert!(
+        evidence.detail.starts_with("not sent again, no time left"),
+        "{evidence:?}"
+    );
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The next attempt carries the new token.
+    assert_eq!(adapter.provider_tokens_minted(), 2);
 }
 
 #[tokio::test]
@@ -325,8 +382,23 @@ async fn what_apns_would_refuse_is_refused_before_anything_is_sent() {
     empty.text = None;
     let mut large = message();
     large.text = Some("x".repeat(herald_apns::MAX_PAYLOAD_BYTES));
+    // As FCM's: another channel, tags, attachments.
+    let mut email = message();
+    email.channel = Channel::Email;
+    let mut tagged = message();
+    tagged
+        .email
+        .tags
+        .insert("kind".to_owned(), "otp".to_owned());
+    let mut attached = message();
+    attached.email.attachments.push(Attachment {
+        filename: "code.txt".to_owned(),
+        content_type: "text/plain".to_owned(),
+        size: 6,
+        sha256: "8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92".to_owned(),
+    });
 
-    for push in [not_hex, empty, large] {
+    for push in [not_hex, empty, large, email, tagged, attached] {
         let result = vendor.adapter.send(&push, &unique_key()).await;
         let evidence = permanent_rejection(&result);
         assert_eq!(evidence.stage, "request", "{evidence:?}");

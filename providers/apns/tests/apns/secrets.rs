@@ -1,13 +1,16 @@
 //! The `.p8` key and the provider tokens appear in no route, adapter, construction error or
-//! result, not even when the key itself is malformed. What the adapter keeps as evidence when
-//! an answer echoes the request is the conformance kit's to check too (`conformance.rs`).
+//! result, not even when the key itself is malformed; and the device token, which names the
+//! recipient, in no transport error. What the adapter keeps as evidence when an answer echoes
+//! the request is the conformance kit's to check too (`conformance.rs`).
 
-use herald_apns::fake::FakeConfig;
+use herald_apns::fake::{FakeConfig, Fault, Faults};
 use herald_apns::{ApnsAdapter, ApnsError};
 use herald_provider::Adapter;
-use herald_provider_testkit::support::{accepted_ref, install_crypto_provider, unique_key};
+use herald_provider_testkit::support::{
+    accepted_ref, ambiguous, install_crypto_provider, rejection, unique_key,
+};
 
-use crate::support::{message, route_for, vendor};
+use crate::support::{DEVICE, adapter, message, route_for, vendor};
 
 /// The base64 body of a PEM block: the key's bytes without the armour.
 fn body_of(pem: &str) -> String {
@@ -70,4 +73,28 @@ async fn the_provider_token_sent_is_in_no_debug_and_no_evidence() {
         let signature = token.rsplit('.').next().unwrap();
         assert!(!shown.contains(signature), "{shown}");
     }
+}
+
+#[tokio::test]
+async fn a_transport_error_does_not_name_the_device_token() {
+    // reqwest's errors name the URL, whose path is the device token: a connection refused
+    // (before anything was written) and one dropped after the push was processed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let refused = adapter(route_for(&FakeConfig::default(), &base_url));
+    let (permanent, _, evidence) = rejection(refused.send(&message(), &unique_key()).await);
+    assert!(!permanent);
+    assert_eq!(evidence.stage, "connect", "{evidence:?}");
+    assert!(!evidence.detail.contains(DEVICE), "{evidence:?}");
+
+    let vendor = vendor(FakeConfig {
+        faults: Faults::next([Fault::AcceptThenDrop]),
+        ..FakeConfig::default()
+    })
+    .await;
+    let result = vendor.adapter.send(&message(), &unique_key()).await;
+    let evidence = ambiguous(&result);
+    assert_eq!(evidence.stage, "awaiting_response", "{evidence:?}");
+    assert!(!format!("{result:?}").contains(DEVICE), "{result:?}");
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Form, Path, State};
@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::{Delivery, FakeConfig, Fault, Faults, Ledger};
 use crate::MAX_PAYLOAD_BYTES;
+use crate::token::unix_now;
 use crate::wire::{
     ASSERTION_LIFETIME_SECS, Assertion, JWT_BEARER_GRANT, KEY_DATA, MESSAGING_SCOPE, OAuthError,
     SEND_ROUTE, Sent, TOKEN_PATH, Token,
@@ -201,10 +202,7 @@ impl Vendor {
                 _ => BAD_SIGNATURE,
             })?
             .claims;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+        let now = unix_now();
         if claims.exp <= claims.iat
             || claims.exp - claims.iat > ASSERTION_LIFETIME_SECS
             || claims.iat > now + LEEWAY_SECS

@@ -8,6 +8,7 @@ mod answers;
 mod conformance;
 mod faults;
 mod interop;
+mod scripted;
 mod secrets;
 mod support;
 mod tokens;
