@@ -26,11 +26,10 @@ fn rfc3339_or_say_so<'de, D: serde::Deserializer<'de>>(
         .map(Some)
         .map_err(|e| serde::de::Error::custom(e.message))
 }
-use super::ChatTarget;
 use super::trace::TraceParent;
 use super::values::{header_safe, parse_time};
 use super::{
-    AttemptResult, Categories, Certainty, Channel, Delivery, EmailAddress, FieldError,
+    AttemptResult, Categories, Certainty, Channel, ChatTarget, Delivery, EmailAddress, FieldError,
     IdempotencyKey, NotificationId, PhoneNumber, PushTarget, SettledBy, State, WebhookUrl,
 };
 

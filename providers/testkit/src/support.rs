@@ -64,8 +64,8 @@ pub fn unique_key() -> ProviderKey {
 
 /// A notification created now (its id a UUIDv7, as herald's are) for `to` on `channel`, with
 /// what that channel carries: an email has the subject `Your code`, the text `123456` and the
-/// HTML `<p>123456</p>`; a push the same title and text; an SMS the text
-/// `Your code is 123456`, and so does a chat message; a webhook the payload `{"type": "code.sent", "code": "123456"}`.
+/// HTML `<p>123456</p>`; a push the same title and text; an SMS and a chat message the text
+/// `Your code is 123456`; a webhook the payload `{"type": "code.sent", "code": "123456"}`.
 /// Send one message twice to send one notification twice: each call is another notification.
 pub fn message(channel: Channel, to: &str) -> Message {
     let (subject, text, html) = match channel {
