@@ -81,13 +81,26 @@ impl<V> std::ops::Deref for FakeHandle<V> {
 /// Binds 127.0.0.1 on a free port and serves `router` there in a background task. Every
 /// request carries a [`Kill`] extension for the connection it arrived on.
 pub async fn serve(router: Router) -> io::Result<FakeServer> {
+    serve_with(move |stream, peer, _| run_connection(stream, peer, router.clone())).await
+}
+
+/// Binds 127.0.0.1 on a free port and runs `connection` for each connection accepted there
+/// (its stream, its peer, and its number, from 1 in the order accepted), in a background task:
+/// a fake that speaks another protocol than [`serve`]'s HTTP/1.1 (TLS and HTTP/2, say) with
+/// the same lifecycle. Give each request a [`Kill`] and wait on [`Kill::requested`] beside the
+/// connection, as [`serve`] does, for faults that close it unanswered.
+pub async fn serve_with<C, F>(connection: C) -> io::Result<FakeServer>
+where
+    C: Fn(TcpStream, SocketAddr, u64) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let addr = listener.local_addr()?;
     let connections = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(accept_loop(
         listener,
-        router,
+        connection,
         Arc::clone(&connections),
         stopped,
     ));
@@ -137,12 +150,15 @@ impl Drop for FakeServer {
 
 /// Accepts connections until `stopped` resolves (or its sender is dropped, so the server cannot
 /// outlive its [`FakeServer`]), then drops every connection at once.
-async fn accept_loop(
+async fn accept_loop<C, F>(
     listener: TcpListener,
-    router: Router,
+    connection: C,
     connections: Arc<AtomicU64>,
     stopped: oneshot::Receiver<()>,
-) {
+) where
+    C: Fn(TcpStream, SocketAddr, u64) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
     let mut running = JoinSet::new();
     let mut stopped = std::pin::pin!(stopped);
     loop {
@@ -153,8 +169,8 @@ async fn accept_loop(
             Some(_) = running.join_next() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    connections.fetch_add(1, Ordering::SeqCst);
-                    running.spawn(run_connection(stream, peer, router.clone()));
+                    let number = connections.fetch_add(1, Ordering::SeqCst) + 1;
+                    running.spawn(connection(stream, peer, number));
                 }
                 // A failed accept (a client gone already, no file descriptors) ends nothing but
                 // that connection; the pause keeps a persistent failure from spinning.
@@ -185,6 +201,12 @@ impl Kill {
         self.0.notify_one();
         std::future::pending().await
     }
+
+    /// Resolves once a handler asked to close the connection: what the task that owns it
+    /// waits on beside it.
+    pub async fn requested(&self) {
+        self.0.notified().await;
+    }
 }
 
 async fn run_connection(stream: TcpStream, peer: SocketAddr, router: Router) {
@@ -197,7 +219,7 @@ async fn run_connection(stream: TcpStream, peer: SocketAddr, router: Router) {
                 tracing::debug!(%peer, error = %err, "connection ended with an error");
             }
         }
-        () = kill.0.notified() => {
+        () = kill.requested() => {
             tracing::debug!(%peer, "closed the connection without answering");
         }
     }

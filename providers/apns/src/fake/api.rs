@@ -25,13 +25,14 @@ use axum::{Extension, Router};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
-use super::server::{ConnectionId, Hangup};
+use super::server::ConnectionId;
 use super::{Delivery, FakeConfig, Fault, Faults, Ledger};
 use crate::token::unix_now;
 use crate::wire::{
     self, APNS_COLLAPSE_ID, APNS_EXPIRATION, APNS_ID, APNS_PRIORITY, APNS_PUSH_TYPE, APNS_TOPIC,
     Claims, ErrorBody, MAX_COLLAPSE_ID_BYTES, MAX_PAYLOAD_BYTES,
 };
+use herald_provider::fake::Kill;
 
 /// A documented error answer from `fixtures/apns/errors/`.
 macro_rules! documented {
@@ -348,7 +349,7 @@ pub(super) fn router(vendor: Arc<Vendor>) -> Router {
 
 async fn push(
     State(vendor): State<Arc<Vendor>>,
-    Extension(hangup): Extension<Hangup>,
+    Extension(kill): Extension<Kill>,
     Extension(connection): Extension<ConnectionId>,
     Path(device_token): Path<String>,
     version: Version,
@@ -426,7 +427,7 @@ async fn push(
     match fault {
         Some(Fault::AcceptThenDrop) => {
             tracing::info!("closing the connection after processing (accept_then_drop)");
-            hangup.hang_up().await
+            kill.kill().await
         }
         Some(Fault::Delay) => {
             tracing::info!(delay = ?vendor.config.delay, "holding the answer (delay)");

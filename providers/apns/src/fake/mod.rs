@@ -16,14 +16,13 @@
 //! what each device shows, where a push with the `apns-collapse-id` of one shown before takes
 //! its place, as APNs merges them. The tokens it saw are counted ([`Vendor::tokens_seen`]).
 //!
-//! **Why not herald-provider's `fake` harness.** The other vendors' fakes are served by
-//! `herald_provider::fake`, whose server speaks HTTP/1.1 only, over plain TCP. APNs speaks
-//! HTTP/2 over TLS only, and the adapter's client insists on it (ALPN `h2` alone): it could not
-//! talk to that server at all, and a fake that took HTTP/1.1 would prove nothing about the
-//! protocol. So this fake has its own server (`server`: hyper's HTTP/2 connection over
-//! `tokio_rustls`, with a test CA), and its own way to close a connection without answering,
-//! which takes every other stream on it down too. Its [`Fault`] is its own for the same
-//! reason the harness's cannot serve: beside the harness's five, on one side of processing or
+//! **What it shares with herald-provider's `fake` harness.** The other vendors' fakes are
+//! served over HTTP/1.1 on plain TCP (`herald_provider::fake::serve`). APNs speaks HTTP/2 over
+//! TLS only, and the adapter's client insists on it (ALPN `h2` alone), so this fake runs each
+//! connection itself (`server`: hyper's HTTP/2 connection over `tokio_rustls`, with a test CA)
+//! on the harness's server (`serve_with`: accepting, counting and stopping connections) and
+//! closes one unanswered with the harness's `Kill`, which here takes every other stream on it
+//! down too. Its [`Fault`] is its own: beside the harness's five, on one side of processing or
 //! the other, APNs has refusals of its own that a test must play (`ExpiredProviderToken`,
 //! which also marks the token refused, `TooManyProviderTokenUpdates`, `Unregistered`,
 //! `BadDeviceToken`), and the harness's fault answers are fixed to one rate-limit and one
@@ -159,7 +158,7 @@ pub type Faults = harness::Faults<Fault>;
 /// The fake APNs, running in background tasks on 127.0.0.1; [`Vendor`]'s methods are its own.
 /// Dropping it stops the server and closes every connection, answered or not.
 pub struct FakeHandle {
-    server: server::TlsServer,
+    server: herald_provider::fake::FakeServer,
     vendor: Arc<Vendor>,
     ca_pem: String,
 }
@@ -201,7 +200,7 @@ pub async fn spawn(config: FakeConfig) -> io::Result<FakeHandle> {
     let ca = server::TestCa::generate()?;
     let tls = ca.server_config()?;
     let vendor = Arc::new(Vendor::new(config)?);
-    let server = server::TlsServer::start(api::router(Arc::clone(&vendor)), tls).await?;
+    let server = server::start(api::router(Arc::clone(&vendor)), tls).await?;
     Ok(FakeHandle {
         server,
         vendor,

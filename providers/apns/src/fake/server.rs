@@ -4,28 +4,26 @@
 //! and one that offers no ALPN at all is dropped after it: whatever reaches a handler spoke
 //! HTTP/2.
 //!
-//! It runs each connection itself (hyper's HTTP/2 connection over a `tokio_rustls` stream), as
-//! herald-provider's HTTP/1 harness does, so that an `accept_then_drop` fault can close a
-//! connection after processing without writing a byte of the answer: a handler asks for that
-//! with the [`Hangup`] request extension. Each connection's requests also carry its
+//! herald-provider's fake server accepts the connections and stops them; each runs here (hyper's
+//! HTTP/2 connection over a `tokio_rustls` stream), so that an `accept_then_drop` fault can
+//! close a connection after processing without writing a byte of the answer: a handler asks for
+//! that with the [`Kill`] request extension. Each connection's requests also carry its
 //! [`ConnectionId`], since APNs judges token updates per connection.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::{Extension, Router};
+use herald_provider::fake::{self, FakeServer, Kill};
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, oneshot};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 /// A TLS handshake that takes longer than this is not one a test makes.
@@ -89,111 +87,22 @@ impl TestCa {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnectionId(pub u64);
 
-/// Lets a request handler close the connection it arrived on without a byte of answer (and
-/// with it every other stream on it, as a dead connection does).
-///
-/// Protocol: [`Hangup::hang_up`] signals the task that owns the connection and never completes;
-/// that task waits on the signal alongside the connection and drops it, which closes the socket
-/// and drops the pending handler. `Notify` keeps a signal sent before the owner waits.
-#[derive(Clone, Default)]
-pub(crate) struct Hangup(Arc<Notify>);
-
-impl Hangup {
-    /// Closes this request's connection without answering. Never returns.
-    pub(crate) async fn hang_up<T>(&self) -> T {
-        self.0.notify_one();
-        std::future::pending().await
-    }
-}
-
-/// The running server. Dropping it stops the server and closes every connection at once.
-pub(crate) struct TlsServer {
-    addr: SocketAddr,
-    connections: Arc<AtomicU64>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
-
-impl TlsServer {
-    /// Binds 127.0.0.1 on a free port and serves `router` there over HTTP/2 and TLS.
-    pub(crate) async fn start(router: Router, tls: ServerConfig) -> io::Result<TlsServer> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-        let addr = listener.local_addr()?;
-        let connections = Arc::new(AtomicU64::new(0));
-        let (stop, stopped) = oneshot::channel();
-        let acceptor = TlsAcceptor::from(Arc::new(tls));
-        let task = tokio::spawn(accept_loop(
-            listener,
-            acceptor,
-            router,
-            Arc::clone(&connections),
-            stopped,
-        ));
-        Ok(TlsServer {
-            addr,
-            connections,
-            stop: Some(stop),
-            task: Some(task),
-        })
-    }
-
-    pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// TCP connections accepted so far, TLS or not.
-    pub(crate) fn connections(&self) -> u64 {
-        self.connections.load(Ordering::SeqCst)
-    }
-
-    /// Stops the server, closes its connections and waits until it has.
-    pub(crate) async fn shutdown(mut self) {
-        self.stop();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-impl Drop for TlsServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    router: Router,
-    connections: Arc<AtomicU64>,
-    stopped: oneshot::Receiver<()>,
-) {
-    let mut running = JoinSet::new();
-    let mut stopped = std::pin::pin!(stopped);
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut stopped => break,
-            Some(_) = running.join_next() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let id = ConnectionId(connections.fetch_add(1, Ordering::SeqCst) + 1);
-                    running.spawn(run_connection(stream, peer, id, acceptor.clone(), router.clone()));
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "accept failed; retrying shortly");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-        }
-    }
-    running.shutdown().await;
+/// Binds 127.0.0.1 on a free port and serves `router` there over HTTP/2 and TLS, with
+/// herald-provider's fake server (its lifecycle, and its [`Kill`] for faults that close a
+/// connection unanswered, which here closes every other stream on it too, as a dead connection
+/// does).
+pub(crate) async fn start(router: Router, tls: ServerConfig) -> io::Result<FakeServer> {
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+    fake::serve_with(move |stream, peer, number| {
+        run_connection(
+            stream,
+            peer,
+            ConnectionId(number),
+            acceptor.clone(),
+            router.clone(),
+        )
+    })
+    .await
 }
 
 async fn run_connection(
@@ -215,8 +124,8 @@ async fn run_connection(
         tracing::debug!(%peer, "no ALPN h2: APNs speaks HTTP/2 only; closing");
         return;
     }
-    let hangup = Hangup::default();
-    let router = router.layer(Extension(hangup.clone())).layer(Extension(id));
+    let kill = Kill::default();
+    let router = router.layer(Extension(kill.clone())).layer(Extension(id));
     let service = TowerToHyperService::new(router);
     let connection =
         http2::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tls), service);
@@ -226,7 +135,7 @@ async fn run_connection(
                 tracing::debug!(%peer, error = %err, "connection ended with an error");
             }
         }
-        () = hangup.0.notified() => {
+        () = kill.requested() => {
             tracing::debug!(%peer, "closed the connection without answering");
         }
     }
