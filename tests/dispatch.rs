@@ -438,7 +438,13 @@ async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
             .await
             .unwrap();
         assert_eq!(claims.len(), 1);
-        assert!(matches!(claims[0].mode, ClaimMode::Send { n: 1 }));
+        assert!(matches!(
+            claims[0].mode,
+            ClaimMode::Send {
+                n: 1,
+                suppressed: false
+            }
+        ));
         let during = rig.show(&id).await;
         assert_eq!(
             (during["state"].as_str(), results(&during)),
@@ -515,7 +521,13 @@ async fn resent_beside_a_stale_claim(rig: &Rig, second: &Decision) -> (String, C
         .await
         .unwrap()
         .remove(0);
-    assert_eq!(resend.mode, ClaimMode::Send { n: 2 });
+    assert_eq!(
+        resend.mode,
+        ClaimMode::Send {
+            n: 2,
+            suppressed: false
+        }
+    );
     assert!(matches!(
         store.record(&resend, second, later).await.unwrap(),
         Recorded::Applied(_)

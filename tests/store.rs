@@ -13,13 +13,14 @@ use time::OffsetDateTime;
 use herald::domain::transitions::{Mover, TRANSITIONS, Transition, allowed};
 use herald::domain::{
     AttemptOutcome, AttemptResult, Certainty, Channel, Content, Decision, Delivery, HoldReason,
-    IdempotencyKey, Next, Notification, NotificationId, SettledBy, Settlement, State, TraceParent,
+    IdempotencyKey, Next, Notification, NotificationId, SettledBy, Settlement, State, Suppression,
+    SuppressionReason, TraceParent,
 };
 use herald::review::{Ask, Change, Outcome, PermanentRefusals, Reason, Resend, Then};
 use herald::store::{
     AcceptOutcome, Backlog, CancelKey, Cancellation, Claim, ClaimMode, ClaimedEvent, EventType,
-    InboxOutcome, ListFilter, NewAccept, NewCallbacks, NewInboxEvent, NewResolution, Recorded,
-    ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError,
+    InboxOutcome, ListFilter, NewAccept, NewCallbacks, NewInboxEvent, NewResolution,
+    NewSuppression, Recorded, ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError,
 };
 use herald_provider::Request;
 use herald_provider::callback::{CallbackEvent, CallbackRef, ReceiptStatus};
@@ -37,6 +38,7 @@ on_both_backends!(
     a_key_twice_in_one_batch_is_created_once_and_a_large_batch_whole,
     a_claim_takes_due_work_on_the_given_routes_up_to_its_limit,
     a_claim_fixes_the_provider_request_once,
+    a_claim_marks_the_sends_whose_recipient_is_suppressed,
     a_row_a_claim_cannot_read_is_set_aside_and_the_rest_are_claimed,
     a_claim_takes_no_more_of_a_route_than_its_slot_and_fixes_each_send_deadline,
     a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event,
@@ -412,7 +414,13 @@ async fn a_claim_takes_due_work_on_the_given_routes_up_to_its_limit(backend: Bac
     expected.sort();
     assert_eq!(ids, expected, "only route a");
     for c in first.iter().chain(&second) {
-        assert_eq!(c.mode, ClaimMode::Send { n: 1 });
+        assert_eq!(
+            c.mode,
+            ClaimMode::Send {
+                n: 1,
+                suppressed: false
+            }
+        );
         assert_eq!(c.notification.state, State::Sending);
         assert_eq!(c.attempts.len(), 1);
         assert_eq!(c.attempts[0].result, AttemptResult::InFlight);
@@ -533,7 +541,13 @@ async fn a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event(backe
 
     // Claimed again, it sends as attempt 1: the hold spent nothing.
     let c = claim(store, due, 10, &["a"]).await.remove(0);
-    assert_eq!(c.mode, ClaimMode::Send { n: 1 });
+    assert_eq!(
+        c.mode,
+        ClaimMode::Send {
+            n: 1,
+            suppressed: false
+        }
+    );
     let d = Decision {
         attempt: Some(outcome(1, AttemptResult::Ambiguous, None)),
         ..decision(Next::Reconcile { at: due })
@@ -699,18 +713,22 @@ async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
     let db = sqlx::PgPool::connect(&rig.db.url).await.unwrap();
     let store = rig.store.clone();
     let claiming = tokio::spawn(async move { claim(&*store, t, 10, &["a"]).await });
-    loop {
-        let choosing: i64 = sqlx::query_scalar(
+    // A statement shows `active` from its Bind, before it is planned and takes its snapshot
+    // (seen once: the other commit below landed first, and the claim never saw the row due).
+    // So it must have run a while, and still be running, when the other claim commits.
+    let choosing = || async {
+        let running: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
              WHERE datname = current_database() AND state = 'active'
-               AND query LIKE 'WITH RECURSIVE tenants%'",
+               AND query LIKE 'WITH RECURSIVE tenants%'
+               AND now() - query_start >= interval '20 milliseconds'",
         )
         .fetch_one(&db)
         .await
         .unwrap();
-        if choosing > 0 {
-            break;
-        }
+        running > 0
+    };
+    while !choosing().await {
         assert!(
             !claiming.is_finished(),
             "the claim chose before the other could commit: give it more tenants"
@@ -727,13 +745,21 @@ async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
     .execute(&db)
     .await
     .unwrap();
+    assert!(
+        choosing().await,
+        "the claim chose before the other committed: give it more tenants"
+    );
     let claims = claiming.await.unwrap();
     assert!(
         !claims.iter().any(|c| c.notification.id == first.id),
         "took a row under another claim's lease"
     );
     assert_eq!(claims.len(), 9, "the other nine it chose are its own");
-    assert!(claims.iter().all(|c| c.mode == ClaimMode::Send { n: 1 }));
+    assert!(claims.iter().all(|c| c.mode
+        == ClaimMode::Send {
+            n: 1,
+            suppressed: false
+        }));
     db.close().await;
 }
 
@@ -780,11 +806,81 @@ async fn a_row_a_claim_cannot_read_is_set_aside_and_the_rest_are_claimed(backend
         .await;
     let repaired = claim(store, t + hour, 10, &["a"]).await;
     assert!(
-        repaired
-            .iter()
-            .any(|c| c.notification.id == unreadable.id && c.mode == ClaimMode::Send { n: 1 }),
+        repaired.iter().any(|c| c.notification.id == unreadable.id
+            && c.mode
+                == ClaimMode::Send {
+                    n: 1,
+                    suppressed: false
+                }),
         "once repaired, it goes out"
     );
+}
+
+async fn a_claim_marks_the_sends_whose_recipient_is_suppressed(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let t = now();
+    let store = &*rig.store;
+    let suppress =
+        |tenant: &str, channel: Channel, recipient: &str, category: Option<&str>| NewSuppression {
+            tenant: tenant.to_owned(),
+            suppression: Suppression {
+                channel,
+                recipient: recipient.to_owned(),
+                category: category.map(str::to_owned),
+                reason: SuppressionReason::Manual,
+                source: "test".into(),
+                evidence: json!({}),
+                note: None,
+                created_at: t,
+            },
+            principal: "test".into(),
+        };
+    for s in [
+        suppress("acme", Channel::Email, "ann@example.com", None),
+        suppress("acme", Channel::Sms, "+15550001", Some("news")),
+        suppress("other", Channel::Sms, "+15550002", None),
+    ] {
+        assert!(store.suppress(&s).await.unwrap());
+    }
+    let email = |to: &str| Notification {
+        channel: Channel::Email,
+        ..notification("acme", "a", to, "hi", t)
+    };
+    let sms = |tenant: &str, to: &str, category: Option<&str>| Notification {
+        category: category.map(str::to_owned),
+        ..notification(tenant, "a", to, "hi", t)
+    };
+    let cases = [
+        (email("Ann@Example.COM"), true, "an address in another case"),
+        (email("bob@example.com"), false, "another address"),
+        (
+            sms("acme", "+15550001", Some("news")),
+            true,
+            "the category suppressed",
+        ),
+        (
+            sms("acme", "+15550001", Some("alerts")),
+            false,
+            "another category",
+        ),
+        (sms("acme", "+15550001", None), false, "no category"),
+        (
+            sms("acme", "+15550002", None),
+            false,
+            "another tenant's suppression",
+        ),
+    ];
+    for (n, _, _) in &cases {
+        accepted(store, n.clone()).await;
+    }
+    let claims = claim(store, t, 10, &["a"]).await;
+    assert_eq!(claims.len(), cases.len());
+    for (n, suppressed, why) in cases {
+        let c = claims.iter().find(|c| c.notification.id == n.id).unwrap();
+        assert_eq!(c.mode, ClaimMode::Send { n: 1, suppressed }, "{why}");
+    }
 }
 
 async fn a_claim_fixes_the_provider_request_once(backend: Backend) {
@@ -823,7 +919,13 @@ async fn a_claim_fixes_the_provider_request_once(backend: Backend) {
         .unwrap()
         .remove(0);
     assert_eq!(retry.notification.id, n.id);
-    assert_eq!(retry.mode, ClaimMode::Send { n: 2 });
+    assert_eq!(
+        retry.mode,
+        ClaimMode::Send {
+            n: 2,
+            suppressed: false
+        }
+    );
     assert_eq!(
         retry.request,
         Some(Request::new("first")),
@@ -1167,7 +1269,13 @@ async fn a_retry_is_queued_without_an_event_and_a_finish_writes_one(backend: Bac
         "not before it is due"
     );
     let c = claim(store, retry_at, 10, &["a"]).await.remove(0);
-    assert_eq!(c.mode, ClaimMode::Send { n: 2 });
+    assert_eq!(
+        c.mode,
+        ClaimMode::Send {
+            n: 2,
+            suppressed: false
+        }
+    );
     let done = applied(
         store,
         &c,
@@ -1941,7 +2049,13 @@ async fn a_resend_renews_the_key_and_the_budget_when_asked(backend: Backend) {
     assert_eq!(queued.state, State::Queued);
     assert_eq!(queued.provider_key(), format!("{}-1", n.id));
     let c = claim(store, t, 10, &["a"]).await.remove(0);
-    assert_eq!(c.mode, ClaimMode::Send { n: 2 });
+    assert_eq!(
+        c.mode,
+        ClaimMode::Send {
+            n: 2,
+            suppressed: false
+        }
+    );
     assert_eq!((c.budget_from, c.budget_since), (1, Some(t)));
     assert_eq!(
         c.attempts[1].provider_idempotency_key,
@@ -2647,7 +2761,13 @@ async fn reports_of_two_messages_while_it_waits_to_be_sent_again_end_it_with_its
     // Two sends under one key whose answers were lost, to a vendor that does not deduplicate.
     for attempt in 1..=2 {
         let c = claim(store, t, 10, &["a"]).await.remove(0);
-        assert_eq!(c.mode, ClaimMode::Send { n: attempt });
+        assert_eq!(
+            c.mode,
+            ClaimMode::Send {
+                n: attempt,
+                suppressed: false
+            }
+        );
         let queued = applied(
             store,
             &c,

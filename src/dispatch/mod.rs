@@ -50,6 +50,14 @@ pub struct Settings {
     pub poll_interval: Duration,
 }
 
+impl Settings {
+    /// The fewest free permits a claim waits for while work is backlogged: a quarter of the
+    /// concurrency, within the batch size.
+    fn claim_at_least(&self) -> usize {
+        (self.concurrency / 4).clamp(1, self.batch_size.max(1) as usize)
+    }
+}
+
 impl From<&DispatchConfig> for Settings {
     fn from(config: &DispatchConfig) -> Self {
         Settings {
@@ -126,12 +134,22 @@ impl Dispatcher {
             .collect();
         let permits = Arc::new(Semaphore::new(self.settings.concurrency));
         let mut tasks = JoinSet::new();
+        // The last claim took all it asked for: more work is due than this process sends.
+        let mut backlogged = false;
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = permits
                 .available_permits()
                 .min(self.settings.batch_size as usize);
-            if free == 0 {
+            // With a backlog, a claim waits for a share of the permits rather than taking each
+            // one as it frees: a few large claims cost the database fewer round trips per send
+            // than many of one or two, and their sends finish together, so their records share
+            // commits too. Without one, it takes what it can at once.
+            let worth_claiming = match backlogged {
+                true => self.settings.claim_at_least(),
+                false => 1,
+            };
+            if free < worth_claiming {
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = tasks.join_next() => continue,
@@ -161,6 +179,7 @@ impl Dispatcher {
                 }
             };
             let full = claims.len() == free;
+            backlogged = full;
             for claim in claims {
                 let permit = permits
                     .clone()
@@ -299,6 +318,18 @@ struct Worker {
     files: Arc<files::Files>,
 }
 
+/// The refusal of a send to a recipient the tenant has suppressed, made without calling the
+/// vendor.
+fn suppressed_refusal(n: &Notification) -> SendResult {
+    SendResult::permanent(Evidence::new(
+        herald_provider::SUPPRESSED_STAGE,
+        format!(
+            "{} is on the tenant's suppression list for {}; not sent",
+            n.to, n.channel
+        ),
+    ))
+}
+
 /// What a route's adapter is handed for a notification.
 pub(crate) fn message_of(n: &Notification) -> Message {
     Message {
@@ -358,7 +389,7 @@ impl Worker {
             key: &key,
         };
         let decision = match claim.mode {
-            ClaimMode::Send { n } => {
+            ClaimMode::Send { n, suppressed } => {
                 // The stored request names its attachments; the vendor gets their contents.
                 let files = self.files(&message).await;
                 let attached = attached(&request, &files);
@@ -372,7 +403,7 @@ impl Worker {
                 ) {
                     (Some(expired), _) => Some(expired),
                     (None, Err(unreadable)) => Some(unreadable),
-                    (None, Ok(_)) => self.suppression(&claim.notification).await,
+                    (None, Ok(_)) => suppressed.then(|| suppressed_refusal(&claim.notification)),
                 };
                 span.record("attempt.n", n);
                 let sent = match refusal {
@@ -436,9 +467,9 @@ impl Worker {
         }
     }
 
-    /// The refusal of a send to a suppressed recipient, made without calling the vendor; `None`
-    /// to send. A suppression list that cannot be read is a refusal that may pass: nothing
-    /// went out, and the retry reads it again.
+    /// The refusal of a resend to a suppressed recipient, made without calling the vendor;
+    /// `None` to send. A suppression list that cannot be read is a refusal that may pass:
+    /// nothing went out, and the retry reads it again. (A send's was read with its claim.)
     async fn suppression(&self, n: &Notification) -> Option<SendResult> {
         let recipient = suppression_recipient(n.channel, &n.to);
         match self
@@ -447,13 +478,7 @@ impl Worker {
             .await
         {
             Ok(false) => None,
-            Ok(true) => Some(SendResult::permanent(Evidence::new(
-                herald_provider::SUPPRESSED_STAGE,
-                format!(
-                    "{} is on the tenant's suppression list for {}; not sent",
-                    n.to, n.channel
-                ),
-            ))),
+            Ok(true) => Some(suppressed_refusal(n)),
             Err(err) => Some(SendResult::transient(
                 Evidence::new(
                     "request",

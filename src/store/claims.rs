@@ -26,7 +26,7 @@ use super::{
 };
 use crate::domain::{
     Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Next, Notification,
-    NotificationId, Sibling, State,
+    NotificationId, Sibling, State, suppression_recipient,
 };
 use herald_provider::Request;
 
@@ -147,6 +147,20 @@ const LOOK_ALIKES: &str = concat!(
      WHERE n.failovers > 0 AND n.recipient = $2 AND n.id <> $3 AND n.created_at >= $4
        AND n.route <> $1 AND n.content = $6 AND a.route = $1
      ORDER BY notification_created_at, notification_id, n"
+);
+/// Which of a claim's sends go to a suppressed recipient: each row `(id, tenant, channel,
+/// recipient, category)`, the recipient as [`suppression_recipient`] writes it (so that it is
+/// compared as a suppression is stored, not as SQL would fold it).
+static SUPPRESSED_AMONG: Rows = Rows::new(
+    "SELECT DISTINCT r_id
+     FROM (SELECT column1 AS r_id, column2 AS r_tenant, column3 AS r_channel,
+                  column4 AS r_recipient, column5 AS r_category
+           FROM (VALUES ",
+    "($1, $2, $3, $4, $5)",
+    5,
+    ") AS given) AS r
+     JOIN suppressions s ON s.tenant = r_tenant AND s.channel = r_channel
+       AND s.recipient = r_recipient AND (s.category = '' OR s.category = r_category)",
 );
 /// A request a claim fixes, as `CLAIM_FIX_REQUESTS` reads it. Serialized as it is, never through
 /// a `Value` (which orders keys its own way): SQLite stores the text, and look-alikes compare it
@@ -597,6 +611,7 @@ impl<D: Dialect> SqlStore<D> {
                 });
                 ClaimMode::Send {
                     n: row.attempt_count,
+                    suppressed: false,
                 }
             } else {
                 ClaimMode::Reconcile
@@ -611,6 +626,7 @@ impl<D: Dialect> SqlStore<D> {
                 budget_since: row.budget_since.map(Timestamp::into_inner),
             });
         }
+        Self::mark_suppressed(tx, &mut claims).await?;
         if !fixed.is_empty() {
             tx.execute(D::CLAIM_FIX_REQUESTS, vec![Arg::json(&fixed)])
                 .await?;
@@ -635,6 +651,41 @@ impl<D: Dialect> SqlStore<D> {
             }
         }
         Ok(claims)
+    }
+
+    /// Marks the sends among `claims` whose recipient the tenant has suppressed: one look-up for
+    /// the whole claim, in its transaction, rather than one per send.
+    async fn mark_suppressed(
+        tx: &mut Transaction<'static, D::Db>,
+        claims: &mut [Claim],
+    ) -> StoreResult<()> {
+        let sends: Vec<&Notification> = claims
+            .iter()
+            .filter(|c| matches!(c.mode, ClaimMode::Send { .. }))
+            .map(|c| &c.notification)
+            .collect();
+        if sends.is_empty() {
+            return Ok(());
+        }
+        let found: Vec<(Uuid,)> = SUPPRESSED_AMONG
+            .fetch_all(&mut **tx, &sends, |n, args| {
+                args.extend([
+                    Arg::from(n.id),
+                    Arg::from(&n.tenant),
+                    Arg::from(n.channel.as_str()),
+                    Arg::from(suppression_recipient(n.channel, &n.to)),
+                    Arg::from(n.category.as_deref()),
+                ])
+            })
+            .await?;
+        for claim in claims {
+            if let ClaimMode::Send { suppressed, .. } = &mut claim.mode {
+                *suppressed = found
+                    .iter()
+                    .any(|(id,)| *id == claim.notification.id.as_uuid());
+            }
+        }
+        Ok(())
     }
 
     /// Finds the due notifications a claim cannot read (a stored value this build cannot decode:

@@ -269,8 +269,10 @@ pub struct ListFilter {
 /// Why a notification was claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimMode {
-    /// It was `queued`: attempt `n` is committed `in_flight`, to be sent now.
-    Send { n: i32 },
+    /// It was `queued`: attempt `n` is committed `in_flight`, to be sent now — unless
+    /// `suppressed`: its recipient was on the tenant's suppression list when it was claimed
+    /// (read in the claim's transaction, for the whole claim at once).
+    Send { n: i32, suppressed: bool },
     /// It was `sending` past its lease (a crashed or stalled worker, whose `in_flight` attempt is
     /// now `ambiguous`) or parked for reconciliation: settle its ambiguity.
     Reconcile,
