@@ -255,7 +255,7 @@ pub struct RelayConfig {
     pub batch_size: u32,
     /// How long a claim holds its events; a crashed relay's events are taken up after it.
     pub lease_seconds: u64,
-    /// How often an idle relay looks for new events.
+    /// How often an idle relay looks for new events that no commit in this process told it of.
     pub poll_interval_ms: u64,
     /// The first pause after a failed publish; each later one doubles, up to `retry_max_seconds`
     /// (which is also the pause after a receiver refused an event outright).

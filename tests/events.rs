@@ -31,6 +31,7 @@ use support::{
 
 on_both_backends!(
     the_export_scenario_creates_one_notification_and_publishes_its_events_once,
+    an_enqueue_and_its_delivery_reach_the_sink_without_waiting_for_the_relays_poll,
     a_relay_killed_between_publish_and_mark_republishes_the_same_ids_and_loses_none,
     the_backlog_grows_while_nats_is_down_and_drains_when_it_is_back,
     bad_events_are_refused_naming_the_attribute,
@@ -82,6 +83,15 @@ async fn post_event(app: &TestApp, token: &str, event: &Value) -> Response {
 }
 
 /// The outbox event ids of the whole database, as simple (hyphenless) UUID text.
+/// The stream's messages once it holds (at least) a notification's two events.
+async fn both_events(client: &async_nats::Client, names: &Names) -> Vec<nats::Stored> {
+    eventually("both events on NATS", Duration::from_secs(20), || async {
+        let stored = nats::stored(client, &names.stream).await;
+        (stored.len() >= 2).then_some(stored)
+    })
+    .await
+}
+
 async fn outbox_ids(db: &TestDb) -> BTreeSet<String> {
     let sql = match db.backend {
         Backend::Sqlite => "SELECT lower(hex(id)) FROM outbox",
@@ -196,15 +206,7 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
     assert_eq!(delivered["metadata"]["export"], "evt-90");
     assert_eq!(delivered["cancellation_key"], "exports/ada@example.com");
 
-    let stored = eventually("both events on NATS", Duration::from_secs(20), || {
-        let client = client.clone();
-        let stream = names.stream.clone();
-        async move {
-            let stored = nats::stored(&client, &stream).await;
-            (stored.len() >= 2).then_some(stored)
-        }
-    })
-    .await;
+    let stored = both_events(&client, &names).await;
     let types: Vec<&str> = stored
         .iter()
         .map(|s| s.event["type"].as_str().unwrap())
@@ -245,6 +247,46 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
     );
     assert_eq!(stored[1].event["data"]["state"], "delivered");
     assert_eq!(stored[1].event["data"]["certainty"], "known");
+    app.stop().await;
+}
+
+/// The relay is woken by the commits that write events — an enqueue's `accepted`, a record's
+/// `delivered` — not by its poll: with a poll of ten minutes, both reach NATS within seconds.
+async fn an_enqueue_and_its_delivery_reach_the_sink_without_waiting_for_the_relays_poll(
+    backend: Backend,
+) {
+    let Some(client) = nats::shared().await else {
+        return;
+    };
+    let names = Names::new();
+    let extra = format!(
+        "{}[relay]\npoll_interval_ms = 600000\n",
+        names.sink("bus", SHARED_URL)
+    );
+    let Some(app) = spawn_app_with(backend, &extra).await else {
+        return;
+    };
+    // The relay has made its first claim (the stream exists) and now waits.
+    eventually("the relay to start", Duration::from_secs(20), || {
+        let jetstream = jetstream::new(client.clone());
+        let stream = names.stream.clone();
+        async move { jetstream.get_stream(stream).await.ok().map(|_| ()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let id = app.enqueue_id("woken-1", &email("a@example.com")).await;
+    let stored = both_events(&client, &names).await;
+    let seen: Vec<(&str, &str)> = stored
+        .iter()
+        .map(|s| {
+            (
+                s.event["type"].as_str().unwrap(),
+                s.event["subject"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [(ACCEPTED, id.as_str()), (DELIVERED, id.as_str())]);
     app.stop().await;
 }
 
@@ -1178,7 +1220,7 @@ async fn relay_throughput_to_nats(backend: Backend) {
     let path = dir.path().join("relay.toml");
     std::fs::write(&path, names.sink(&sink, SHARED_URL)).unwrap();
     let config = herald::config::Config::load(Some(&path), std::iter::empty()).unwrap();
-    let relay = herald::relay::Relay::build(&config, app.store.clone())
+    let relay = herald::relay::Relay::build(&config, app.store.clone(), Default::default())
         .await
         .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();

@@ -105,7 +105,7 @@ pub async fn receive(
         .await;
     let (status, ids, duplicate) = match received {
         Ok(Received::Created(ids)) => {
-            state.wake.notify_one();
+            state.enqueued();
             (StatusCode::ACCEPTED, ids, false)
         }
         Ok(Received::Duplicate(ids)) => (StatusCode::OK, ids, true),

@@ -50,11 +50,21 @@ pub struct AppState {
     pub inbox: Arc<Inbox>,
     /// Signalled after a commit that made work due, so the dispatcher starts at once.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Signalled after an enqueue commits its `accepted` events, so the relay publishes at once.
+    pub relay_wake: crate::relay::Wake,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// The web console's signed-in people.
     pub sessions: Arc<console::Sessions>,
     /// What waits for a person (`[review]`).
     pub review: crate::review::Policy,
+}
+
+impl AppState {
+    /// New notifications were committed: their work is due and their events are written.
+    pub fn enqueued(&self) {
+        self.wake.notify_one();
+        self.relay_wake.events_written();
+    }
 }
 
 pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::Duration) -> Router {

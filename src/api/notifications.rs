@@ -238,7 +238,7 @@ pub async fn create(
     match idempotency::answer(outcome, response) {
         Answer::Created(body) => {
             metrics::counter!("herald_notifications_accepted_total").increment(1);
-            state.wake.notify_one();
+            state.enqueued();
             Ok((
                 StatusCode::ACCEPTED,
                 [(header::LOCATION, location(id))],
@@ -439,7 +439,7 @@ pub async fn create_batch(
         }
         if created > 0 {
             metrics::counter!("herald_notifications_accepted_total").increment(created);
-            state.wake.notify_one();
+            state.enqueued();
         }
     }
     let results = results

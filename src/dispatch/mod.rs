@@ -77,6 +77,8 @@ pub struct Dispatcher {
     /// process does, and by this dispatcher when it schedules a retry: the claim loop then looks
     /// for due work at once instead of waiting for its next poll.
     wake: Arc<Notify>,
+    /// Told after each record, which writes the notification's events.
+    relay_wake: crate::relay::Wake,
     /// Records that finish together share a transaction.
     records: GroupCommit<Records>,
     files: Arc<files::Files>,
@@ -95,6 +97,7 @@ impl Dispatcher {
         routes: Arc<Routes>,
         settings: Settings,
         wake: Arc<Notify>,
+        relay_wake: crate::relay::Wake,
     ) -> Self {
         Dispatcher {
             records: GroupCommit::start(store.clone()),
@@ -102,6 +105,7 @@ impl Dispatcher {
             routes,
             settings,
             wake,
+            relay_wake,
             files: Arc::default(),
         }
     }
@@ -270,6 +274,7 @@ impl Dispatcher {
             routes: self.routes.clone(),
             settings: self.settings.clone(),
             wake: self.wake.clone(),
+            relay_wake: self.relay_wake.clone(),
             files: self.files.clone(),
         }
     }
@@ -315,6 +320,7 @@ struct Worker {
     routes: Arc<Routes>,
     settings: Settings,
     wake: Arc<Notify>,
+    relay_wake: crate::relay::Wake,
     files: Arc<files::Files>,
 }
 
@@ -612,6 +618,7 @@ impl Worker {
         for attempt in 1..=RECORD_TRIES {
             match self.records.submit((claim.clone(), decision.clone())).await {
                 Ok(Recorded::Applied(n)) => {
+                    self.relay_wake.events_written();
                     tracing::Span::current().record("state", n.state.as_str());
                     // The route whose attempts it settled: after a failover, not `n`'s.
                     if let Some(settlement) = &decision.settle {

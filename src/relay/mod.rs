@@ -29,6 +29,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
@@ -50,6 +51,30 @@ const GAUGE_INTERVAL: Duration = Duration::from_secs(1);
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a relay waits after the database failed it.
 const STORE_PAUSE: Duration = Duration::from_secs(1);
+/// The least time between the starts of two claims a [`Wake`] brings on: under load, signals
+/// come with every commit, and a claim per signal would cost the database a few round trips
+/// for an event or two; this way batches grow with the load instead.
+const WOKEN_GAP: Duration = Duration::from_millis(10);
+
+/// Tells the relay that events were committed, so that each sink's loop claims them at once
+/// rather than at its next poll. The poll stays for writers that do not signal: another
+/// process, an operator's pause, a person's review. A signal sent while a loop is busy is kept
+/// for it, so none is lost between a claim that found nothing and the wait after it.
+#[derive(Clone)]
+pub struct Wake(Arc<watch::Sender<()>>);
+
+impl Default for Wake {
+    fn default() -> Wake {
+        Wake(Arc::new(watch::channel(()).0))
+    }
+}
+
+impl Wake {
+    /// Events were committed.
+    pub fn events_written(&self) {
+        self.0.send_replace(());
+    }
+}
 
 /// Where events go: publishes a batch and says, per event and in order, whether it landed.
 #[async_trait]
@@ -152,6 +177,7 @@ pub struct Relay {
     /// Every sink's name: an event is done once all of them published it.
     names: Arc<[String]>,
     settings: Settings,
+    wake: Wake,
 }
 
 /// What one step of a sink's loop did.
@@ -169,7 +195,11 @@ enum Stepped {
 impl Relay {
     /// Builds every configured sink (the log sink on stdout if there are none). Checks what can
     /// be checked before any event: secrets, a webhook URL the SSRF guard refuses.
-    pub async fn build(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Relay> {
+    pub async fn build(
+        config: &Config,
+        store: Arc<dyn Store>,
+        wake: Wake,
+    ) -> anyhow::Result<Relay> {
         let mut sinks: Vec<(String, Arc<dyn Sink>)> = Vec::new();
         for (name, sink) in &config.sinks {
             let built = build_sink(name, sink)
@@ -191,6 +221,7 @@ impl Relay {
             sinks,
             names,
             settings: Settings::from(&config.relay),
+            wake,
         })
     }
 
@@ -227,6 +258,7 @@ impl Relay {
             sink: sink.clone(),
             names: self.names.clone(),
             settings: self.settings.clone(),
+            written: self.wake.0.subscribe(),
         }
     }
 }
@@ -291,28 +323,32 @@ struct SinkWorker {
     sink: Arc<dyn Sink>,
     names: Arc<[String]>,
     settings: Settings,
+    /// [`Wake`]'s signals.
+    written: watch::Receiver<()>,
 }
 
 impl SinkWorker {
-    async fn run(self, shutdown: CancellationToken) {
+    async fn run(mut self, shutdown: CancellationToken) {
         // Failed batches in a row: while any, the relay probes with one event at a time.
         let mut failing: u32 = 0;
         while !shutdown.is_cancelled() {
+            let stepped_at = tokio::time::Instant::now();
             let limit = if failing > 0 {
                 1
             } else {
                 self.settings.batch_size
             };
-            let wait = match self.step(limit, failing).await {
+            // A sink that failed waits out its pause whatever is written meanwhile.
+            let (wait, woken) = match self.step(limit, failing).await {
                 Ok(Stepped::Published { full: true }) => {
                     failing = 0;
                     continue;
                 }
                 Ok(Stepped::Published { full: false } | Stepped::Partly) => {
                     failing = 0;
-                    self.settings.poll_interval
+                    (self.settings.poll_interval, true)
                 }
-                Ok(Stepped::Idle) => self.settings.poll_interval,
+                Ok(Stepped::Idle) => (self.settings.poll_interval, true),
                 Ok(Stepped::Failed(failure)) => {
                     failing += 1;
                     let pause = self
@@ -321,16 +357,19 @@ impl SinkWorker {
                         .delay(&failure, failing, rand::random());
                     tracing::warn!(sink = %self.name, reason = failure.reason(), failing,
                         pause_ms = pause.as_millis() as u64, "the sink failed; pausing it");
-                    pause
+                    (pause, false)
                 }
                 Err(err) => {
                     tracing::warn!(sink = %self.name, err = format!("{err:#}"), "the relay cannot reach the database");
-                    STORE_PAUSE
+                    (STORE_PAUSE, false)
                 }
             };
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 _ = tokio::time::sleep(wait) => {}
+                Ok(()) = self.written.changed(), if woken => {
+                    tokio::time::sleep_until(stepped_at + WOKEN_GAP).await;
+                }
             }
         }
     }
