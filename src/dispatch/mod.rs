@@ -50,14 +50,6 @@ pub struct Settings {
     pub poll_interval: Duration,
 }
 
-impl Settings {
-    /// The fewest free permits a claim waits for while work is backlogged: a quarter of the
-    /// concurrency, within the batch size.
-    fn claim_at_least(&self) -> usize {
-        (self.concurrency / 4).clamp(1, self.batch_size.max(1) as usize)
-    }
-}
-
 impl From<&DispatchConfig> for Settings {
     fn from(config: &DispatchConfig) -> Self {
         Settings {
@@ -138,22 +130,20 @@ impl Dispatcher {
             .collect();
         let permits = Arc::new(Semaphore::new(self.settings.concurrency));
         let mut tasks = JoinSet::new();
-        // The last claim took all it asked for: more work is due than this process sends.
+        // With a backlog, a claim waits for room for a quarter of what this process may have in
+        // flight rather than taking each send's place as it frees: a few large claims cost the
+        // database fewer round trips per send than many of one or two, and their sends finish
+        // together, so their records share commits too. Without one, it takes what it can.
+        let worth_claiming = (self.settings.concurrency.min(self.routes.concurrency()) / 4)
+            .clamp(1, self.settings.batch_size.max(1) as usize);
+        // The last claim took all it had room for: more work is due than this process sends.
         let mut backlogged = false;
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = permits
                 .available_permits()
                 .min(self.settings.batch_size as usize);
-            // With a backlog, a claim waits for a share of the permits rather than taking each
-            // one as it frees: a few large claims cost the database fewer round trips per send
-            // than many of one or two, and their sends finish together, so their records share
-            // commits too. Without one, it takes what it can at once.
-            let worth_claiming = match backlogged {
-                true => self.settings.claim_at_least(),
-                false => 1,
-            };
-            if free < worth_claiming {
+            if free == 0 {
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = tasks.join_next() => continue,
@@ -167,6 +157,14 @@ impl Dispatcher {
             if slots.is_empty() {
                 self.idle(&shutdown, held_back, &mut tasks).await;
                 continue;
+            }
+            // What a claim may take: the free permits, within what the routes allow.
+            let room = free.min(slots.iter().map(|slot| slot.take as usize).sum());
+            if backlogged && room < worth_claiming && !tasks.is_empty() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tasks.join_next() => continue,
+                }
             }
             let claims = match self
                 .store
@@ -182,7 +180,7 @@ impl Dispatcher {
                     continue;
                 }
             };
-            let full = claims.len() == free;
+            let full = claims.len() >= room;
             backlogged = full;
             for claim in claims {
                 let permit = permits

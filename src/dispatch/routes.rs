@@ -489,6 +489,11 @@ impl Routes {
         self.0.len()
     }
 
+    /// The sends all routes together may have in flight.
+    pub fn concurrency(&self) -> usize {
+        self.0.values().map(|r| r.concurrency).sum()
+    }
+
     pub fn longest_timeout(&self) -> Duration {
         self.0.values().map(|r| r.timeout).max().unwrap_or_default()
     }
