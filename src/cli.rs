@@ -124,7 +124,8 @@ pub struct BenchArgs {
     /// Notifications in the single phase, and again in the batch phase.
     #[arg(long, default_value_t = 20_000)]
     pub notifications: usize,
-    /// Connections sending single enqueues at once.
+    /// Connections sending single enqueues at once, and sends the sandbox route may have in
+    /// flight in each dispatching process (its `concurrency`: 16 unless configured).
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
     /// Notifications per batch request (batches go over at most 4 connections: more would only

@@ -775,6 +775,16 @@ pub async fn database_bytes(url: &str) -> anyhow::Result<u64> {
     }
 }
 
+/// Brings the planner's statistics up to date, as autovacuum does on PostgreSQL within a minute
+/// of a table filling (SQLite plans without them): `herald bench` measures a deployment whose
+/// planner knows its tables, not the first minute of a new database.
+pub async fn analyze(url: &str) -> anyhow::Result<()> {
+    match Backend::of(url)? {
+        Backend::Sqlite => Ok(()),
+        Backend::Postgres => postgres::Postgres::analyze(url).await,
+    }
+}
+
 enum Backend {
     Sqlite,
     Postgres,

@@ -170,6 +170,14 @@ impl Postgres {
         Ok(u64::try_from(bytes).unwrap_or_default())
     }
 
+    pub async fn analyze(url: &str) -> anyhow::Result<()> {
+        use sqlx::Connection;
+        let mut connection = Self::direct(url).await?;
+        sqlx::query("ANALYZE").execute(&mut connection).await?;
+        connection.close().await?;
+        Ok(())
+    }
+
     /// One connection outside any pool, its failure said in words a user can act on.
     async fn direct(url: &str) -> anyhow::Result<sqlx::PgConnection> {
         use sqlx::Connection;
