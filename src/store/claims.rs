@@ -148,20 +148,17 @@ const LOOK_ALIKES: &str = concat!(
        AND n.route <> $1 AND n.content = $6 AND a.route = $1
      ORDER BY notification_created_at, notification_id, n"
 );
-/// Which of a claim's sends go to a suppressed recipient: each row `(id, tenant, channel,
-/// recipient, category)`, the recipient as [`suppression_recipient`] writes it (so that it is
-/// compared as a suppression is stored, not as SQL would fold it).
-static SUPPRESSED_AMONG: Rows = Rows::new(
-    "SELECT DISTINCT r_id
-     FROM (SELECT column1 AS r_id, column2 AS r_tenant, column3 AS r_channel,
-                  column4 AS r_recipient, column5 AS r_category
-           FROM (VALUES ",
-    "($1, $2, $3, $4, $5)",
-    5,
-    ") AS given) AS r
-     JOIN suppressions s ON s.tenant = r_tenant AND s.channel = r_channel
-       AND s.recipient = r_recipient AND (s.category = '' OR s.category = r_category)",
-);
+/// A send whose recipient a claim looks up, as `CLAIM_SUPPRESSED` reads it: the recipient as
+/// [`suppression_recipient`] writes it, so that it is compared as a suppression is stored, not
+/// as SQL would fold it.
+#[derive(Serialize)]
+struct Recipient<'a> {
+    id: Uuid,
+    tenant: &'a str,
+    channel: &'a str,
+    recipient: String,
+    category: Option<&'a str>,
+}
 /// A request a claim fixes, as `CLAIM_FIX_REQUESTS` reads it. Serialized as it is, never through
 /// a `Value` (which orders keys its own way): SQLite stores the text, and look-alikes compare it
 /// with the request serialized directly.
@@ -653,36 +650,40 @@ impl<D: Dialect> SqlStore<D> {
         Ok(claims)
     }
 
-    /// Marks the sends among `claims` whose recipient the tenant has suppressed: one look-up for
-    /// the whole claim, in its transaction, rather than one per send.
+    /// Marks the sends among `claims` whose recipient the tenant has suppressed: one statement
+    /// for the whole claim, in its transaction, rather than one per send.
     async fn mark_suppressed(
         tx: &mut Transaction<'static, D::Db>,
         claims: &mut [Claim],
     ) -> StoreResult<()> {
-        let sends: Vec<&Notification> = claims
+        let sends: Vec<Recipient> = claims
             .iter()
             .filter(|c| matches!(c.mode, ClaimMode::Send { .. }))
-            .map(|c| &c.notification)
+            .map(|c| {
+                let n = &c.notification;
+                Recipient {
+                    id: n.id.as_uuid(),
+                    tenant: &n.tenant,
+                    channel: n.channel.as_str(),
+                    recipient: suppression_recipient(n.channel, &n.to),
+                    category: n.category.as_deref(),
+                }
+            })
             .collect();
         if sends.is_empty() {
             return Ok(());
         }
-        let found: Vec<(Uuid,)> = SUPPRESSED_AMONG
-            .fetch_all(&mut **tx, &sends, |n, args| {
-                args.extend([
-                    Arg::from(n.id),
-                    Arg::from(&n.tenant),
-                    Arg::from(n.channel.as_str()),
-                    Arg::from(suppression_recipient(n.channel, &n.to)),
-                    Arg::from(n.category.as_deref()),
-                ])
-            })
+        let found: Vec<(String,)> = tx
+            .fetch_all(D::CLAIM_SUPPRESSED, vec![Arg::json(&sends)])
             .await?;
+        let found: Vec<Uuid> = found
+            .iter()
+            .map(|(id,)| Uuid::parse_str(id))
+            .collect::<Result<_, _>>()
+            .map_err(|err| StoreError::Internal(anyhow::anyhow!("a claimed id: {err}")))?;
         for claim in claims {
             if let ClaimMode::Send { suppressed, .. } = &mut claim.mode {
-                *suppressed = found
-                    .iter()
-                    .any(|(id,)| *id == claim.notification.id.as_uuid());
+                *suppressed = found.contains(&claim.notification.id.as_uuid());
             }
         }
         Ok(())

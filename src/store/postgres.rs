@@ -296,6 +296,11 @@ impl Dialect for Postgres {
          FROM jsonb_to_recordset($1)
              AS a(id uuid, n integer, generation bigint, route text, key text,
                   send_deadline timestamptz)";
+    const CLAIM_SUPPRESSED: &'static str = "SELECT DISTINCT r.id::text
+         FROM jsonb_to_recordset($1)
+             AS r(id uuid, tenant text, channel text, recipient text, category text)
+         JOIN suppressions s ON s.tenant = r.tenant AND s.channel = r.channel
+             AND s.recipient = r.recipient AND (s.category = '' OR s.category = r.category)";
     const ATTEMPTS_OF_MANY: &'static str = concat!(
         "SELECT notification_id, ",
         attempt_columns!(),

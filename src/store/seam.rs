@@ -249,6 +249,10 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// `in_flight` attempt each. (One statement for a whole claim, not two per notification: a claim of 64
     /// made 128 round trips while it held its rows.)
     const CLAIM_START_ATTEMPTS: &'static str;
+    /// `$1` a JSON array of `{id, tenant, channel, recipient, category}` → the ids (as text) of
+    /// those whose recipient the tenant has suppressed on the channel, for every category or
+    /// for theirs.
+    const CLAIM_SUPPRESSED: &'static str;
     /// `$1` ids → every attempt of those notifications, as [`AttemptWithOwner`].
     const ATTEMPTS_OF_MANY: &'static str;
     /// `$1` ids → every resolution of those notifications, as [`ResolutionWithOwner`].

@@ -389,6 +389,11 @@ impl Dialect for Sqlite {
                 value ->> 'route', value ->> 'key', $2, value ->> 'send_deadline', 'in_flight',
                 '{}'
          FROM json_each($1)";
+    const CLAIM_SUPPRESSED: &'static str = "SELECT DISTINCT r.value ->> 'id'
+         FROM json_each($1) r
+         JOIN suppressions s ON s.tenant = r.value ->> 'tenant'
+             AND s.channel = r.value ->> 'channel' AND s.recipient = r.value ->> 'recipient'
+             AND (s.category = '' OR s.category = r.value ->> 'category')";
     const ATTEMPTS_OF_MANY: &'static str = concat!(
         "SELECT notification_id, ",
         attempt_columns!(),
