@@ -130,12 +130,6 @@ impl Dispatcher {
             .collect();
         let permits = Arc::new(Semaphore::new(self.settings.concurrency));
         let mut tasks = JoinSet::new();
-        // With a backlog, a claim waits for room for a quarter of what this process may have in
-        // flight rather than taking each send's place as it frees: a few large claims cost the
-        // database fewer round trips per send than many of one or two, and their sends finish
-        // together, so their records share commits too. Without one, it takes what it can.
-        let worth_claiming = (self.settings.concurrency.min(self.routes.concurrency()) / 4)
-            .clamp(1, self.settings.batch_size.max(1) as usize);
         // The last claim took all it had room for: more work is due than this process sends.
         let mut backlogged = false;
         while !shutdown.is_cancelled() {
@@ -160,6 +154,17 @@ impl Dispatcher {
             }
             // What a claim may take: the free permits, within what the routes allow.
             let room = free.min(slots.iter().map(|slot| slot.take as usize).sum());
+            // With a backlog, a claim waits for room for a quarter of what the routes that can
+            // take work now may have in flight, rather than taking each send's place as it
+            // frees: a few large claims cost the database fewer round trips per send than many
+            // of one or two, and their sends finish together, so their records share commits
+            // too. (Counted over those routes only: a paused one's share would never free.)
+            let worth_claiming = (self
+                .settings
+                .concurrency
+                .min(self.routes.concurrency(&slots))
+                / 4)
+            .clamp(1, self.settings.batch_size.max(1) as usize);
             if backlogged && room < worth_claiming && !tasks.is_empty() {
                 tokio::select! {
                     _ = shutdown.cancelled() => break,

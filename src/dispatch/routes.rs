@@ -489,9 +489,13 @@ impl Routes {
         self.0.len()
     }
 
-    /// The sends all routes together may have in flight.
-    pub fn concurrency(&self) -> usize {
-        self.0.values().map(|r| r.concurrency).sum()
+    /// The sends the routes of `slots` together may have in flight.
+    pub fn concurrency(&self, slots: &[RouteSlot]) -> usize {
+        slots
+            .iter()
+            .filter_map(|slot| self.0.get(&slot.route))
+            .map(|r| r.concurrency)
+            .sum()
     }
 
     pub fn longest_timeout(&self) -> Duration {
