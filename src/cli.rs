@@ -125,7 +125,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 20_000)]
     pub notifications: usize,
     /// Connections sending single enqueues at once, and sends the sandbox route may have in
-    /// flight in each dispatching process (its `concurrency`: 16 unless configured).
+    /// flight in each dispatching process (its `concurrency`; the soak leaves the route's
+    /// default, 16).
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
     /// Notifications per batch request (batches go over at most 4 connections: more would only

@@ -57,9 +57,11 @@ const STORE_PAUSE: Duration = Duration::from_secs(1);
 const WOKEN_GAP: Duration = Duration::from_millis(10);
 
 /// Tells the relay that events were committed, so that each sink's loop claims them at once
-/// rather than at its next poll. The poll stays for writers that do not signal: another
-/// process, an operator's pause, a person's review. A signal sent while a loop is busy is kept
-/// for it, so none is lost between a claim that found nothing and the wait after it.
+/// rather than at its next poll. Told by the commits that write most events — an enqueue over
+/// HTTP, a send's record; the poll stays for the rest (another process, the NATS inbox, vendor
+/// callbacks, cancellations, circuit changes, a person's review, an operator's pause). A signal
+/// sent while a loop is busy is kept for it, so none is lost between a claim that found nothing
+/// and the wait after it.
 #[derive(Clone)]
 pub struct Wake(Arc<watch::Sender<()>>);
 
