@@ -4,8 +4,11 @@
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tracing::subscriber::Interest;
+use tracing::{Level, Metadata};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::prelude::*;
 
 use crate::config::Config;
@@ -54,13 +57,9 @@ pub fn init(format: LogFormat) -> Telemetry {
     let traces = Export::from_env();
     // Spans only: a log line inside one (a refusal's evidence, a recipient) stays in the logs
     // rather than leave the host as a span event.
-    let spans = traces.as_ref().map(|export| {
-        export.layer().with_filter(
-            Targets::new()
-                .with_target("herald", tracing::Level::INFO)
-                .and(filter_fn(|meta| meta.is_span())),
-        )
-    });
+    let spans = traces
+        .as_ref()
+        .map(|export| export.layer().with_filter(HeraldSpans));
     // A second install (tests building several apps) keeps the first subscriber.
     let installed = tracing_subscriber::registry()
         .with(spans)
@@ -69,6 +68,36 @@ pub fn init(format: LogFormat) -> Telemetry {
         .is_ok();
     Telemetry {
         traces: traces.filter(|_| installed),
+    }
+}
+
+/// What the trace exporter is given: herald's own spans at INFO and above, never a log line.
+/// Decided once for each callsite: with a filter that left the choice to every call, most root
+/// spans of a process on PostgreSQL never reached the exporter (85 of 100 requests' spans
+/// lost, their enqueues sent as traces of their own; which state inside tracing-subscriber's
+/// per-layer filtering went wrong is not pinned down).
+struct HeraldSpans;
+
+impl HeraldSpans {
+    fn exports(meta: &Metadata<'_>) -> bool {
+        meta.is_span() && *meta.level() <= Level::INFO && meta.target().starts_with("herald")
+    }
+}
+
+impl<S> Filter<S> for HeraldSpans {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        Self::exports(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        match Self::exports(meta) {
+            true => Interest::always(),
+            false => Interest::never(),
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::INFO)
     }
 }
 
