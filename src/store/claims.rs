@@ -563,20 +563,33 @@ impl<D: Dialect> SqlStore<D> {
                 vec![
                     Arg::from(now),
                     Arg::from(now + lease),
-                    Arg::Uuids(ids.clone()),
+                    Arg::Uuids(ids),
                     Arg::Uuids(was_queued.clone()),
                 ],
             )
             .await?;
-        tx.execute(
-            D::CLAIM_EXPIRE,
-            vec![
-                Arg::Uuids(ids.clone()),
-                Arg::from(now),
-                Arg::json(&lease_expired_evidence(now)),
-            ],
-        )
-        .await?;
+        // A row taken for its first attempt has no attempt before it (`attempt_count` counts
+        // them, and the take has just added the one this claim starts): nothing of it can be in
+        // flight, and the attempt started below is its only one. So attempts are expired and
+        // read only for the other rows: two statements fewer on most claims, and two scans of
+        // `attempts` fewer where PostgreSQL's statistics still call the table empty (a bench's
+        // drain on a new database read 20,000,000 attempt rows for 16,000 notifications).
+        let earlier: Vec<Uuid> = rows
+            .iter()
+            .filter(|row| row.attempt_count > 1 || !was_queued.contains(&row.notification.id))
+            .map(|row| row.notification.id)
+            .collect();
+        if !earlier.is_empty() {
+            tx.execute(
+                D::CLAIM_EXPIRE,
+                vec![
+                    Arg::Uuids(earlier.clone()),
+                    Arg::from(now),
+                    Arg::json(&lease_expired_evidence(now)),
+                ],
+            )
+            .await?;
+        }
         let mut claims = Vec::with_capacity(rows.len());
         let (mut fixed, mut started) = (Vec::new(), Vec::new());
         for row in rows {
@@ -628,16 +641,24 @@ impl<D: Dialect> SqlStore<D> {
             tx.execute(D::CLAIM_FIX_REQUESTS, vec![Arg::json(&fixed)])
                 .await?;
         }
-        if !started.is_empty() {
-            tx.execute(
-                D::CLAIM_START_ATTEMPTS,
-                vec![Arg::json(&started), Arg::from(now)],
-            )
-            .await?;
+        let mut attempts: Vec<AttemptWithOwner> = match started.is_empty() {
+            true => Vec::new(),
+            false => {
+                tx.fetch_all(
+                    D::CLAIM_START_ATTEMPTS,
+                    vec![Arg::json(&started), Arg::from(now)],
+                )
+                .await?
+            }
+        };
+        if !earlier.is_empty() {
+            // Their whole history, the attempt just started included.
+            attempts.retain(|a| !earlier.contains(&a.notification_id));
+            attempts.extend(
+                tx.fetch_all::<AttemptWithOwner>(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(earlier)])
+                    .await?,
+            );
         }
-        let attempts: Vec<AttemptWithOwner> = tx
-            .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(ids)])
-            .await?;
         // Read before the commit: a row that cannot be read leaves nothing claimed.
         for row in attempts {
             if let Some(claim) = claims

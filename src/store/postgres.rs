@@ -289,13 +289,17 @@ impl Dialect for Postgres {
     const CLAIM_FIX_REQUESTS: &'static str =
         "UPDATE notifications n SET provider_request = r.request
          FROM jsonb_to_recordset($1) AS r(id uuid, request jsonb) WHERE n.id = r.id";
-    const CLAIM_START_ATTEMPTS: &'static str = "INSERT INTO attempts
+    const CLAIM_START_ATTEMPTS: &'static str = concat!(
+        "INSERT INTO attempts
              (notification_id, n, generation, route, provider_idempotency_key, started_at,
               send_deadline, result, evidence)
          SELECT a.id, a.n, a.generation, a.route, a.key, $2, a.send_deadline, 'in_flight', '{}'
          FROM jsonb_to_recordset($1)
              AS a(id uuid, n integer, generation bigint, route text, key text,
-                  send_deadline timestamptz)";
+                  send_deadline timestamptz)
+         RETURNING notification_id, ",
+        attempt_columns!()
+    );
     const CLAIM_SUPPRESSED: &'static str = "SELECT DISTINCT r.id::text
          FROM jsonb_to_recordset($1)
              AS r(id uuid, tenant text, channel text, recipient text, category text)

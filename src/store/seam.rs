@@ -246,8 +246,9 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// `$1` a JSON array of `{id, request}`: each notification's provider request, fixed.
     const CLAIM_FIX_REQUESTS: &'static str;
     /// `$1` a JSON array of `{id, n, generation, route, key, send_deadline}`, `$2` now: an
-    /// `in_flight` attempt each. (One statement for a whole claim, not two per notification: a claim of 64
-    /// made 128 round trips while it held its rows.)
+    /// `in_flight` attempt each, returned as [`AttemptWithOwner`]s. (One statement for a whole
+    /// claim, not two per notification: a claim of 64 made 128 round trips while it held its
+    /// rows.)
     const CLAIM_START_ATTEMPTS: &'static str;
     /// `$1` a JSON array of `{id, tenant, channel, recipient, category}` → the ids (as text) of
     /// those whose recipient the tenant has suppressed on the channel, for every category or

@@ -382,13 +382,17 @@ impl Dialect for Sqlite {
          FROM (SELECT unhex(replace(value ->> 'id', '-', '')) AS id, value -> 'request' AS request
                FROM json_each($1)) r
          WHERE notifications.id = r.id";
-    const CLAIM_START_ATTEMPTS: &'static str = "INSERT INTO attempts
+    const CLAIM_START_ATTEMPTS: &'static str = concat!(
+        "INSERT INTO attempts
              (notification_id, n, generation, route, provider_idempotency_key, started_at,
               send_deadline, result, evidence)
          SELECT unhex(replace(value ->> 'id', '-', '')), value ->> 'n', value ->> 'generation',
                 value ->> 'route', value ->> 'key', $2, value ->> 'send_deadline', 'in_flight',
                 '{}'
-         FROM json_each($1)";
+         FROM json_each($1)
+         RETURNING notification_id, ",
+        attempt_columns!()
+    );
     const CLAIM_SUPPRESSED: &'static str = "SELECT DISTINCT r.value ->> 'id'
          FROM json_each($1) r
          JOIN suppressions s ON s.tenant = r.value ->> 'tenant'
