@@ -1248,6 +1248,11 @@ async fn a_retry_is_queued_without_an_event_and_a_finish_writes_one(backend: Bac
     let store = &*rig.store;
     let n = accepted(store, notification("acme", "a", "+1", "events", t)).await;
     let c = claim(store, t, 10, &["a"]).await.remove(0);
+    assert_eq!(
+        c.attempts,
+        store.notification("acme", n.id).await.unwrap().attempts,
+        "a first claim carries the attempt it started, as stored"
+    );
     let retry_at = t + Duration::from_secs(5);
     let queued = applied(
         store,
@@ -1275,6 +1280,12 @@ async fn a_retry_is_queued_without_an_event_and_a_finish_writes_one(backend: Bac
             n: 2,
             suppressed: false
         }
+    );
+    assert_eq!(c.attempts.len(), 2, "{:?}", c.attempts);
+    assert_eq!(
+        c.attempts,
+        store.notification("acme", n.id).await.unwrap().attempts,
+        "a claim taken again carries its whole history and the attempt it started"
     );
     let done = applied(
         store,
