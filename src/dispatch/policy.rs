@@ -46,7 +46,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::domain::evidence::{MAY_HAVE_LEFT_LATE, may_have_left_late};
 use crate::domain::{
     Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, HoldReason, Next,
-    NotificationId, SettledBy, Settlement, Sibling, State, messages_proven,
+    NotificationId, SettledBy, Settlement, Sibling, State, left_late, messages_proven,
 };
 
 /// How much longer than its route's timeout a call may run before herald cuts it (the adapter's
@@ -685,15 +685,16 @@ fn visible_by(s: &Situation<'_>, also: &[&Attempt], asked_at: OffsetDateTime) ->
 }
 
 /// Nothing of this notification's is visible: absence proves "not accepted" only once every
-/// send that could show is visible (`rivals`: look-alike sends that could hide it among theirs).
+/// send that could show is visible (`also`, besides the unsettled ones: look-alike sends that
+/// could hide it among theirs, and its own that may have left late).
 fn not_found(
     s: &Situation<'_>,
-    rivals: &[&Attempt],
+    also: &[&Attempt],
     evidence: &Evidence,
     asked_at: OffsetDateTime,
     jitter: f64,
 ) -> Decision {
-    let visible_by = visible_by(s, rivals, asked_at);
+    let visible_by = visible_by(s, also, asked_at);
     if asked_at < visible_by {
         return wait_until(visible_by);
     }
@@ -748,8 +749,10 @@ pub enum Attribution {
 ///   an answer read after its worker's lease was lost; of this notification or a sibling's) is
 ///   nobody else's: only the *free* ones count;
 /// - the sends that may have produced a free message are this notification's unsettled
-///   ambiguous attempts and the siblings' attempts that are in flight, ambiguous and not
-///   settled "not accepted", or accepted without a reference — each produced at most one;
+///   ambiguous attempts, its attempts settled "not accepted" whose call then said it may have
+///   left late (the settlement no longer proves anything), and the siblings' attempts that are
+///   in flight, ambiguous and not settled "not accepted" (or settled so but left late), or
+///   accepted without a reference — each produced at most one;
 /// - no free message: this send is not there, once everything that could show is visible;
 /// - only this notification could own them: as many free messages as it has sends settles it
 ///   (one message: `known`; more: `duplicate_possible`), fewer waits out the lag, more (a
@@ -773,6 +776,12 @@ pub fn attribute(
         .filter(|a| !sought.iter().any(|o| o.n == a.n))
         .chain(s.siblings.iter().map(|sib| &sib.attempt))
         .filter_map(Attempt::late_reference);
+    // Sends of this notification's that were proven absent, until their own workers said they
+    // may have left after that proof: as much this notification's as the sought ones.
+    let reopened: Vec<&Attempt> = s
+        .here()
+        .filter(|a| settled_not_accepted(a) && left_late(a) && a.late_reference().is_none())
+        .collect();
     let attributed: std::collections::HashSet<&str> = s
         .here()
         .chain(s.siblings.iter().map(|sib| &sib.attempt))
@@ -789,16 +798,20 @@ pub fn attribute(
         .filter(|sib| may_have_sent(s, &sib.attempt, since))
         .collect();
     let rival_attempts: Vec<&Attempt> = rivals.iter().map(|sib| &sib.attempt).collect();
+    // Everything but the sought sends that must be visible before absence or a count proves
+    // anything.
+    let shown: Vec<&Attempt> = rival_attempts.iter().chain(&reopened).copied().collect();
     let in_flight = rivals
         .iter()
         .filter(|sib| sib.attempt.result == AttemptResult::InFlight)
         .count();
-    let own = sought.len();
+    let own = sought.len() + reopened.len();
     let sends = own + rivals.len();
     let record = json!({
         "look_alikes": refs,
         "free": free,
         "own_sends": own,
+        "own_sends_left_late": reopened.len(),
         "sibling_sends": rivals.len(),
         "sibling_sends_in_flight": in_flight,
         "query": evidence_json(evidence),
@@ -817,8 +830,8 @@ pub fn attribute(
             Certainty::DuplicatePossible
         }
     };
-    let visible = asked_at >= visible_by(s, &rival_attempts, asked_at);
-    if own == 0 {
+    let visible = asked_at >= visible_by(s, &shown, asked_at);
+    if sought.is_empty() {
         return Attribution::Inconclusive(record);
     }
     if free.is_empty() {
@@ -828,13 +841,13 @@ pub fn attribute(
             refs.len(),
             evidence.detail
         );
-        return Attribution::Decided(not_found(s, &rival_attempts, &evidence, asked_at, jitter));
+        return Attribution::Decided(not_found(s, &shown, &evidence, asked_at, jitter));
     }
     if rivals.is_empty() {
         return if free.len() > own {
             Attribution::Inconclusive(record)
         } else if free.len() < own && !visible {
-            Attribution::Decided(wait_until(visible_by(s, &[], asked_at)))
+            Attribution::Decided(wait_until(visible_by(s, &reopened, asked_at)))
         } else {
             settle_with(free[0], once_or_more(free.len()))
         };
@@ -854,7 +867,7 @@ pub fn attribute(
         ));
     }
     if free.len() < sends && !visible {
-        return Attribution::Decided(wait_until(visible_by(s, &rival_attempts, asked_at)));
+        return Attribution::Decided(wait_until(visible_by(s, &shown, asked_at)));
     }
     Attribution::Inconclusive(record)
 }
@@ -865,7 +878,7 @@ fn may_have_sent(s: &Situation<'_>, a: &Attempt, since: OffsetDateTime) -> bool 
     let produced = match a.result {
         AttemptResult::InFlight => return a.provider_ref.is_none(),
         AttemptResult::Accepted => true,
-        AttemptResult::Ambiguous => !settled_not_accepted(a),
+        AttemptResult::Ambiguous => !settled_not_accepted(a) || left_late(a),
         AttemptResult::Rejected => false,
     };
     produced
@@ -882,6 +895,7 @@ fn settled_not_accepted(a: &Attempt) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::REVIEWED;
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-11-29 12:00:00 UTC);
@@ -1062,6 +1076,18 @@ mod tests {
         sib
     }
 
+    /// A sibling's send settled "not accepted", whose worker then saw its call end unanswered
+    /// after its deadline's promise: it may have left after the look-up that settled it.
+    fn left_late_after_settling(order: u128) -> Sibling {
+        let mut sib = settled_not_taken(order);
+        sib.attempt.evidence["late_result"] = json!({
+            "result": "ambiguous",
+            "at": "2026-11-29T12:00:30Z",
+            "evidence": {MAY_HAVE_LEFT_LATE: true},
+        });
+        sib
+    }
+
     /// What attributing `refs` decides for a notification with one unsettled ambiguous attempt
     /// (two with `twice`), among `siblings`, asked at `at`: "known M", "duplicate M",
     /// "not accepted", "wait", or "inconclusive".
@@ -1215,6 +1241,22 @@ mod tests {
                 "known M2",
             ),
             (
+                "a sibling's send that may have left late may own the message again",
+                vec!["M1"],
+                vec![left_late_after_settling(1)],
+                false,
+                late,
+                "inconclusive",
+            ),
+            (
+                "...and two messages are both sends'",
+                vec!["M1", "M2"],
+                vec![left_late_after_settling(1)],
+                false,
+                late,
+                "known unnamed",
+            ),
+            (
                 "a sibling accepted without a reference holds one message",
                 vec!["M1"],
                 vec![earlier_sibling(AttemptResult::Accepted, None)],
@@ -1345,6 +1387,65 @@ mod tests {
         };
         assert!(!d.settle.expect("attempt 2 settled").accepted);
         assert_eq!(d.next, finish(State::Delivered, Certainty::Known));
+    }
+
+    /// Seen in a frozen crash run: attempt 1 was settled "not accepted"; its worker, frozen
+    /// across its deadline's promise, then saw its call end unanswered and said it may have left
+    /// late; attempt 2's look-up found two look-alikes. Counting only attempt 2 made that
+    /// "inconclusive", and a third send.
+    #[test]
+    fn a_send_that_may_have_left_late_is_counted_in_the_next_look_up() {
+        let c = caps(false, true);
+        let mut first = attempt(1, Amb, false);
+        first.settled_by = Some(SettledBy::OutcomeQuery);
+        first.evidence = json!({
+            "settlement": {"outcome": "not_accepted"},
+            "late_result": {
+                "result": "ambiguous",
+                "at": "2026-11-29T12:00:30Z",
+                "evidence": {MAY_HAVE_LEFT_LATE: true},
+            },
+        });
+        let history = [first, attempt(2, Amb, false)];
+        let look_up = |history: &[Attempt], refs: &[&str], at: OffsetDateTime| {
+            let s = situation(Delivery::AtLeastOnce, &c, history, at);
+            let refs: Vec<String> = refs.iter().map(|r| (*r).to_owned()).collect();
+            let evidence = Evidence::new("query", "look-alikes");
+            attribute(&s, &refs, T0 - Duration::from_secs(600), &evidence, at, 0.5)
+        };
+        let settled = |a: Attribution| match a {
+            Attribution::Decided(d) => d.settle.map(|s| (s.accepted, d.next)),
+            Attribution::Inconclusive(_) => None,
+        };
+        let visible = T0 + Duration::from_secs(60);
+        assert_eq!(
+            settled(look_up(&history, &["M1", "M2"], visible)),
+            Some((true, finish(State::Delivered, Certainty::DuplicatePossible))),
+            "two messages, two sends that may have made them"
+        );
+        assert_eq!(
+            settled(look_up(&history, &["M1"], visible)),
+            Some((true, finish(State::Delivered, Certainty::Known))),
+            "one message for the two: taken once"
+        );
+        // Attempt 1's message may show up to a lag after its worker said its call ended.
+        assert_eq!(
+            look_up(&history, &["M1"], T0 + Duration::from_secs(32)),
+            Attribution::Decided(wait_until(T0 + Duration::from_secs(35)))
+        );
+        assert_eq!(
+            look_up(&history, &[], T0 + Duration::from_secs(32)),
+            Attribution::Decided(wait_until(T0 + Duration::from_secs(35))),
+            "no absence is proven before then either"
+        );
+        // A person resolved it since: the settlement stands again.
+        let mut reviewed = history.clone();
+        reviewed[0].evidence[REVIEWED] = true.into();
+        assert_eq!(
+            settled(look_up(&reviewed, &["M1", "M2"], visible)),
+            None,
+            "two messages for one send: not herald's to attribute"
+        );
     }
 
     #[test]
