@@ -597,11 +597,6 @@ async fn a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event(backe
     assert_eq!(events().await, 0);
 }
 
-/// Several processes claim from one PostgreSQL database: a claim must never take a row that
-/// another claim committed while it was choosing its rows. It did once (a crash run on
-/// PostgreSQL): the claim chose from its snapshot, then locked the row the other had just leased,
-/// turned that live worker's in-flight attempt ambiguous and fenced it. PostgreSQL only: SQLite
-/// admits one writer at a time, so no claim there reads while another commits.
 /// Migration 0021 rebuilds SQLite's `notifications` and `suppressions` (a CHECK cannot change
 /// in place) while attempts refer to the first: a database in use keeps every row and every
 /// reference, and takes the chat channel afterwards.
@@ -691,6 +686,11 @@ async fn the_chat_migration_keeps_a_database_in_use_whole() {
     assert_eq!(count("notifications").await, 2);
 }
 
+/// Several processes claim from one PostgreSQL database: a claim must never take a row that
+/// another claim committed while it was choosing its rows. It did once (a crash run on
+/// PostgreSQL): the claim chose from its snapshot, then locked the row the other had just leased,
+/// turned that live worker's in-flight attempt ambiguous and fenced it. PostgreSQL only: SQLite
+/// admits one writer at a time, so no claim there reads while another commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
     let Some(rig) = rig(Backend::Postgres).await else {
