@@ -778,7 +778,7 @@ pub fn attribute(
         .filter_map(Attempt::late_reference);
     // Sends of this notification's that were proven absent, until their own workers said they
     // may have left after that proof: as much this notification's as the sought ones.
-    let reopened: Vec<&Attempt> = s
+    let left_late_since: Vec<&Attempt> = s
         .here()
         .filter(|a| settled_not_accepted(a) && left_late(a) && a.late_reference().is_none())
         .collect();
@@ -800,18 +800,22 @@ pub fn attribute(
     let rival_attempts: Vec<&Attempt> = rivals.iter().map(|sib| &sib.attempt).collect();
     // Everything but the sought sends that must be visible before absence or a count proves
     // anything.
-    let shown: Vec<&Attempt> = rival_attempts.iter().chain(&reopened).copied().collect();
+    let shown: Vec<&Attempt> = rival_attempts
+        .iter()
+        .chain(&left_late_since)
+        .copied()
+        .collect();
     let in_flight = rivals
         .iter()
         .filter(|sib| sib.attempt.result == AttemptResult::InFlight)
         .count();
-    let own = sought.len() + reopened.len();
+    let own = sought.len() + left_late_since.len();
     let sends = own + rivals.len();
     let record = json!({
         "look_alikes": refs,
         "free": free,
         "own_sends": own,
-        "own_sends_left_late": reopened.len(),
+        "own_sends_left_late": left_late_since.len(),
         "sibling_sends": rivals.len(),
         "sibling_sends_in_flight": in_flight,
         "query": evidence_json(evidence),
@@ -847,7 +851,7 @@ pub fn attribute(
         return if free.len() > own {
             Attribution::Inconclusive(record)
         } else if free.len() < own && !visible {
-            Attribution::Decided(wait_until(visible_by(s, &reopened, asked_at)))
+            Attribution::Decided(wait_until(visible_by(s, &shown, asked_at)))
         } else {
             settle_with(free[0], once_or_more(free.len()))
         };
@@ -1076,15 +1080,24 @@ mod tests {
         sib
     }
 
-    /// A sibling's send settled "not accepted", whose worker then saw its call end unanswered
+    /// `a` settled "not accepted", whose worker then saw its call end unanswered (at T0 + 30 s)
     /// after its deadline's promise: it may have left after the look-up that settled it.
-    fn left_late_after_settling(order: u128) -> Sibling {
-        let mut sib = settled_not_taken(order);
-        sib.attempt.evidence["late_result"] = json!({
-            "result": "ambiguous",
-            "at": "2026-11-29T12:00:30Z",
-            "evidence": {MAY_HAVE_LEFT_LATE: true},
+    fn left_late_after_settling(mut a: Attempt) -> Attempt {
+        a.settled_by = Some(SettledBy::OutcomeQuery);
+        a.evidence = json!({
+            "settlement": {"outcome": "not_accepted"},
+            "late_result": {
+                "result": "ambiguous",
+                "at": "2026-11-29T12:00:30Z",
+                "evidence": {MAY_HAVE_LEFT_LATE: true},
+            },
         });
+        a
+    }
+
+    fn sibling_left_late_after_settling(order: u128) -> Sibling {
+        let mut sib = sibling(order, Amb, None);
+        sib.attempt = left_late_after_settling(sib.attempt);
         sib
     }
 
@@ -1243,7 +1256,7 @@ mod tests {
             (
                 "a sibling's send that may have left late may own the message again",
                 vec!["M1"],
-                vec![left_late_after_settling(1)],
+                vec![sibling_left_late_after_settling(1)],
                 false,
                 late,
                 "inconclusive",
@@ -1251,7 +1264,7 @@ mod tests {
             (
                 "...and two messages are both sends'",
                 vec!["M1", "M2"],
-                vec![left_late_after_settling(1)],
+                vec![sibling_left_late_after_settling(1)],
                 false,
                 late,
                 "known unnamed",
@@ -1396,17 +1409,10 @@ mod tests {
     #[test]
     fn a_send_that_may_have_left_late_is_counted_in_the_next_look_up() {
         let c = caps(false, true);
-        let mut first = attempt(1, Amb, false);
-        first.settled_by = Some(SettledBy::OutcomeQuery);
-        first.evidence = json!({
-            "settlement": {"outcome": "not_accepted"},
-            "late_result": {
-                "result": "ambiguous",
-                "at": "2026-11-29T12:00:30Z",
-                "evidence": {MAY_HAVE_LEFT_LATE: true},
-            },
-        });
-        let history = [first, attempt(2, Amb, false)];
+        let history = [
+            left_late_after_settling(attempt(1, Amb, false)),
+            attempt(2, Amb, false),
+        ];
         let look_up = |history: &[Attempt], refs: &[&str], at: OffsetDateTime| {
             let s = situation(Delivery::AtLeastOnce, &c, history, at);
             let refs: Vec<String> = refs.iter().map(|r| (*r).to_owned()).collect();
