@@ -1179,8 +1179,8 @@ fn left_late(a: &Value) -> bool {
 /// worker's word that its call outlived its deadline's promise, shown by a freeze across that
 /// moment. (The worker cannot tell a freeze before its write from one after it, so the second
 /// also reopens a send that left in time.) Where the word came before the notification was
-/// finished, nothing needed reopening: the next look-up counted that send as a maybe, and the
-/// notification ended `duplicate_possible`.
+/// finished, nothing needed reopening: the next look-up counted that send, settled "not
+/// accepted" by then, as a maybe, and the notification ended `duplicate_possible`.
 fn written_after_a_freeze(s: &Seen, freezes: &[Freeze]) -> bool {
     let deadline = |a: &Value| {
         a["send_deadline"]
@@ -1194,13 +1194,18 @@ fn written_after_a_freeze(s: &Seen, freezes: &[Freeze]) -> bool {
     };
     // Every route here has a 1 s timeout, and herald cuts a call a second after it.
     let promised = |d: OffsetDateTime| d + time::Duration::seconds(2);
-    (!s.n["contradiction"].is_null() || s.certainty() == "duplicate_possible")
-        && s.attempts().iter().any(|a| {
-            deadline(a).is_some_and(|d| {
+    let reopened = !s.n["contradiction"].is_null();
+    let counted_again = |a: &Value| {
+        s.certainty() == "duplicate_possible"
+            && a["evidence"]["settlement"]["outcome"] == "not_accepted"
+    };
+    s.attempts().iter().any(|a| {
+        (reopened || counted_again(a))
+            && deadline(a).is_some_and(|d| {
                 (late_acceptance(a) && frozen_across(d + time::Duration::milliseconds(250), d))
                     || (left_late(a) && frozen_across(promised(d), promised(d)))
             })
-        })
+    })
 }
 
 /// Everything that must hold for one notification. In the look-alike run (`grouped`) the
