@@ -8,7 +8,9 @@
 //! 2. batch enqueue: as many again, `batch_size` per request;
 //! 3. drain: new processes with the dispatcher on (`--processes`, one by default; more only on
 //!    PostgreSQL) deliver the whole backlog, the sandbox route allowed `concurrency` sends in
-//!    flight in each, on tables whose statistics are up to date (see [`store::analyze`]);
+//!    flight in each, on tables whose statistics are up to date (see [`store::analyze`]); their
+//!    CPU time for each delivered notification is read from `/proc` (Linux) beside the rate: it
+//!    shows a cost, such as traces', that the rate's spread between runs hides;
 //! 4. latency: enqueue at a fixed share of the sustained rate (the slower of phases 1 and 3),
 //!    spread over those processes, while they dispatch, then read each notification's accept →
 //!    delivered time (its creation to the end of its accepted attempt).
@@ -138,7 +140,7 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
     let drain = wait_delivered(&client, &workers, "drain", 2 * n, 0).await?;
     let drained = statements(&client, &workers).await?;
     // A share of what herald sustains end to end: the slower of accepting and delivering.
-    let rate = (single.per_second.min(drain) * args.latency_share).max(1.0);
+    let rate = (single.per_second.min(drain.per_second) * args.latency_share).max(1.0);
     let latency = offered_load(&client, &workers, rate, args.latency_seconds).await?;
     let mut peak_rss = api_peak;
     let mut delivered_by_process = Vec::with_capacity(workers.len());
@@ -168,7 +170,9 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
             "single": single.request_ms(),
             "batch": batch.request_ms(),
         },
-        "delivered_per_second": drain.round(),
+        "delivered_per_second": drain.per_second.round(),
+        // The drain's processes, all their threads, from the first read of the count to the last.
+        "cpu_us_per_delivered": drain.cpu_each.map(|cpu| (cpu.as_secs_f64() * 1e7).round() / 10.0),
         // Round trips to the database (BEGIN and COMMIT not counted), periodic reads included.
         "statements_per_notification": {
             "single": per(after_single - started, n),
@@ -465,6 +469,18 @@ impl Server {
             .unwrap_or(0)
     }
 
+    /// The CPU time the child has used so far, user and system, all its threads.
+    fn cpu_time(&self) -> Option<Duration> {
+        let pid = self.child.id()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command name (in parentheses, and it may hold spaces): utime and stime are
+        // the 12th and 13th fields, in USER_HZ ticks: 100 a second on every architecture but
+        // Alpha.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+        Some(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+    }
+
     /// SIGTERM, and the child's own orderly exit.
     async fn stop(&mut self) {
         if let Some(pid) = self.child.id() {
@@ -626,28 +642,45 @@ async fn drive(
     })
 }
 
+/// How fast the servers delivered, and what it cost them.
+struct Delivery {
+    per_second: f64,
+    /// Their CPU time for each notification delivered; `None` where `/proc` cannot say, or
+    /// where every notification had been delivered before the first read.
+    cpu_each: Option<Duration>,
+}
+
 /// Waits until the servers' dispatchers have delivered `total` notifications beyond `already`,
-/// and answers the rate they delivered them at from the call on (what they delivered before it
-/// counts for neither the time nor the rate).
+/// and answers the rate they delivered them at from the call on, and their CPU time for each
+/// from the first count read on (what they delivered before the first read counts for neither).
 async fn wait_delivered(
     client: &reqwest::Client,
     servers: &[Server],
     phase: &'static str,
     total: usize,
     already: usize,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Delivery> {
     let done = Arc::new(AtomicUsize::new(0));
     let progress = Progress::start(phase, total, done.clone());
     let started = Instant::now();
     let mut last_change = (Instant::now(), 0);
     let mut first_read = None;
     loop {
+        let cpu = cpu_time(servers);
         let delivered = delivered(client, servers).await?.saturating_sub(already);
-        let at_start = *first_read.get_or_insert(delivered);
+        let (at_start, cpu_at_start) = *first_read.get_or_insert((delivered, cpu));
         done.store(delivered, Ordering::Relaxed);
         if delivered >= total {
             progress.finish();
-            return Ok((total - at_start.min(total)) as f64 / started.elapsed().as_secs_f64());
+            let counted = total - at_start.min(total);
+            let cpu_each = match (cpu_at_start, cpu_time(servers)) {
+                (Some(from), Some(to)) if counted > 0 => Some((to - from) / counted as u32),
+                _ => None,
+            };
+            return Ok(Delivery {
+                per_second: counted as f64 / started.elapsed().as_secs_f64(),
+                cpu_each,
+            });
         }
         if delivered != last_change.1 {
             last_change = (Instant::now(), delivered);
@@ -656,6 +689,11 @@ async fn wait_delivered(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The processes' CPU time together, where `/proc` has it for each.
+fn cpu_time(servers: &[Server]) -> Option<Duration> {
+    servers.iter().map(Server::cpu_time).sum()
 }
 
 /// The notifications these processes have finished as delivered, from their own metrics.

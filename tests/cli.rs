@@ -881,6 +881,9 @@ fn bench_runs_every_phase_and_reports_each_figure() {
         let value = summary.pointer(figure).and_then(serde_json::Value::as_f64);
         assert!(value.is_some_and(|v| v > 0.0), "{figure} in {summary:#}");
     }
+    // Read from `/proc`, in 10 ms ticks: a short drain may round to none.
+    let cpu = summary["cpu_us_per_delivered"].as_f64();
+    assert!(cpu.is_some_and(|us| us >= 0.0), "{summary:#}");
     assert_eq!(summary["database"], "sqlite");
     assert!(
         stderr(&output).contains("drain: 120 in"),
