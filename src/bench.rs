@@ -172,7 +172,7 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
         },
         "delivered_per_second": drain.per_second.round(),
         // The drain's processes, all their threads, from the first read of the count to the last.
-        "cpu_us_per_delivered": drain.cpu_each.map(|cpu| (cpu.as_secs_f64() * 1e7).round() / 10.0),
+        "cpu_us_per_delivered": drain.cpu_us_each.map(|us| (us * 10.0).round() / 10.0),
         // Round trips to the database (BEGIN and COMMIT not counted), periodic reads included.
         "statements_per_notification": {
             "single": per(after_single - started, n),
@@ -645,9 +645,9 @@ async fn drive(
 /// How fast the servers delivered, and what it cost them.
 struct Delivery {
     per_second: f64,
-    /// Their CPU time for each notification delivered; `None` where `/proc` cannot say, or
-    /// where every notification had been delivered before the first read.
-    cpu_each: Option<Duration>,
+    /// Their CPU time for each notification delivered, in µs; `None` where `/proc` cannot
+    /// say, or where every notification had been delivered before the first read.
+    cpu_us_each: Option<f64>,
 }
 
 /// Waits until the servers' dispatchers have delivered `total` notifications beyond `already`,
@@ -666,20 +666,22 @@ async fn wait_delivered(
     let mut last_change = (Instant::now(), 0);
     let mut first_read = None;
     loop {
-        let cpu = cpu_time(servers);
         let delivered = delivered(client, servers).await?.saturating_sub(already);
-        let (at_start, cpu_at_start) = *first_read.get_or_insert((delivered, cpu));
+        let (at_start, cpu_at_start) =
+            *first_read.get_or_insert_with(|| (delivered, cpu_time(servers)));
         done.store(delivered, Ordering::Relaxed);
         if delivered >= total {
             progress.finish();
             let counted = total - at_start.min(total);
-            let cpu_each = match (cpu_at_start, cpu_time(servers)) {
-                (Some(from), Some(to)) if counted > 0 => Some((to - from) / counted as u32),
+            let cpu_us_each = match (cpu_at_start, cpu_time(servers)) {
+                (Some(from), Some(to)) if counted > 0 => {
+                    Some(to.saturating_sub(from).as_secs_f64() * 1e6 / counted as f64)
+                }
                 _ => None,
             };
             return Ok(Delivery {
                 per_second: counted as f64 / started.elapsed().as_secs_f64(),
-                cpu_each,
+                cpu_us_each,
             });
         }
         if delivered != last_change.1 {
