@@ -480,7 +480,28 @@ pub struct Delivery {
     /// Herald's key, where the vendor keeps it with the message; empty when the send had none.
     pub key: String,
     pub to: String,
+    /// When it was processed, by the fake's monotonic clock (for its look-up's lag).
     pub delivered_at: Instant,
+    /// When the request that made it arrived, by the fake's wall clock: the witness of when a
+    /// send reached the vendor, whatever the sender recorded.
+    pub arrived_at: time::OffsetDateTime,
+}
+
+impl Delivery {
+    /// A message delivered now.
+    pub fn now(
+        message_id: impl Into<String>,
+        key: impl Into<String>,
+        to: impl Into<String>,
+    ) -> Self {
+        Delivery {
+            message_id: message_id.into(),
+            key: key.into(),
+            to: to.into(),
+            delivered_at: Instant::now(),
+            arrived_at: time::OffsetDateTime::now_utc(),
+        }
+    }
 }
 
 impl Ledger {
@@ -491,6 +512,15 @@ impl Ledger {
 
     pub fn total(&self) -> u64 {
         self.deliveries.len() as u64
+    }
+
+    /// When the messages with this key arrived, oldest first.
+    pub fn arrivals_of(&self, key: &str) -> Vec<time::OffsetDateTime> {
+        self.deliveries
+            .iter()
+            .filter(|d| d.key == key)
+            .map(|d| d.arrived_at)
+            .collect()
     }
 
     /// What the vendor's look-up lists at `now` for `key` (every key: `None`), newest first:

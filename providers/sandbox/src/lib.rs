@@ -17,8 +17,8 @@ mod wire;
 
 pub use adapter::{SandboxAdapter, SandboxRoute, SandboxRouteError};
 pub use server::{
-    CallbackTarget, Fault, FaultRule, Ledger, Profile, SandboxClient, SandboxConfig, SandboxHandle,
-    Trigger, parse_faults, serve, spawn,
+    Arrival, CallbackTarget, Fault, FaultRule, Ledger, Profile, SandboxClient, SandboxConfig,
+    SandboxHandle, Trigger, parse_faults, serve, spawn,
 };
 pub use settings::Settings;
 pub use wire::{CallbackBody, reports_for};

@@ -320,12 +320,11 @@ impl Vendor {
                 .map(str::to_owned),
         };
         tracing::debug!(%apns_id, device_token, "delivered");
-        state.ledger.deliveries.push(Delivery {
-            message_id: apns_id.to_owned(),
-            key: apns_id.to_owned(),
-            to: device_token.to_owned(),
-            delivered_at: Instant::now(),
-        });
+        state.ledger.deliveries.push(Delivery::now(
+            apns_id.to_owned(),
+            apns_id.to_owned(),
+            device_token.to_owned(),
+        ));
         let screen = state.shown.entry(device_token.to_owned()).or_default();
         match screen
             .iter_mut()

@@ -265,12 +265,10 @@ impl Vendor {
             .unwrap_or_default()
             .to_owned();
         tracing::debug!(%name, %key, "delivered");
-        state.ledger.deliveries.push(Delivery {
-            message_id: name.clone(),
-            key,
-            to: to.to_owned(),
-            delivered_at: Instant::now(),
-        });
+        state
+            .ledger
+            .deliveries
+            .push(Delivery::now(name.clone(), key, to.to_owned()));
         Json(Sent { name }).into_response()
     }
 }

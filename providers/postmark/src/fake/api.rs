@@ -129,12 +129,10 @@ impl Vendor {
             .and_then(|meta| text(meta, KEY_METADATA))
             .unwrap_or_default();
         tracing::debug!(%message_id, %key, "delivered");
-        state.ledger.deliveries.push(Delivery {
-            message_id: message_id.clone(),
-            key,
-            to: to.clone(),
-            delivered_at: Instant::now(),
-        });
+        state
+            .ledger
+            .deliveries
+            .push(Delivery::now(message_id.clone(), key, to.clone()));
         Json(wire::Answer {
             error_code: wire::OK,
             message: "OK".to_owned(),

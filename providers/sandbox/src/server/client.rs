@@ -32,6 +32,23 @@ pub struct Ledger {
     /// size and SHA-256 are those of the bytes that arrived.
     #[serde(default)]
     pub attachments: BTreeMap<String, Vec<Attachment>>,
+    /// Every `POST /messages` as it arrived, oldest first, stamped by the sandbox's own clock:
+    /// the witness of when a request reached the vendor, whatever herald recorded. The most
+    /// recent ones, up to the sandbox's `history`.
+    #[serde(default)]
+    pub arrivals: Vec<Arrival>,
+}
+
+/// One request to `POST /messages`, as the vendor saw it arrive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Arrival {
+    /// The message's reference (herald's idempotency key), where its body named one.
+    pub reference: Option<String>,
+    /// When it arrived, by the vendor's clock.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: time::OffsetDateTime,
+    /// Whether it was processed into a new delivery (not refused, replayed or invalid).
+    pub delivered: bool,
 }
 
 impl Ledger {
@@ -43,6 +60,15 @@ impl Ledger {
 
     pub fn total_deliveries(&self) -> u64 {
         self.deliveries.values().sum::<u64>() + self.forgotten_deliveries
+    }
+
+    /// When the requests with this reference arrived, oldest first.
+    pub fn arrivals_of(&self, reference: &str) -> Vec<time::OffsetDateTime> {
+        self.arrivals
+            .iter()
+            .filter(|a| a.reference.as_deref() == Some(reference))
+            .map(|a| a.at)
+            .collect()
     }
 }
 

@@ -26,7 +26,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
 pub use callbacks::CallbackTarget;
-pub use client::{Ledger, SandboxClient};
+pub use client::{Arrival, Ledger, SandboxClient};
 pub use faults::{Fault, FaultRule, ParseFaultError, Trigger, TriggerError, parse_faults};
 
 pub use crate::wire::{Profile, UnknownProfile};

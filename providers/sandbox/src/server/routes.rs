@@ -46,7 +46,7 @@ use time::format_description::well_known::Rfc3339;
 
 use super::callbacks::{self, CallbackTarget};
 use super::faults::{self, Fault, FaultRule};
-use super::{ConnectionKill, Ledger, Profile, SandboxConfig};
+use super::{Arrival, ConnectionKill, Ledger, Profile, SandboxConfig};
 use crate::wire::{
     AcceptedBody, AttachmentIn, CAPABILITIES, DeliveryItem, DeliveryList, IDEMPOTENCY_KEY,
     IDEMPOTENT_REPLAYED, KEY_REUSED, MAX_MESSAGE_BYTES, MessageIn, Offer,
@@ -88,6 +88,8 @@ struct State {
     faults: Vec<FaultRule>,
     /// Where new deliveries are reported.
     callbacks: Option<CallbackTarget>,
+    /// The most recent requests as they arrived, oldest first, up to the history.
+    arrivals: VecDeque<Arrival>,
 }
 
 struct Delivery {
@@ -166,6 +168,12 @@ pub(super) fn router(config: SandboxConfig) -> Result<Router, reqwest::Error> {
         .with_state(sandbox))
 }
 
+/// The one field of a message body an arrival records.
+#[derive(Deserialize)]
+struct Referenced {
+    reference: String,
+}
+
 /// What processing a `POST /messages` decided, before any fault touches the answer.
 enum Outcome {
     Delivered(AcceptedBody),
@@ -187,17 +195,31 @@ async fn post_message(
         .get(IDEMPOTENCY_KEY)
         .and_then(|value| value.to_str().ok())
         .filter(|key| !key.is_empty());
+    // Read before anything can refuse the request: a refusal arrived all the same.
+    let reference = serde_json::from_slice::<Referenced>(&body)
+        .ok()
+        .map(|r| r.reference);
     let (fault, outcome) = {
         let mut state = sandbox.lock();
         state.requests += 1;
+        let arrived_at = OffsetDateTime::now_utc();
         let fault = faults::draw(&state.faults, false, state.requests, &mut rand::rng());
-        match fault {
+        let (fault, outcome) = match fault {
             Some(fault) if fault.is_before_processing() => (Some(fault), None),
             _ => (
                 fault,
                 Some(process(&sandbox, &mut state, key, &body, fault)),
             ),
+        };
+        state.arrivals.push_back(Arrival {
+            reference,
+            at: arrived_at,
+            delivered: matches!(outcome, Some(Outcome::Delivered(_))),
+        });
+        while state.arrivals.len() > sandbox.history {
+            state.arrivals.pop_front();
         }
+        (fault, outcome)
     };
     let Some(outcome) = outcome else {
         return match fault {
@@ -499,6 +521,7 @@ async fn read_ledger(AxumState(sandbox): AxumState<Arc<Sandbox>>) -> Json<Ledger
             .filter(|d| !d.attachments.is_empty())
             .map(|d| (d.reference.clone(), d.attachments.clone()))
             .collect(),
+        arrivals: state.arrivals.iter().cloned().collect(),
     })
 }
 

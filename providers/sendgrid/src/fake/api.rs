@@ -123,12 +123,10 @@ impl Vendor {
         }
         let key = text(&personalization["custom_args"][KEY_ARG]).unwrap_or_default();
         tracing::debug!(%message_id, %key, "delivered");
-        state.ledger.deliveries.push(Delivery {
-            message_id: message_id.clone(),
-            key,
-            to,
-            delivered_at: Instant::now(),
-        });
+        state
+            .ledger
+            .deliveries
+            .push(Delivery::now(message_id.clone(), key, to));
         (StatusCode::ACCEPTED, [(MESSAGE_ID, message_id)]).into_response()
     }
 

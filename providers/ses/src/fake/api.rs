@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
@@ -212,12 +212,11 @@ impl Vendor {
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(message_id.clone(), attachments);
         }
-        state.ledger.deliveries.push(Delivery {
-            message_id: message_id.clone(),
+        state.ledger.deliveries.push(Delivery::now(
+            message_id.clone(),
             key,
-            to: to.as_str().unwrap_or_default().to_owned(),
-            delivered_at: Instant::now(),
-        });
+            to.as_str().unwrap_or_default().to_owned(),
+        ));
         Json(wire::Sent {
             message_id: Some(message_id),
         })

@@ -231,12 +231,10 @@ impl Vendor {
             .to_owned();
         let ts = self.next_ts();
         tracing::debug!(%channel, %ts, %key, "posted");
-        state.ledger.deliveries.push(Delivery {
-            message_id: ts.clone(),
-            key,
-            to: channel.clone(),
-            delivered_at: Instant::now(),
-        });
+        state
+            .ledger
+            .deliveries
+            .push(Delivery::now(ts.clone(), key, channel.clone()));
         let posted = Posted {
             channel: channel.clone(),
             ts: ts.clone(),

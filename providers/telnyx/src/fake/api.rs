@@ -133,12 +133,11 @@ impl Vendor {
         }
         let id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(%id, ?key, "delivered");
-        state.ledger.deliveries.push(Delivery {
-            message_id: id.clone(),
-            key: key.map_or_else(|| id.clone(), str::to_owned),
-            to: to.clone(),
-            delivered_at: now,
-        });
+        state.ledger.deliveries.push(Delivery::now(
+            id.clone(),
+            key.map_or_else(|| id.clone(), str::to_owned),
+            to.clone(),
+        ));
         let answer = json!({"data": {
             "record_type": "message", "direction": "outbound", "id": id, "type": "SMS",
             "to": [{"phone_number": to, "status": "queued"}], "text": body,

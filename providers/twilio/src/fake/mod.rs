@@ -104,6 +104,9 @@ pub struct Delivery {
     pub from: Option<String>,
     pub messaging_service_sid: Option<String>,
     pub body: String,
+    /// When the request that made it arrived, by the fake's own clock: the witness of when a
+    /// send reached the vendor, whatever the sender recorded.
+    pub arrived_at: time::OffsetDateTime,
 }
 
 impl Ledger {
@@ -115,6 +118,15 @@ impl Ledger {
 
     pub fn total(&self) -> u64 {
         self.deliveries.len() as u64
+    }
+
+    /// When the messages with this exact text arrived, oldest first.
+    pub fn arrivals_of(&self, body: &str) -> Vec<time::OffsetDateTime> {
+        self.deliveries
+            .iter()
+            .filter(|d| d.body == body)
+            .map(|d| d.arrived_at)
+            .collect()
     }
 }
 

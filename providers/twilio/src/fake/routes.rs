@@ -301,6 +301,7 @@ fn process_create(state: &mut State, account: &str, body: &[u8]) -> Response {
             "Attempt to send to unsubscribed recipient",
         );
     }
+    let created = OffsetDateTime::now_utc();
     let stored = Stored {
         delivery: Delivery {
             sid: format!("SM{}", uuid::Uuid::new_v4().simple()),
@@ -308,8 +309,9 @@ fn process_create(state: &mut State, account: &str, body: &[u8]) -> Response {
             from: from.map(str::to_owned),
             messaging_service_sid: service.map(str::to_owned),
             body: text.to_owned(),
+            arrived_at: created,
         },
-        created: OffsetDateTime::now_utc(),
+        created,
         at: Instant::now(),
     };
     let answer = message_json(account, &stored, false);
