@@ -538,10 +538,15 @@ fn age(at: &Value, now: OffsetDateTime) -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
+/// `state/certainty`, and whose word the certainty is where a person's (not herald's proof).
 fn state_of(n: &Value) -> String {
-    match n["certainty"].as_str() {
+    let state = match n["certainty"].as_str() {
         Some(c) => format!("{}/{c}", n["state"].as_str().unwrap_or("?")),
         None => n["state"].as_str().unwrap_or("?").to_owned(),
+    };
+    match n["settled_by"].as_str() {
+        Some(by) => format!("{state} (settled by a {by})"),
+        None => state,
     }
 }
 

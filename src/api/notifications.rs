@@ -60,6 +60,12 @@ pub struct NotificationBody {
     /// causes that may pass). (A review item's own `reason` says why it is
     /// in review.)
     pub failure_reason: Option<String>,
+    /// `person` where its `known` certainty rests on a person's word in review (they settled a
+    /// send nothing could prove: delivered, or not delivered and closed or sent again), not on
+    /// what herald proved; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "person")]
+    pub settled_by: Option<&'static str>,
     pub attempts: Vec<Attempt>,
     pub review: Option<ReviewBody>,
     /// Where the message stands by the vendor's callbacks; `none` until one arrives.
@@ -118,6 +124,7 @@ impl NotificationBody {
     pub fn of(d: NotificationDetail, policy: Policy) -> Self {
         let n = &d.notification;
         let reason = crate::review::reason(n, &d.attempts);
+        let settled_by = crate::review::settled_by_person(n, &d.attempts).then_some("person");
         let review = (reason.is_some() || !d.resolutions.is_empty()).then(|| ReviewBody {
             open: reason.is_some_and(|r| policy.waits(r)),
             reason,
@@ -139,6 +146,7 @@ impl NotificationBody {
             .collect();
         NotificationBody {
             failure_reason,
+            settled_by,
             receipt: ReceiptBody::of(&d.receipts),
             receipts: d.receipts,
             notification: d.notification,
@@ -173,6 +181,7 @@ fn prepare(
     let response = serde_json::to_value(NotificationBody {
         notification: notification.clone(),
         failure_reason: None,
+        settled_by: None,
         attempts: Vec::new(),
         review: None,
         receipt: ReceiptBody::of(&[]),

@@ -292,6 +292,10 @@ impl From<StoreError> for Problem {
                 tracing::error!(cause = format!("{cause:#}"), "store error");
                 Problem::internal()
             }
+            StoreError::Unjustified(cause) => {
+                tracing::error!(%cause, "the store refused a certainty the evidence does not hold");
+                Problem::internal()
+            }
         }
     }
 }

@@ -15,7 +15,7 @@ mod routes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_provider::{Evidence, Message, ProviderKey, QueryResult, Request, SendResult};
 use time::OffsetDateTime;
@@ -34,7 +34,7 @@ use crate::domain::{
 };
 use crate::store::{
     Claim, ClaimMode, EventType, GroupCommit, NewSuppression, OutboxEvent, Recorded, Records,
-    Store, StoreError,
+    RouteSlot, Store, StoreError,
 };
 use policy::{Asked, Attribution, Hold, Plan, Situation, Step};
 use routes::{PAUSE_READ_EVERY, Sent};
@@ -132,6 +132,8 @@ impl Dispatcher {
         let mut tasks = JoinSet::new();
         // The last claim took all it had room for: more work is due than this process sends.
         let mut backlogged = false;
+        // When held routes were last searched for work whose expiry passed.
+        let mut expiries_read: Option<Instant> = None;
         while !shutdown.is_cancelled() {
             while tasks.try_join_next().is_some() {}
             let free = permits
@@ -146,6 +148,28 @@ impl Dispatcher {
             let now = OffsetDateTime::now_utc();
             let slots = self.routes.slots(self.settings.lease);
             let held_back = slots.len() < self.routes.count();
+            // An expiry wins over every hold: a held route's expired work is ended now, read at
+            // most once a poll interval (a route saturated by its own sends counts as held).
+            if held_back
+                && expiries_read.is_none_or(|at| at.elapsed() >= self.settings.poll_interval)
+            {
+                expiries_read = Some(Instant::now());
+                let expired = self.claim_expired(now, free, &slots).await;
+                if !expired.is_empty() {
+                    for claim in expired {
+                        let permit = permits
+                            .clone()
+                            .try_acquire_owned()
+                            .expect("claimed no more than free permits");
+                        let worker = self.worker();
+                        tasks.spawn(async move {
+                            worker.dispatch(claim).await;
+                            drop(permit);
+                        });
+                    }
+                    continue;
+                }
+            }
             // Every route saturated: a claim could take nothing, yet would still walk the due
             // rows of every tenant looking for a route it may take.
             if slots.is_empty() {
@@ -229,7 +253,14 @@ impl Dispatcher {
             self.routes.set_paused(&self.store.route_pauses().await?);
             let now = OffsetDateTime::now_utc();
             let slots = self.routes.slots(self.settings.lease);
-            let claims = match slots.is_empty() {
+            let mut claims = match slots.len() < self.routes.count() {
+                true => {
+                    self.claim_expired(now, self.settings.batch_size as usize, &slots)
+                        .await
+                }
+                false => Vec::new(),
+            };
+            claims.extend(match slots.is_empty() || !claims.is_empty() {
                 true => Vec::new(),
                 false => {
                     self.store
@@ -242,7 +273,7 @@ impl Dispatcher {
                         )
                         .await?
                 }
-            };
+            });
             if !claims.is_empty() {
                 let mut tasks = JoinSet::new();
                 for claim in claims {
@@ -266,6 +297,30 @@ impl Dispatcher {
                     tokio::time::sleep(wait).await;
                 }
                 _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Claims the routes held back now (out of `slots`) queued work whose expiry passed, up
+    /// to `limit`; nothing where the store cannot be read (the next look tries again).
+    async fn claim_expired(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+        slots: &[RouteSlot],
+    ) -> Vec<Claim> {
+        let held = self.routes.held(slots);
+        match self
+            .store
+            .claim_expired(now, self.settings.lease, limit as u32, &held, &|n| {
+                self.routes.prepare(n)
+            })
+            .await
+        {
+            Ok(claims) => claims,
+            Err(err) => {
+                tracing::warn!(%err, "cannot claim expired work on held routes; trying again shortly");
+                Vec::new()
             }
         }
     }

@@ -43,6 +43,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::domain::certainty;
 use crate::domain::evidence::{MAY_HAVE_LEFT_LATE, may_have_left_late};
 use crate::domain::{
     Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, HoldReason, Next,
@@ -198,6 +199,18 @@ impl Situation<'_> {
         )
     }
 
+    /// When an `at_least_once` resend after the last attempt's ambiguity may go: a retry's
+    /// backoff from when that attempt ended, its jitter drawn once per attempt (from the
+    /// notification and the attempt's number), so that every look at it agrees.
+    fn resend_at(&self) -> OffsetDateTime {
+        let Some(last) = self.attempts.last() else {
+            return self.now;
+        };
+        let jitter = resend_jitter(self.id, last.n);
+        let delay = retry_delay(&self.limits, self.spent() as u32, jitter, None);
+        self.by_expiry(last.finished_at.unwrap_or(last.started_at) + delay)
+    }
+
     /// Whether an attempt may still start.
     fn unexpired(&self) -> bool {
         self.expires_at.is_none_or(|at| self.now < at)
@@ -291,10 +304,32 @@ pub fn retry_delay(
     jittered.max(retry_after.unwrap_or_default())
 }
 
+/// A number in [0, 1) drawn from notification `id` and attempt `n` alone: the jitter of the
+/// `at_least_once` resend after attempt `n`, which every process computes alike, however often
+/// it looks.
+pub fn resend_jitter(id: NotificationId, n: i32) -> f64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(id.as_uuid().as_bytes())
+        .chain_update(n.to_be_bytes())
+        .finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    // 53 bits, as an f64 holds them exactly.
+    (u64::from_be_bytes(first) >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// What to do about an unsettled ambiguity, given what the outcome query has shown in this
 /// round: a failed look-up is asked again later unless a replay or the policy can act now; an
 /// inconclusive one leaves the decision to the replay or the policy at once.
 pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
+    match unruled_plan(s, asked) {
+        Plan::Record(decision) => Plan::Record(Box::new(ruled(s, *decision))),
+        plan => plan,
+    }
+}
+
+fn unruled_plan(s: &Situation<'_>, asked: Asked) -> Plan {
     // A vendor's callback settled the ambiguity while the notification waited to be reconciled:
     // the vendor has the message, and no other send may have delivered another.
     if s.here().any(|a| a.settled_by == Some(SettledBy::Callback))
@@ -326,7 +361,14 @@ pub fn plan(s: &Situation<'_>, asked: Asked) -> Plan {
             return Plan::Record(Box::new(only(next)));
         }
         if s.attempts_left() {
-            return Plan::Resend;
+            // A vendor that drops answers is often overloaded: the resend waits as a retry
+            // would, and the ambiguity stays unsettled meanwhile, for a report or a look-up to
+            // settle it (and so stop the resend).
+            let at = s.resend_at();
+            return match s.now < at {
+                true => Plan::Record(Box::new(wait_until(at))),
+                false => Plan::Resend,
+            };
         }
     }
     let next = if ask_again {
@@ -401,7 +443,7 @@ fn outcome(n: i32, result: &SendResult) -> AttemptOutcome {
 
 /// Decides what a step proved and what happens next. `jitter` is uniform in [0, 1).
 pub fn decide(s: &Situation<'_>, step: Step, jitter: f64) -> Decision {
-    match step {
+    let decision = match step {
         Step::Sent {
             n,
             replay,
@@ -421,7 +463,19 @@ pub fn decide(s: &Situation<'_>, step: Step, jitter: f64) -> Decision {
             at: s.by_expiry(s.now + hold.wait),
             reconciling,
         }),
+    };
+    ruled(s, decision)
+}
+
+/// `decision`, its end held to herald's one rule of certainty ([`certainty::end`]) over the
+/// attempts as the decision leaves them: every end the policy decides passes here.
+fn ruled(s: &Situation<'_>, mut decision: Decision) -> Decision {
+    if let Next::Finish { state, certainty } = decision.next {
+        let after = decision.applied_to(s.attempts, s.route, s.now);
+        let (state, certainty) = certainty::end(state, certainty, &after);
+        decision.next = Next::Finish { state, certainty };
     }
+    decision
 }
 
 fn decide_sent(
@@ -762,6 +816,20 @@ pub enum Attribution {
 ///   taken, so this one is settled as accepted without naming a message (which one is whose,
 ///   nothing says); fewer waits out the lag, and then nothing can be attributed.
 pub fn attribute(
+    s: &Situation<'_>,
+    refs: &[String],
+    since: OffsetDateTime,
+    evidence: &Evidence,
+    asked_at: OffsetDateTime,
+    jitter: f64,
+) -> Attribution {
+    match attribute_unruled(s, refs, since, evidence, asked_at, jitter) {
+        Attribution::Decided(decision) => Attribution::Decided(ruled(s, decision)),
+        inconclusive => inconclusive,
+    }
+}
+
+fn attribute_unruled(
     s: &Situation<'_>,
     refs: &[String],
     since: OffsetDateTime,
@@ -1429,10 +1497,14 @@ mod tests {
             Some((true, finish(State::Delivered, Certainty::DuplicatePossible))),
             "two messages, two sends that may have made them"
         );
+        // One message for the two: taken once, as far as the look-up shows. But attempt 1's
+        // late word stands on its attempt, which no settlement here accounts for, so herald's
+        // rule keeps the delivery `duplicate_possible` (as holding the record against that late
+        // word did before the rule decided it).
         assert_eq!(
             settled(look_up(&history, &["M1"], visible)),
-            Some((true, finish(State::Delivered, Certainty::Known))),
-            "one message for the two: taken once"
+            Some((true, finish(State::Delivered, Certainty::DuplicatePossible))),
+            "one message for the two, beside a late word nothing settled"
         );
         // Attempt 1's message may show up to a lag after its worker said its call ended.
         assert_eq!(
@@ -1630,8 +1702,10 @@ mod tests {
                 "unknown",
             ),
         ];
+        // Past the first resend's backoff (at most `retry_base` after the ambiguity).
+        let now = T0 + limits().retry_base;
         for (c, delivery, asked, expected) in cases {
-            let s = situation(delivery, &c, &history, T0);
+            let s = situation(delivery, &c, &history, now);
             let got = match plan(&s, asked) {
                 Plan::Query => "query",
                 Plan::Replay => "replay",
@@ -1669,7 +1743,13 @@ mod tests {
             matches!(plan(&s, Asked::Failed), Plan::Record(d) if matches!(d.next, Next::Reconcile { .. })),
             "a failed look-up proves nothing: resending now could deliver twice"
         );
-        assert_eq!(plan(&s, Asked::Inconclusive), Plan::Resend);
+        let past_backoff = situation(
+            Delivery::AtLeastOnce,
+            &c,
+            &history,
+            T0 + limits().retry_base,
+        );
+        assert_eq!(plan(&past_backoff, Asked::Inconclusive), Plan::Resend);
         let c = caps(true, true);
         let s = situation(Delivery::AtLeastOnce, &c, &history, T0);
         assert_eq!(
@@ -1677,6 +1757,38 @@ mod tests {
             Plan::Replay,
             "a replay is always safe"
         );
+    }
+
+    #[test]
+    fn an_at_least_once_resend_waits_a_backoff_that_grows_and_agrees_with_itself() {
+        let c = caps(false, false);
+        let mut history = vec![attempt(1, Amb, false)];
+        let mut waits = Vec::new();
+        for n in 1..=3 {
+            let ended = history.last().unwrap().started_at;
+            let s = situation(Delivery::AtLeastOnce, &c, &history, ended);
+            let Plan::Record(wait) = plan(&s, Asked::NotYet) else {
+                panic!("attempt {n}: a resend at once, with no backoff")
+            };
+            let Next::Reconcile { at } = wait.next else {
+                panic!("attempt {n}: {wait:?}")
+            };
+            assert_eq!(wait.settle, None, "the ambiguity stays unsettled meanwhile");
+            // Every look agrees on when: the jitter is drawn once per attempt.
+            assert_eq!(plan(&s, Asked::NotYet), Plan::Record(wait.clone()));
+            let ceiling = limits().retry_base * (1 << (n - 1));
+            assert!(
+                at > ended && at <= ended + ceiling,
+                "attempt {n}: {at} after {ended}"
+            );
+            let then = situation(Delivery::AtLeastOnce, &c, &history, at);
+            assert_eq!(plan(&then, Asked::NotYet), Plan::Resend, "attempt {n}");
+            waits.push(at - ended);
+            let mut next = attempt(n + 1, Amb, false);
+            next.started_at = at + Duration::from_millis(10);
+            history.push(next);
+        }
+        assert!(waits.iter().all(|w| *w > time::Duration::ZERO), "{waits:?}");
     }
 
     #[test]

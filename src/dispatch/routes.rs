@@ -469,6 +469,15 @@ impl Routes {
         self.0.values().filter_map(|r| r.slot(now, lease)).collect()
     }
 
+    /// The routes this process has that `slots` leaves out: held back for now.
+    pub fn held(&self, slots: &[RouteSlot]) -> Vec<String> {
+        self.0
+            .keys()
+            .filter(|name| !slots.iter().any(|slot| &slot.route == *name))
+            .cloned()
+            .collect()
+    }
+
     /// The provider request `n`'s route would send for it; `None` where the route is not
     /// configured here or cannot send the message (the send then says why).
     pub fn prepare(&self, n: &crate::domain::Notification) -> Option<Request> {

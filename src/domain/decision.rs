@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::{AttemptResult, Certainty, HoldReason, SettledBy, State};
+use super::{Attempt, AttemptResult, Certainty, HoldReason, SettledBy, State};
 
 /// The outcome of a step, for the store to commit in one transaction.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +73,43 @@ pub enum Next {
 }
 
 impl Decision {
+    /// `attempts` as they stand once this decision is recorded for a notification on `route`:
+    /// its attempt's result in place of the one in flight, and its settlement on every other
+    /// unsettled ambiguous attempt on that route (as the store writes them).
+    pub fn applied_to(
+        &self,
+        attempts: &[Attempt],
+        route: &str,
+        now: OffsetDateTime,
+    ) -> Vec<Attempt> {
+        let own = self.attempt.as_ref().map(|a| a.n);
+        attempts
+            .iter()
+            .map(|a| {
+                let mut a = a.clone();
+                if let Some(outcome) = self.attempt.as_ref().filter(|o| o.n == a.n) {
+                    a.result = outcome.result;
+                    a.permanent = outcome.permanent;
+                    a.provider_ref.clone_from(&outcome.provider_ref);
+                    a.evidence = outcome.evidence.clone();
+                } else if let Some(settle) = &self.settle
+                    && a.result == AttemptResult::Ambiguous
+                    && a.settled_by.is_none()
+                    && Some(a.n) != own
+                    && a.route == route
+                {
+                    a.settled_by = Some(settle.by);
+                    if let (Some(evidence), Some(record)) =
+                        (a.evidence.as_object_mut(), settle.record(now).as_object())
+                    {
+                        evidence.extend(record.clone());
+                    }
+                }
+                a
+            })
+            .collect()
+    }
+
     /// What its settlement adds to each attempt it settles.
     pub fn settlement_evidence(&self, now: OffsetDateTime) -> Option<Value> {
         self.settle.as_ref().map(|s| s.record(now))

@@ -4,6 +4,7 @@
 
 mod attachment;
 mod category;
+pub mod certainty;
 pub mod cloudevent;
 mod contradiction;
 mod decision;

@@ -65,6 +65,7 @@ pub const TRANSITIONS: &[Transition] = &[
     t(Some(Unknown), Some(Failed), Person, "resolved not delivered and closed, or a requery proved it absent with retries spent"),
     t(Some(Unknown), Some(Queued), Person, "resolved not delivered, to send again (or a requery proved it absent)"),
     t(Some(Failed), Some(Queued), Person, "a dead letter sent again"),
+    t(Some(Cancelled), Some(Delivered), Person, "resolved delivered: the vendor had the message that was cancelled"),
     t(Some(Delivered), None, Retention, "finished and out of review, its events published"),
     t(Some(Failed), None, Retention, "closed by a person (or refused for good), its events published"),
     t(Some(Cancelled), None, Retention, "finished, its events published"),

@@ -9,6 +9,9 @@
 //!   queues it again. Either way the person's word settles the ambiguous attempts, so a later
 //!   acceptance is known.
 //! - `duplicate_possible`, not yet acknowledged: `acknowledged` marks it seen.
+//! - `cancelled`/`unknown` (cancelled while a send it had already made was unsettled, so the
+//!   vendor may hold it): `delivered` says the vendor has it (delivered/known); `not_delivered`
+//!   + `close` says it never arrived (cancelled/known, closed). It is never sent again.
 //! - a dead letter (`failed`): `not_delivered` + `resend` queues it again; one that failed for a
 //!   permanent cause (the vendor refused it for good) also needs `force`. So does any resend past
 //!   the notification's expiry, which then holds no more. `not_delivered` +
@@ -57,25 +60,30 @@ pub enum Reason {
     /// that may have left late) contradicted the record and reopened it: a person
     /// acknowledges it.
     Contradicted,
+    /// Cancelled, or closed, while a send it had made was unsettled: nothing more is sent, but
+    /// the vendor may hold the message. A person says whether it arrived.
+    MayHaveSent,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 6] = [
         Reason::Unknown,
         Reason::DuplicatePossible,
         Reason::Exhausted,
         Reason::Rejected,
         Reason::Contradicted,
+        Reason::MayHaveSent,
     ];
 
     /// What always waits for a person: the default view of the queue, whatever the config, and
     /// what `herald_review_oldest_seconds` ages. A new reason that needs a person is one more
     /// line here.
-    pub const WAITING: [Reason; 4] = [
+    pub const WAITING: [Reason; 5] = [
         Reason::Unknown,
         Reason::DuplicatePossible,
         Reason::Exhausted,
         Reason::Contradicted,
+        Reason::MayHaveSent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -85,6 +93,7 @@ impl Reason {
             Reason::Exhausted => "exhausted",
             Reason::Rejected => "rejected",
             Reason::Contradicted => "contradicted",
+            Reason::MayHaveSent => "may_have_sent",
         }
     }
 
@@ -172,6 +181,7 @@ pub fn reason(n: &Notification, attempts: &[Attempt]) -> Option<Reason> {
     }
     match (n.state, n.certainty) {
         (State::Unknown, _) => Some(Reason::Unknown),
+        (State::Cancelled, Some(Certainty::Unknown)) => Some(Reason::MayHaveSent),
         (State::Delivered, Some(Certainty::DuplicatePossible)) if !n.acknowledged => {
             Some(Reason::DuplicatePossible)
         }
@@ -204,6 +214,18 @@ fn failed_for_good(attempts: &[Attempt]) -> bool {
     attempts
         .last()
         .is_some_and(|a| a.result == AttemptResult::Rejected && a.permanent == Some(true))
+}
+
+/// Whether `n`'s certainty rests on a person's word rather than on what herald proved: it is
+/// `known`, and a person settled one of its ambiguous attempts (they said delivered, or not
+/// delivered — to close it or to send it again, when a later acceptance is `known` only because
+/// they said the first send never arrived). The API shows it as `settled_by: "person"`, so that
+/// a reader can tell "herald proved it" from "a person said so".
+pub fn settled_by_person(n: &Notification, attempts: &[Attempt]) -> bool {
+    n.certainty == Some(Certainty::Known)
+        && attempts
+            .iter()
+            .any(|a| a.settled_by == Some(crate::domain::SettledBy::Review))
 }
 
 /// One sentence for a person: why `n` is here, with the last attempt's evidence (or, where
@@ -253,6 +275,11 @@ pub fn why(reason: Reason, n: &Notification, attempts: &[Attempt]) -> String {
              Last: {last}"
         ),
         Reason::Rejected => format!("refused for good by the vendor. Last: {last}"),
+        Reason::MayHaveSent => format!(
+            "cancelled with {}: nothing more is sent, but the vendor may hold the message; \
+             say whether it arrived. Last: {last}",
+            counted(unsettled, "unsettled ambiguous attempt")
+        ),
         Reason::Contradicted => match &n.contradiction {
             Some(c) => format!(
                 "reopened as {}/{}: {}",
@@ -397,12 +424,17 @@ pub fn resolve(
         lift_expiry: expired.is_some(),
     };
     match (reason, ask.outcome, ask.then) {
-        (Reason::Unknown, Outcome::Delivered, _) => Ok(change(
+        (Reason::Unknown | Reason::MayHaveSent, Outcome::Delivered, _) => Ok(change(
             State::Delivered,
             Some(Certainty::Known),
             Some(true),
             None,
         )),
+        // It stays cancelled, now known: the person says nothing reached the recipient.
+        (Reason::MayHaveSent, Outcome::NotDelivered, Some(Then::Close)) => Ok(Change {
+            acknowledged: true,
+            ..change(State::Cancelled, Some(Certainty::Known), Some(false), None)
+        }),
         // Closed: failed for good, and out of review (the resolution is its audit).
         (Reason::Unknown, Outcome::NotDelivered, Some(Then::Close)) => Ok(Change {
             acknowledged: true,
@@ -454,6 +486,10 @@ pub fn resolve(
                 .unwrap_or_default(),
             match reason {
                 Reason::Unknown => "say delivered, or not_delivered with resend or close",
+                Reason::MayHaveSent => {
+                    "it was cancelled and is never sent again: say delivered, or not_delivered \
+                     with close"
+                }
                 Reason::DuplicatePossible | Reason::Contradicted => "acknowledge it",
                 Reason::Exhausted | Reason::Rejected => {
                     "resend it with not_delivered + resend, or close it with not_delivered + close"

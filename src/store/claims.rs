@@ -120,6 +120,11 @@ const RECORD_IN_REVIEW: &str = concat!(
      RETURNING ",
     notification_columns!()
 );
+/// Takes a record's notification (`$1`) where its fence still holds — the claim's generation
+/// (`$2`), and state `$4` (`sending` for a worker's, `unknown` for a requery's) — before it
+/// writes a settlement.
+const FENCE: &str = "UPDATE notifications SET updated_at = $3
+     WHERE id = $1 AND generation = $2 AND state || '' = $4 RETURNING id";
 /// Marks that evidence came from outside the holder's step, and takes the row's lock.
 const MARK_LATE_EVIDENCE: &str = concat!(
     "UPDATE notifications SET late_evidence = true WHERE id = $1 RETURNING ",
@@ -494,15 +499,23 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// The earliest due time of work a dispatcher may take: a paused route's waits for its
-    /// operator, not for the clock (unless the pause sends it to the fallback).
+    /// operator, not for the clock (unless the pause sends it to the fallback), but for its
+    /// expiry, which ends it all the same.
     pub(super) async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
         let (due,): (Option<Timestamp>,) = self
             .0
             .read()
             .await?
             .fetch_one(
-                "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')
-                   AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback)",
+                "SELECT min(at) FROM (
+                     SELECT min(due_at) AS at FROM notifications
+                     WHERE state IN ('queued', 'sending')
+                       AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback)
+                     UNION ALL
+                     SELECT min(expires_at) FROM notifications
+                     WHERE state = 'queued' AND expires_at IS NOT NULL
+                       AND route IN (SELECT route FROM route_pauses WHERE NOT to_fallback)
+                 ) due",
                 args![],
             )
             .await?;
@@ -536,6 +549,32 @@ impl<D: Dialect> SqlStore<D> {
         }
     }
 
+    /// [`Store::claim_expired`]: the held routes' queued work whose expiry passed, leased as
+    /// a claim is, for the worker to end without a vendor call.
+    pub(super) async fn claim_expired(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        held: &[String],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
+        let mut tx = self.0.begin().await?;
+        let due: Vec<(Uuid, String)> = tx
+            .fetch_all(
+                D::CLAIM_EXPIRED,
+                vec![
+                    Arg::from(now),
+                    Arg::from(i64::from(limit)),
+                    Arg::Texts(held.to_vec()),
+                ],
+            )
+            .await?;
+        let claims = Self::take(&mut tx, due, now, lease, &[], prepare).await?;
+        tx.commit().await?;
+        Ok(claims)
+    }
+
     /// [`SqlStore::claim_once`] in `tx`: chooses, leases and reads the claims; commits nothing.
     pub(super) async fn claim_in(
         tx: &mut Transaction<'static, D::Db>,
@@ -548,6 +587,20 @@ impl<D: Dialect> SqlStore<D> {
         let due: Vec<(Uuid, String)> = tx
             .fetch_all(D::CLAIM_DUE, claim_due_args(now, limit, routes))
             .await?;
+        Self::take(tx, due, now, lease, routes, prepare).await
+    }
+
+    /// Leases the `due` notifications (`(id, state)` as chosen) and reads them as claims: a
+    /// queued one starts an attempt, by a send deadline within its route's send window (in
+    /// `routes`; none for a route held back), a `sending` one is reconciled.
+    async fn take(
+        tx: &mut Transaction<'static, D::Db>,
+        due: Vec<(Uuid, String)>,
+        now: OffsetDateTime,
+        lease: Duration,
+        routes: &[RouteSlot],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
         if due.is_empty() {
             return Ok(Vec::new());
         }
@@ -792,7 +845,38 @@ impl<D: Dialect> SqlStore<D> {
         if !in_review {
             args.push(Arg::from(withdrawn));
         }
-        let row: Option<NotificationRow> = tx.fetch_optional(update, args).await?;
+        // A settlement stands before the state that rests on it: the store refuses a `known`
+        // beside an ambiguity still unsettled. So where this step settles, the fence is tested
+        // (and the row taken) first, and nothing is settled where the record is fenced out.
+        let held = match &decision.settle {
+            None => true,
+            Some(settle) => {
+                let fence = if in_review { "unknown" } else { "sending" };
+                let held: Option<(Uuid,)> = tx
+                    .fetch_optional(FENCE, args![id, claim.generation, now, fence])
+                    .await?;
+                if held.is_some() {
+                    tx.execute(
+                        SETTLE,
+                        vec![
+                            Arg::from(id),
+                            Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
+                            Arg::from(settle.by.as_str()),
+                            Arg::json(&settle.record(now)),
+                            Arg::from(&settle.provider_ref),
+                            Arg::from(first_unsettled(claim, decision)),
+                            Arg::from(&claim.notification.route),
+                        ],
+                    )
+                    .await?;
+                }
+                held.is_some()
+            }
+        };
+        let row: Option<NotificationRow> = match held {
+            true => tx.fetch_optional(update, args).await?,
+            false => None,
+        };
         let Some(row) = row else {
             if let Some((n, late)) = decision.late_evidence(now) {
                 // Marked first: the mark waits for whoever holds the notification now to
@@ -817,21 +901,6 @@ impl<D: Dialect> SqlStore<D> {
                     finished_attempt(args, id, a, now)
                 })
                 .await?;
-        }
-        if let Some(settle) = &decision.settle {
-            tx.execute(
-                SETTLE,
-                vec![
-                    Arg::from(id),
-                    Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
-                    Arg::from(settle.by.as_str()),
-                    Arg::json(&settle.record(now)),
-                    Arg::from(&settle.provider_ref),
-                    Arg::from(first_unsettled(claim, decision)),
-                    Arg::from(&claim.notification.route),
-                ],
-            )
-            .await?;
         }
         if let Some(findings) = decision.findings_evidence(now) {
             tx.execute(

@@ -53,6 +53,11 @@ pub enum StoreError {
     /// The database refuses work right now, for a cause that may clear; worth retrying later.
     #[error("the database is unavailable ({0}): {1}")]
     Unavailable(Outage, String),
+    /// The write would record more certainty than the evidence holds — `known` beside a send
+    /// that may have reached a vendor — and the database refused it (migration 0022's trigger:
+    /// herald's rule of certainty, `domain::certainty`, in SQL). A defect in the caller.
+    #[error("refused: {0}")]
+    Unjustified(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -97,6 +102,9 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 return StoreError::Conflict(db.message().to_owned());
             }
+            sqlx::Error::Database(db) if db.message().contains(KNOWN_REFUSED) => {
+                return StoreError::Unjustified(db.message().to_owned());
+            }
             sqlx::Error::Database(db) => match db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
                 Some(_) => db.code().and_then(|code| sqlite_outage(&code)),
                 None => db.code().and_then(|code| postgres_outage(&code)),
@@ -109,6 +117,10 @@ impl From<sqlx::Error> for StoreError {
         }
     }
 }
+
+/// What the database says where it refuses a `known` the evidence does not hold (both
+/// dialects' migration 0022 raise it).
+const KNOWN_REFUSED: &str = "herald: a known certainty refused";
 
 /// SQLite's primary result codes (the low byte of an extended one) that may clear by themselves
 /// or by an operator's hand.
@@ -423,6 +435,18 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         limit: u32,
         routes: &[RouteSlot],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>>;
+
+    /// Queued notifications on the routes `held` back (paused, circuit open, waiting out a
+    /// vendor's pause) whose expiry has passed, up to `limit`, claimed as [`Store::claim`]
+    /// does: an expiry wins over every hold, and the worker ends them without a vendor call.
+    async fn claim_expired(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        held: &[String],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>>;
 

@@ -12,8 +12,12 @@ use sqlx::{PgPool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::rows::{attempt_columns, claimed_columns, resolution_columns};
-use super::rows::{due_tenants, list_statement, relay_statements, retention_statements};
-use super::seam::{Arg, Conn, Dialect, RelayStatements, RetentionStatements, STATEMENT_CACHE};
+use super::rows::{
+    cancel_statements, due_tenants, list_statement, relay_statements, retention_statements,
+};
+use super::seam::{
+    Arg, CancelStatements, Conn, Dialect, RelayStatements, RetentionStatements, STATEMENT_CACHE,
+};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -121,6 +125,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         21,
         "chat",
         include_str!("../../migrations/postgres/0021_chat.sql"),
+    ),
+    (
+        22,
+        "certainty",
+        include_str!("../../migrations/postgres/0022_certainty.sql"),
     ),
 ];
 
@@ -275,6 +284,10 @@ impl Dialect for Postgres {
          AND state IN ('queued', 'sending') AND due_at <= $1 AND route = ANY($3)
          FOR UPDATE SKIP LOCKED"
     );
+    const CLAIM_EXPIRED: &'static str = "SELECT id, state FROM notifications
+         WHERE state = 'queued' AND expires_at <= $1 AND route = ANY($3)
+         ORDER BY expires_at LIMIT $2
+         FOR UPDATE SKIP LOCKED";
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
@@ -332,6 +345,7 @@ impl Dialect for Postgres {
         "FOR UPDATE OF o SKIP LOCKED"
     );
     const RETENTION: RetentionStatements = retention_statements!(in_list, "FOR UPDATE SKIP LOCKED");
+    const CANCEL: CancelStatements = cancel_statements!("FOR UPDATE");
 
     async fn begin(&self) -> StoreResult<Transaction<'static, sqlx::Postgres>> {
         Ok(self.pool.begin().await?)

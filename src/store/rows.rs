@@ -538,7 +538,8 @@ macro_rules! retention_statements {
             finished: concat!(
                 "SELECT id FROM notifications
                  WHERE id < $1 AND finished_at < $2
-                   AND ((state = 'cancelled' AND (acknowledged OR contradiction IS NULL))
+                   AND ((state = 'cancelled' AND certainty = 'known'
+                         AND (acknowledged OR contradiction IS NULL))
                         OR (state = 'delivered'
                             AND (acknowledged
                                  OR (certainty <> 'duplicate_possible' AND contradiction IS NULL)))
@@ -584,6 +585,42 @@ macro_rules! retention_statements {
     };
 }
 pub(super) use retention_statements;
+
+/// The notification enqueued under the idempotency key `$2` of the tenant `$1`.
+macro_rules! by_idempotency_key {
+    () => {
+        "id IN (SELECT notification_id FROM idempotency_keys WHERE tenant = $1 AND key = $2)"
+    };
+}
+pub(super) use by_idempotency_key;
+
+/// A cancellation's statements, with the dialect's row lock (`$lock`): the tenant's (`$1`)
+/// notifications still `queued` that it names, locked against a claim until it commits.
+macro_rules! cancel_statements {
+    ($lock:literal) => {
+        $crate::store::seam::CancelStatements {
+            by_id: concat!(
+                "SELECT id, attempt_count FROM notifications
+                 WHERE tenant = $1 AND id = $2 AND state || '' = 'queued' ",
+                $lock
+            ),
+            by_cancellation_key: concat!(
+                "SELECT id, attempt_count FROM notifications
+                 WHERE tenant = $1 AND cancellation_key = $2 AND state || '' = 'queued'
+                 ORDER BY id ",
+                $lock
+            ),
+            by_idempotency_key: concat!(
+                "SELECT id, attempt_count FROM notifications
+                 WHERE tenant = $1 AND ",
+                $crate::store::rows::by_idempotency_key!(),
+                " AND state || '' = 'queued' ORDER BY id ",
+                $lock
+            ),
+        }
+    };
+}
+pub(super) use cancel_statements;
 
 /// Settles every unsettled ambiguous attempt but this step's own (`$2`) on route `$7` (only its
 /// own vendor speaks for a route's sends; NULL, a person's word, settles every route's); the

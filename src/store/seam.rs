@@ -238,6 +238,10 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// transaction ends. It reads at most `$2` rows of each tenant with work (through
     /// [`due_tenants!`]), whatever the backlog: sorting every due row made each claim cost as
     /// much as the whole backlog (47 ms at 20,000 queued on SQLite, against 1 ms now).
+    /// `$1` now, `$2` limit, `$3` routes held back (route names) → `(id, state)` of queued
+    /// notifications on those routes whose expiry has passed, oldest expiry first, locked
+    /// against other claimers: a held route's expired work is ended without waiting for it.
+    const CLAIM_EXPIRED: &'static str;
     const CLAIM_DUE: &'static str;
     /// `$1` now, `$2` lease end, `$3` ids, `$4` the ids that were queued → [`ClaimedRow`]s.
     const CLAIM_TAKE: &'static str;
@@ -268,6 +272,8 @@ pub(super) trait Dialect: Send + Sync + 'static {
     const RELAY: RelayStatements;
     /// Retention's deletes: written once in [`retention_statements!`].
     const RETENTION: RetentionStatements;
+    /// A cancellation's candidates: written once in [`cancel_statements!`].
+    const CANCEL: CancelStatements;
 
     /// Begins a write transaction.
     async fn begin(&self) -> StoreResult<Transaction<'static, Self::Db>>;
@@ -313,6 +319,15 @@ pub(super) struct RelayStatements {
     pub hold: &'static str,
     /// `$1` sink → how many events it has not published, and the oldest one's time.
     pub backlog: &'static str,
+}
+
+/// A cancellation's look at what it may cancel, by what it names; see [`cancel_statements!`].
+/// Each: `$1` tenant, `$2` the id or key → `(id, attempt_count)` of those still `queued`,
+/// locked against a claim (and against later evidence) until the cancellation commits.
+pub(super) struct CancelStatements {
+    pub by_id: &'static str,
+    pub by_cancellation_key: &'static str,
+    pub by_idempotency_key: &'static str,
 }
 
 /// Retention's deletes of finished notifications by id, children first; see

@@ -20,7 +20,7 @@ use super::rows::{
     AttemptWithOwner, ClaimedRow, IdempotencyRow, KeyRow, NotificationRow, ResolutionWithOwner,
     corrupt, insert_event, insert_events,
 };
-use super::rows::{claimed_columns, notification_columns};
+use super::rows::{by_idempotency_key, claimed_columns, notification_columns};
 use super::seam::{ACCEPT_TRIES, Arg, Conn, Dialect, SqlStore, args};
 use super::{
     AcceptOutcome, Backlog, CallbacksTaken, CancelKey, Cancellation, Claim, ClaimedEvent,
@@ -29,9 +29,10 @@ use super::{
     Recorded, ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError, StoreResult,
     SuppressionFilter,
 };
+use crate::domain::certainty;
 use crate::domain::{
-    Attempt, Channel, Decision, File, Notification, NotificationId, RoutePause, Sibling, State,
-    Suppression,
+    Attempt, Certainty, Channel, Decision, File, Notification, NotificationId, RoutePause, Sibling,
+    State, Suppression,
 };
 use crate::review::PermanentRefusals;
 
@@ -40,28 +41,22 @@ const FIND: &str = concat!(
     claimed_columns!(),
     " FROM notifications WHERE tenant = $1 AND id = $2"
 );
-/// `queued` → `cancelled` for the tenant's (`$1`) notifications that `$filter` names, at `$3`:
-/// the rows as they now stand. A claimed notification is `sending`, so a cancellation never
+/// `queued` → `cancelled`, each row `(id, certainty, now)` at the certainty herald's rule gives
+/// it: the rows as they now stand. A claimed notification is `sending`, so a cancellation never
 /// races a send it could not stop.
-macro_rules! cancel_queued {
-    ($filter:expr) => {
-        concat!(
-            "UPDATE notifications
-             SET state = 'cancelled', certainty = 'known', updated_at = $3, finished_at = $3
-             WHERE tenant = $1 AND ",
-            $filter,
-            " AND state || '' = 'queued' RETURNING ",
-            notification_columns!()
-        )
-    };
-}
-
-/// The notification enqueued under the idempotency key `$2` of the tenant `$1`.
-macro_rules! by_idempotency_key {
-    () => {
-        "id IN (SELECT notification_id FROM idempotency_keys WHERE tenant = $1 AND key = $2)"
-    };
-}
+static CANCEL_QUEUED: Rows = Rows::new(
+    "UPDATE notifications
+     SET state = 'cancelled', certainty = r_certainty, updated_at = r_now, finished_at = r_now
+     FROM (SELECT column1 AS r_id, column2 AS r_certainty, column3 AS r_now FROM (VALUES ",
+    "($1, $2, $3)",
+    3,
+    concat!(
+        ") AS given) AS r
+     WHERE id = r_id AND state || '' = 'queued'
+     RETURNING ",
+        notification_columns!()
+    ),
+);
 
 /// New notifications, as many as a statement is given.
 static INSERT_NOTIFICATIONS: Rows = Rows::new(
@@ -307,9 +302,9 @@ impl<D: Dialect> SqlStore<D> {
         key: &CancelKey,
         now: OffsetDateTime,
     ) -> StoreResult<Cancellation> {
-        let (cancel, named, value) = match key {
+        let (candidates, named, value) = match key {
             CancelKey::Cancellation(value) => (
-                cancel_queued!("cancellation_key = $2"),
+                D::CANCEL.by_cancellation_key,
                 concat!(
                     "SELECT id, state FROM notifications ",
                     "WHERE tenant = $1 AND cancellation_key = $2 ORDER BY id"
@@ -317,7 +312,7 @@ impl<D: Dialect> SqlStore<D> {
                 value,
             ),
             CancelKey::Idempotency(value) => (
-                cancel_queued!(by_idempotency_key!()),
+                D::CANCEL.by_idempotency_key,
                 concat!(
                     "SELECT id, state FROM notifications WHERE tenant = $1 AND ",
                     by_idempotency_key!(),
@@ -327,17 +322,12 @@ impl<D: Dialect> SqlStore<D> {
             ),
         };
         let mut tx = self.0.begin().await?;
-        let rows: Vec<NotificationRow> = tx.fetch_all(cancel, args![tenant, value, now]).await?;
-        let mut cancelled = Vec::with_capacity(rows.len());
-        for row in rows {
-            let notification: Notification = row.try_into()?;
-            insert_event(
-                &mut *tx,
-                &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
-            )
-            .await?;
-            cancelled.push(notification.id);
-        }
+        let mut cancelled: Vec<NotificationId> =
+            Self::cancel_in(&mut tx, candidates, args![tenant, value], now)
+                .await?
+                .iter()
+                .map(|n| n.id)
+                .collect();
         cancelled.sort_by_key(|id| id.as_uuid());
         let named: Vec<(Uuid, String)> = tx.fetch_all(named, args![tenant, value]).await?;
         let now_cancelled: HashSet<NotificationId> = cancelled.iter().copied().collect();
@@ -354,6 +344,65 @@ impl<D: Dialect> SqlStore<D> {
             cancelled,
             not_cancelled,
         })
+    }
+
+    /// Cancels, in `tx`, the queued notifications that `candidates` (one of the dialect's
+    /// [`Dialect::CANCEL`] statements, with its `args`) names and locks, each with its event. A
+    /// notification that tried before may have left a message its vendor holds: herald's rule
+    /// ([`certainty::end`]) over its attempts says whether its cancellation is `known` or
+    /// `unknown` (then it waits in review). The ones cancelled, as they now stand.
+    async fn cancel_in(
+        tx: &mut sqlx::Transaction<'static, D::Db>,
+        candidates: &'static str,
+        args: Vec<Arg>,
+        now: OffsetDateTime,
+    ) -> StoreResult<Vec<Notification>> {
+        let candidates: Vec<(Uuid, i32)> = tx.fetch_all(candidates, args).await?;
+        let tried: Vec<Uuid> = candidates
+            .iter()
+            .filter(|(_, attempts)| *attempts > 0)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut history: HashMap<Uuid, Vec<Attempt>> = HashMap::new();
+        if !tried.is_empty() {
+            let rows: Vec<AttemptWithOwner> = tx
+                .fetch_all(D::ATTEMPTS_OF_MANY, vec![Arg::Uuids(tried)])
+                .await?;
+            for row in rows {
+                history
+                    .entry(row.notification_id)
+                    .or_default()
+                    .push(row.attempt.try_into()?);
+            }
+        }
+        let ends: Vec<(Uuid, Certainty)> = candidates
+            .iter()
+            .map(|(id, _)| {
+                let attempts = history.get(id).map_or(&[][..], Vec::as_slice);
+                let (_, certainty) = certainty::end(State::Cancelled, Certainty::Known, attempts);
+                (*id, certainty)
+            })
+            .collect();
+        let rows: Vec<NotificationRow> = CANCEL_QUEUED
+            .fetch_all(&mut **tx, &ends, |(id, certainty), args| {
+                args.extend([
+                    Arg::Uuid(Some(*id)),
+                    Arg::from(certainty.as_str()),
+                    Arg::from(now),
+                ])
+            })
+            .await?;
+        let mut cancelled = Vec::with_capacity(rows.len());
+        for row in rows {
+            let notification: Notification = row.try_into()?;
+            insert_event(
+                &mut **tx,
+                &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
+            )
+            .await?;
+            cancelled.push(notification);
+        }
+        Ok(cancelled)
     }
 }
 
@@ -532,10 +581,8 @@ impl<D: Dialect> Store for SqlStore<D> {
         now: OffsetDateTime,
     ) -> StoreResult<Notification> {
         let mut tx = self.0.begin().await?;
-        let row: Option<NotificationRow> = tx
-            .fetch_optional(cancel_queued!("id = $2"), args![tenant, id, now])
-            .await?;
-        let Some(row) = row else {
+        let cancelled = Self::cancel_in(&mut tx, D::CANCEL.by_id, args![tenant, id], now).await?;
+        let Some(notification) = cancelled.into_iter().next() else {
             drop(tx);
             let current = self.find(tenant, id).await?;
             return Err(StoreError::Conflict(format!(
@@ -543,12 +590,6 @@ impl<D: Dialect> Store for SqlStore<D> {
                 current.notification.state
             )));
         };
-        let notification: Notification = row.try_into()?;
-        insert_event(
-            &mut *tx,
-            &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
-        )
-        .await?;
         tx.commit().await?;
         Ok(notification)
     }
@@ -582,6 +623,17 @@ impl<D: Dialect> Store for SqlStore<D> {
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
         SqlStore::claim(self, now, lease, limit, routes, prepare).await
+    }
+
+    async fn claim_expired(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        held: &[String],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
+        SqlStore::claim_expired(self, now, lease, limit, held, prepare).await
     }
 
     async fn look_alikes(

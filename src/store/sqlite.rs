@@ -23,8 +23,12 @@ use sqlx::{Connection, SqlitePool, Transaction};
 use tokio_util::sync::CancellationToken;
 
 use super::rows::{attempt_columns, claimed_columns, resolution_columns};
-use super::rows::{due_tenants, list_statement, relay_statements, retention_statements};
-use super::seam::{Dialect, RelayStatements, RetentionStatements, STATEMENT_CACHE};
+use super::rows::{
+    cancel_statements, due_tenants, list_statement, relay_statements, retention_statements,
+};
+use super::seam::{
+    CancelStatements, Dialect, RelayStatements, RetentionStatements, STATEMENT_CACHE,
+};
 use super::{StoreError, StoreResult};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -132,6 +136,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         21,
         "chat",
         include_str!("../../migrations/sqlite/0021_chat.sql"),
+    ),
+    (
+        22,
+        "certainty",
+        include_str!("../../migrations/sqlite/0022_certainty.sql"),
     ),
 ];
 
@@ -364,6 +373,10 @@ impl Dialect for Sqlite {
              WHERE due.place <= r.take
              ORDER BY due.turn, due.due_at LIMIT CAST($2 AS INTEGER))"
     );
+    const CLAIM_EXPIRED: &'static str = "SELECT id, state FROM notifications
+         WHERE state = 'queued' AND expires_at <= $1
+           AND route IN (SELECT value FROM json_each($3))
+         ORDER BY expires_at LIMIT CAST($2 AS INTEGER)";
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
@@ -432,6 +445,7 @@ impl Dialect for Sqlite {
     // The one writer makes each claim the only one: no row locks.
     const RELAY: RelayStatements = relay_statements!(in_ids, has, append, count_in, "");
     const RETENTION: RetentionStatements = retention_statements!(in_ids, "");
+    const CANCEL: CancelStatements = cancel_statements!("");
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads first
     /// and writes later could find the lock taken by another process and fail mid-way.

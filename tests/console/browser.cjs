@@ -72,7 +72,7 @@ async function listed(page) {
     const counters = await page.$$eval('a.card, #ages a', (links) => links.map((a) => ({
       href: a.getAttribute('href'), count: Number(a.querySelector('b').textContent),
     })));
-    check(counters.length === 8, `five reasons and three ages: ${JSON.stringify(counters)}`);
+    check(counters.length === 9, `six reasons and three ages: ${JSON.stringify(counters)}`);
     for (const { href, count } of counters) {
       await page.goto(`${BASE}${href}`);
       const shown = await listed(page);

@@ -346,6 +346,7 @@ fn reason_label(reason: Reason) -> &'static str {
         Reason::Exhausted => "Dead letter",
         Reason::Rejected => "Refused for good",
         Reason::Contradicted => "Contradicted by later evidence",
+        Reason::MayHaveSent => "Cancelled, may have been sent",
     }
 }
 
@@ -599,6 +600,13 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
             ("not_delivered+close", "Not delivered: close it as failed"),
         ],
         Some(Reason::DuplicatePossible | Reason::Contradicted) => vec![ACTIONS[3]],
+        Some(Reason::MayHaveSent) => vec![
+            ACTIONS[0],
+            (
+                "not_delivered+close",
+                "Not delivered: close it, it stays cancelled",
+            ),
+        ],
         Some(Reason::Exhausted | Reason::Rejected) => vec![
             ("not_delivered+resend", "Send it again"),
             ("not_delivered+close", "Close it: it no longer matters"),
@@ -624,6 +632,7 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
             blocks => blocks,
             data => data,
             failure_reason => body.failure_reason,
+            settled_by => body.settled_by,
             attempts => attempts,
             receipts => serde_json::to_value(&body.receipts).unwrap_or_default(),
             resolutions => body.review.as_ref().map(|r| serde_json::to_value(&r.resolutions).unwrap_or_default()),
