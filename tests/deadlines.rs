@@ -20,8 +20,10 @@ use std::time::Duration;
 
 use herald_twilio::fake::{self, FakeConfig, FakeHandle};
 use serde_json::{Value, json};
+use time::OffsetDateTime;
 
 use support::binary::{HeraldProcess, free_port, show};
+use support::witness::{self, Freeze};
 use support::{
     ACME, ACME_REVIEWER, Backend, TempDir, TestDb, eventually, http_client, test_config_text,
 };
@@ -143,6 +145,50 @@ fn dishonest(n: &Value, delivered: u64) -> Option<String> {
     (!honest).then(|| format!("recorded {record}, vendor holds {delivered}: {n:#}"))
 }
 
+/// The route's timeout: an attempt's request arrives by its send deadline and this.
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Every request the vendor saw (by its own clock), held against the windows the attempts
+/// promised: none arrived late, but for the design's residue — a request of a process frozen
+/// across an attempt's deadline (in `freezes`, by name; only `frozen` may have one), arriving
+/// just after it thawed — which is named with its evidence and bounded (at most 2 a run).
+fn nothing_sent_late(
+    label: &str,
+    vendor: &FakeHandle,
+    seen: &BTreeMap<String, Value>,
+    freezes: &[Freeze],
+) {
+    let ledger = vendor.ledger();
+    let (mut residue, mut late) = (Vec::new(), Vec::new());
+    for (text, n) in seen {
+        let windows = witness::windows(n, TIMEOUT);
+        for at in witness::unaccounted(&windows, &ledger.arrivals_of(text)) {
+            let frozen = freezes
+                .iter()
+                .find_map(|f| witness::excused(at, &windows, &f.process, freezes));
+            match frozen {
+                Some(f) => residue.push(format!(
+                    "{text}: arrived {at}, {} ms after {} thawed (frozen from {})",
+                    (at - f.to).whole_milliseconds(),
+                    f.process,
+                    f.from
+                )),
+                None => late.push(format!("{text}: arrived {at}, outside {windows:?}")),
+            }
+        }
+    }
+    eprintln!(
+        "{label}: {} request(s) sent late by a freeze's residue{}",
+        residue.len(),
+        residue
+            .iter()
+            .map(|r| format!("\n  {r}"))
+            .collect::<String>()
+    );
+    assert!(late.is_empty(), "{label}: sent late:\n{}", late.join("\n"));
+    assert!(residue.len() <= 2, "{label}: residue beyond its bound");
+}
+
 /// The counts a run prints, and [`dishonest`] records against the vendor's ledger. Returns how
 /// many were reopened.
 fn check(label: &str, vendor: &FakeHandle, seen: &BTreeMap<String, Value>) -> usize {
@@ -186,6 +232,7 @@ async fn two_processes_and_a_slow_vendor_send_each_notification_once() {
 
     let seen = finished(&a.base, &ids).await;
     check("two processes", &vendor, &seen);
+    nothing_sent_late("two processes", &vendor, &seen, &[]);
     assert_eq!(
         vendor.ledger().total(),
         128,
@@ -215,6 +262,7 @@ async fn a_process_frozen_past_its_lease_sends_nothing_late_and_its_late_answers
         || async { (vendor.ledger().total() >= 2).then_some(()) },
     )
     .await;
+    let frozen_from = OffsetDateTime::now_utc();
     a.freeze();
     // Only a has sent yet: what the vendor holds now is what a had in flight.
     let taken_by_a: Vec<String> = vendor
@@ -242,6 +290,11 @@ async fn a_process_frozen_past_its_lease_sends_nothing_late_and_its_late_answers
     )
     .await;
     a.thaw();
+    let freezes = [Freeze {
+        process: "a".into(),
+        from: frozen_from,
+        to: OffsetDateTime::now_utc(),
+    }];
 
     // b finished them all long ago; a, awake, reads its answers and records them late. Wait
     // (up to a minute) for the record to agree with the ledger, then check what it says.
@@ -258,6 +311,9 @@ async fn a_process_frozen_past_its_lease_sends_nothing_late_and_its_late_answers
         seen = finished(&b.base, &ids).await;
     }
     let reopened = check("frozen process", &vendor, &seen);
+    // The vendor's clock: no request of a's after its sends' deadline (those waiting for the
+    // route's pace when it froze woke past it and wrote nothing), but the design's residue.
+    nothing_sent_late("frozen process", &vendor, &seen, &freezes);
     eprintln!("the frozen process had {taken_before} message(s) taken before it froze");
     assert!(
         reopened >= 1,
@@ -353,6 +409,7 @@ async fn a_route_never_has_more_calls_in_flight_than_its_concurrency(backend: Ba
     let ids = enqueue(&a.base, 30).await;
     let seen = finished(&a.base, &ids).await;
     check("concurrency 3", &vendor, &seen);
+    nothing_sent_late("concurrency 3", &vendor, &seen, &[]);
     assert_eq!(
         vendor.most_creates_at_once(),
         3,

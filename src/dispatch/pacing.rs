@@ -91,10 +91,15 @@ impl Pace {
 
     /// Takes a token, waiting for a pause to end or a token to refill until `deadline`; where
     /// that would take longer, `Err` with why and for how much longer (the caller then does not
-    /// send).
+    /// send), and `Err` with [`HoldReason::Deadline`] where it wakes past the deadline.
     pub async fn take(&self, deadline: Instant) -> Result<(), (HoldReason, Duration)> {
         loop {
             let now = Instant::now();
+            // Looked at after every wake, before a token is taken: a task that slept (or a
+            // process frozen) past the deadline takes nothing and sends nothing.
+            if now >= deadline {
+                return Err((HoldReason::Deadline, Duration::ZERO));
+            }
             let Err(wait) = self.try_take(now) else {
                 return Ok(());
             };
@@ -251,7 +256,7 @@ mod tests {
     async fn take_waits_for_a_token_until_its_deadline() {
         let pace = Pace::new(Some(20.0), 1);
         let started = Instant::now();
-        pace.take(started).await.unwrap();
+        pace.take(started + Duration::from_millis(1)).await.unwrap();
         pace.take(Instant::now() + Duration::from_secs(1))
             .await
             .unwrap();
@@ -266,9 +271,25 @@ mod tests {
         assert_eq!(reason, HoldReason::Paced);
         assert!(wait > Duration::from_millis(1));
         pace.pause_until(Instant::now() + Duration::from_secs(60));
-        let (reason, wait) = pace.take(Instant::now()).await.unwrap_err();
+        let (reason, wait) = pace
+            .take(Instant::now() + Duration::from_millis(1))
+            .await
+            .unwrap_err();
         assert_eq!(reason, HoldReason::Paused);
         assert!(wait > Duration::from_secs(59), "{wait:?}");
+    }
+
+    /// What a process frozen in its wait finds when it wakes: a token refilled, and the
+    /// deadline gone. It takes nothing, whatever the bucket holds.
+    #[tokio::test]
+    async fn a_take_past_its_deadline_takes_no_token_however_many_there_are() {
+        let pace = Pace::new(Some(20.0), 5);
+        let (reason, wait) = pace
+            .take(Instant::now() - Duration::from_millis(1))
+            .await
+            .unwrap_err();
+        assert_eq!((reason, wait), (HoldReason::Deadline, Duration::ZERO));
+        assert_eq!(pace.capacity(Instant::now(), Duration::ZERO, 0), Some(5));
     }
 
     #[test]

@@ -231,6 +231,12 @@ impl Route {
             return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
         };
         let _permit = permit.expect("route semaphores are never closed");
+        // Every wait ends with a look at the clock, so that no single check stands alone: a
+        // permit that was free when a frozen process woke is taken past the deadline (the
+        // permit is polled before the timer), and this refuses it.
+        if late() {
+            return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
+        }
         if let Err((reason, wait)) = route.pace.take(until).await {
             return Err(route.hold(reason, wait));
         }

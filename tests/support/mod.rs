@@ -8,6 +8,7 @@
 pub mod binary;
 pub mod nats;
 pub mod pg_cluster;
+pub mod witness;
 
 use std::path::PathBuf;
 use std::sync::Once;
