@@ -2,7 +2,8 @@
 //! database that is dropped afterwards, so that two test runs never see each other's rows.
 //!
 //! PostgreSQL tests need `HERALD_TEST_POSTGRES_URL` (default: the local server). Without a
-//! reachable server they say loudly that they were skipped; with `CI=true` they fail instead.
+//! reachable server they fail, or, where `HERALD_ALLOW_SKIP=1` asks for it, say loudly that
+//! they were skipped.
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 pub mod binary;
@@ -99,9 +100,14 @@ pub fn postgres_admin_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
-/// `CI=true` (or `1`): a test that cannot run here fails instead of skipping.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+/// Whether a test that cannot run here (a service or tool it needs is missing) must fail rather
+/// than skip: always, unless `HERALD_ALLOW_SKIP=1` says skipping is wanted — and never under
+/// `CI=true`. A skip that passes silently would hide half the suite on a laptop.
+pub fn must_run() -> bool {
+    let set = |name: &str, values: &[&str]| {
+        std::env::var(name).is_ok_and(|v| values.contains(&v.as_str()))
+    };
+    set("CI", &["true", "1"]) || !set("HERALD_ALLOW_SKIP", &["1"])
 }
 
 /// A database of the test's own, removed when dropped.
@@ -134,14 +140,16 @@ impl TestDb {
                 let admin_url = postgres_admin_url();
                 let admin = match sqlx::PgPool::connect(&admin_url).await {
                     Ok(pool) => pool,
-                    Err(err) if !in_ci() => {
+                    Err(err) if !must_run() => {
                         eprintln!(
-                            "\n*** POSTGRESQL TEST SKIPPED: cannot reach {admin_url}: {err}\n*** set HERALD_TEST_POSTGRES_URL or start PostgreSQL; with CI=true this fails\n"
+                            "\n*** POSTGRESQL TEST SKIPPED: cannot reach {admin_url}: {err}\n*** set HERALD_TEST_POSTGRES_URL or start PostgreSQL; without HERALD_ALLOW_SKIP=1 this fails\n"
                         );
                         return None;
                     }
                     Err(err) => {
-                        panic!("CI=true and PostgreSQL is unreachable at {admin_url}: {err}")
+                        panic!(
+                            "HERALD_ALLOW_SKIP=1 is not set (CI=true never skips) and PostgreSQL is unreachable at {admin_url}: {err}"
+                        )
                     }
                 };
                 let name = format!("herald_test_{unique}");

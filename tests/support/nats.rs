@@ -2,8 +2,8 @@
 //! starts), names of a test's own so that parallel tests never share a stream, readers of what
 //! a stream holds and of every raw publish, and a server of a test's own to stop and start.
 //!
-//! Without a reachable server the tests say loudly that they were skipped; with `CI=true` they
-//! fail instead.
+//! Without a reachable server the tests fail, or, where `HERALD_ALLOW_SKIP=1` asks for it,
+//! say loudly that they were skipped.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -15,7 +15,7 @@ use async_nats::jetstream;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::{TempDir, eventually, in_ci};
+use super::{TempDir, eventually, must_run};
 
 pub const SHARED_URL: &str = "nats://127.0.0.1:4222";
 const NATS_SERVER: &str = "/usr/sbin/nats-server";
@@ -28,13 +28,15 @@ pub async fn shared() -> Option<async_nats::Client> {
         .await
     {
         Ok(client) => Some(client),
-        Err(err) if !in_ci() => {
+        Err(err) if !must_run() => {
             eprintln!(
-                "\n*** NATS TEST SKIPPED: cannot reach {SHARED_URL}: {err}\n*** start nats-server -js (bash .ci/run does); with CI=true this fails\n"
+                "\n*** NATS TEST SKIPPED: cannot reach {SHARED_URL}: {err}\n*** start nats-server -js (bash .ci/run does); without HERALD_ALLOW_SKIP=1 this fails\n"
             );
             None
         }
-        Err(err) => panic!("CI=true and NATS is unreachable at {SHARED_URL}: {err}"),
+        Err(err) => panic!(
+            "HERALD_ALLOW_SKIP=1 is not set (CI=true never skips) and NATS is unreachable at {SHARED_URL}: {err}"
+        ),
     }
 }
 
@@ -166,9 +168,12 @@ impl OwnServer {
     /// `None` (a loud skip) where there is no nats-server binary outside CI.
     pub async fn start() -> Option<OwnServer> {
         if !Path::new(NATS_SERVER).exists() {
-            assert!(!in_ci(), "CI=true and {NATS_SERVER} is missing");
+            assert!(
+                !must_run(),
+                "HERALD_ALLOW_SKIP=1 is not set (CI=true never skips) and {NATS_SERVER} is missing"
+            );
             eprintln!(
-                "\n*** NATS OUTAGE TEST SKIPPED: no {NATS_SERVER}; with CI=true this fails\n"
+                "\n*** NATS OUTAGE TEST SKIPPED: no {NATS_SERVER}; without HERALD_ALLOW_SKIP=1 this fails\n"
             );
             return None;
         }

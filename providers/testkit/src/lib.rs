@@ -48,7 +48,7 @@
 //! - `ledger` (public): the checks played against a vendor's own fake.
 //! - `support` (public): a fake with its adapter, keys, messages, the crypto provider, the
 //!   readers of results, and a `python3` runner (a vendor's SDK, skipped loudly where it is
-//!   missing, a failure under `CI=true`), for the vendors' tests.
+//!   missing, a failure without `HERALD_ALLOW_SKIP=1`), for the vendors' tests.
 //!
 //! ```no_run
 //! # use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The provider token herald signs, checked by a client nobody here wrote: PyJWT with the
 //! `cryptography` backend verifies it with the public half of the key (`verify.py`), as APNs
 //! would with the key it holds, and reads its header and claims. Skipped loudly where PyJWT is
-//! missing; a failure with `CI=true`.
+//! missing; a failure without `HERALD_ALLOW_SKIP=1`.
 
 use herald_apns::fake::FakeConfig;
 use herald_provider::Adapter;

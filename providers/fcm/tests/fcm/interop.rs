@@ -1,7 +1,7 @@
 //! The assertion herald signs, judged by a client nobody here wrote: Google's own google-auth
 //! verifies it (`verify.py`), and the fake's token endpoint takes the one google-auth signs
 //! (`sign.py`), so that the fake checks what Google checks rather than what herald sends.
-//! Skipped loudly without google-auth; with `CI=true`, a failure.
+//! Skipped loudly without google-auth; without `HERALD_ALLOW_SKIP=1`, a failure.
 
 use herald_fcm::MESSAGING_SCOPE;
 use herald_fcm::fake::{FakeConfig, TEST_PUBLIC_KEY};

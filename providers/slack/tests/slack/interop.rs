@@ -4,7 +4,7 @@
 //! cursor handling, and the fake refuses what Slack refuses as the SDK expects. A client nobody
 //! here wrote agreeing with the fake is what makes the fake's word worth something.
 //!
-//! Skipped loudly where `python3` cannot import `slack_sdk`; with `CI=true`, a failure.
+//! Skipped loudly where `python3` cannot import `slack_sdk`; without `HERALD_ALLOW_SKIP=1`, a failure.
 
 use herald_provider::Adapter;
 use herald_provider_testkit::support::{accepted_ref, found, python_with, run_python, unique_key};
