@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use herald_sandbox::Profile;
 use support::binary::{HeraldProcess, free_port};
 use support::pg_cluster::PgCluster;
 use support::{ACME, TempDir, email, eventually, test_config_text};
@@ -427,7 +428,9 @@ async fn a_short_outage_mid_send_is_ridden_out_by_the_records_retries() {
     // connection and a 1 s pause) after the held answers: none needs the lease.
     // A lease far longer than that, so that a slow restart cannot make one end first.
     let lease = Duration::from_secs(60);
-    if let Some(lease_expired) = outage_mid_send(Duration::from_secs(3), lease).await {
+    if let Some(lease_expired) =
+        outage_mid_send(Duration::from_secs(3), lease, Profile::Idempotent).await
+    {
         assert_eq!(
             lease_expired, 0,
             "a record gave up and waited for the lease"
@@ -441,7 +444,9 @@ async fn an_outage_mid_send_past_the_lease_is_recovered_by_the_next_claim() {
     // for a connection and a 1 s pause, after answers held 2 s): they gave up, and the next
     // claim takes the sends back as ambiguous.
     let lease = Duration::from_secs(10);
-    let Some(lease_expired) = outage_mid_send(Duration::from_secs(20), lease).await else {
+    let Some(lease_expired) =
+        outage_mid_send(Duration::from_secs(20), lease, Profile::Idempotent).await
+    else {
         return;
     };
     assert!(
@@ -450,16 +455,33 @@ async fn an_outage_mid_send_past_the_lease_is_recovered_by_the_next_claim() {
     );
 }
 
+/// The same outage past the lease, with a vendor that neither deduplicates a key nor answers a
+/// look-up, under `at_most_once`: a send whose record was lost cannot be settled, so it must
+/// end `unknown` — never sent again, never `known` — and the ledger shows nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_past_the_lease_with_a_vendor_without_keys_sends_nothing_twice() {
+    let lease = Duration::from_secs(10);
+    let Some(lease_expired) = outage_mid_send(Duration::from_secs(20), lease, Profile::Plain).await
+    else {
+        return;
+    };
+    assert!(
+        lease_expired > 0,
+        "no attempt was recovered after its lease"
+    );
+}
+
 /// Stops the database for `outage` while sends wait for their answers, brings it back, and
-/// checks that the same process ends every notification once, delivered exactly once, by the
-/// vendor's ledger. How many attempts were recovered after their lease ended.
-async fn outage_mid_send(outage: Duration, lease: Duration) -> Option<usize> {
+/// checks that the same process ends every notification once, each record honest against the
+/// vendor's ledger: with an `idempotent` vendor every one delivered exactly once (a send whose
+/// record was lost is settled by replaying its key); with a `plain` one (no key, no look-up,
+/// `at_most_once`) nothing delivered twice and nothing `known` that the ledger denies. How many
+/// attempts were recovered after their lease ended.
+async fn outage_mid_send(outage: Duration, lease: Duration, profile: Profile) -> Option<usize> {
     let cluster = PgCluster::start().await?;
     support::install_crypto();
-    // An idempotent vendor: a send whose record was lost is settled by replaying its key, so
-    // every notification can end delivered/known, and the ledger says whether that is true.
     let vendor = herald_sandbox::spawn(herald_sandbox::SandboxConfig {
-        profile: herald_sandbox::Profile::Idempotent,
+        profile,
         faults: herald_sandbox::parse_faults("delay:1").unwrap(),
         delay: VENDOR_HOLDS,
         ..herald_sandbox::SandboxConfig::default()
@@ -471,10 +493,12 @@ async fn outage_mid_send(outage: Duration, lease: Duration) -> Option<usize> {
     let listen = format!("127.0.0.1:{}", free_port());
     let config = format!(
         "[dispatch]\nlease_seconds = {}\nretry_base_ms = 50\nretry_max_seconds = 1\n\
-         [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\n\
-         timeout_seconds = 5\nconcurrency = 16\n[channels]\nemail = \"vendor\"\n",
+         [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"{}\"\n\
+         timeout_seconds = 5\nconcurrency = 16\ndelivery = \"at_most_once\"\n\
+         [channels]\nemail = \"vendor\"\n",
         lease.as_secs(),
-        vendor.base_url()
+        vendor.base_url(),
+        profile.as_str()
     );
     let herald = HeraldProcess::start(
         &test_config_text(&cluster.url(), &listen, &config),
@@ -538,8 +562,19 @@ async fn outage_mid_send(outage: Duration, lease: Duration) -> Option<usize> {
         let id = n["id"].as_str().unwrap();
         let delivered = ledger.deliveries_of(id);
         let (state, certainty) = (n["state"].as_str().unwrap(), n["certainty"].as_str());
-        // The vendor deduplicates by key and answers a replay: nothing is left uncertain.
-        if (state, certainty, delivered) != ("delivered", Some("known"), 1) {
+        let honest = match profile {
+            // The vendor deduplicates by key and answers a replay: nothing is left uncertain.
+            Profile::Idempotent => (state, certainty, delivered) == ("delivered", Some("known"), 1),
+            // Nothing settles a lost record: what herald says must not outrun the ledger, and
+            // nothing may have gone out twice.
+            _ => match (state, certainty) {
+                ("delivered", Some("known")) => delivered == 1,
+                ("failed", Some("known")) => delivered == 0,
+                ("unknown", Some("unknown")) => delivered <= 1,
+                _ => false,
+            },
+        };
+        if !honest {
             wrong.push(format!(
                 "{id}: {state}/{certainty:?}, ledger {delivered}: {n:#}"
             ));
@@ -570,10 +605,15 @@ async fn outage_mid_send(outage: Duration, lease: Duration) -> Option<usize> {
     let n = IN_FLIGHT_RUN as i64;
     assert_eq!(count("dev.herald.notification.accepted"), n, "{events:?}");
     assert_eq!(
-        count("dev.herald.notification.delivered"),
+        count("dev.herald.notification.delivered")
+            + count("dev.herald.notification.unknown")
+            + count("dev.herald.notification.failed"),
         n,
         "one final event each: {events:?}"
     );
+    if profile == Profile::Idempotent {
+        assert_eq!(count("dev.herald.notification.delivered"), n, "{events:?}");
+    }
     db.close().await;
 
     // The premise held: sends started before the stop began were recorded after it ended.
@@ -597,10 +637,10 @@ async fn outage_mid_send(outage: Duration, lease: Duration) -> Option<usize> {
         .filter(|a| a["evidence"]["stage"] == "lease_expired")
         .count();
     println!(
-        "in flight: {IN_FLIGHT_RUN} notifications, {taken_at_stop} taken by the vendor when the \
-         database stopped, down {:?}; {crossed} attempts started before the stop and recorded \
-         after it, {lease_expired} of them recovered after their lease; ledger {} deliveries; \
-         /readyz said {detail:?}",
+        "in flight ({profile:?} vendor): {IN_FLIGHT_RUN} notifications, {taken_at_stop} taken \
+         by the vendor when the database stopped, down {:?}; {crossed} attempts started before \
+         the stop and recorded after it, {lease_expired} of them recovered after their lease; \
+         ledger {} deliveries; /readyz said {detail:?}",
         outage,
         ledger.total_deliveries()
     );

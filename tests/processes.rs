@@ -88,9 +88,7 @@ fn seen(log: &str) -> Vec<Seen> {
                 Some(Seen::Listen)
             } else if line.contains("SELECT id, state FROM notifications") {
                 Some(Seen::Claim)
-            } else if line.contains(
-                "SELECT min(due_at) FROM notifications WHERE state IN ('queued', 'sending')",
-            ) {
+            } else if line.contains("SELECT min(at) FROM (") {
                 Some(Seen::NextDue)
             } else {
                 None
@@ -254,8 +252,14 @@ async fn a_pause_given_to_one_process_stops_sends_in_another_within_a_second() {
     let dir = TempDir::new("herald-pause");
     let vendor = vendor("").await;
     let ledger = vendor.client().unwrap();
-    let api_only = start(&db, &dir, "api", &route(&vendor, 5, false)).await;
-    let worker = start_watched(&db, &dir, "worker", &route(&vendor, 5, true)).await;
+    // A second route on the same vendor, never paused: the control that shows the worker
+    // claiming while the paused route's work waits.
+    let control = format!(
+        "\n[routes.control]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\ntimeout_seconds = 5\n",
+        vendor.base_url()
+    );
+    let api_only = start(&db, &dir, "api", &(route(&vendor, 5, false) + &control)).await;
+    let worker = start_watched(&db, &dir, "worker", &(route(&vendor, 5, true) + &control)).await;
     dispatcher_is_idle(&worker, true).await;
     let before = enqueue(&api_only.base, "before").await;
     state_becomes(&worker.base, &before, "delivered", Duration::from_secs(10)).await;
@@ -308,14 +312,30 @@ async fn a_pause_given_to_one_process_stops_sends_in_another_within_a_second() {
         enqueue(&worker.base, "during-2").await,
     ]
     .into();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Work on the route nobody paused, enqueued after it, goes out: the worker claims, so the
+    // paused work waits for the pause, not for a worker too slow to claim it.
+    let mut body = email("ada@example.com");
+    body["route"] = "control".into();
+    let control = http
+        .post(format!("{}/v1/notifications", api_only.base))
+        .bearer_auth(ACME)
+        .header("Idempotency-Key", "control")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(control.status(), StatusCode::ACCEPTED);
+    let control: Value = control.json().await.unwrap();
+    let control = control["id"].as_str().unwrap().to_owned();
+    state_becomes(&worker.base, &control, "delivered", Duration::from_secs(10)).await;
+    let seen = ledger.ledger().await.unwrap();
     for id in &waiting {
         assert_eq!(show(&http, &worker.base, id).await["state"], "queued");
+        assert_eq!(seen.deliveries_of(id), 0, "no call on the paused route");
     }
     assert_eq!(
-        ledger.ledger().await.unwrap().requests,
-        1,
-        "no call on the paused route"
+        seen.requests, 2,
+        "the one before the pause, and the control"
     );
     let metrics = http
         .get(format!("{}/metrics", worker.base))
@@ -338,8 +358,14 @@ async fn a_pause_given_to_one_process_stops_sends_in_another_within_a_second() {
         .json()
         .await
         .unwrap();
+    let vendor_route = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "vendor")
+        .unwrap();
     assert_eq!(
-        listed["data"][0]["paused_by_operator"]["note"],
+        vendor_route["paused_by_operator"]["note"],
         "the vendor double-sends; their incident INC-42"
     );
 
