@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::certainty;
 use super::evidence::may_have_left_late;
 use super::{
     Attempt, AttemptResult, Certainty, Delivery, Notification, Reported, SettledBy, State,
@@ -131,19 +132,15 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         .filter_map(|a| late_sentence(a, maybe.iter().any(|m| m.n == a.n)))
         .collect();
     // A send in flight, an ambiguity that nothing settled, or one that may have left late, may
-    // have delivered one more.
-    let open = !maybe.is_empty()
-        || attempts.iter().any(|a| {
-            a.result == AttemptResult::InFlight
-                || (a.result == AttemptResult::Ambiguous
-                    && a.settled_by.is_none()
-                    && late_acceptance(a).is_none())
-        });
+    // have delivered one more (herald's one rule of certainty, `certainty::open`).
+    let open = attempts.iter().any(certainty::open);
     let count = messages.len();
+    // What the evidence shows, held to the rule: none shown is no delivery (a cancellation
+    // stays cancelled); one shown is a known delivery only where nothing else may have left.
     let (state, certainty) = match count {
         0 if n.state == State::Cancelled => (State::Cancelled, Certainty::Unknown),
         0 => (State::Unknown, Certainty::Unknown),
-        1 if !open => (State::Delivered, Certainty::Known),
+        1 => certainty::end(State::Delivered, Certainty::Known, attempts),
         _ => (State::Delivered, Certainty::DuplicatePossible),
     };
     let contradicted = match (n.state, n.certainty) {

@@ -16,10 +16,11 @@ use super::{
     CallbacksTaken, Claim, EventType, LiftSuppression, NewCallbacks, NewSuppression, OutboxEvent,
     StoreError, StoreResult, SuppressionFilter, Timestamp,
 };
+use crate::domain::certainty;
 use crate::domain::{
-    AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
+    Attempt, AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
     ReceiptStatus, SettledBy, Settlement, Suppression, SuppressionReason, messages_proven,
-    settled_by_callback, suppression_recipient,
+    State, settled_by_callback, suppression_recipient,
 };
 use herald_provider::callback::{CallbackEvent, CallbackRef};
 
@@ -405,11 +406,25 @@ async fn settle<D: Dialect>(
             .any(|a| a.settled_by == Some(SettledBy::Callback));
     let mut finished = None;
     if let (true, Some(messages)) = (proven, messages_proven(&attempts, &settled, &reported)) {
-        let certainty = if messages == 1 {
+        let proven = if messages == 1 {
             Certainty::Known
         } else {
             Certainty::DuplicatePossible
         };
+        // As the reports leave the attempts: herald's rule says what the delivery may claim
+        // (a send that may have left late stays a possible second message).
+        let after: Vec<Attempt> = attempts
+            .iter()
+            .cloned()
+            .map(|mut a| {
+                if settled.contains(&a.n) {
+                    a.settled_by = Some(SettledBy::Callback);
+                    a.evidence["settlement"]["outcome"] = "accepted".into();
+                }
+                a
+            })
+            .collect();
+        let (_, certainty) = certainty::end(State::Delivered, proven, &after);
         let row: Option<super::rows::NotificationRow> = tx
             .fetch_optional(FINISH_DELIVERED, args![id, now, certainty.as_str()])
             .await?;
