@@ -149,9 +149,9 @@ fn dishonest(n: &Value, delivered: u64) -> Option<String> {
 const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Every request the vendor saw (by its own clock), held against the windows the attempts
-/// promised: none arrived late, but for the design's residue — a request of a process frozen
-/// across an attempt's deadline (in `freezes`, by name; only `frozen` may have one), arriving
-/// just after it thawed — which is named with its evidence and bounded (at most 2 a run).
+/// promised: none arrived late, but for the design's residue — a worker stopped by one of
+/// `freezes` right after its last look at the clock, its request arriving just after the thaw
+/// (see [`witness::excused`]) — which is named with its evidence and bounded (at most 2 a run).
 fn nothing_sent_late(
     label: &str,
     vendor: &FakeHandle,
@@ -163,10 +163,7 @@ fn nothing_sent_late(
     for (text, n) in seen {
         let windows = witness::windows(n, TIMEOUT);
         for at in witness::unaccounted(&windows, &ledger.arrivals_of(text)) {
-            let frozen = freezes
-                .iter()
-                .find_map(|f| witness::excused(at, &windows, &f.process, freezes));
-            match frozen {
+            match witness::excused(at, &windows, freezes) {
                 Some(f) => residue.push(format!(
                     "{text}: arrived {at}, {} ms after {} thawed (frozen from {})",
                     (at - f.to).whole_milliseconds(),

@@ -910,11 +910,16 @@ fn traced(span: &tracing::Span, sent: &Result<Sent, Hold>) {
 /// The policy's step for attempt `n`'s call: the vendor's answer, or herald's own hold.
 fn step(n: i32, replay: bool, reconciling: bool, sent: Result<Sent, Hold>) -> Step {
     match sent {
-        Ok(Sent { result, overran }) => Step::Sent {
+        Ok(Sent {
+            result,
+            overran,
+            checked_at,
+        }) => Step::Sent {
             n,
             replay,
             result,
             overran,
+            checked_at,
         },
         Err(hold) => Step::Held {
             n,

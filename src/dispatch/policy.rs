@@ -44,7 +44,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::domain::certainty;
-use crate::domain::evidence::{MAY_HAVE_LEFT_LATE, may_have_left_late};
+use crate::domain::evidence::{CHECKED_AT, MAY_HAVE_LEFT_LATE, may_have_left_late};
 use crate::domain::{
     Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, HoldReason, Next,
     NotificationId, SettledBy, Settlement, Sibling, State, left_late, messages_proven,
@@ -128,12 +128,14 @@ pub enum Plan {
 #[derive(Debug, Clone)]
 pub enum Step {
     /// Attempt `n` was sent (as a first send, a retry, a replay or a resend); `overran` where
-    /// its call ended after its send deadline's promise (see [`super::routes::Sent`]).
+    /// its call ended after its send deadline's promise, `checked_at` when its worker last read
+    /// the clock before writing (see [`super::routes::Sent`]).
     Sent {
         n: i32,
         replay: bool,
         result: SendResult,
         overran: bool,
+        checked_at: Option<OffsetDateTime>,
     },
     /// The outcome query answered; `asked_at` is when it was sent, because a "not found" proves
     /// only what was visible then, however late the answer arrived.
@@ -449,7 +451,14 @@ pub fn decide(s: &Situation<'_>, step: Step, jitter: f64) -> Decision {
             replay,
             result,
             overran,
-        } => decide_sent(s, n, replay, result, overran, jitter),
+            checked_at,
+        } => {
+            let mut decision = decide_sent(s, n, replay, result, overran, jitter);
+            if let (Some(attempt), Some(at)) = (decision.attempt.as_mut(), checked_at) {
+                attempt.evidence[CHECKED_AT] = at.format(&Rfc3339).ok().into();
+            }
+            decision
+        }
         Step::Queried { result, asked_at } => decide_queried(s, result, asked_at, jitter),
         // Nothing left herald: the attempt is withdrawn, and the route takes it again once it
         // can (a reconciliation goes on where it stood).
@@ -1538,6 +1547,7 @@ mod tests {
                 replay: true,
                 result: key_reused(),
                 overran: false,
+                checked_at: None,
             },
             0.5,
         );
@@ -1567,6 +1577,7 @@ mod tests {
                 replay: false,
                 result: key_reused(),
                 overran: false,
+                checked_at: None,
             },
             0.5,
         );
@@ -1588,6 +1599,7 @@ mod tests {
                     replay: false,
                     result,
                     overran: false,
+                    checked_at: None,
                 },
                 0.5,
             )
@@ -1621,6 +1633,7 @@ mod tests {
                     replay: false,
                     result,
                     overran: false,
+                    checked_at: None,
                 },
                 0.5,
             )
@@ -1648,6 +1661,7 @@ mod tests {
                 replay: false,
                 result: accepted(),
                 overran: false,
+                checked_at: None,
             },
             0.5,
         )
@@ -1825,6 +1839,7 @@ mod tests {
                     replay: true,
                     result,
                     overran: false,
+                    checked_at: None,
                 },
                 0.5,
             )
@@ -1928,6 +1943,7 @@ mod tests {
                 replay: false,
                 result: rejected(false),
                 overran: false,
+                checked_at: None,
             },
             0.5,
         );
@@ -1943,6 +1959,7 @@ mod tests {
                 replay: false,
                 result: rejected(false),
                 overran: false,
+                checked_at: None,
             },
             0.5,
         );
@@ -1962,6 +1979,7 @@ mod tests {
                 replay: false,
                 result: rejected(false),
                 overran: false,
+                checked_at: None,
             },
             0.5,
         );
@@ -2162,6 +2180,7 @@ mod tests {
             replay: false,
             result,
             overran: true,
+            checked_at: None,
         };
         let marked = |d: Decision| d.attempt.unwrap().evidence[MAY_HAVE_LEFT_LATE].clone();
         assert_eq!(marked(decide(&s, overran(ambiguous()), 0.5)), true);
@@ -2198,6 +2217,7 @@ mod tests {
             replay: false,
             result,
             overran: false,
+            checked_at: None,
         }
     }
 
@@ -2276,6 +2296,7 @@ mod tests {
                 replay: true,
                 result: refused.clone(),
                 overran: false,
+                checked_at: None,
             };
             let d = decide(&s, step, 0.5);
             assert!(
@@ -2324,6 +2345,7 @@ mod tests {
             replay: false,
             result,
             overran: false,
+            checked_at: None,
         };
         let ends = |step| summary(decide(&s, step, 0.5).next);
         assert_eq!(ends(on_b(accepted())), "delivered/duplicate_possible");
@@ -2335,6 +2357,7 @@ mod tests {
                 replay: true,
                 result: accepted(),
                 overran: false,
+                checked_at: None,
             },
             0.5,
         );

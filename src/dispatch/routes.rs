@@ -41,6 +41,11 @@ pub struct Sent {
     /// somewhere between its last look at the clock and the answer, and cannot tell whether its
     /// request left before that moment or after it.
     pub overran: bool,
+    /// When the worker last read the clock before writing the request (then before the send
+    /// deadline); `None` where herald refused it without a call. Kept in the attempt's evidence,
+    /// so that a request a vendor saw late can be told from a guard that failed: only a worker
+    /// stopped right after this moment can have written after its deadline.
+    pub checked_at: Option<OffsetDateTime>,
 }
 
 pub struct Route {
@@ -186,10 +191,14 @@ impl Route {
         deadline: OffsetDateTime,
         replay: bool,
     ) -> Result<Sent, Hold> {
-        let result = self.call(request, message, key, deadline, replay).await?;
+        let (result, checked_at) = self.call(request, message, key, deadline, replay).await?;
         // Read once the answer is in: as late as the request could have left.
         let overran = OffsetDateTime::now_utc() > deadline + self.timeout + CALL_SLACK;
-        Ok(Sent { result, overran })
+        Ok(Sent {
+            result,
+            overran,
+            checked_at,
+        })
     }
 
     async fn call(
@@ -199,14 +208,14 @@ impl Route {
         key: &ProviderKey,
         deadline: OffsetDateTime,
         replay: bool,
-    ) -> Result<SendResult, Hold> {
+    ) -> Result<(SendResult, Option<OffsetDateTime>), Hold> {
         let route = self;
         // A replay asks the route about the send it already has: a pause to the fallback holds
         // it, as any pause does, rather than spend an attempt the fallback cannot use.
         let to_fallback = || (!replay).then(|| route.to_fallback()).flatten();
         let request = match request {
             Ok(request) => request,
-            Err(evidence) => return Ok(SendResult::permanent(evidence.clone())),
+            Err(evidence) => return Ok((SendResult::permanent(evidence.clone()), None)),
         };
         let until = Instant::now()
             + Duration::try_from(deadline - OffsetDateTime::now_utc()).unwrap_or_default();
@@ -214,10 +223,10 @@ impl Route {
         // A resting route is refused before it waits for a permit or its pace: its work goes
         // to the fallback at once, or waits. So is one an operator sends to its fallback.
         if let Some(refused) = to_fallback() {
-            return Ok(refused);
+            return Ok((refused, None));
         }
         if let Some(wait) = route.circuit.resting(Instant::now()) {
-            return route.circuit_open(wait);
+            return route.circuit_open(wait).map(|refused| (refused, None));
         }
         let host = route.receivers.as_ref().map(|pauses| {
             let host = host_of(&message.to);
@@ -246,14 +255,15 @@ impl Route {
         if late() {
             return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
         }
+        let checked_at = OffsetDateTime::now_utc();
         if let Some(refused) = to_fallback() {
-            return Ok(refused);
+            return Ok((refused, None));
         }
         if route.paused() {
             return Err(route.hold(HoldReason::Paused, PAUSE_READ_EVERY));
         }
         if let Err(wait) = route.circuit.admit(Instant::now()) {
-            return route.circuit_open(wait);
+            return route.circuit_open(wait).map(|refused| (refused, None));
         }
         let started = Instant::now();
         // The vendor call's span, after OpenTelemetry's HTTP client conventions: the adapter
@@ -332,7 +342,7 @@ impl Route {
                 _ => route.pace.pause_until(until),
             }
         }
-        Ok(result)
+        Ok((result, Some(checked_at)))
     }
 
     /// A refusal herald made itself, without calling the vendor (the recipient is suppressed,
@@ -342,6 +352,7 @@ impl Route {
         Sent {
             result,
             overran: false,
+            checked_at: None,
         }
     }
 

@@ -28,6 +28,12 @@ pub const SCHEMA_NAME: &str = "Evidence";
 /// when another worker may have looked the send up and found nothing.
 pub const MAY_HAVE_LEFT_LATE: &str = "may_have_left_late";
 
+/// Set on a sent attempt's evidence: when its worker last read the clock before writing the
+/// request, then before its send deadline. A request its vendor saw after the deadline can only
+/// be the residue no deadline closes — a worker stopped right after this moment — never a wait
+/// that forgot to look at the clock.
+pub const CHECKED_AT: &str = "checked_at";
+
 /// Whether `evidence` (an attempt's, or the `late_result` kept on it) says its request may have
 /// left after its send deadline's promise.
 pub fn may_have_left_late(evidence: &Value) -> bool {
@@ -178,6 +184,13 @@ pub fn schema() -> RefOr<Schema> {
                  that said its request may have left late: that possibility was theirs to weigh, \
                  and is not held against their resolution again.",
                 )),
+        )
+        .property(
+            CHECKED_AT,
+            time(
+                "When the worker last read the clock before writing the request (then before \
+                 the send deadline); absent where herald refused it without a call.",
+            ),
         )
         .property("at", time("When herald wrote this evidence."))
         .property("settlement", settlement)

@@ -17,14 +17,21 @@ use time::format_description::well_known::Rfc3339;
 /// How long after a thaw a request written by the thawed process may still arrive (its write
 /// resumes at once; the rest is the machine's scheduling and loopback).
 pub const AFTER_THAW: Duration = Duration::from_secs(2);
+/// How far a worker's last look at the clock may lie from the moment the test sent its process
+/// SIGSTOP, for the look to be the one the freeze cut off from its write (the signal's own
+/// delivery on a loaded machine, and the step from the look to the write).
+pub const AT_FREEZE: Duration = Duration::from_millis(500);
 
 /// One attempt's promise: its request arrives no earlier than `from` (its start) and no later
-/// than `until` (its send `deadline` and the route's timeout).
+/// than `until` (its send `deadline` and the route's timeout); `checked_at`, where its worker
+/// recorded it (on the attempt, or on the answer it read after its lease), is when the worker
+/// last read the clock before writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
     pub from: OffsetDateTime,
     pub deadline: OffsetDateTime,
     pub until: OffsetDateTime,
+    pub checked_at: Option<OffsetDateTime>,
 }
 
 /// A process stopped (SIGSTOP) from `from` to `to`.
@@ -48,10 +55,16 @@ pub fn windows(n: &Value, timeout: Duration) -> Vec<Window> {
         .iter()
         .map(|a| {
             let deadline = time_of(&a["send_deadline"]);
+            let evidence = &a["evidence"];
+            let checked = [
+                &evidence["checked_at"],
+                &evidence["late_result"]["evidence"]["checked_at"],
+            ];
             Window {
                 from: time_of(&a["started_at"]),
                 deadline,
                 until: deadline + timeout,
+                checked_at: checked.into_iter().find(|t| t.is_string()).map(time_of),
             }
         })
         .collect()
@@ -85,21 +98,22 @@ pub fn unaccounted(windows: &[Window], arrivals: &[OffsetDateTime]) -> Vec<Offse
     late
 }
 
-/// Why a late arrival is the design's residue, if it is: a freeze of `process` (the one whose
-/// attempts may have sent it) across the deadline of one of the notification's attempts
-/// (`windows`), that ended before the request arrived, within [`AFTER_THAW`].
+/// Why a late arrival is the design's residue, if it is: the freeze that cut one of the
+/// notification's attempts (`windows`) off between its worker's last look at the clock (before
+/// its deadline) and its write, and that ended before the request arrived, within
+/// [`AFTER_THAW`].
 pub fn excused<'a>(
     at: OffsetDateTime,
     windows: &[Window],
-    process: &str,
     freezes: &'a [Freeze],
 ) -> Option<&'a Freeze> {
     freezes.iter().find(|f| {
-        f.process == process
-            && f.to <= at
+        f.to <= at
             && at <= f.to + AFTER_THAW
-            && windows
-                .iter()
-                .any(|w| f.from <= w.deadline && w.deadline <= f.to)
+            && windows.iter().any(|w| {
+                w.checked_at.is_some_and(|checked| {
+                    checked <= w.deadline && (checked - f.from).unsigned_abs() <= AT_FREEZE
+                })
+            })
     })
 }
