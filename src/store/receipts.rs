@@ -19,8 +19,8 @@ use super::{
 use crate::domain::certainty;
 use crate::domain::{
     Attempt, AttemptResult, Certainty, Channel, Decision, Notification, NotificationId, Receipt,
-    ReceiptStatus, SettledBy, Settlement, Suppression, SuppressionReason, messages_proven,
-    State, settled_by_callback, suppression_recipient,
+    ReceiptStatus, SettledBy, Settlement, State, Suppression, SuppressionReason, messages_proven,
+    settled_by_callback, suppression_recipient,
 };
 use herald_provider::callback::{CallbackEvent, CallbackRef};
 
