@@ -194,6 +194,12 @@ impl Vendor {
                     .attachments
                     .insert(counted_as.clone(), attachments);
             }
+            state
+                .ledger
+                .arrivals
+                .entry(counted_as.clone())
+                .or_default()
+                .push(time::OffsetDateTime::now_utc());
             *state.ledger.deliveries.entry(counted_as).or_default() += 1;
         }
         if let Some(key) = key {

@@ -99,6 +99,9 @@ pub struct Ledger {
     /// delivery that had any, decoded: their size and SHA-256 are those of the bytes that
     /// arrived.
     pub attachments: BTreeMap<String, Vec<Attachment>>,
+    /// Per `Idempotency-Key` (as `deliveries` counts it), when each delivery's request
+    /// arrived, by the fake's own clock: the witness of when a send reached the vendor.
+    pub arrivals: BTreeMap<String, Vec<time::OffsetDateTime>>,
 }
 
 impl Ledger {
