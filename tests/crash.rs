@@ -61,6 +61,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio::sync::Mutex;
 
 use support::binary::{HeraldProcess, free_port, show};
+use support::witness::{self, Freeze};
 use support::{ACME, Backend, TempDir, TestDb, http_client, test_config_text};
 
 const FAULTS: &str = "accept_then_drop:0.03,delay:0.02,error_after_processing:0.03,unavailable_before_processing:0.03,rate_limited:0.03";
@@ -87,7 +88,7 @@ crash_tests! {
     postgres_postmark: Postgres, Vendor::Postmark, Kills;
     postgres_fcm: Postgres, Vendor::Fcm, Kills;
     postgres_twilio: Postgres, Vendor::Twilio, Kills;
-    postgres_twilio_look_alikes: Postgres, Vendor::TwilioLookAlikes, Kills;
+    postgres_twilio_look_alikes: Postgres, Vendor::TwilioLookAlikes, KillsAndFreezes;
     sqlite_idempotent_vendor: Sqlite, Vendor::Sandbox(Profile::Idempotent), Kills;
     sqlite_queryable_vendor: Sqlite, Vendor::Sandbox(Profile::Queryable), Kills;
     sqlite_plain_vendor: Sqlite, Vendor::Sandbox(Profile::Plain), Kills;
@@ -111,13 +112,6 @@ enum Disruption {
 
 /// How long a freeze lasts: past the run's 3 s lease, so that the process wakes without it.
 const FROZEN: std::ops::RangeInclusive<u64> = 4000..=5500;
-
-/// When a process stood still, by the test's clock (the same machine's as herald's).
-#[derive(Debug, Clone, Copy)]
-struct Freeze {
-    from: OffsetDateTime,
-    until: OffsetDateTime,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Vendor {
@@ -259,6 +253,7 @@ macro_rules! replaying {
                 Ledger {
                     total: ledger.total_deliveries(),
                     deliveries: ledger.deliveries.into_iter().collect(),
+                    arrivals: ledger.arrivals.into_iter().collect(),
                     messages: HashMap::new(),
                 }
             }),
@@ -568,13 +563,33 @@ const TWILIO_TOKEN: &str = "crash-test-token";
 /// A fake's ledger by herald's key, which the fake keeps with each delivery.
 fn by_key(ledger: &herald_provider::fake::Ledger) -> Ledger {
     let mut deliveries = HashMap::new();
+    let mut arrivals: HashMap<String, Vec<OffsetDateTime>> = HashMap::new();
     for delivery in &ledger.deliveries {
         *deliveries.entry(delivery.key.clone()).or_default() += 1;
+        arrivals
+            .entry(delivery.key.clone())
+            .or_default()
+            .push(delivery.arrived_at);
     }
     Ledger {
         total: ledger.total(),
         deliveries,
+        arrivals,
         messages: HashMap::new(),
+    }
+}
+
+/// The sandbox's arrivals by reference; `rename` maps a key as the sandbox saw it to the
+/// notification's reference.
+fn sandbox_arrivals(
+    ledger: &herald_sandbox::Ledger,
+    into: &mut HashMap<String, Vec<OffsetDateTime>>,
+    rename: impl Fn(&str) -> String,
+) {
+    for arrival in &ledger.arrivals {
+        if let Some(reference) = &arrival.reference {
+            into.entry(rename(reference)).or_default().push(arrival.at);
+        }
     }
 }
 
@@ -582,6 +597,9 @@ fn by_key(ledger: &herald_provider::fake::Ledger) -> Ledger {
 struct Ledger {
     /// Deliveries per reference ([`Spec::reference`]).
     deliveries: HashMap<String, u64>,
+    /// When each request per reference arrived, by the vendor's clock (the sandbox's: every
+    /// request; the others': every delivery).
+    arrivals: HashMap<String, Vec<OffsetDateTime>>,
     total: u64,
     /// Twilio: the reference of each message, by its SID (what herald records as the
     /// provider reference).
@@ -647,22 +665,29 @@ impl Running {
                     backup.client().unwrap().ledger().await.expect("ledger"),
                 );
                 // The fallback knows a notification by its key there, `{id}-f1`.
+                let unsuffixed = |key: &str| key.strip_suffix("-f1").unwrap_or(key).to_owned();
+                let mut arrivals = HashMap::new();
+                sandbox_arrivals(&primary, &mut arrivals, str::to_owned);
+                sandbox_arrivals(&backup, &mut arrivals, unsuffixed);
                 let mut deliveries: HashMap<String, u64> = primary.deliveries.into_iter().collect();
                 for (key, count) in backup.deliveries {
-                    let id = key.strip_suffix("-f1").map_or(key.clone(), str::to_owned);
-                    *deliveries.entry(id).or_default() += count;
+                    *deliveries.entry(unsuffixed(&key)).or_default() += count;
                 }
                 Ledger {
                     total: deliveries.values().sum(),
                     deliveries,
+                    arrivals,
                     messages: HashMap::new(),
                 }
             }
             Running::Sandbox(vendor, _) | Running::Reporting(vendor) => {
                 let ledger = vendor.client().unwrap().ledger().await.expect("ledger");
+                let mut arrivals = HashMap::new();
+                sandbox_arrivals(&ledger, &mut arrivals, str::to_owned);
                 Ledger {
                     total: ledger.total_deliveries(),
                     deliveries: ledger.deliveries.into_iter().collect(),
+                    arrivals,
                     messages: HashMap::new(),
                 }
             }
@@ -670,15 +695,21 @@ impl Running {
             Running::Twilio { vendor, .. } => {
                 let ledger = vendor.ledger();
                 let mut deliveries = HashMap::new();
+                let mut arrivals: HashMap<String, Vec<OffsetDateTime>> = HashMap::new();
                 let mut messages = HashMap::new();
                 for delivery in &ledger.deliveries {
                     let reference = twilio_reference(&delivery.to, &delivery.body);
                     *deliveries.entry(reference.clone()).or_default() += 1;
+                    arrivals
+                        .entry(reference.clone())
+                        .or_default()
+                        .push(delivery.arrived_at);
                     messages.insert(delivery.sid.clone(), reference);
                 }
                 Ledger {
                     total: ledger.total(),
                     deliveries,
+                    arrivals,
                     messages,
                 }
             }
@@ -800,8 +831,9 @@ max_attempts = {MAX_ATTEMPTS}
             tokio::time::sleep(Duration::from_millis(frozen)).await;
             fleet[victim].thaw();
             freezes.push(Freeze {
+                process: format!("herald-{victim}"),
                 from,
-                until: OffsetDateTime::now_utc(),
+                to: OffsetDateTime::now_utc(),
             });
             continue;
         }
@@ -858,6 +890,7 @@ max_attempts = {MAX_ATTEMPTS}
                     .cloned()
                     .unwrap_or_default(),
                 delivered: ledger.deliveries.get(&reference).copied().unwrap_or(0),
+                arrivals: ledger.arrivals.get(&reference).cloned().unwrap_or_default(),
                 reference,
                 spec,
                 id: id.clone(),
@@ -884,8 +917,24 @@ max_attempts = {MAX_ATTEMPTS}
         ));
     }
     let grouped = vendor == Vendor::TwilioLookAlikes;
+    // The vendor's clock: every request inside the window of one of its attempts (its group's,
+    // in the look-alike run), but for the design's residue, named and bounded.
+    let sent_late = SentLate::of(&seen, grouped, &freezes);
+    violations.extend(sent_late.late.iter().cloned());
+    if sent_late.excused.len() > RESIDUE_BOUND {
+        violations.push(format!(
+            "{} requests sent late as a freeze's residue, more than the {RESIDUE_BOUND} a run \
+             the design admits: a guard is failing",
+            sent_late.excused.len()
+        ));
+    }
+    let mut residue_notes = Vec::new();
     for s in &seen {
-        let mut wrong = check_notification(vendor, s, grouped, &freezes);
+        let residue = sent_late.touches(s, grouped) || reopened_by_a_frozen_word(s, &freezes);
+        if residue {
+            residue_notes.push(s.id.clone());
+        }
+        let mut wrong = check_notification(vendor, s, grouped, residue);
         if vendor.is_twilio() {
             wrong.extend(check_references(s, &ledger));
         }
@@ -899,7 +948,7 @@ max_attempts = {MAX_ATTEMPTS}
     }
     violations.extend(check_shared_references(&seen));
     if grouped {
-        violations.extend(check_groups(&seen));
+        violations.extend(check_groups(&seen, &sent_late));
     }
     // The vendor delivered nothing outside the test's notifications.
     let mut ours: BTreeMap<&str, u64> = BTreeMap::new();
@@ -934,14 +983,16 @@ max_attempts = {MAX_ATTEMPTS}
 
     let tally = Tally::of(&seen);
     println!(
-        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {} (may have left late {}), reopened {}, residue of a freeze across a deadline {} | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
+        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {} (may have left late {}), reopened {}, residue of a freeze ({} notification(s); sent late {}, reopened by a frozen worker's word {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
         vendor.name(),
         freezes.len(),
         tally.late_answers,
         tally.left_late,
         tally.reopened,
+        residue_notes.len(),
+        sent_late.excused.len(),
         seen.iter()
-            .filter(|s| written_after_a_freeze(s, &freezes))
+            .filter(|s| reopened_by_a_frozen_word(s, &freezes))
             .count(),
         tally.state("delivered", "known"),
         tally.state("delivered", "duplicate_possible"),
@@ -971,6 +1022,9 @@ max_attempts = {MAX_ATTEMPTS}
         },
         ledger.total,
     );
+    for note in &sent_late.excused {
+        println!("  residue: {note}");
+    }
     assert!(
         violations.is_empty(),
         "{} invariant violations (the first {SHOWN} shown):\n{}",
@@ -1053,6 +1107,8 @@ struct Seen {
     n: Value,
     /// The ledger's deliveries of its reference (in the look-alike run: of its whole group).
     delivered: u64,
+    /// When the vendor saw its reference's requests (in the look-alike run: its group's).
+    arrivals: Vec<OffsetDateTime>,
     /// Its outbox event types, oldest first.
     events: Vec<String>,
 }
@@ -1171,51 +1227,125 @@ fn left_late(a: &Value) -> bool {
     a["evidence"]["late_result"]["evidence"]["may_have_left_late"] == true
 }
 
-/// The residue no deadline can close: a worker frozen between its last look at the clock and
-/// its write wrote when it woke, after another worker had proved the send absent. Its record
-/// was reopened (so nothing false is recorded): by the vendor's answer, which the worker read,
-/// shown by a freeze that began by the attempt's send deadline (with 250 ms for a loaded machine
-/// between the look and the write) and ended after it; or, where no answer came, by the
-/// worker's word that its call outlived its deadline's promise, shown by a freeze across that
-/// moment. (The worker cannot tell a freeze before its write from one after it, so the second
-/// also reopens a send that left in time.) Where the word came before the notification was
-/// finished, nothing needed reopening: the next look-up counted that send, settled "not
-/// accepted" by then, as a maybe, and the notification ended `duplicate_possible`.
-fn written_after_a_freeze(s: &Seen, freezes: &[Freeze]) -> bool {
-    let deadline = |a: &Value| {
-        a["send_deadline"]
-            .as_str()
-            .and_then(|d| OffsetDateTime::parse(d, &Rfc3339).ok())
+/// How long after its send deadline a request may still reach the vendor by herald's own
+/// promise: every route here has a 1 s timeout, and herald cuts a call a second after it.
+const PROMISE: Duration = Duration::from_secs(2);
+
+/// The design's residue, at most this often a run: a freeze that falls between a worker's last
+/// look at the clock and its write is a coincidence of microseconds to milliseconds.
+const RESIDUE_BOUND: usize = 2;
+
+/// What the vendor's clock says of the run: the requests that arrived outside every window
+/// their notification's attempts promised (in the look-alike run, their group's), each either
+/// excused as the design's residue ([`witness::excused`]: a freeze that cut a worker off right
+/// after its last look at the clock, the request arriving just after the thaw) or a violation.
+struct SentLate {
+    /// Each excused request, with its evidence.
+    excused: Vec<String>,
+    /// The notifications (or groups) an excused request was of.
+    excused_of: BTreeSet<String>,
+    late: Vec<String>,
+}
+
+impl SentLate {
+    fn of(seen: &[Seen], grouped: bool, freezes: &[Freeze]) -> SentLate {
+        let mut units: BTreeMap<String, Vec<&Seen>> = BTreeMap::new();
+        for s in seen {
+            units.entry(unit_of(s, grouped)).or_default().push(s);
+        }
+        let mut found = SentLate {
+            excused: Vec::new(),
+            excused_of: BTreeSet::new(),
+            late: Vec::new(),
+        };
+        for (unit, members) in units {
+            let windows: Vec<witness::Window> = members
+                .iter()
+                .flat_map(|s| witness::windows(&s.n, PROMISE))
+                .collect();
+            for at in witness::unaccounted(&windows, &members[0].arrivals) {
+                match witness::excused(at, &windows, freezes) {
+                    Some(f) => {
+                        found.excused.push(format!(
+                            "{unit}: a request arrived {at}, {} ms after {} thawed (frozen from \
+                             {}, just after an attempt's last look at the clock)",
+                            (at - f.to).whole_milliseconds(),
+                            f.process,
+                            f.from
+                        ));
+                        found.excused_of.insert(unit.clone());
+                    }
+                    None => found.late.push(format!(
+                        "I6: {unit}: a request arrived {at}, outside every attempt's window and \
+                         not a freeze's residue:\n  {}",
+                        members
+                            .iter()
+                            .map(|s| s.describe())
+                            .collect::<Vec<_>>()
+                            .join("\n  ")
+                    )),
+                }
+            }
+        }
+        found
+    }
+
+    /// Whether a request of `s`'s (or its group's) was excused as the residue.
+    fn touches(&self, s: &Seen, grouped: bool) -> bool {
+        self.excused_of.contains(&unit_of(s, grouped))
+    }
+}
+
+/// What the vendor's clock judges together: a notification, or in the look-alike run its group
+/// (whose requests the vendor tells apart by text only).
+fn unit_of(s: &Seen, grouped: bool) -> String {
+    if grouped {
+        format!("group {}", s.spec.group)
+    } else {
+        s.id.clone()
+    }
+}
+
+/// The other face of the residue: a worker frozen in its call, after its last look at the
+/// clock, that then said its call outlived its deadline's promise (`may_have_left_late`). Its
+/// request arrived in time or not at all, but it cannot tell, so the record was reopened (or,
+/// where the word came first, the next look-up counted the send as a maybe and it ended
+/// `duplicate_possible`): herald says less than it might. Shown by a freeze that began after the
+/// attempt's last look and lasted past the moment its deadline promised.
+fn reopened_by_a_frozen_word(s: &Seen, freezes: &[Freeze]) -> bool {
+    let time = |v: &Value| {
+        v.as_str()
+            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
     };
-    let frozen_across = |from_by: OffsetDateTime, moment: OffsetDateTime| {
-        freezes
-            .iter()
-            .any(|f| f.from <= from_by && f.until > moment)
-    };
-    // Every route here has a 1 s timeout, and herald cuts a call a second after it.
-    let promised = |d: OffsetDateTime| d + time::Duration::seconds(2);
     let reopened = !s.n["contradiction"].is_null();
     let counted_again = |a: &Value| {
         s.certainty() == "duplicate_possible"
             && a["evidence"]["settlement"]["outcome"] == "not_accepted"
     };
     s.attempts().iter().any(|a| {
+        let (Some(deadline), Some(looked)) = (
+            time(&a["send_deadline"]),
+            time(&a["evidence"]["late_result"]["evidence"]["checked_at"]),
+        ) else {
+            return false;
+        };
+        let promised = deadline + PROMISE;
         (reopened || counted_again(a))
-            && deadline(a).is_some_and(|d| {
-                (late_acceptance(a) && frozen_across(d + time::Duration::milliseconds(250), d))
-                    || (left_late(a) && frozen_across(promised(d), promised(d)))
-            })
+            && left_late(a)
+            && freezes
+                .iter()
+                .any(|f| looked <= f.from && f.from <= promised && f.to > promised)
     })
 }
 
 /// Everything that must hold for one notification. In the look-alike run (`grouped`) the
 /// ledger counts the whole group, so the checks that need its own count are left to the group.
-fn check_notification(vendor: Vendor, s: &Seen, grouped: bool, freezes: &[Freeze]) -> Vec<String> {
+/// `residue`: a freeze's residue touched it (see [`SentLate`] and [`reopened_by_a_frozen_word`]).
+fn check_notification(vendor: Vendor, s: &Seen, grouped: bool, residue: bool) -> Vec<String> {
     let mut wrong = Vec::new();
     let attempts = s.attempts();
     let delivered = (!grouped).then_some(s.delivered);
     // The residue keeps no promise of `at_most_once` nor of a settling vendor; it keeps I2/I3.
-    let residue = written_after_a_freeze(s, freezes);
     let at_most_once = s.delivery() == "at_most_once" && !residue;
     if s.delivery() != s.spec.delivery {
         wrong.push(format!(
@@ -1441,59 +1571,58 @@ fn check_shared_references(seen: &[Seen]) -> Vec<String> {
 }
 
 /// The look-alike run: the ledger counts a group's text, not a member's, so what can be proven
-/// is about the group. Each delivered member holds at least one message of its own (messages
-/// are not shared), `delivered`/`known` exactly one, `failed`/`known` none, an `at_most_once`
-/// member at most one; only an `at_least_once` member that is `duplicate_possible` or `unknown`
-/// may hold more, one per send that may have delivered. So the ledger lies between the
-/// delivered members and that capacity (I2 and I3 per group: with every member
-/// `delivered`/`known` it equals the group's size; with none uncertain it equals the
-/// `delivered`/`known` count).
-fn check_groups(seen: &[Seen]) -> Vec<String> {
+/// is about the group, and the vendor's clock attributes its messages: each message arrived in
+/// the window of an attempt of one member (from the attempt's start to its deadline and
+/// herald's promise; a window holds one request), and the members' records must fit such an
+/// assignment — a `delivered`/`known` member holds exactly one message, a `failed`/`known` one
+/// none, any other delivered member at least one, an `at_most_once` member at most one, and an
+/// `at_least_once` member that is `duplicate_possible` or `unknown` at most one per send that
+/// may have delivered. So an uncertain member can absorb only the messages that arrived while
+/// one of its own sends could have made them, never a `known` member's second (I2 and I3 per
+/// group). Where a freeze's residue sent one of the group's requests late, its windows stay
+/// open after their deadline (`residue`).
+fn check_groups(seen: &[Seen], residue: &SentLate) -> Vec<String> {
     let mut groups: BTreeMap<usize, Vec<&Seen>> = BTreeMap::new();
     for s in seen {
         groups.entry(s.spec.group).or_default().push(s);
     }
     let mut wrong = Vec::new();
     for (group, members) in groups {
-        let ledger = members[0].delivered;
-        let count = |state: &str, certainty: &str| {
-            members
-                .iter()
-                .filter(|s| s.state() == state && s.certainty() == certainty)
-                .count() as u64
-        };
-        let delivered = count("delivered", "known") + count("delivered", "duplicate_possible");
-        // How many of the text's messages each member may hold: `known` ones exactly what they
-        // say; any other (`unknown`, `duplicate_possible`, or not final, which I1 reports) one
-        // under `at_most_once`, and under `at_least_once` one per send that may have delivered
-        // (each request makes at most one message): an uncertain member never lifts the
-        // group's bound, so a `known` member holding a second message cannot hide behind it.
-        let capacity = |s: &&Seen| match (s.state(), s.certainty()) {
-            ("delivered", "known") => 1,
-            ("failed", "known") => 0,
-            _ if s.delivery() == "at_most_once" => 1,
-            _ => s
-                .attempts()
-                .iter()
-                .filter(|a| may_have_delivered(a))
-                .count() as u64,
-        };
-        let at_most: u64 = members.iter().map(capacity).sum();
-        let problem = if ledger < delivered {
-            Some(format!(
-                "{delivered} member(s) delivered, but the vendor delivered the text {ledger} time(s)"
-            ))
-        } else {
-            (ledger > at_most).then(|| {
-                format!(
-                    "the vendor delivered the text {ledger} time(s), but the members account \
-                     for at most {at_most} (I2/I3)"
-                )
+        let late_allowed = residue.touches(members[0], true);
+        let demands: Vec<Demand> = members
+            .iter()
+            .map(|s| {
+                let windows: Vec<witness::Window> = witness::windows(&s.n, PROMISE)
+                    .into_iter()
+                    .zip(s.attempts())
+                    .filter(|(_, a)| may_have_delivered(a))
+                    .map(|(mut w, _)| {
+                        if late_allowed {
+                            w.until = OffsetDateTime::now_utc();
+                        }
+                        w
+                    })
+                    .collect();
+                let cap = if s.delivery() == "at_most_once" {
+                    1
+                } else {
+                    windows.len()
+                };
+                let (min, max) = match (s.state(), s.certainty()) {
+                    ("delivered", "known") => (1, 1),
+                    ("failed", "known") => (0, 0),
+                    ("delivered", _) => (1, cap),
+                    _ => (0, cap),
+                };
+                Demand { windows, min, max }
             })
-        };
-        if let Some(problem) = problem {
+            .collect();
+        let arrivals = &members[0].arrivals;
+        if !assignable(arrivals, &demands) {
             wrong.push(format!(
-                "group {group}: {problem}:\n  {}",
+                "group {group}: the vendor's {} message(s) of the text, arrived at {arrivals:?}, \
+                 fit no assignment to the members' sends that their records allow (I2/I3):\n  {}",
+                arrivals.len(),
                 members
                     .iter()
                     .map(|s| format!("{}: {}", s.id, s.describe()))
@@ -1503,6 +1632,65 @@ fn check_groups(seen: &[Seen]) -> Vec<String> {
         }
     }
     wrong
+}
+
+/// What a look-alike member's record allows it to hold: between `min` and `max` messages, each
+/// arrived in one of `windows` (one a window).
+struct Demand {
+    windows: Vec<witness::Window>,
+    min: usize,
+    max: usize,
+}
+
+/// Whether every arrival can be given to a window of one member that contains it, one arrival a
+/// window, each member getting as many as its record allows. (A group is a few members with a
+/// few sends each: a search over the assignments is small.)
+fn assignable(arrivals: &[OffsetDateTime], demands: &[Demand]) -> bool {
+    fn search(
+        arrivals: &[OffsetDateTime],
+        demands: &[Demand],
+        used: &mut [Vec<bool>],
+        held: &mut [usize],
+    ) -> bool {
+        let owed: usize = demands
+            .iter()
+            .zip(held.iter())
+            .map(|(d, h)| d.min.saturating_sub(*h))
+            .sum();
+        let Some((at, rest)) = arrivals.split_first() else {
+            return owed == 0;
+        };
+        if owed > arrivals.len() {
+            return false;
+        }
+        for (m, demand) in demands.iter().enumerate() {
+            if held[m] == demand.max {
+                continue;
+            }
+            for (w, window) in demand.windows.iter().enumerate() {
+                let tick = time::Duration::microseconds(1);
+                if used[m][w] || *at < window.from - tick || *at > window.until {
+                    continue;
+                }
+                used[m][w] = true;
+                held[m] += 1;
+                if search(rest, demands, used, held) {
+                    return true;
+                }
+                used[m][w] = false;
+                held[m] -= 1;
+            }
+        }
+        false
+    }
+    let mut used: Vec<Vec<bool>> = demands
+        .iter()
+        .map(|d| vec![false; d.windows.len()])
+        .collect();
+    let mut held = vec![0; demands.len()];
+    let mut sorted = arrivals.to_vec();
+    sorted.sort();
+    search(&sorted, demands, &mut used, &mut held)
 }
 
 /// The counts a run prints.
