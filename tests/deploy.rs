@@ -2,8 +2,9 @@
 //! renders with `kubectl kustomize`; every object validates against Kubernetes' own schemas with
 //! kubernetes-validate (a published validator nobody at herald wrote), strictly, so an unknown
 //! field fails too; each container runs the shipped config with the environment it sets
-//! (`herald check-config` for the servers, `herald migrate` for the Job); and the validator is
-//! shown to refuse a broken object, so its passing means something.
+//! (`herald migrate` for the Job, then `herald check-config` for the servers, on a PostgreSQL
+//! database of the test's own for the PostgreSQL overlay); and the validator is shown to refuse
+//! a broken object, so its passing means something.
 //!
 //! Needs `kubectl` and `kubernetes-validate==1.37.0` (`.ci/run` installs the latter, with the
 //! PyYAML it brings, which reads the rendered objects here). Without them the test says loudly
@@ -18,19 +19,23 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use support::{TempDir, must_run};
+use support::{Backend, TempDir, TestDb, must_run};
 
 const VALIDATOR_VERSION: &str = "1.37.0";
 /// The Kubernetes version the objects are held to: the oldest still supported upstream when
 /// the manifests were written.
 const KUBERNETES_VERSION: &str = "1.32.0";
 
-#[test]
-fn each_overlay_renders_validates_and_runs_its_config() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_overlay_renders_validates_and_runs_its_config() {
     let Some(python) = tools() else {
         return;
     };
     let dir = TempDir::new("herald-deploy");
+    // The PostgreSQL overlay's Job and servers run against PostgreSQL, as in the cluster.
+    let Some(db) = TestDb::new(Backend::Postgres).await else {
+        return;
+    };
 
     let postgres = render("postgres");
     assert_valid(&dir, "postgres", &postgres);
@@ -54,8 +59,12 @@ fn each_overlay_renders_validates_and_runs_its_config() {
         !selects(&find(&objects, "Service")["spec"]["selector"], job),
         "the Service must not send requests to the migration Job: {job}"
     );
-    runs_its_config(&dir, &objects, server, "check-config");
-    runs_its_config(&dir, &objects, job, "migrate");
+    runs_its_config(&dir, &objects, job, "migrate", &db.url);
+    runs_its_config(&dir, &objects, server, "check-config", &db.url);
+    assert!(
+        db.count("notifications").await == 0,
+        "the Job's migration made herald's tables in PostgreSQL"
+    );
 
     let sqlite = render("sqlite");
     assert_valid(&dir, "sqlite", &sqlite);
@@ -68,7 +77,14 @@ fn each_overlay_renders_validates_and_runs_its_config() {
     let set = find(&objects, "StatefulSet");
     assert_eq!(set["spec"]["replicas"], 1, "SQLite has one writer");
     assert_serves(&objects, &set["spec"]["template"]);
-    runs_its_config(&dir, &objects, &set["spec"]["template"], "check-config");
+    let sqlite = format!("sqlite://{}", dir.path().join("herald.db").display());
+    runs_its_config(
+        &dir,
+        &objects,
+        &set["spec"]["template"],
+        "check-config",
+        &sqlite,
+    );
 
     // The validator refuses what a cluster would: a count written as a word.
     let broken = postgres.replacen("replicas: 2", "replicas: two", 1);
@@ -224,10 +240,16 @@ fn assert_serves(objects: &[Value], template: &Value) {
 }
 
 /// Runs `herald <command>` with the pod's config file and exactly the environment its first
-/// container sets: literal values as they are, each Secret's key as a stand-in value (a
-/// database URL as a SQLite file here). A config that needs a variable the pod does not set
-/// fails here as it would in the cluster.
-fn runs_its_config(dir: &TempDir, objects: &[Value], template: &Value, command: &str) {
+/// container sets: literal values as they are, the database Secret's URL as `database` (the
+/// database the overlay is for), every other Secret's key as a stand-in value. A config that
+/// needs a variable the pod does not set fails here as it would in the cluster.
+fn runs_its_config(
+    dir: &TempDir,
+    objects: &[Value],
+    template: &Value,
+    command: &str,
+    database: &str,
+) {
     let config = find(objects, "ConfigMap")["data"]["herald.toml"]
         .as_str()
         .expect("herald.toml in the ConfigMap")
@@ -256,9 +278,7 @@ fn runs_its_config(dir: &TempDir, objects: &[Value], template: &Value, command: 
                 here.display().to_string()
             }
             (_, Some(value)) => value.to_owned(),
-            ("HERALD_DATABASE__URL", None) => {
-                format!("sqlite://{}", dir.path().join("herald.db").display())
-            }
+            ("HERALD_DATABASE__URL", None) => database.to_owned(),
             (_, None) => {
                 assert!(var["valueFrom"]["secretKeyRef"].is_object(), "{var}");
                 format!("stand-in-for-{name}-at-least-32-characters-long")
