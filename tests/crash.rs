@@ -1578,7 +1578,8 @@ fn check_shared_references(seen: &[Seen]) -> Vec<String> {
 /// none, any other delivered member at least one, an `at_most_once` member at most one, and an
 /// `at_least_once` member that is `duplicate_possible` or `unknown` at most one per send that
 /// may have delivered. So an uncertain member can absorb only the messages that arrived while
-/// one of its own sends could have made them, never a `known` member's second (I2 and I3 per
+/// one of its own sends could have made them — right after its worker's last look at the clock,
+/// where the attempt says when that was — never a `known` member's second (I2 and I3 per
 /// group). Where a freeze's residue sent one of the group's requests late, its windows stay
 /// open after their deadline (`residue`).
 fn check_groups(seen: &[Seen], residue: &SentLate) -> Vec<String> {
@@ -1597,6 +1598,12 @@ fn check_groups(seen: &[Seen], residue: &SentLate) -> Vec<String> {
                     .zip(s.attempts())
                     .filter(|(_, a)| may_have_delivered(a))
                     .map(|(mut w, _)| {
+                        // Where its worker said when it last read the clock, the request left
+                        // right after: nothing waits between that look and the write.
+                        if let Some(looked) = w.checked_at {
+                            w.from = w.from.max(looked);
+                            w.until = w.until.min(looked + SENT_AFTER_LOOK);
+                        }
                         if late_allowed {
                             w.until = OffsetDateTime::now_utc();
                         }
@@ -1633,6 +1640,10 @@ fn check_groups(seen: &[Seen], residue: &SentLate) -> Vec<String> {
     }
     wrong
 }
+
+/// How soon after its worker's last look at the clock a request reaches the vendor: the write
+/// follows the look at once; the rest is a loaded machine's scheduling and loopback.
+const SENT_AFTER_LOOK: Duration = Duration::from_secs(2);
 
 /// What a look-alike member's record allows it to hold: between `min` and `max` messages, each
 /// arrived in one of `windows` (one a window).
