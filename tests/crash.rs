@@ -1836,9 +1836,12 @@ async fn enqueue_until_acknowledged(
             .send()
             .await;
         match response {
+            // A process frozen between the answer's head and its body leaves the body unread:
+            // the same request again, under the same key, answers the same notification.
             Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => {
-                let body: Value = r.json().await.expect("a notification");
-                return body["id"].as_str().unwrap().to_owned();
+                if let Ok(body) = r.json::<Value>().await {
+                    return body["id"].as_str().unwrap().to_owned();
+                }
             }
             Ok(r)
                 if r.status().is_client_error() && r.status() != reqwest::StatusCode::CONFLICT =>
