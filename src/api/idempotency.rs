@@ -61,40 +61,56 @@ pub fn key_of_item(item: &mut Map<String, Value>) -> Result<IdempotencyKey, Fiel
 }
 
 /// SHA-256 of the request with object keys sorted, so that key order and whitespace do not make
-/// an identical retry look like a different request.
+/// an identical retry look like a different request. The canonical form goes straight into the
+/// hash, never into a buffer: a request with attachments is megabytes of text.
 pub fn request_hash(value: &Value) -> Vec<u8> {
-    fn canonical(value: &Value, out: &mut Vec<u8>) {
+    /// The hash, written to as the canonical form is.
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    fn canonical(value: &Value, out: &mut Hashing) {
         match value {
             Value::Object(map) => {
                 let mut keys: Vec<&String> = map.keys().collect();
                 keys.sort();
-                out.push(b'{');
+                out.0.update(b"{");
                 for (i, key) in keys.into_iter().enumerate() {
                     if i > 0 {
-                        out.push(b',');
+                        out.0.update(b",");
                     }
-                    out.extend(Value::String(key.clone()).to_string().as_bytes());
-                    out.push(b':');
+                    scalar(&Value::String(key.clone()), out);
+                    out.0.update(b":");
                     canonical(&map[key], out);
                 }
-                out.push(b'}');
+                out.0.update(b"}");
             }
             Value::Array(items) => {
-                out.push(b'[');
+                out.0.update(b"[");
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 {
-                        out.push(b',');
+                        out.0.update(b",");
                     }
                     canonical(item, out);
                 }
-                out.push(b']');
+                out.0.update(b"]");
             }
-            scalar => out.extend(scalar.to_string().as_bytes()),
+            other => scalar(other, out),
         }
     }
-    let mut out = Vec::new();
+    // As `Value::to_string` writes it, byte for byte: hashes stored before stay comparable.
+    fn scalar(value: &Value, out: &mut Hashing) {
+        serde_json::to_writer(out, value).expect("writing to a hash cannot fail");
+    }
+    let mut out = Hashing(Sha256::new());
     canonical(value, &mut out);
-    Sha256::digest(&out).to_vec()
+    out.0.finalize().to_vec()
 }
 
 /// What one item answers, by what the store did with its key.
@@ -142,5 +158,17 @@ mod tests {
         let c = json!({"to": "a@b.io", "metadata": {"x": "1", "y": "3"}});
         assert_eq!(request_hash(&a), request_hash(&b));
         assert_ne!(request_hash(&a), request_hash(&c));
+    }
+
+    /// Hashes are stored with their keys: the streamed form must hash what the canonical text
+    /// did, sorted keys and compact JSON, or a retry after an upgrade would look like another
+    /// request.
+    #[test]
+    fn the_request_hash_is_the_hash_of_the_canonical_text() {
+        let value = json!({"to": "ä\"b\\\n", "n": [1, 2.5, -3, true, null],
+                           "data": {"z": {}, "a": [], "é": "\u{1F600}"}});
+        let canonical =
+            r#"{"data":{"a":[],"z":{},"é":"😀"},"n":[1,2.5,-3,true,null],"to":"ä\"b\\\n"}"#;
+        assert_eq!(request_hash(&value), Sha256::digest(canonical).to_vec());
     }
 }

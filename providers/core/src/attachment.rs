@@ -84,53 +84,108 @@ impl Request {
     /// The request as the vendor receives it: each placeholder of a content in `contents`
     /// (keyed by SHA-256) replaced by that content, encoded as the placeholder says. herald
     /// hands `contents` exactly the attachments of the message, so a placeholder of anything
-    /// else is text and stays as written.
-    pub fn expand(&self, contents: &BTreeMap<String, Vec<u8>>) -> Request {
+    /// else is text and stays as written. Each content is encoded straight into the body,
+    /// which is sized once ([`Request::expanded_len`]): a send holds the content and its
+    /// encoded form, never a copy of either.
+    pub fn expand<C: AsRef<[u8]>>(&self, contents: &BTreeMap<String, C>) -> Request {
         if contents.is_empty() || !self.body.contains(OPEN) {
             return self.clone();
         }
-        let mut body = String::with_capacity(self.body.len());
-        let mut rest = self.body.as_str();
-        while let Some(at) = rest.find(OPEN) {
-            body.push_str(&rest[..at]);
-            let after = &rest[at + OPEN.len()..];
-            let named = after.find(CLOSE).and_then(|end| {
-                let (sha256, encoding) = after[..end].split_once(':')?;
-                let content = contents.get(sha256)?;
-                Some((end, encode(content, encoding)?))
-            });
-            match named {
-                Some((end, encoded)) => {
-                    body.push_str(&encoded);
-                    rest = &after[end + CLOSE.len()..];
-                }
-                None => {
-                    body.push_str(OPEN);
-                    rest = after;
-                }
-            }
-        }
-        body.push_str(rest);
+        let mut body = String::with_capacity(self.expanded_len(contents));
+        walk(
+            &self.body,
+            contents,
+            |text, body: &mut String| body.push_str(text),
+            encode_into,
+            &mut body,
+        );
         Request {
             body,
             parts: self.parts.clone(),
         }
     }
+
+    /// The length of [`Request::expand`]'s body, in bytes: what a send of it holds.
+    pub fn expanded_len<C: AsRef<[u8]>>(&self, contents: &BTreeMap<String, C>) -> usize {
+        let mut len = 0;
+        walk(
+            &self.body,
+            contents,
+            |text, len: &mut usize| *len += text.len(),
+            |content, encoding, len| *len += encoded_len(content.len(), encoding),
+            &mut len,
+        );
+        len
+    }
 }
 
-fn encode(content: &[u8], encoding: &str) -> Option<String> {
-    let base64 = STANDARD.encode(content);
-    match encoding {
-        "base64" => Some(base64),
-        "mime" => {
-            let lines: Vec<&str> = base64
-                .as_bytes()
-                .chunks(MIME_LINE)
-                .map(|line| std::str::from_utf8(line).expect("base64 is ASCII"))
-                .collect();
-            Some(lines.join("\r\n"))
+/// Walks `body` in order, handing `text` what stays as written and `content` each placeholder
+/// of `contents` with its encoding, both writing into `out`.
+fn walk<'b, C: AsRef<[u8]>, O>(
+    body: &'b str,
+    contents: &BTreeMap<String, C>,
+    text: impl Fn(&'b str, &mut O),
+    content: impl Fn(&[u8], Encoding, &mut O),
+    out: &mut O,
+) {
+    let mut rest = body;
+    while let Some(at) = rest.find(OPEN) {
+        text(&rest[..at], out);
+        let after = &rest[at + OPEN.len()..];
+        let placeholder = after
+            .find(CLOSE)
+            .and_then(|end| Some((end, named(&after[..end], contents)?)));
+        match placeholder {
+            Some((end, (bytes, encoding))) => {
+                content(bytes, encoding, out);
+                rest = &after[end + CLOSE.len()..];
+            }
+            None => {
+                text(OPEN, out);
+                rest = after;
+            }
         }
-        _ => None,
+    }
+    text(rest, out);
+}
+
+/// How a placeholder's inside (`sha256:encoding`) names a content of `contents`, if it does.
+fn named<'c, C: AsRef<[u8]>>(
+    inside: &str,
+    contents: &'c BTreeMap<String, C>,
+) -> Option<(&'c [u8], Encoding)> {
+    let (sha256, encoding) = inside.split_once(':')?;
+    let encoding = match encoding {
+        "base64" => Encoding::Base64,
+        "mime" => Encoding::Mime,
+        _ => return None,
+    };
+    Some((contents.get(sha256)?.as_ref(), encoding))
+}
+
+/// Base64 input bytes that make one MIME line of [`MIME_LINE`] characters.
+const MIME_LINE_BYTES: usize = MIME_LINE / 4 * 3;
+
+fn encoded_len(len: usize, encoding: Encoding) -> usize {
+    let base64 = len.div_ceil(3) * 4;
+    match encoding {
+        Encoding::Base64 => base64,
+        // A CRLF between lines, none after the last.
+        Encoding::Mime => base64 + len.div_ceil(MIME_LINE_BYTES).saturating_sub(1) * 2,
+    }
+}
+
+fn encode_into(content: &[u8], encoding: Encoding, body: &mut String) {
+    match encoding {
+        Encoding::Base64 => STANDARD.encode_string(content, body),
+        Encoding::Mime => {
+            for (i, line) in content.chunks(MIME_LINE_BYTES).enumerate() {
+                if i > 0 {
+                    body.push_str("\r\n");
+                }
+                STANDARD.encode_string(line, body);
+            }
+        }
     }
 }
 
@@ -169,6 +224,32 @@ mod tests {
             one_line.len().div_ceil(MIME_LINE)
         );
         assert_eq!(mime.replace("\r\n", ""), one_line);
+    }
+
+    /// A send holds the expanded body once: it is sized exactly before anything is encoded.
+    #[test]
+    fn the_expanded_length_is_known_before_the_body_is_written() {
+        for size in [0, 1, 2, 3, 56, 57, 58, 114, 200, 10_000] {
+            let content = vec![7u8; size];
+            let attachment = Attachment::describe("a.bin", "application/pdf", &content);
+            let request = Request::new(format!(
+                "<{}> and <{}> and {OPEN}unclosed",
+                attachment.placeholder(Encoding::Base64),
+                attachment.placeholder(Encoding::Mime)
+            ));
+            let contents = BTreeMap::from([(attachment.sha256.clone(), content)]);
+            let expanded = request.expand(&contents).body;
+            assert_eq!(
+                request.expanded_len(&contents),
+                expanded.len(),
+                "{size} bytes"
+            );
+            assert_eq!(
+                expanded.capacity(),
+                expanded.len(),
+                "{size} bytes: one allocation"
+            );
+        }
     }
 
     #[test]
