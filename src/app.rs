@@ -52,7 +52,8 @@ impl App {
             .map_err(|e| anyhow::anyhow!("config: {e}"))?;
         // Installed before anything records: each route's circuit publishes its state at once.
         let metrics = telemetry::metrics_handle();
-        let routes = dispatch::build_routes(&config).await?;
+        let budget = Arc::new(dispatch::Budget::new(config.attachments.memory_bytes));
+        let routes = dispatch::build_routes(&config, budget.clone()).await?;
         let routing = Routing::new(
             config
                 .routes
@@ -121,6 +122,7 @@ impl App {
             metrics,
             sessions: Arc::default(),
             review: config.review.policy(),
+            attachments: budget,
         };
         telemetry::preregister(&config, &state.routing, |route| {
             state

@@ -343,7 +343,21 @@ pub struct AttachmentsConfig {
     pub max_total_bytes: usize,
     /// The MIME types an attachment may have.
     pub content_types: Vec<String>,
+    /// What this process may hold in memory at once for attachments, in bytes: the enqueues
+    /// that carry them (each counted at three times its body: the body, its parsed and its
+    /// decoded form) and the sends that carry them (each at twice its expanded request). Work
+    /// that finds it spent waits: an enqueue a few seconds, then 503; a send until its
+    /// deadline, then a hold. With the attachment cache (32 MiB) and herald's own ~50 MiB, it
+    /// sets the memory a process needs (the README's "Memory").
+    pub memory_bytes: usize,
 }
+
+/// The default of `[attachments] memory_bytes`.
+pub const ATTACHMENT_MEMORY_BYTES: usize = 96 * 1024 * 1024;
+/// The least `memory_bytes` herald takes: room for one attachment of the default size.
+const MIN_ATTACHMENT_MEMORY_BYTES: usize = 16 * 1024 * 1024;
+/// The most `memory_bytes` herald takes.
+const MAX_ATTACHMENT_MEMORY_BYTES: usize = 16 * 1024 * 1024 * 1024;
 
 /// The largest `max_total_bytes` herald takes: a request body is held in memory whole, and so is
 /// each attachment while it is sent.
@@ -355,6 +369,7 @@ impl Default for AttachmentsConfig {
         AttachmentsConfig {
             max_total_bytes: rules.max_total_bytes,
             content_types: rules.content_types.into_iter().collect(),
+            memory_bytes: ATTACHMENT_MEMORY_BYTES,
         }
     }
 }
@@ -376,6 +391,13 @@ impl AttachmentsConfig {
             loader.push(
                 "attachments.max_total_bytes",
                 format!("must be 1 to {MAX_ATTACHMENT_BYTES}"),
+            );
+        }
+        if !(MIN_ATTACHMENT_MEMORY_BYTES..=MAX_ATTACHMENT_MEMORY_BYTES).contains(&self.memory_bytes)
+        {
+            loader.push(
+                "attachments.memory_bytes",
+                format!("must be {MIN_ATTACHMENT_MEMORY_BYTES} to {MAX_ATTACHMENT_MEMORY_BYTES}"),
             );
         }
         // RFC 6838 §4.2's restricted names: a type herald could never match is a typo.

@@ -57,6 +57,9 @@ pub struct AppState {
     pub sessions: Arc<console::Sessions>,
     /// What waits for a person (`[review]`).
     pub review: crate::review::Policy,
+    /// The process's budget for attachment bytes, which enqueues with attachments share with
+    /// the sends (`[attachments] memory_bytes`).
+    pub attachments: Arc<crate::dispatch::Budget>,
 }
 
 impl AppState {
@@ -71,6 +74,8 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
     let request_id = axum::http::HeaderName::from_static("x-request-id");
     Router::new()
         .merge(notifications::routes(
+            &state,
+            max_body_bytes,
             max_body_bytes + state.routing.attachments().body_allowance(),
         ))
         .merge(review::routes())

@@ -6,7 +6,7 @@
 //! and cancel, and review's resolve and requery.
 
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -15,6 +15,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
+use std::time::Duration;
 use time::OffsetDateTime;
 use tracing::Instrument;
 use utoipa::ToSchema;
@@ -37,15 +38,93 @@ const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 200;
 
 /// The routes; the two that enqueue take bodies up to `enqueue_limit`, which leaves room for
-/// attachments.
-pub fn routes(enqueue_limit: usize) -> Router<AppState> {
+/// attachments, and a body above `max_body_bytes` (one that carries attachments) only within
+/// the process's budget for attachment bytes.
+pub fn routes(state: &AppState, max_body_bytes: usize, enqueue_limit: usize) -> Router<AppState> {
     let limit = DefaultBodyLimit::max(enqueue_limit);
+    let budget = axum::middleware::from_fn_with_state(
+        Enqueues {
+            state: state.clone(),
+            max_body_bytes,
+            enqueue_limit,
+        },
+        within_budget,
+    );
     Router::new()
-        .route("/v1/notifications", post(create).layer(limit).get(list))
-        .route("/v1/notifications/batch", post(create_batch).layer(limit))
+        .route(
+            "/v1/notifications",
+            post(create).layer(limit).layer(budget.clone()).get(list),
+        )
+        .route(
+            "/v1/notifications/batch",
+            post(create_batch).layer(limit).layer(budget),
+        )
         .route("/v1/notifications/cancel", post(cancel_by_key))
         .route("/v1/notifications/{id}", get(show))
         .route("/v1/notifications/{id}/cancel", post(cancel))
+}
+
+/// How long an enqueue with attachments waits for room in the budget before it is answered 503.
+const BUDGET_WAIT: Duration = Duration::from_secs(10);
+/// What an enqueue holds at its peak, in bodies: the body, its parsed form, the content decoded,
+/// and the copies the database's driver makes to store it (measured: `tests/memory.rs`).
+const ENQUEUE_FACTOR: usize = 6;
+
+/// What [`within_budget`] knows: the state, and the enqueue routes' two body limits.
+#[derive(Clone)]
+struct Enqueues {
+    state: AppState,
+    max_body_bytes: usize,
+    enqueue_limit: usize,
+}
+
+/// Lets an enqueue whose body is larger than `max_body_bytes` (it carries attachments; one of
+/// unknown length may be up to `enqueue_limit`) go only with room in the attachment budget for
+/// what it holds at its peak ([`ENQUEUE_FACTOR`] bodies), held until it is answered.
+/// Without room within [`BUDGET_WAIT`], a 503 asks the client to try again: nothing is stored.
+/// A request that no token with scope `send` makes goes on at once, to be refused before its
+/// body is read: a stranger cannot spend the budget.
+async fn within_budget(
+    State(enqueues): State<Enqueues>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let body = declared
+        .unwrap_or(enqueues.enqueue_limit)
+        .min(enqueues.enqueue_limit);
+    let (mut parts, request_body) = request.into_parts();
+    let sender = Principal::from_request_parts(&mut parts, &enqueues.state)
+        .await
+        .is_ok_and(|p| p.has(Scope::Send));
+    let request = axum::extract::Request::from_parts(parts, request_body);
+    if body <= enqueues.max_body_bytes || !sender {
+        return next.run(request).await;
+    }
+    match enqueues
+        .state
+        .attachments
+        .reserve(
+            ENQUEUE_FACTOR * body,
+            std::time::Instant::now() + BUDGET_WAIT,
+        )
+        .await
+    {
+        Some(_room) => next.run(request).await,
+        None => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "Busy with attachments",
+            "other requests and sends with attachments hold this process's memory for them \
+             now; nothing was stored: send the same request again shortly",
+        )
+        .with_retry_after(1)
+        .into_response(),
+    }
 }
 
 /// A notification as the API shows it: with its attempts and, where a person is or was
@@ -224,6 +303,7 @@ const TRACEPARENT_DOC: &str = "W3C Trace Context of the caller's trace: the requ
         (status = 403, description = "The token lacks the `send` scope, or may not send through the route", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, or the key was used before with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Nothing was stored: the database is away, or other requests and sends with attachments hold this process's memory for them (`/problems/busy`); send the same request again after Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(
     State(state): State<AppState>,
@@ -357,6 +437,7 @@ pub struct BatchBody {
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No items, or more than 1,000", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Nothing was stored: the database is away, or other requests and sends with attachments hold this process's memory for them (`/problems/busy`); send the same request again after Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_batch(
     State(state): State<AppState>,

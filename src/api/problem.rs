@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 28] = [
+pub const TYPES: [(&str, &str); 29] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -22,6 +22,10 @@ pub const TYPES: [(&str, &str); 28] = [
     (
         "body-too-large",
         "The request body is over server.max_body_bytes; send less, or a batch in parts.",
+    ),
+    (
+        "busy",
+        "Other requests and sends with attachments hold the memory this herald process sets aside for them; nothing was stored. Send the same request again after Retry-After.",
     ),
     (
         "callback-rate-limited",

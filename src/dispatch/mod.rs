@@ -7,6 +7,7 @@
 //! What is true after each step is decided by the pure [`policy`]; this module only moves data
 //! between the store and the adapters, and keeps time.
 
+mod budget;
 mod circuit;
 mod files;
 mod pacing;
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use herald_provider::{Evidence, Message, ProviderKey, QueryResult, Request, SendResult};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -24,6 +26,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use budget::{Budget, Reserved};
 pub use circuit::CircuitState;
 pub use routes::{Route, Routes, build_routes, check_route};
 
@@ -454,26 +457,22 @@ impl Worker {
         };
         let decision = match claim.mode {
             ClaimMode::Send { n, suppressed } => {
-                // The stored request names its attachments; the vendor gets their contents.
-                let files = self.files(&message).await;
-                let attached = attached(&request, &files);
-                let call = Call {
-                    request: &attached,
-                    ..call
+                // The stored request names its attachments; the vendor gets their contents,
+                // put into it once the send may go (see `Route::send`).
+                let files = match expiry(&claim.notification, OffsetDateTime::now_utc()) {
+                    Some(expired) => Err(expired),
+                    None => self.files(&message).await,
                 };
-                let refusal = match (
-                    expiry(&claim.notification, OffsetDateTime::now_utc()),
-                    files,
-                ) {
-                    (Some(expired), _) => Some(expired),
-                    (None, Err(unreadable)) => Some(unreadable),
-                    (None, Ok(_)) => suppressed.then(|| suppressed_refusal(&claim.notification)),
+                let refusal = match &files {
+                    Err(refused) => Some(refused.clone()),
+                    Ok(_) => suppressed.then(|| suppressed_refusal(&claim.notification)),
                 };
                 span.record("attempt.n", n);
-                let sent = match refusal {
-                    Some(refusal) => Ok(route.refused(refusal)),
-                    None => {
-                        let sent = call.send(deadline_of(&claim, n), false).await;
+                let sent = match (refusal, files) {
+                    (Some(refusal), _) => Ok(route.refused(refusal)),
+                    (None, files) => {
+                        let files = files.unwrap_or_default();
+                        let sent = call.send(deadline_of(&claim, n), false, &files).await;
                         if let Ok(Sent { result, .. }) = &sent
                             && route.unsubscribed(result)
                         {
@@ -498,7 +497,7 @@ impl Worker {
     /// The contents of the message's attachments, by SHA-256; else the refusal of its send,
     /// made without calling the vendor: one that may pass where the store cannot be read, a
     /// final one where a file is gone (which retention never does to a notification it keeps).
-    async fn files(&self, message: &Message) -> Result<BTreeMap<String, Vec<u8>>, SendResult> {
+    async fn files(&self, message: &Message) -> Result<BTreeMap<String, Bytes>, SendResult> {
         let named: Vec<&str> = message
             .email
             .attachments
@@ -613,7 +612,7 @@ impl Worker {
                     // cannot be read leaves it to the lease; a file that is gone makes the send
                     // impossible, and what became of the first one is for a person to settle.
                     let files = match self.files(call.message).await {
-                        Ok(files) => Ok(files),
+                        Ok(files) => files,
                         Err(SendResult::Rejected {
                             permanent: true,
                             evidence,
@@ -627,11 +626,6 @@ impl Worker {
                             tracing::warn!(detail = %unreadable.evidence().detail, "cannot read the attachments to send again; the lease will bring it back");
                             return None;
                         }
-                    };
-                    let attached = attached(call.request, &files);
-                    let call = Call {
-                        request: &attached,
-                        ..*call
                     };
                     let now = OffsetDateTime::now_utc();
                     let lease = self.settings.lease;
@@ -655,7 +649,7 @@ impl Worker {
                     };
                     let sent = match suppressed {
                         Some(refusal) => Ok(route.refused(refusal)),
-                        None => call.send(deadline, replay).await,
+                        None => call.send(deadline, replay, &files).await,
                     };
                     let s = situation(route, claim, &[]);
                     break policy::decide(&s, step(n, replay, true, sent), rand::random());
@@ -826,17 +820,6 @@ async fn looked_up(
     })
 }
 
-/// The stored request with its attachments' contents in place of their placeholders.
-fn attached(
-    request: &Result<Request, Evidence>,
-    files: &Result<BTreeMap<String, Vec<u8>>, SendResult>,
-) -> Result<Request, Evidence> {
-    match (request, files) {
-        (Ok(request), Ok(files)) => Ok(request.expand(files)),
-        (request, _) => request.clone(),
-    }
-}
-
 /// One notification's calls to its route: its stored request (or why there is none), the
 /// message it was prepared from, and the key.
 #[derive(Clone, Copy)]
@@ -849,10 +832,22 @@ struct Call<'a> {
 
 impl Call<'_> {
     /// `replay`: the request again under its key, to learn what became of the first; it is
-    /// never handed to a fallback.
-    async fn send(&self, deadline: OffsetDateTime, replay: bool) -> Result<Sent, Hold> {
+    /// never handed to a fallback. `files` are the contents its attachments name.
+    async fn send(
+        &self,
+        deadline: OffsetDateTime,
+        replay: bool,
+        files: &BTreeMap<String, Bytes>,
+    ) -> Result<Sent, Hold> {
         self.route
-            .send(self.request, self.message, self.key, deadline, replay)
+            .send(
+                self.request,
+                files,
+                self.message,
+                self.key,
+                deadline,
+                replay,
+            )
             .await
     }
 

@@ -8,13 +8,14 @@
 //! send that cannot start in time is held, never sent late: the proof that another worker makes
 //! of "not sent" rests on that deadline.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use time::OffsetDateTime;
 
+use bytes::Bytes;
 use herald_provider::callback::Callbacks;
 use herald_provider::settings::RouteContext;
 use herald_provider::timeout::within;
@@ -25,6 +26,7 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use super::budget::Budget;
 use super::circuit::{Circuit, CircuitState};
 use super::pacing::{HostPauses, Pace, host_of};
 use super::policy::{CALL_SLACK, Hold, Limits};
@@ -58,6 +60,8 @@ pub struct Route {
     circuit: Circuit,
     /// Bounds this route's calls in flight, so that one slow vendor cannot take every worker.
     permits: Semaphore,
+    /// The process's budget for attachment bytes, shared by every route and the enqueues.
+    budget: Arc<Budget>,
     concurrency: usize,
     /// Notifications of this route claimed by this process and not yet recorded.
     pending: Arc<AtomicUsize>,
@@ -179,19 +183,24 @@ impl Route {
     pub fn prepare(&self, message: &Message, key: &ProviderKey) -> Result<Request, Evidence> {
         self.adapter.prepare(message, key)
     }
-    /// One provider call, within the route's concurrency limit, its pace and its timeout, started
-    /// by `deadline` or not at all: `Err` where herald held it back itself (nothing was sent). A
-    /// timeout here is ambiguous: the adapter's own should have fired first, so the request may
-    /// be out.
+    /// One provider call, within the route's concurrency limit, its pace, the process's budget
+    /// for attachment bytes and its timeout, started by `deadline` or not at all: `Err` where
+    /// herald held it back itself (nothing was sent). `files` are the contents the request's
+    /// attachments name, put into it only once it may go, so that a send waiting for its turn
+    /// holds no copy of them. A timeout here is ambiguous: the adapter's own should have fired
+    /// first, so the request may be out.
     pub async fn send(
         &self,
         request: &Result<Request, Evidence>,
+        files: &BTreeMap<String, Bytes>,
         message: &Message,
         key: &ProviderKey,
         deadline: OffsetDateTime,
         replay: bool,
     ) -> Result<Sent, Hold> {
-        let (result, checked_at) = self.call(request, message, key, deadline, replay).await?;
+        let (result, checked_at) = self
+            .call(request, files, message, key, deadline, replay)
+            .await?;
         // Read once the answer is in: as late as the request could have left.
         let overran = OffsetDateTime::now_utc() > deadline + self.timeout + CALL_SLACK;
         Ok(Sent {
@@ -204,6 +213,7 @@ impl Route {
     async fn call(
         &self,
         request: &Result<Request, Evidence>,
+        files: &BTreeMap<String, Bytes>,
         message: &Message,
         key: &ProviderKey,
         deadline: OffsetDateTime,
@@ -246,9 +256,33 @@ impl Route {
         if late() {
             return Err(route.hold(HoldReason::Deadline, Duration::ZERO));
         }
+        // Room for the expanded request, the adapter's copy of it and its HTTP client's, in
+        // the process's budget for attachment bytes: a send that cannot have it by its deadline
+        // is held.
+        let _room = match files.is_empty() {
+            true => None,
+            false => match route
+                .budget
+                .reserve(SEND_FACTOR * request.expanded_len(files), until)
+                .await
+            {
+                Some(room) => Some(room),
+                None => return Err(route.hold(HoldReason::Memory, Duration::ZERO)),
+            },
+        };
         if let Err((reason, wait)) = route.pace.take(until).await {
             return Err(route.hold(reason, wait));
         }
+        // The contents go into the request now, within the room reserved for them, and before
+        // the last look at the clock: nothing slow stands between that look and the write.
+        let expanded;
+        let request = match files.is_empty() {
+            true => request,
+            false => {
+                expanded = request.expand(files);
+                &expanded
+            }
+        };
         // The last look at the clock before the request is written (a frozen process wakes
         // here past its deadline, and writes nothing); and at the operator's pause, so that a
         // send claimed before it does not start after it.
@@ -426,6 +460,10 @@ impl Route {
 #[derive(Default)]
 pub struct Routes(HashMap<String, Route>);
 
+/// What a send with attachments holds at its peak, in expanded requests: the request, the
+/// adapter's copy of it and its HTTP client's (measured: `tests/memory.rs`).
+const SEND_FACTOR: usize = 3;
+
 /// How often each process reads the operators' pauses: a pause holds every new call, in every
 /// process, within this and one read of the database.
 pub const PAUSE_READ_EVERY: Duration = Duration::from_millis(500);
@@ -558,9 +596,10 @@ fn bounded_pause(result: SendResult) -> SendResult {
     }
 }
 
-/// Builds every configured route. A sandbox route without a `base_url` starts a sandbox vendor
-/// of its own in this process, which runs as long as the route's adapter.
-pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
+/// Builds every configured route, their sends sharing `budget` for attachment bytes. A sandbox
+/// route without a `base_url` starts a sandbox vendor of its own in this process, which runs as
+/// long as the route's adapter.
+pub async fn build_routes(config: &Config, budget: Arc<Budget>) -> anyhow::Result<Routes> {
     let mut routes = HashMap::new();
     for (name, route) in &config.routes {
         let adapter = adapter(name, route).await?;
@@ -587,6 +626,7 @@ pub async fn build_routes(config: &Config) -> anyhow::Result<Routes> {
                     route.timeout + Duration::from_secs(2),
                 ),
                 permits: Semaphore::new(route.concurrency),
+                budget: budget.clone(),
                 concurrency: route.concurrency,
                 pending: Arc::default(),
                 paused: AtomicBool::new(false),

@@ -121,6 +121,9 @@ text_enum! {
         CircuitOpen = "circuit_open",
         /// The send deadline passed before the request could be written: nothing was sent.
         Deadline = "deadline",
+        /// The process's budget for attachment bytes in memory stayed spent until the send
+        /// deadline: other sends and enqueues with attachments held it.
+        Memory = "memory",
     }
 }
 

@@ -48,6 +48,29 @@ impl HeraldProcess {
         name: &str,
         env: &[(&str, &str)],
     ) -> HeraldProcess {
+        Self::start_joining(config_text, dir, name, env, None).await
+    }
+
+    /// As [`HeraldProcess::start_with_env`], the process joining the cgroup whose
+    /// `cgroup.procs` is `procs` before it runs herald's first instruction, so that all it ever
+    /// holds counts there.
+    pub async fn start_in_cgroup(
+        config_text: &str,
+        dir: &Path,
+        name: &str,
+        env: &[(&str, &str)],
+        procs: &Path,
+    ) -> HeraldProcess {
+        Self::start_joining(config_text, dir, name, env, Some(procs)).await
+    }
+
+    async fn start_joining(
+        config_text: &str,
+        dir: &Path,
+        name: &str,
+        env: &[(&str, &str)],
+        cgroup: Option<&Path>,
+    ) -> HeraldProcess {
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(&config, config_text).expect("write config");
         let log = dir.join(format!("{name}.log"));
@@ -61,7 +84,7 @@ impl HeraldProcess {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut process = HeraldProcess {
-            child: spawn(&config, &log, &env),
+            child: spawn(&config, &log, &env, cgroup),
             base,
             config,
             log,
@@ -94,6 +117,16 @@ impl HeraldProcess {
             }
         })
         .await;
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it is still running (not killed, not exited).
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().is_ok_and(|exited| exited.is_none())
     }
 
     /// SIGKILL: no shutdown code runs, exactly as in a crash.
@@ -130,7 +163,7 @@ impl HeraldProcess {
 
     /// Starts the same configuration again (after a kill).
     pub async fn restart(&mut self) {
-        self.child = spawn(&self.config, &self.log, &self.env);
+        self.child = spawn(&self.config, &self.log, &self.env, None);
         self.wait_ready().await;
     }
 
@@ -139,13 +172,26 @@ impl HeraldProcess {
     }
 }
 
-fn spawn(config: &Path, log: &Path, env: &[(String, String)]) -> Child {
+/// `herald serve` with `config`; where `cgroup` names a `cgroup.procs`, a shell first writes its
+/// own pid there, then becomes herald (`exec`), so that herald runs inside it from the start.
+fn spawn(config: &Path, log: &Path, env: &[(String, String)], cgroup: Option<&Path>) -> Child {
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .expect("open the log");
-    Command::new(env!("CARGO_BIN_EXE_herald"))
+    let mut command = match cgroup {
+        None => Command::new(env!("CARGO_BIN_EXE_herald")),
+        Some(procs) => {
+            let mut shell = Command::new("sh");
+            shell
+                .args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
+                .arg(procs)
+                .arg(env!("CARGO_BIN_EXE_herald"));
+            shell
+        }
+    };
+    command
         .args(["serve", "--config"])
         .arg(config)
         .env_remove("HERALD_CONFIG")
