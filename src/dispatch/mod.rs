@@ -83,8 +83,8 @@ pub struct Dispatcher {
 const STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// With routes held back, how soon the claim loop looks again for work they can take.
 const HELD_BACK_LOOK_AGAIN: Duration = Duration::from_millis(25);
-/// How often a failed record is tried again before the lease takes over.
-const RECORD_TRIES: u32 = 3;
+/// How long a record that the database refused waits before it is tried again.
+const RECORD_PAUSE: Duration = Duration::from_secs(1);
 
 impl Dispatcher {
     pub fn new(
@@ -432,6 +432,8 @@ impl Worker {
         trace_id = Empty,
     ))]
     async fn dispatch(&self, mut claim: Claim) {
+        // The claim's lease began a moment before: its record is tried until then.
+        let leased_until = Instant::now() + self.settings.lease;
         let span = tracing::Span::current();
         if let Some(enqueued) = &claim.notification.trace_parent {
             crate::traces::link(&span, enqueued);
@@ -491,7 +493,7 @@ impl Worker {
                 None => return,
             },
         };
-        self.commit(&claim, decision).await;
+        self.commit(&claim, decision, leased_until).await;
     }
 
     /// The contents of the message's attachments, by SHA-256; else the refusal of its send,
@@ -663,11 +665,13 @@ impl Worker {
         })
     }
 
-    /// Records the decision, retrying briefly if the database is away. If it stays away, the
-    /// lease ends and recovery treats the attempt as ambiguous: safe, never lost.
+    /// Records the decision, trying again while the database is away, until the claim's lease
+    /// ends (`leased_until`): an answer the vendor gave is worth keeping as long as the claim is
+    /// this worker's. If the database stays away past it, recovery treats the attempt as
+    /// ambiguous: safe, never lost.
     #[tracing::instrument(name = "record", skip_all, fields(state = Empty))]
-    async fn commit(&self, claim: &Claim, mut decision: Decision) {
-        for attempt in 1..=RECORD_TRIES {
+    async fn commit(&self, claim: &Claim, mut decision: Decision, leased_until: Instant) {
+        for attempt in 1.. {
             match self.records.submit((claim.clone(), decision.clone())).await {
                 Ok(Recorded::Applied(n)) => {
                     self.relay_wake.events_written();
@@ -709,9 +713,11 @@ impl Worker {
                     );
                     return;
                 }
-                Err(StoreError::Unavailable(_, cause)) if attempt < RECORD_TRIES => {
+                Err(StoreError::Unavailable(_, cause))
+                    if Instant::now() + RECORD_PAUSE < leased_until =>
+                {
                     tracing::warn!(%cause, attempt, "cannot record yet; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::time::sleep(RECORD_PAUSE).await;
                 }
                 Err(err) => {
                     tracing::error!(%err, "cannot record the result; the lease will bring it back");
