@@ -448,6 +448,10 @@ const MIN_IDEMPOTENCY_SECONDS: u64 = 3600;
 pub const DEV_TENANT: &str = "dev";
 /// The longest retention: ten years, far inside the dates the clock can subtract to.
 const MAX_RETENTION_SECONDS: u64 = 3650 * 86_400;
+/// The slowest pace a route may keep: one send in about 17 minutes.
+const MIN_RATE: f64 = 0.001;
+/// The fastest pace a route may keep.
+const MAX_RATE: f64 = 1_000_000.0;
 /// A route's vendor callbacks per second, and burst, by default: well above what a vendor
 /// reports of a busy route (a few events per message), well below what a flood of forged
 /// requests could make the process verify.
@@ -794,6 +798,16 @@ impl RouteConfig {
             && !provider.settings().channels().contains(&Channel::Email)
         {
             loader.push(&allowed_key, "is only used on a route that sends email");
+        }
+        // A pace is 0 (off) or a finite rate a token bucket can wait for: one too small would
+        // ask a send to wait longer than any clock holds.
+        if let Some(rate) = common.rate_limit_per_second
+            && !(rate == 0.0 || (MIN_RATE..=MAX_RATE).contains(&rate))
+        {
+            loader.push(
+                &format!("{key}.rate_limit_per_second"),
+                format!("{rate} is out of range: 0 (no limit), or from {MIN_RATE} to {MAX_RATE}"),
+            );
         }
         if loader.problems.len() > before {
             return None;
@@ -1572,6 +1586,27 @@ mod tests {
             );
         }
         load("", &[]).expect("the defaults are in range");
+    }
+
+    /// A pace that a token bucket cannot keep (NaN, infinite, negative, or so slow that the
+    /// wait for one token overflows a clock) was taken and panicked at the first paced send,
+    /// leaving the route's lock poisoned: it is refused, by name.
+    #[test]
+    fn a_pace_no_clock_can_keep_is_refused_by_name() {
+        let route = |rate: &str| {
+            format!("[routes.r]\nprovider = \"sandbox\"\nrate_limit_per_second = {rate}\n")
+        };
+        for rate in ["1e-300", "-1", "nan", "inf", "-inf", "0.0001", "1e7"] {
+            let problems = load(&route(rate), &[]).unwrap_err().to_string();
+            assert!(
+                problems.contains("routes.r.rate_limit_per_second")
+                    && problems.contains("out of range"),
+                "{rate}: {problems}"
+            );
+        }
+        for rate in ["0", "0.001", "2.5", "1000000"] {
+            load(&route(rate), &[]).unwrap_or_else(|e| panic!("{rate}: {e}"));
+        }
     }
 
     #[test]
