@@ -51,6 +51,44 @@ async fn token_secrets_that_are_empty_short_or_shared_are_refused_at_start_up() 
 
 /// `Authorization: Bearer ` with nothing after it, over HTTP/1.1 and over HTTP/2 without TLS
 /// (h2c, which herald serves too).
+/// A client's `X-Request-Id` is echoed (and logged) only where it is short and plain; a long
+/// one, or one that could forge a field in a text log line, is replaced by herald's own.
+#[tokio::test]
+async fn a_request_id_is_taken_only_short_and_plain() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let echoed = |id: &str| {
+        let (http, url, id) = (app.http.clone(), app.url("/healthz"), id.to_owned());
+        async move {
+            let answer = http
+                .get(url)
+                .header("x-request-id", &id)
+                .send()
+                .await
+                .unwrap();
+            answer.headers()["x-request-id"]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    for plain in ["req-42", "a1B2.c3_d4", &"x".repeat(64)] {
+        assert_eq!(echoed(plain).await, plain);
+    }
+    for forged in [
+        "x".repeat(65),
+        "y".repeat(6000),
+        "abc status_code=200 note=\"all good\"".to_owned(),
+        "tab\there".to_owned(),
+    ] {
+        let answered = echoed(&forged).await;
+        assert_ne!(answered, forged);
+        assert!(
+            uuid::Uuid::parse_str(&answered).is_ok(),
+            "herald's own id in its place: {answered}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_empty_bearer_token_is_refused_over_both_http_versions() {
     let app = spawn_app(Backend::Sqlite).await.unwrap();

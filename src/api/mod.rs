@@ -107,8 +107,38 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn(plain_request_id))
         .layer(axum::middleware::from_fn(observe))
         .with_state(state)
+}
+
+/// The longest `X-Request-Id` herald takes from a client.
+const MAX_REQUEST_ID: usize = 64;
+
+/// A client's `X-Request-Id` is kept only in a plain, bounded form — up to [`MAX_REQUEST_ID`]
+/// letters, digits, `-`, `_` and `.` — and otherwise replaced by herald's own: it is echoed in
+/// every answer and written into every log line of the request, where a long one bloats both and
+/// one with spaces or quotes could forge a field in a text log.
+async fn plain_request_id(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let plain = |id: &[u8]| {
+        (1..=MAX_REQUEST_ID).contains(&id.len())
+            && id
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+    };
+    if request
+        .headers()
+        .get_all("x-request-id")
+        .iter()
+        .any(|id| !plain(id.as_bytes()))
+        || request.headers().get_all("x-request-id").iter().count() > 1
+    {
+        request.headers_mut().remove("x-request-id");
+    }
+    next.run(request).await
 }
 
 /// The span of one request, after OpenTelemetry's HTTP server conventions: named by its method
