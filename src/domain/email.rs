@@ -24,11 +24,12 @@ const MAX_DISPLAY_NAME_CHARS: usize = 100;
 /// system (routing, authentication results, bounces and receipts): a custom header may not
 /// set any of them. (Every `Content-*`, `Resent-*` and `ARC-*` header is reserved too: the
 /// adapters write the MIME structure, and the others are the relays'.)
-const RESERVED_HEADERS: [&str; 18] = [
+const RESERVED_HEADERS: [&str; 20] = [
     "authentication-results",
     "bcc",
     "cc",
     "date",
+    "delivered-to",
     "disposition-notification-to",
     "dkim-signature",
     "errors-to",
@@ -43,6 +44,7 @@ const RESERVED_HEADERS: [&str; 18] = [
     "sender",
     "subject",
     "to",
+    "x-original-to",
 ];
 const RESERVED_PREFIXES: [&str; 3] = ["content-", "resent-", "arc-"];
 
