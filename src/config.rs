@@ -570,7 +570,8 @@ pub struct ServerConfig {
     /// A client must send a request's headers within this, and an idle kept-alive connection
     /// is closed after it.
     pub header_timeout_seconds: u64,
-    /// A request's body must arrive within this.
+    /// A request's body must arrive whole within this, plus a second for every 64 KiB it
+    /// declares (api/body.rs), else `408`.
     pub body_timeout_seconds: u64,
     /// Connections served at once; more wait in the listen queue.
     pub max_connections: usize,

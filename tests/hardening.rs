@@ -481,7 +481,7 @@ const SLOW_CLIENTS: &str = "[server]\nheader_timeout_seconds = 1\nbody_timeout_s
 
 /// Reads until the server closes the connection; what it said, or `None` if it never did
 /// within a bound far above the configured timeouts.
-async fn until_closed(stream: &mut tokio::net::TcpStream) -> Option<String> {
+async fn until_closed(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<String> {
     use tokio::io::AsyncReadExt;
     let mut answer = Vec::new();
     let read = tokio::time::timeout(std::time::Duration::from_secs(15), async {
@@ -525,9 +525,10 @@ async fn slow_clients_are_cut_off_and_do_not_hold_up_a_shutdown() {
         .await
         .expect("a body that never arrives is cut off");
     assert!(
-        answer.starts_with("HTTP/1.1 4"),
-        "answered with a client error: {answer}"
+        answer.starts_with("HTTP/1.1 408"),
+        "answered that the body came too slowly: {answer}"
     );
+    assert!(answer.contains("body-timeout"), "{answer}");
     assert_eq!(app.db.count("notifications").await, 0);
 
     // A stop completes while a silent connection is open.
@@ -538,6 +539,42 @@ async fn slow_clients_are_cut_off_and_do_not_hold_up_a_shutdown() {
         stopped.is_ok(),
         "the shutdown deadline bounds a silent client"
     );
+}
+
+/// A body that keeps coming, a byte at a time, is cut off at its deadline all the same: an idle
+/// timer between its bytes would never fire, and each such client would hold a connection slot
+/// for as long as it liked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_drips_a_byte_at_a_time_is_cut_off_at_its_deadline() {
+    use tokio::io::AsyncWriteExt;
+    let app = support::spawn_app_with(Backend::Sqlite, SLOW_CLIENTS)
+        .await
+        .unwrap();
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let head = format!(
+        "POST /v1/notifications HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ACME}\r\n\
+         idempotency-key: drip\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n"
+    );
+    writer.write_all(head.as_bytes()).await.unwrap();
+    // 500 bytes at five a second take 100 s; the read below gives up after 15.
+    let drip = tokio::spawn(async move {
+        for _ in 0..500 {
+            if writer.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    });
+    let answer = until_closed(&mut reader)
+        .await
+        .expect("a dripping body is cut off long before it would end");
+    drip.abort();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body-timeout"), "{answer}");
+    assert_eq!(app.db.count("notifications").await, 0);
+    app.stop().await;
 }
 
 /// An HTTP/2 client (h2c) that sends the preface and then only acknowledges the server's

@@ -5,6 +5,7 @@
 //! the field at fault.
 
 pub mod auth;
+mod body;
 mod callbacks;
 mod console;
 mod events;
@@ -95,11 +96,9 @@ pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::D
             )
         })
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        // A body that trickles in is cut off (a 400 naming the failed read) and the
-        // connection is free again.
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            body_timeout,
-        ))
+        .layer(tower::util::MapRequestLayer::new(move |request| {
+            body::deadlined(request, body_timeout)
+        }))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_span)
@@ -250,10 +249,21 @@ fn json_object_of_items(body: Result<Bytes, BytesRejection>) -> Result<Value, Pr
     Ok(value)
 }
 
-/// A body's bytes: 413 over the limit, 400 when it could not be read.
+/// A body's bytes: 413 over the limit, 408 past its deadline, 400 when it could not be read.
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
     body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if body::is_deadline(&rejection) {
+            Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body-timeout",
+                "The body arrived too slowly",
+                format!(
+                    "the request body did not arrive whole within server.body_timeout_seconds \
+                     and one more second for each {} KiB it declared",
+                    body::MIN_BODY_RATE / 1024
+                ),
+            )
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body-too-large",

@@ -14,10 +14,14 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 29] = [
+pub const TYPES: [(&str, &str); 30] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
+    ),
+    (
+        "body-timeout",
+        "The request body did not arrive whole in time: within server.body_timeout_seconds, plus a second for every 64 KiB its Content-Length declared. Nothing was stored; send it again over a faster link.",
     ),
     (
         "body-too-large",
