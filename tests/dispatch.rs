@@ -26,6 +26,7 @@ on_both_backends!(
     a_worker_whose_lease_expired_cannot_overwrite_the_newer_outcome,
     a_stale_call_that_outlived_its_deadline_takes_known_from_the_delivery,
     a_request_that_may_have_left_late_is_told_to_whoever_settles_its_resend,
+    a_look_up_that_waited_out_a_late_word_settles_it,
     retries_stop_at_the_expiry_and_it_ends_failed_without_a_call,
 );
 
@@ -472,10 +473,16 @@ async fn a_claim_abandoned_by_a_dead_worker_is_reconciled(backend: Backend) {
     }
 }
 
-/// A notification whose first worker lost its lease: the next claim's look-up found nothing of
-/// attempt 1 once it could have shown, and attempt 2 was sent, recorded as `second`. Its id, and
-/// the stale claim whose worker has not recorded yet.
-async fn resent_beside_a_stale_claim(rig: &Rig, second: &Decision) -> (String, Claim) {
+/// A notification whose first worker's lease ended before it recorded: its stale claim, the
+/// second worker's claim that reconciles the now ambiguous attempt 1, and when that came.
+struct Lost {
+    id: String,
+    stale: Claim,
+    fresh: Claim,
+    later: OffsetDateTime,
+}
+
+async fn lost_to_a_second_worker(rig: &Rig) -> Lost {
     let id = rig
         .enqueue(&format!("fenced-{}", uuid::Uuid::new_v4()))
         .await;
@@ -496,6 +503,26 @@ async fn resent_beside_a_stale_claim(rig: &Rig, second: &Decision) -> (String, C
         .remove(0);
     assert_eq!(fresh.mode, ClaimMode::Reconcile);
     assert_eq!(fresh.generation, stale.generation + 1);
+    Lost {
+        id,
+        stale,
+        fresh,
+        later,
+    }
+}
+
+/// A notification whose first worker lost its lease: the next claim's look-up found nothing of
+/// attempt 1 once it could have shown, and attempt 2 was sent, recorded as `second`. Its id, and
+/// the stale claim whose worker has not recorded yet.
+async fn resent_beside_a_stale_claim(rig: &Rig, second: &Decision) -> (String, Claim) {
+    let Lost {
+        id,
+        stale,
+        fresh,
+        later,
+    } = lost_to_a_second_worker(rig).await;
+    let store = &rig.app.store;
+    let lease = Duration::from_secs(LEASE_SECONDS);
     let not_found = Decision {
         attempt: None,
         settle: Some(Settlement {
@@ -803,6 +830,79 @@ async fn a_request_that_may_have_left_late_is_told_to_whoever_settles_its_resend
             (n.state, n.certainty),
             (State::Delivered, Some(Certainty::Known))
         );
+    }
+}
+
+/// The held-up worker said its request may have left late *before* the look-up: the look-up
+/// waited it out (its settlement lists it in `covers_late`), so its absence covers that request
+/// too, and the notification goes on as the look-up says, to a known end. A look-up that did
+/// not have the late word in view lists nothing, and the word reopens what it settled.
+async fn a_look_up_that_waited_out_a_late_word_settles_it(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "at_most_once", "").await else {
+        return;
+    };
+    let store = &rig.app.store;
+    // Retried after the test, so that no claim here takes an earlier round's notification.
+    let retry = Next::Retry {
+        at: OffsetDateTime::now_utc() + Duration::from_secs(3600),
+    };
+    let failed = Next::Finish {
+        state: State::Failed,
+        certainty: Certainty::Known,
+    };
+    for (covered, next) in [(true, retry.clone()), (true, failed), (false, retry)] {
+        let Lost {
+            id,
+            stale,
+            fresh,
+            later,
+        } = lost_to_a_second_worker(&rig).await;
+        let late = store
+            .record(&stale, &unanswered(true), later)
+            .await
+            .unwrap();
+        assert!(matches!(late, Recorded::Fenced));
+
+        let mut evidence = serde_json::json!({"detail": "not found, after the late request"});
+        if covered {
+            evidence["covers_late"] = serde_json::json!([1]);
+        }
+        let not_found = Decision {
+            attempt: None,
+            settle: Some(Settlement {
+                by: SettledBy::OutcomeQuery,
+                accepted: false,
+                evidence,
+                provider_ref: None,
+            }),
+            findings: None,
+            next: next.clone(),
+        };
+        let recorded = store.record(&fresh, &not_found, later).await;
+        let n = rig.show(&id).await;
+        let ended = (n["state"].as_str(), n["certainty"].as_str());
+        match (covered, &next) {
+            (true, Next::Retry { .. }) => {
+                assert!(matches!(recorded, Ok(Recorded::Applied(_))), "{recorded:?}");
+                assert_eq!(ended, (Some("queued"), None), "{n:#}");
+                assert_eq!(n["review"], Value::Null, "{n:#}");
+                // Cancelled now, it is known not sent: the database's own rule agrees.
+                let id = NotificationId::parse(&id).unwrap();
+                let cancelled = store.cancel("acme", id, later).await.unwrap();
+                assert_eq!(
+                    (cancelled.state, cancelled.certainty),
+                    (State::Cancelled, Some(Certainty::Known))
+                );
+            }
+            (true, _) => {
+                assert!(matches!(recorded, Ok(Recorded::Applied(_))), "{recorded:?}");
+                assert_eq!(ended, (Some("failed"), Some("known")), "{n:#}");
+            }
+            (false, _) => {
+                assert_eq!(ended, (Some("unknown"), Some("unknown")), "{n:#}");
+                assert_eq!(n["review"]["reason"], "contradicted", "{n:#}");
+            }
+        }
     }
 }
 

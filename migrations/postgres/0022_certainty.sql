@@ -1,13 +1,13 @@
 -- Certainty has one author (src/domain/certainty.rs), and the database holds every write to its
 -- rule: a notification is never written `known` beside an attempt that may hold a message
 -- nothing accounts for — an ambiguous send nothing settled (and no late answer showed), or a
--- send whose worker said it may have left late, that no person has weighed and nothing counts —
--- and a failure or cancellation is never `known` beside a message any attempt took. The same
--- test as `certainty::open` and `certainty::took`, in SQL. Left out: a send still in flight (a
--- worker's record writes the notification before its attempt's result, in one transaction),
--- and a worker's record of a notification that evidence reached while it was being sent, which
--- the same transaction then holds against that evidence (`hold_against_evidence`, which reopens
--- it as the rule says) before it commits. The SQLite twin is migrations/sqlite/0022_certainty.sql.
+-- send whose worker said it may have left late, that no look-up waited out, no person has weighed
+-- and nothing counts — and a failure or cancellation is never `known` beside a message any
+-- attempt took. The same test as `certainty::open` and `certainty::took`, in SQL. Left out: a
+-- send still in flight (a worker's record writes the notification before its attempt's result,
+-- in one transaction), and a worker's record of a notification that evidence reached while it
+-- was being sent, which the same transaction then holds against that evidence
+-- (`hold_against_evidence`, which reopens it as the rule says) before it commits. The SQLite twin is migrations/sqlite/0022_certainty.sql.
 CREATE FUNCTION herald_known_is_earned() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (
@@ -23,6 +23,7 @@ BEGIN
                 AND a.evidence #>> '{late_result,provider_ref}' IS NULL)
             OR (a.evidence #> '{late_result,evidence,may_have_left_late}' = 'true'::jsonb
                 AND a.evidence -> 'late_result_reviewed' IS DISTINCT FROM 'true'::jsonb
+                AND NOT coalesce(a.evidence #> '{settlement,evidence,covers_late}' @> to_jsonb(a.n), false)
                 AND NOT t.took)
             OR (NEW.state <> 'delivered' AND t.took))
     ) THEN

@@ -1,13 +1,13 @@
 -- Certainty has one author (src/domain/certainty.rs), and the database holds every write to its
 -- rule: a notification is never written `known` beside an attempt that may hold a message
 -- nothing accounts for — an ambiguous send nothing settled (and no late answer showed), or a
--- send whose worker said it may have left late, that no person has weighed and nothing counts —
--- and a failure or cancellation is never `known` beside a message any attempt took. The same
--- test as `certainty::open` and `certainty::took`, in SQL. Left out: a send still in flight (a
--- worker's record writes the notification before its attempt's result, in one transaction),
--- and a worker's record of a notification that evidence reached while it was being sent, which
--- the same transaction then holds against that evidence (`hold_against_evidence`, which reopens
--- it as the rule says) before it commits. The PostgreSQL twin is migrations/postgres/0022_certainty.sql.
+-- send whose worker said it may have left late, that no look-up waited out, no person has weighed
+-- and nothing counts — and a failure or cancellation is never `known` beside a message any
+-- attempt took. The same test as `certainty::open` and `certainty::took`, in SQL. Left out: a
+-- send still in flight (a worker's record writes the notification before its attempt's result,
+-- in one transaction), and a worker's record of a notification that evidence reached while it
+-- was being sent, which the same transaction then holds against that evidence
+-- (`hold_against_evidence`, which reopens it as the rule says) before it commits. The PostgreSQL twin is migrations/postgres/0022_certainty.sql.
 CREATE TRIGGER notifications_known_is_earned
 BEFORE UPDATE OF certainty ON notifications
 WHEN NEW.certainty = 'known' AND NOT (OLD.state = 'sending' AND NEW.late_evidence) AND EXISTS (
@@ -18,6 +18,8 @@ WHEN NEW.certainty = 'known' AND NOT (OLD.state = 'sending' AND NEW.late_evidenc
             AND json_extract(a.evidence, '$.late_result.provider_ref') IS NULL)
         OR (json_extract(a.evidence, '$.late_result.evidence.may_have_left_late') = 1
             AND coalesce(json_extract(a.evidence, '$.late_result_reviewed'), 0) <> 1
+            AND NOT EXISTS (SELECT 1 FROM json_each(a.evidence, '$.settlement.evidence.covers_late') c
+                            WHERE c.value = a.n)
             AND NOT (a.result = 'accepted'
                      OR (a.settled_by IS NOT NULL
                          AND json_extract(a.evidence, '$.settlement.outcome') = 'accepted')

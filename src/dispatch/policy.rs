@@ -44,7 +44,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::domain::certainty;
-use crate::domain::evidence::{CHECKED_AT, MAY_HAVE_LEFT_LATE, may_have_left_late};
+use crate::domain::evidence::{CHECKED_AT, COVERS_LATE, MAY_HAVE_LEFT_LATE, may_have_left_late};
 use crate::domain::{
     Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Delivery, HoldReason, Next,
     NotificationId, SettledBy, Settlement, Sibling, State, left_late, messages_proven,
@@ -647,7 +647,7 @@ fn decide_queried(
             let settle = query_settles(true, evidence_json(evidence), provider_ref.clone());
             settled(settle, s.finish(State::Delivered, certainty))
         }
-        QueryResult::NotAccepted { evidence } => not_accepted(s, evidence, jitter),
+        QueryResult::NotAccepted { evidence } => not_accepted(s, evidence_json(evidence), jitter),
         QueryResult::NotFoundYet { evidence } => not_found(s, &[], evidence, asked_at, jitter),
         // The worker attributes look-alikes with [`attribute`], and re-plans after a failed
         // look-up instead of deciding; should either arrive here, it proves nothing, so look
@@ -697,7 +697,7 @@ fn wait_until(at: OffsetDateTime) -> Decision {
 
 /// The look-up proves this route's unsettled sends were not taken: on to the fallback, else
 /// retry, or end where caps are reached.
-fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision {
+fn not_accepted(s: &Situation<'_>, evidence: Value, jitter: f64) -> Decision {
     let because = format!("the outcome query on `{}` proved it not accepted", s.route);
     let next = if s.taken_late() {
         s.delivered_late(true)
@@ -712,7 +712,7 @@ fn not_accepted(s: &Situation<'_>, evidence: &Evidence, jitter: f64) -> Decision
     } else {
         s.finish(State::Failed, Certainty::Known)
     };
-    settled(query_settles(false, evidence_json(evidence), None), next)
+    settled(query_settles(false, evidence, None), next)
 }
 
 /// When a send may last have been processed: its call started by its send deadline or never,
@@ -768,7 +768,19 @@ fn not_found(
         (asked_at - (visible_by - lag)).whole_milliseconds(),
         evidence.detail
     );
-    not_accepted(s, &evidence, jitter)
+    let mut evidence = evidence_json(&evidence);
+    // The sends it settles whose workers had said they may have left late were waited out
+    // (`processed_until`): this absence covers them, and says so.
+    let covered: Vec<i32> = s
+        .unsettled(None)
+        .into_iter()
+        .filter(|a| may_have_left_late(&a.evidence["late_result"]["evidence"]))
+        .map(|a| a.n)
+        .collect();
+    if !covered.is_empty() {
+        evidence[COVERS_LATE] = json!(covered);
+    }
+    not_accepted(s, evidence, jitter)
 }
 
 /// A settlement the store refused because a look-alike sibling attributed that vendor message
@@ -2209,6 +2221,58 @@ mod tests {
             Next::Reconcile { at: visible },
             "the deadline's promise does not hold for it"
         );
+    }
+
+    #[test]
+    fn a_look_up_that_waited_out_a_late_word_says_so_and_the_word_no_longer_holds_it_open() {
+        // Attempt 1's lease ended unanswered; then its worker woke and said its request may
+        // have left until 60 s after the deadline. The look-up waits for that, and lists it.
+        let c = caps(false, true);
+        let worker_said = T0 + Duration::from_secs(60);
+        let mut lost = attempt(1, Amb, false);
+        lost.evidence = json!({"late_result": {
+            "result": "ambiguous",
+            "at": "2026-11-29T12:01:00Z",
+            "evidence": {MAY_HAVE_LEFT_LATE: true},
+        }});
+        assert!(left_late(&lost));
+        let history = [lost];
+        let visible = worker_said + Duration::from_secs(5);
+        let not_found = || QueryResult::NotFoundYet {
+            evidence: Evidence::new("query", "no message"),
+        };
+        let s = situation(
+            Delivery::AtMostOnce,
+            &c,
+            &history,
+            visible - Duration::from_secs(1),
+        );
+        assert_eq!(
+            decide(&s, queried(not_found(), s.now), 0.5).next,
+            Next::Reconcile { at: visible },
+            "not before the late request is visible"
+        );
+        let s = situation(Delivery::AtMostOnce, &c, &history, visible);
+        let decision = decide(&s, queried(not_found(), visible), 0.5);
+        let settle = decision.settle.clone().expect("settled");
+        assert!(!settle.accepted);
+        assert_eq!(settle.evidence[COVERS_LATE], json!([1]), "{settle:?}");
+        let settled = decision.applied_to(&history, "r", visible);
+        assert!(!left_late(&settled[0]), "{:#}", settled[0].evidence);
+        assert!(!crate::domain::certainty::open(&settled[0]));
+
+        // A look-up that settled it before the worker's word lists nothing: the word, when it
+        // comes, holds the notification open.
+        let before = [attempt(1, Amb, false)];
+        let s = situation(Delivery::AtMostOnce, &c, &before, visible);
+        let decision = decide(&s, queried(not_found(), visible), 0.5);
+        assert_eq!(
+            decision.settlement_evidence(visible).unwrap()["settlement"]["evidence"][COVERS_LATE],
+            Value::Null
+        );
+        let mut settled = decision.applied_to(&before, "r", visible).remove(0);
+        settled.evidence["late_result"] = history[0].evidence["late_result"].clone();
+        assert!(left_late(&settled), "{:#}", settled.evidence);
     }
 
     fn sent(result: SendResult) -> Step {

@@ -6,7 +6,8 @@
 //! - An attempt is **open** while it may have left a message with a vendor that nothing has
 //!   accounted for: an ambiguous call that no look-up, replay, report or person settled (and no
 //!   late answer showed), or a call whose worker was held up past its send deadline's promise
-//!   with its request unanswered, whose message nothing counts and no person has weighed.
+//!   with its request unanswered, whose message nothing counts, that no look-up has waited out
+//!   and no person has weighed.
 //! - An attempt **took** a message where the vendor accepted it, a settlement said it was
 //!   accepted, or an answer read after its lease ended said so.
 //! - `delivered` is `known` only where the step proved one message and nothing is open; else

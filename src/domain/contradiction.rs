@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::certainty;
-use super::evidence::may_have_left_late;
+use super::evidence::{COVERS_LATE, may_have_left_late};
 use super::{
     Attempt, AttemptResult, Certainty, Delivery, Notification, Reported, SettledBy, State,
 };
@@ -68,9 +68,14 @@ fn late_acceptance(a: &Attempt) -> Option<Option<&str>> {
 
 /// A lost call that outlived its send deadline's promise: its request may have left after
 /// another worker's look-up found nothing (see [`crate::domain::evidence::MAY_HAVE_LEFT_LATE`]),
-/// and no person has resolved the notification since.
+/// no look-up has waited it out since ([`COVERS_LATE`]), and no person has resolved the
+/// notification since.
 pub fn left_late(a: &Attempt) -> bool {
-    may_have_left_late(&a.evidence["late_result"]["evidence"]) && a.evidence[REVIEWED] != true
+    may_have_left_late(&a.evidence["late_result"]["evidence"])
+        && a.evidence[REVIEWED] != true
+        && !a.evidence["settlement"]["evidence"][COVERS_LATE]
+            .as_array()
+            .is_some_and(|covered| covered.contains(&a.n.into()))
 }
 
 /// Set on an attempt's evidence, beside its left-late `late_result`, once a person resolved

@@ -28,6 +28,13 @@ pub const SCHEMA_NAME: &str = "Evidence";
 /// when another worker may have looked the send up and found nothing.
 pub const MAY_HAVE_LEFT_LATE: &str = "may_have_left_late";
 
+/// Set on a look-up's settlement evidence: the attempts whose worker had already said (in its
+/// `late_result`) that its request may have left late, and whose requests the look-up waited
+/// out before it found nothing. That absence covers those requests too: a send it lists no
+/// longer holds its notification open. A worker's word that comes after the look-up is listed
+/// nowhere, and still does.
+pub const COVERS_LATE: &str = "covers_late";
+
 /// Set on a sent attempt's evidence: when its worker last read the clock before writing the
 /// request, then before its send deadline. A request its vendor saw after the deadline can only
 /// be the residue no deadline closes — a worker stopped right after this moment — never a wait
