@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState, Tokens};
 use crate::config::{Config, DEV_TENANT};
 use crate::dispatch::{self, Dispatcher};
-use crate::domain::{Categories, RouteInfo, Routing, Scope, Templates};
+use crate::domain::{Categories, RouteInfo, Routing, Scope, Templates, operator_of};
 use crate::inbox::Inbox;
 use crate::inbox::nats::NatsInbox;
 use crate::relay::{self, Relay};
@@ -54,6 +54,7 @@ impl App {
         let metrics = telemetry::metrics_handle();
         let budget = Arc::new(dispatch::Budget::new(config.attachments.memory_bytes));
         let routes = dispatch::build_routes(&config, budget.clone()).await?;
+        let serves = tokens.tenants();
         let routing = Routing::new(
             config
                 .routes
@@ -68,6 +69,11 @@ impl App {
                         attachments: routes
                             .get(name)
                             .is_some_and(|r| r.capabilities().attachments),
+                        operator: operator_of(
+                            route.operated_by.as_deref(),
+                            route.tenants.as_deref(),
+                            &serves,
+                        ),
                     };
                     (name.clone(), info)
                 })

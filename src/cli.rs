@@ -231,8 +231,8 @@ pub enum RoutesCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Stop new sends on a route in every process (scope `admin`); its work waits, queued, or
-    /// goes to the route's fallback with `--to-fallback`.
+    /// Stop new sends on a route in every process (scope `operate`, of the tenant that operates
+    /// the route); its work waits, queued, or goes to the route's fallback with `--to-fallback`.
     Pause {
         name: String,
         /// Why, for the audit trail.
@@ -244,7 +244,7 @@ pub enum RoutesCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Let a paused route send again (scope `admin`).
+    /// Let a paused route send again (scope `operate`, of the tenant that operates the route).
     Resume {
         name: String,
         /// Why, for the audit trail.

@@ -278,21 +278,27 @@ pub async fn routes(command: RoutesCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One route as a line: name, provider, circuit, and who paused it and why.
+/// One route as a line: name, provider, circuit, and who paused it and why (shown only to the
+/// tenant that operates it).
 fn route_line(route: &Value) -> String {
     let pause = &route["paused_by_operator"];
-    let standing = match pause["principal"].as_str() {
-        Some(by) => format!(
-            "paused by {by} at {}{}: {}",
+    let standing = if pause.is_object() {
+        format!(
+            "paused by {} at {}{}{}",
+            pause["principal"].as_str().unwrap_or("its operator"),
             text(&pause["at"]),
             if pause["to_fallback"] == true {
                 format!(", its work to {}", text(&route["fallback"]))
             } else {
                 String::new()
             },
-            text(&pause["note"])
-        ),
-        None => "sending".to_owned(),
+            pause["note"]
+                .as_str()
+                .map(|note| format!(": {note}"))
+                .unwrap_or_default()
+        )
+    } else {
+        "sending".to_owned()
     };
     format!(
         "{}  {}  circuit {}  {standing}",

@@ -631,6 +631,8 @@ pub struct RouteConfig {
     /// Only these tenants may send through this route; `None`: any tenant whose tokens name
     /// it (or `"*"`). Required on a route that may reach private networks.
     pub tenants: Option<Vec<String>>,
+    /// The tenant whose `operate` tokens pause and resume it, where tenants share it.
+    pub operated_by: Option<String>,
     /// The policy for notifications that do not choose one.
     pub delivery: Delivery,
     /// Sends in flight at once on this route.
@@ -736,6 +738,8 @@ struct RouteCommon {
     #[serde(default)]
     tenants: Option<Vec<String>>,
     #[serde(default)]
+    operated_by: Option<String>,
+    #[serde(default)]
     allowed_from: Vec<String>,
     #[serde(default)]
     fallback: Option<String>,
@@ -746,11 +750,12 @@ struct RouteCommon {
 }
 
 impl RouteConfig {
-    const COMMON_KEYS: [&'static str; 14] = [
+    const COMMON_KEYS: [&'static str; 15] = [
         "fallback",
         "circuit_failures",
         "circuit_open_seconds",
         "tenants",
+        "operated_by",
         "allowed_from",
         "delivery",
         "concurrency",
@@ -830,6 +835,7 @@ impl RouteConfig {
                 .unwrap_or(DEFAULT_CALLBACK_RATE),
             callback_burst: common.callback_burst.unwrap_or(DEFAULT_CALLBACK_BURST),
             tenants: common.tenants,
+            operated_by: common.operated_by,
             allowed_from: common.allowed_from,
             fallback: common.fallback,
             circuit_failures: common.circuit_failures.unwrap_or(5),
@@ -1159,6 +1165,21 @@ impl Config {
                     loader.push(
                         &format!("routes.{name}.tenants"),
                         format!("names `{tenant}`, which no token has"),
+                    );
+                }
+            }
+            if let Some(operator) = &route.operated_by {
+                let key = format!("routes.{name}.operated_by");
+                if !tenants.contains(operator.as_str()) && !self.tokens.is_empty() {
+                    loader.push(&key, format!("names `{operator}`, which no token has"));
+                } else if route
+                    .tenants
+                    .as_ref()
+                    .is_some_and(|t| !t.contains(operator))
+                {
+                    loader.push(
+                        &key,
+                        format!("names `{operator}`, which is not among the route's tenants"),
                     );
                 }
             }
@@ -1917,6 +1938,38 @@ mod tests {
             "routes.d.fallback: route `texts` does not carry email, push, webhook, chat as `d` does",
             "routes.e.fallback: route `f` names its tenants; it must allow every tenant `e` allows",
             "routes.e.fallback: route `f` must also list in allowed_from what `e` lists: @acme.example",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected:?} not in:\n{problems}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_routes_operator_is_a_tenant_that_may_use_it() {
+        let tokens = "[[tokens]]\nname = \"a\"\ntenant = \"acme\"\nscopes = [\"operate\"]\n\
+             secret = \"acme-0123456789abcdef0123456789abcdef\"\nroutes = [\"*\"]\n\
+             [[tokens]]\nname = \"g\"\ntenant = \"globex\"\nscopes = [\"send\"]\n\
+             secret = \"globex-0123456789abcdef0123456789abcdef\"\nroutes = [\"*\"]\n";
+        let config = load(
+            &format!("{tokens}[routes.shared]\nprovider = \"sandbox\"\noperated_by = \"acme\"\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.routes["shared"].operated_by.as_deref(), Some("acme"));
+        let err = load(
+            &format!(
+                "{tokens}[routes.x]\nprovider = \"sandbox\"\noperated_by = \"initech\"\n\
+                 [routes.y]\nprovider = \"sandbox\"\ntenants = [\"acme\"]\noperated_by = \"globex\"\n"
+            ),
+            &[],
+        )
+        .unwrap_err();
+        let problems = err.0.join("\n");
+        for expected in [
+            "routes.x.operated_by: names `initech`, which no token has",
+            "routes.y.operated_by: names `globex`, which is not among the route's tenants",
         ] {
             assert!(
                 problems.contains(expected),

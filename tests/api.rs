@@ -36,6 +36,158 @@ on_both_backends!(
     operations_endpoints_answer,
 );
 
+const GLOBEX_ADMIN: &str = "test-globex-admin-0123456789abcdef";
+const ACME_OPERATOR: &str = "test-acme-operate-0123456789abcdef";
+const ACME_SPARE_OPERATOR: &str = "test-acme-operate-spare-0123456789abcdef";
+
+/// Two tenants share `shared`, which acme operates; `spare` is shared with no operator named;
+/// `globex-only` keeps to globex. Only a route's operator pauses it: a token with `operate` (or
+/// `admin`) of the operating tenant that names the route. Another tenant that uses it sees that
+/// it is paused, not who paused it or why; `operate` reads and reviews but never sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_is_paused_only_by_its_operator_and_a_pause_stays_in_its_tenant() {
+    let Some(app) = spawn_app_with(
+        Backend::Sqlite,
+        "[dispatch]\nenabled = false\n\
+         [routes.shared]\nprovider = \"sandbox\"\noperated_by = \"acme\"\nfallback = \"spare\"\n\
+         [routes.spare]\nprovider = \"sandbox\"\n\
+         [routes.globex-only]\nprovider = \"sandbox\"\ntenants = [\"globex\"]\n\
+         [channels]\nemail = \"shared\"\n\
+         [[tokens]]\nname = \"globex-admin\"\ntenant = \"globex\"\nscopes = [\"admin\"]\n\
+         secret = \"test-globex-admin-0123456789abcdef\"\nroutes = [\"*\"]\n\
+         [[tokens]]\nname = \"acme-operator\"\ntenant = \"acme\"\nscopes = [\"operate\"]\n\
+         secret = \"test-acme-operate-0123456789abcdef\"\nroutes = [\"*\"]\n\
+         [[tokens]]\nname = \"acme-spare-operator\"\ntenant = \"acme\"\nscopes = [\"operate\"]\n\
+         secret = \"test-acme-operate-spare-0123456789abcdef\"\nroutes = [\"spare\"]\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let act = |token: &'static str, route: &'static str, action: &'static str| {
+        let app = &app;
+        async move {
+            app.post_json(
+                token,
+                &format!("/v1/routes/{route}/{action}"),
+                &json!({"note": "INC-7: the vendor double-sends"}),
+            )
+            .await
+        }
+    };
+    let route = |token: &'static str, name: &'static str| {
+        let app = &app;
+        async move {
+            let routes: Value = app.get(token, "/v1/routes").await.json().await.unwrap();
+            routes["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == name)
+                .cloned()
+        }
+    };
+
+    let paused = act(ACME_OPERATOR, "shared", "pause").await;
+    assert_eq!(paused.status(), StatusCode::OK);
+    let paused: Value = paused.json().await.unwrap();
+    assert_eq!(paused["operable"], true);
+    assert_eq!(paused["paused_by_operator"]["principal"], "acme-operator");
+
+    // globex uses the route: it sees the pause, not who gave it or why, and cannot lift it.
+    let seen = route(GLOBEX_ADMIN, "shared").await.expect("globex uses it");
+    assert_eq!(seen["operable"], false);
+    let pause = &seen["paused_by_operator"];
+    assert_eq!(
+        (&pause["principal"], &pause["note"], &pause["to_fallback"]),
+        (&Value::Null, &Value::Null, &json!(false)),
+        "{seen:#}"
+    );
+    for action in ["resume", "pause"] {
+        let refused = problem(
+            act(GLOBEX_ADMIN, "shared", action).await,
+            StatusCode::FORBIDDEN,
+        )
+        .await;
+        assert!(
+            refused["type"]
+                .as_str()
+                .unwrap()
+                .ends_with("/route-not-operated"),
+            "{refused}"
+        );
+        assert!(
+            refused["detail"]
+                .as_str()
+                .unwrap()
+                .contains("another tenant operates it")
+        );
+    }
+    // An acme operator whose token does not name the route cannot either.
+    let refused = problem(
+        act(ACME_SPARE_OPERATOR, "shared", "resume").await,
+        StatusCode::FORBIDDEN,
+    )
+    .await;
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("does not name it"),
+        "{refused}"
+    );
+    // A route shared with no operator named is nobody's to pause, admin or not.
+    let refused = problem(
+        act(ACME_ADMIN, "spare", "pause").await,
+        StatusCode::FORBIDDEN,
+    )
+    .await;
+    assert!(
+        refused["detail"].as_str().unwrap().contains("operated_by"),
+        "{refused}"
+    );
+    // A route that keeps to one tenant is that tenant's, and no other's to see.
+    assert_eq!(
+        act(GLOBEX_ADMIN, "globex-only", "pause").await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(route(ACME_OPERATOR, "globex-only").await, None);
+    problem(
+        act(ACME_OPERATOR, "globex-only", "resume").await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    // `operate` reads and reviews, and never sends.
+    let id = app.enqueue_id("operated", &email("ada@example.com")).await;
+    assert_eq!(
+        app.get(ACME_OPERATOR, &format!("/v1/notifications/{id}"))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.get(ACME_OPERATOR, "/v1/review").await.status(),
+        StatusCode::OK
+    );
+    let send = app
+        .enqueue(ACME_OPERATOR, "by-an-operator", &email("ada@example.com"))
+        .await;
+    let refused = problem(send, StatusCode::FORBIDDEN).await;
+    assert!(
+        refused["detail"].as_str().unwrap().contains("`send`"),
+        "{refused}"
+    );
+
+    let resumed = act(ACME_OPERATOR, "shared", "resume").await;
+    assert_eq!(resumed.status(), StatusCode::OK);
+    assert_eq!(
+        route(GLOBEX_ADMIN, "shared").await.unwrap()["paused_by_operator"],
+        Value::Null
+    );
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_are_listed_with_what_they_declare_to_the_tenants_that_may_use_them() {
     let Some(app) = spawn_app_with(

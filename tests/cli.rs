@@ -229,8 +229,9 @@ async fn files_attached_on_the_command_line_are_sent_with_their_names_and_types(
 async fn an_operator_pauses_a_route_to_its_fallback_and_resumes_it_from_the_command_line() {
     let app = spawn_app_with(
         Backend::Sqlite,
-        "[dispatch]\nenabled = false\n\n[routes.mail]\nprovider = \"sandbox\"\nfallback = \"spare\"\n\n\
-         [routes.spare]\nprovider = \"sandbox\"\n\n[channels]\nemail = \"mail\"\n",
+        "[dispatch]\nenabled = false\n\n[routes.mail]\nprovider = \"sandbox\"\nfallback = \"spare\"\n\
+         operated_by = \"acme\"\n\n\
+         [routes.spare]\nprovider = \"sandbox\"\noperated_by = \"acme\"\n\n[channels]\nemail = \"mail\"\n",
     )
     .await
     .unwrap();

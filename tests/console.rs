@@ -288,7 +288,7 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
     let down = support::plain_vendor("unavailable_before_processing:1").await;
     let routes = format!(
         "[routes.mail]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\n\
-         timeout_seconds = 1\n\n[routes.texts]\nprovider = \"sandbox\"\nbase_url = \"{}\"\n\
+         timeout_seconds = 1\noperated_by = \"acme\"\n\n[routes.texts]\nprovider = \"sandbox\"\nbase_url = \"{}\"\n\
          profile = \"plain\"\ntimeout_seconds = 1\nmax_attempts = 1\ncircuit_failures = 1000\n\n\
          [categories.digest]\nunsubscribe = true\n\n[unsubscribe]\n\
          public_url = \"https://herald.example\"\n\

@@ -462,7 +462,8 @@ async fn an_expiry_ends_a_notification_held_by_an_operators_pause(backend: Backe
     let vendor = plain_vendor("").await;
     let ledger = vendor.client().unwrap();
     let route = format!(
-        "provider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\ntimeout_seconds = 1\n",
+        "provider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\ntimeout_seconds = 1\n\
+         operated_by = \"acme\"\n",
         vendor.base_url()
     );
     let Some(app) = running(backend, &route).await else {

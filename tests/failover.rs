@@ -77,6 +77,7 @@ base_url = "{primary_url}"
 profile = "{profile}"
 timeout_seconds = 1
 fallback = "backup"
+operated_by = "acme"
 {circuit}
 
 [routes.backup]

@@ -30,6 +30,7 @@ provider = "sandbox"
 base_url = "{}"
 profile = "idempotent"
 timeout_seconds = {timeout_seconds}
+operated_by = "acme"
 
 [channels]
 email = "vendor"
@@ -401,8 +402,9 @@ async fn a_pause_to_the_fallback_sends_the_routes_work_there_until_the_resume() 
     let (primary, spare) = (vendor("").await, vendor("").await);
     let config = format!(
         "[routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"idempotent\"\n\
-         fallback = \"spare\"\n\n[routes.spare]\nprovider = \"sandbox\"\nbase_url = \"{}\"\n\
-         profile = \"idempotent\"\n\n[channels]\nemail = \"vendor\"\n",
+         fallback = \"spare\"\noperated_by = \"acme\"\n\n[routes.spare]\nprovider = \"sandbox\"\n\
+         base_url = \"{}\"\nprofile = \"idempotent\"\noperated_by = \"acme\"\n\n\
+         [channels]\nemail = \"vendor\"\n",
         primary.base_url(),
         spare.base_url()
     );

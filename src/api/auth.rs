@@ -28,7 +28,15 @@ pub struct Principal {
 
 impl Principal {
     pub fn has(&self, scope: Scope) -> bool {
-        self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+        self.scopes.iter().any(|held| held.grants(scope))
+    }
+
+    /// Whether it may pause and resume a route: it holds `operate`, its tenant operates the
+    /// route, and its token names the route (or every route).
+    pub fn operates(&self, name: &str, info: &crate::domain::RouteInfo) -> bool {
+        self.has(Scope::Operate)
+            && info.operator.as_deref() == Some(self.tenant.as_str())
+            && self.routes.as_ref().is_none_or(|r| r.contains(name))
     }
 
     /// Whether its tenant may use a route: the route does not keep to other tenants.
@@ -106,6 +114,11 @@ impl Tokens {
                 })
                 .collect(),
         )
+    }
+
+    /// The tenants its tokens belong to.
+    pub fn tenants(&self) -> std::collections::BTreeSet<&str> {
+        self.0.iter().map(|t| t.principal.tenant.as_str()).collect()
     }
 
     /// The principal of a presented token secret, compared in constant time.

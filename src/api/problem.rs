@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 30] = [
+pub const TYPES: [(&str, &str); 31] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -105,6 +105,10 @@ pub const TYPES: [(&str, &str); 30] = [
     (
         "route-forbidden",
         "The token's grant does not include the route named.",
+    ),
+    (
+        "route-not-operated",
+        "Only an operator of the route may pause or resume it: a token with the operate (or admin) scope, of the tenant that operates the route (its operated_by, or the only tenant that uses it), that names the route.",
     ),
     (
         "storage-fault",

@@ -1,11 +1,14 @@
 //! `GET /v1/routes`: what each configured route is and how it stands now, for operators. No
-//! setting that could hold a secret is shown: only what the route declares and its state. An
-//! admin pauses and resumes a route for every process, audited.
+//! setting that could hold a secret is shown: only what the route declares and its state. Its
+//! operator (a token with `operate` of the tenant that operates it) pauses and resumes it for
+//! every process, audited; the other tenants that use it see that it is paused, not who paused
+//! it or why.
 
 use std::time::Instant;
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
@@ -51,9 +54,26 @@ pub struct RouteBody {
     /// Where its notifications go once it is known not to have taken them.
     pub fallback: Option<String>,
     pub circuit: CircuitBody,
+    /// Whether this token may pause and resume it: its tenant operates the route.
+    pub operable: bool,
     /// An operator's pause, in every process: its work waits until it is resumed. `null`: not
     /// paused.
-    pub paused_by_operator: Option<RoutePause>,
+    pub paused_by_operator: Option<PauseShown>,
+}
+
+/// An operator's pause as a tenant sees it: who and why only for the tenant that operates the
+/// route.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PauseShown {
+    /// Who paused it (the token's principal), and why; `null` to a tenant that does not
+    /// operate the route.
+    pub principal: Option<String>,
+    pub note: Option<String>,
+    /// Its work goes to the route's fallback (`true`) rather than waiting for the resume.
+    pub to_fallback: bool,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: OffsetDateTime,
 }
 
 /// What the route's vendor offers, as the adapter declares it: what settles an ambiguous send.
@@ -91,7 +111,8 @@ pub struct CircuitBody {
     pub open_seconds: u64,
 }
 
-/// Every route this tenant may use, with its capabilities, pace, fallback, circuit and pause.
+/// Every route this tenant may use or operates, with its capabilities, pace, fallback, circuit
+/// and pause.
 #[utoipa::path(get, path = "/v1/routes", operation_id = "list_routes", tag = "routes",
     security(("bearer" = [])),
     responses((status = 200, description = "The routes", body = RoutesBody)))]
@@ -105,7 +126,7 @@ pub async fn list(
     }))
 }
 
-/// Every route the principal's tenant may use, by name, as the API shows it.
+/// Every route the principal's tenant may use or operates, by name, as the API shows it.
 pub(super) async fn listed(
     state: &AppState,
     principal: &Principal,
@@ -117,9 +138,7 @@ pub(super) async fn listed(
         .filter_map(|route| {
             let info = state.routing.info(route.name())?;
             let pause = pauses.iter().find(|p| p.route == route.name()).cloned();
-            principal
-                .tenant_may_use(info)
-                .then(|| shown(state, route, info, pause))
+            visible(principal, info).then(|| shown(state, principal, route, info, pause))
         })
         .collect();
     data.sort_by(|a, b| a.name.cmp(&b.name));
@@ -157,6 +176,7 @@ pub struct ResumeBody {
     responses(
         (status = 200, description = "Paused (or it was already: the standing pause)", body = RouteBody),
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The token lacks `operate`, or may not operate this route (`route-not-operated`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such route for this tenant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Resumed while this pause was given (send it again), or paused already the other way (resume it first)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
@@ -174,7 +194,7 @@ pub async fn pause(
     ))
 }
 
-/// An admin's pause of route `name`, as the API and the console take it.
+/// Its operator's pause of route `name`, as the API and the console take it.
 pub(super) async fn pause_route(
     state: &AppState,
     principal: &Principal,
@@ -203,7 +223,7 @@ pub(super) async fn pause_route(
             }
         )));
     }
-    Ok(shown(state, route, info, Some(standing)))
+    Ok(shown(state, principal, route, info, Some(standing)))
 }
 
 /// Resume a paused route in every process; its waiting notifications go as due.
@@ -213,6 +233,7 @@ pub(super) async fn pause_route(
     responses(
         (status = 200, description = "Resumed", body = RouteBody),
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The token lacks `operate`, or may not operate this route (`route-not-operated`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such route for this tenant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The route is not paused", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
@@ -230,7 +251,7 @@ pub async fn resume(
     ))
 }
 
-/// An admin's resume of route `name`, as the API and the console take it.
+/// Its operator's resume of route `name`, as the API and the console take it.
 pub(super) async fn resume_route(
     state: &AppState,
     principal: &Principal,
@@ -242,24 +263,45 @@ pub(super) async fn resume_route(
     if state.store.resume_route(&by).await?.is_none() {
         return Err(Problem::conflict(format!("route `{name}` is not paused")));
     }
-    Ok(shown(state, route, info, None))
+    Ok(shown(state, principal, route, info, None))
 }
 
-/// Route `name`, for an admin who would pause or resume it. A route the tenant may not use is
-/// not found.
+/// Route `name`, for a principal who would pause or resume it. A route its tenant neither uses
+/// nor operates is not found; one it uses but does not operate (or its token does not name) is
+/// forbidden.
 fn operated<'s>(
     state: &'s AppState,
     principal: &Principal,
     name: &str,
 ) -> Result<(&'s Route, &'s RouteInfo), Problem> {
-    principal.require(Scope::Admin)?;
+    principal.require(Scope::Operate)?;
     let (Some(route), Some(info)) = (state.routes.get(name), state.routing.info(name)) else {
         return Err(Problem::not_found());
     };
-    if !principal.tenant_may_use(info) {
+    if !visible(principal, info) {
         return Err(Problem::not_found());
     }
+    if !principal.operates(name, info) {
+        let whose = match &info.operator {
+            Some(tenant) if *tenant == principal.tenant => {
+                "this token does not name it in its `routes`".to_owned()
+            }
+            Some(_) => "another tenant operates it".to_owned(),
+            None => "tenants share it and the config names no operator (`operated_by`)".to_owned(),
+        };
+        return Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "route-not-operated",
+            "Route not operated by this token",
+            format!("this token may not pause or resume route `{name}`: {whose}"),
+        ));
+    }
     Ok((route, info))
+}
+
+/// Whether the principal's tenant sees a route: it may use it, or operates it.
+fn visible(principal: &Principal, info: &RouteInfo) -> bool {
+    principal.tenant_may_use(info) || info.operator.as_deref() == Some(principal.tenant.as_str())
 }
 
 /// The audit record of who pauses or resumes route `name` now, and why (a note is required).
@@ -273,13 +315,22 @@ fn pause_by(principal: &Principal, name: &str, note: &str) -> Result<RoutePause,
     })
 }
 
-/// What the API shows of a route now, with its operator's `pause` if one stands.
+/// What the API shows `principal` of a route now, with its operator's `pause` if one stands.
 fn shown(
     state: &AppState,
+    principal: &Principal,
     route: &Route,
     info: &RouteInfo,
     pause: Option<RoutePause>,
 ) -> RouteBody {
+    let operable = principal.operates(route.name(), info);
+    let operator = info.operator.as_deref() == Some(principal.tenant.as_str());
+    let paused_by_operator = pause.map(|p| PauseShown {
+        principal: operator.then_some(p.principal),
+        note: operator.then_some(p.note),
+        to_fallback: p.to_fallback,
+        at: p.at,
+    });
     let capabilities = route.capabilities();
     let limits = route.limits();
     let (limit, paused) = route.pace(Instant::now());
@@ -318,6 +369,7 @@ fn shown(
             failures_to_open,
             open_seconds: open_for.as_secs(),
         },
-        paused_by_operator: pause,
+        operable,
+        paused_by_operator,
     }
 }

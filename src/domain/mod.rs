@@ -34,7 +34,7 @@ pub use receipt::{
     Receipt, ReceiptStatus, Reported, Suppression, SuppressionReason, messages_proven,
     settled_by_callback, suppression_recipient,
 };
-pub use routing::{Localized, RouteInfo, RoutePause, Routing, Template, Templates};
+pub use routing::{Localized, RouteInfo, RoutePause, Routing, Template, Templates, operator_of};
 pub use scope::Scope;
 pub use states::{AttemptResult, Certainty, Delivery, HoldReason, SettledBy, State};
 pub use trace::TraceParent;

@@ -798,6 +798,7 @@ mod tests {
             allowed_from: Vec::new(),
             tags: true,
             attachments: true,
+            operator: None,
         };
         let mail = RouteInfo {
             channels: vec![Channel::Email],
@@ -806,6 +807,7 @@ mod tests {
             allowed_from: vec!["billing@acme.example".into(), "@news.acme.example".into()],
             tags: false,
             attachments: false,
+            operator: None,
         };
         Routing::new(
             BTreeMap::from([("sandbox".into(), all), ("mail".into(), mail)]),

@@ -20,6 +20,25 @@ pub struct RouteInfo {
     pub tags: bool,
     /// The route's vendor takes an email's attachments.
     pub attachments: bool,
+    /// The tenant whose operators pause and resume it ([`operator_of`]); `None`: nobody's, by
+    /// the API (a route shared by tenants whose config names no operator).
+    pub operator: Option<String>,
+}
+
+/// Which tenant operates a route: the one its config names (`operated_by`); else the only
+/// tenant it keeps to; else the only tenant `serves` holds (the tenants of every token). A
+/// route shared by several tenants with none named is nobody's to pause: one tenant's
+/// operator must not hold another's mail.
+pub fn operator_of(
+    operated_by: Option<&str>,
+    tenants: Option<&[String]>,
+    serves: &std::collections::BTreeSet<&str>,
+) -> Option<String> {
+    let only = |mut names: Vec<&str>| (names.len() == 1).then(|| names.remove(0).to_owned());
+    operated_by
+        .map(str::to_owned)
+        .or_else(|| tenants.and_then(|t| only(t.iter().map(String::as_str).collect())))
+        .or_else(|| only(serves.iter().copied().collect()))
 }
 
 impl RouteInfo {
@@ -123,17 +142,14 @@ impl Routing {
 
 /// An operator's pause of a route: no process starts a call on it until a person resumes it.
 /// Its work waits, or goes to the route's fallback where the operator said so.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RoutePause {
-    #[serde(skip)]
     pub route: String,
     /// Who paused it (the token's principal), and why.
     pub principal: String,
     pub note: String,
     /// Its work goes to the route's fallback (`true`) rather than waiting for the resume.
     pub to_fallback: bool,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
     pub at: time::OffsetDateTime,
 }
 
@@ -408,6 +424,28 @@ fn render_error(what: &str, source: &str, err: &minijinja::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_route_is_operated_by_the_tenant_named_else_its_only_one_else_nobody() {
+        let two = std::collections::BTreeSet::from(["acme", "globex"]);
+        let one = std::collections::BTreeSet::from(["acme"]);
+        let globex = ["globex".to_owned()];
+        let both = ["acme".to_owned(), "globex".to_owned()];
+        let cases = [
+            (Some("acme"), None, &two, Some("acme")),
+            (None, Some(&globex[..]), &two, Some("globex")),
+            (None, Some(&both[..]), &two, None),
+            (None, None, &two, None),
+            (None, None, &one, Some("acme")),
+        ];
+        for (named, tenants, serves, operator) in cases {
+            assert_eq!(
+                operator_of(named, tenants, serves).as_deref(),
+                operator,
+                "{named:?} {tenants:?} {serves:?}"
+            );
+        }
+    }
 
     fn template(locale: Localized) -> Templates {
         Templates::new(BTreeMap::from([(

@@ -4,7 +4,7 @@
 // many exactly as previewed. Evidence holding markup must show as text and run nothing.
 // Then the routes page: a reviewer sees how each stands, an admin pauses a route with a note
 // and resumes it. Last, the one-click unsubscribe page a digest email links to.
-// Run by tests/console.rs with BASE, TOKEN, ADMIN (a token with the admin scope), ID (the hostile unknown webhook), EMAILS (unknown
+// Run by tests/console.rs with BASE, TOKEN, ADMIN (a token with the admin scope, of the tenant that operates `mail`), ID (the hostile unknown webhook), EMAILS (unknown
 // emails), TEXTS (dead letters on route `texts`), UNSUBSCRIBE (a digest email's link, on BASE)
 // and SHOTS in the environment; playwright-core
 // comes from NODE_PATH (.ci/run installs it).
@@ -167,7 +167,7 @@ async function listed(page) {
     await page.waitForSelector('#routes');
     check((await page.textContent('#route-mail')).includes('not paused'), 'mail is not paused');
     check((await page.$$('form.pause, form.resume')).length === 0, 'a reviewer has no pause button');
-    check((await page.textContent('main')).includes('admin'), 'it says who may pause');
+    check((await page.textContent('main')).includes('operate'), 'it says who may pause');
 
     // An admin pauses `mail` in every process, with a note, and resumes it.
     await page.click('header button');

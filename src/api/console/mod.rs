@@ -1,6 +1,6 @@
 //! The web console at `/console`: the review queue, a notification's timeline with its
 //! evidence, resolve forms, bulk resolution with its dry run shown first, and the routes with
-//! an operator's pause and resume (for a token with the `admin` scope). Server-rendered HTML
+//! an operator's pause and resume (for a token that operates the route). Server-rendered HTML
 //! with no external assets and no script: it reads without JavaScript.
 //!
 //! Sign-in takes a token with the `review` scope and sets a session cookie (`HttpOnly`,
@@ -725,8 +725,8 @@ struct BulkForm {
     confirm: Option<String>,
 }
 
-/// The routes, how each stands and who paused it; for an admin, the forms that pause and
-/// resume one in every process.
+/// The routes, how each stands and who paused it; for a route's operator, the forms that pause
+/// and resume it in every process.
 async fn routes_page(
     State(state): State<AppState>,
     SignedIn { session, .. }: SignedIn,
@@ -751,7 +751,6 @@ async fn routes_shown(
             title => "Routes",
             csrf => session.csrf,
             principal => session.principal.name,
-            admin => session.principal.has(Scope::Admin),
             routes => routes,
             done => done,
             error => error,
