@@ -24,7 +24,8 @@ const MAX_EXAMPLES: &str = "30";
 const TIME_BOUND: Duration = Duration::from_secs(300);
 const TOKEN: &str = "test-schemathesis-all-scopes-0123456789";
 
-/// A token with every scope, so that no operation is out of the fuzzer's reach.
+/// A token with every scope, and the route its tenant operates, so that no operation is out of
+/// the fuzzer's reach.
 const FUZZ_TOKEN: &str = r#"
 [[tokens]]
 name = "schemathesis"
@@ -32,6 +33,18 @@ tenant = "fuzz"
 scopes = ["send", "read", "review", "admin"]
 secret = "test-schemathesis-all-scopes-0123456789"
 routes = ["*"]
+
+# The in-process sandbox, operated by the fuzzer's tenant so that it may pause and resume it.
+[routes.sandbox]
+provider = "sandbox"
+operated_by = "fuzz"
+
+[channels]
+email = "sandbox"
+sms = "sandbox"
+push = "sandbox"
+webhook = "sandbox"
+chat = "sandbox"
 "#;
 
 /// `schemathesis` or its short name `st`, from `PATH`.
