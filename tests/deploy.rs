@@ -46,6 +46,7 @@ async fn each_overlay_renders_validates_and_runs_its_config() {
             "ConfigMap",
             "Deployment",
             "Job",
+            "NetworkPolicy",
             "PodDisruptionBudget",
             "Service"
         ]
@@ -59,6 +60,7 @@ async fn each_overlay_renders_validates_and_runs_its_config() {
         !selects(&find(&objects, "Service")["spec"]["selector"], job),
         "the Service must not send requests to the migration Job: {job}"
     );
+    assert_restricted(job);
     runs_its_config(&dir, &objects, job, "migrate", &db.url);
     runs_its_config(&dir, &objects, server, "check-config", &db.url);
     assert!(
@@ -71,7 +73,7 @@ async fn each_overlay_renders_validates_and_runs_its_config() {
     let objects = parse(&python, &sqlite);
     assert_eq!(
         kinds(&objects),
-        ["ConfigMap", "Service", "StatefulSet"].into(),
+        ["ConfigMap", "NetworkPolicy", "Service", "StatefulSet"].into(),
         "the SQLite overlay"
     );
     let set = find(&objects, "StatefulSet");
@@ -217,7 +219,8 @@ fn selects(selector: &Value, template: &Value) -> bool {
 }
 
 /// The Service and the workload's own selector reach its pods, the probes ask herald's health
-/// routes on the port the Service targets, and the container runs as nobody in particular.
+/// routes on the port the Service targets, the pod is locked down, and only its HTTP port takes
+/// connections.
 fn assert_serves(objects: &[Value], template: &Value) {
     let service = find(objects, "Service");
     assert!(
@@ -232,11 +235,45 @@ fn assert_serves(objects: &[Value], template: &Value) {
     );
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
-    assert_eq!(template["spec"]["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(
-        container["securityContext"]["allowPrivilegeEscalation"],
-        false
+    assert_restricted(template);
+    let policy = find(objects, "NetworkPolicy");
+    assert!(
+        selects(&policy["spec"]["podSelector"]["matchLabels"], template),
+        "the network policy does not cover the workload's pods: {policy}"
     );
+    assert_eq!(
+        policy["spec"]["ingress"],
+        serde_json::json!([{"ports": [{"port": "http", "protocol": "TCP"}]}]),
+        "only herald's HTTP port takes connections"
+    );
+}
+
+/// What Pod Security's "restricted" level asks of a pod, and what herald adds: no service-account
+/// token, bounded scratch space, and the image of a release rather than `latest`.
+fn assert_restricted(template: &Value) {
+    let spec = &template["spec"];
+    assert_eq!(spec["automountServiceAccountToken"], false, "{spec}");
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{spec}");
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+        "{spec}"
+    );
+    for container in spec["containers"].as_array().unwrap() {
+        let context = &container["securityContext"];
+        assert_eq!(context["allowPrivilegeEscalation"], false, "{container}");
+        assert_eq!(context["capabilities"]["drop"], serde_json::json!(["ALL"]));
+        assert_eq!(context["readOnlyRootFilesystem"], true, "{container}");
+        assert_eq!(
+            container["image"],
+            format!("herald:{}", env!("CARGO_PKG_VERSION")),
+            "a release's image"
+        );
+    }
+    for volume in spec["volumes"].as_array().unwrap() {
+        if volume.get("emptyDir").is_some() {
+            assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
+        }
+    }
 }
 
 /// Runs `herald <command>` with the pod's config file and exactly the environment its first
