@@ -819,6 +819,24 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
     )
     .await;
     problem(raw("[1, 2]").await.unwrap(), StatusCode::BAD_REQUEST).await;
+    // A repeated key is read differently by different readers: refused, naming it.
+    let repeated = problem(
+        raw(
+            "{\"channel\": \"email\", \"to\": \"ada@example.com\", \"subject\": \"s\", \
+             \"text\": \"t\", \"to\": \"eve@example.com\"}",
+        )
+        .await
+        .unwrap(),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    assert!(
+        repeated["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the key `to` appears twice"),
+        "{repeated}"
+    );
     // Over the enqueue route's limit: `server.max_body_bytes` and room for the largest
     // attachments in base64.
     let oversized = format!(

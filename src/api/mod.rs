@@ -241,7 +241,7 @@ fn json_object(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
 /// is its own problem.
 fn json_object_of_items(body: Result<Bytes, BytesRejection>) -> Result<Value, Problem> {
     let body = body_bytes(body)?;
-    let value: Value = serde_json::from_slice(&body)
+    let value = crate::domain::json::from_slice(&body)
         .map_err(|e| Problem::malformed(format!("the body is not valid JSON: {e}")))?;
     if !value.is_object() {
         return Err(Problem::malformed("the body must be a JSON object"));

@@ -64,7 +64,7 @@ pub enum Data {
 impl CloudEvent {
     /// A structured-mode event: the body is the event as a JSON object.
     pub fn from_structured(body: &[u8]) -> Result<CloudEvent, FieldError> {
-        let value: Value = serde_json::from_slice(body)
+        let value = super::json::from_slice(body)
             .map_err(|e| FieldError::new("body", format!("is not a JSON event: {e}")))?;
         let Value::Object(mut attributes) = value else {
             return Err(FieldError::new("body", "must be a JSON object (one event)"));

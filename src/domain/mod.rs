@@ -10,6 +10,7 @@ mod contradiction;
 mod decision;
 mod email;
 pub mod evidence;
+pub mod json;
 mod notification;
 mod receipt;
 mod routing;
