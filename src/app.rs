@@ -255,8 +255,16 @@ pub const MIN_DEV_TOKEN_CHARS: usize = 8;
 /// The shortest unsubscribe secret: 32 bytes, HMAC-SHA256's own output.
 pub const MIN_UNSUBSCRIBE_SECRET_BYTES: usize = 32;
 
-/// The configured categories, with their unsubscribe secrets resolved and checked.
+/// The configured categories, with their unsubscribe secrets resolved and checked: long
+/// enough once blanks are left out, and none a token's secret too (one signs links anybody may
+/// read; the other opens the API).
 pub(crate) fn categories(config: &Config) -> anyhow::Result<Categories> {
+    // A token whose secret does not resolve is reported by the token check.
+    let token_secrets: Vec<(&str, SecretString)> = config
+        .tokens
+        .iter()
+        .filter_map(|t| Some((t.name.as_str(), t.secret.resolve("").ok()?)))
+        .collect();
     let secrets = config
         .unsubscribe
         .secrets
@@ -265,11 +273,20 @@ pub(crate) fn categories(config: &Config) -> anyhow::Result<Categories> {
         .map(|(i, source)| {
             let key = format!("unsubscribe.secrets[{i}]");
             let secret = source.resolve(&key)?;
-            let length = secret.expose_secret().len();
+            let length = secret.expose_secret().trim().len();
             if length < MIN_UNSUBSCRIBE_SECRET_BYTES {
                 anyhow::bail!(
-                    "{key}: the secret has {length} bytes; use at least \
+                    "{key}: the secret has {length} bytes besides blanks; use at least \
                      {MIN_UNSUBSCRIBE_SECRET_BYTES} random ones (e.g. `openssl rand -hex 32`)"
+                );
+            }
+            if let Some((token, _)) = token_secrets
+                .iter()
+                .find(|(_, t)| t.expose_secret() == secret.expose_secret())
+            {
+                anyhow::bail!(
+                    "{key}: the secret is token `{token}`'s too; give unsubscribe links a \
+                     secret of their own"
                 );
             }
             Ok(secret)

@@ -294,7 +294,21 @@ async fn bad_links_bodies_and_categories_are_refused_and_change_nothing(backend:
     for (config, problem) in [
         (
             CATEGORIES.replace("unsubscribe-secret-0123456789abcdef0123456789", "short"),
-            "unsubscribe.secrets[0]: the secret has 5 bytes; use at least 32",
+            "unsubscribe.secrets[0]: the secret has 5 bytes besides blanks; use at least 32",
+        ),
+        (
+            CATEGORIES.replace(
+                "unsubscribe-secret-0123456789abcdef0123456789",
+                &" ".repeat(40),
+            ),
+            "unsubscribe.secrets[0]: the secret has 0 bytes besides blanks; use at least 32",
+        ),
+        (
+            CATEGORIES.replace(
+                "unsubscribe-secret-0123456789abcdef0123456789",
+                support::ACME_ADMIN,
+            ),
+            "unsubscribe.secrets[0]: the secret is token `acme-admin`'s too",
         ),
         (
             CATEGORIES.replace("public_url = \"https://mail.herald.example\"\n", ""),
