@@ -167,23 +167,10 @@ fn attachment(given: &str) -> anyhow::Result<Value> {
     let (path, content_type) = match given.rsplit_once(";type=") {
         Some((path, content_type)) => (Path::new(path), content_type.to_owned()),
         None => {
+            // The type its extension opens as: the one herald holds the file to.
             let path = Path::new(given);
-            let extension = path
-                .extension()
-                .and_then(|e| e.to_str())
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            let guessed = match extension.as_str() {
-                "pdf" => "application/pdf",
-                "json" => "application/json",
-                "png" => "image/png",
-                "jpg" | "jpeg" => "image/jpeg",
-                "gif" => "image/gif",
-                "webp" => "image/webp",
-                "ics" => "text/calendar",
-                "csv" => "text/csv",
-                "txt" => "text/plain",
-                _ => bail!("--attach {given}: give its type as `{given};type=…`"),
+            let Some(guessed) = mime_guess::from_path(path).first_raw() else {
+                bail!("--attach {given}: give its type as `{given};type=…`");
             };
             (path, guessed.to_owned())
         }

@@ -216,7 +216,9 @@ async fn files_attached_on_the_command_line_are_sent_with_their_names_and_types(
         status.contains("attached   invoice.PDF (application/pdf, 11 bytes)"),
         "{status}"
     );
-    let unknown = send("invoice-2", &[notes.display().to_string()]);
+    let untyped = dir.path().join("figures.q3");
+    std::fs::write(&untyped, b"1,2,3").unwrap();
+    let unknown = send("invoice-2", &[untyped.display().to_string()]);
     assert!(!unknown.status.success());
     assert!(
         stderr(&unknown).contains("give its type as"),

@@ -8,6 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use herald_provider::Attachment;
 use serde::Deserialize;
+use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use utoipa::ToSchema;
 
 use super::FieldError;
@@ -21,7 +22,9 @@ const MAX_FILENAME_BYTES: usize = 255;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewAttachment {
-    /// The name the recipient sees: 1 to 255 bytes, no `/`, `\`, control characters or NUL.
+    /// The name the recipient sees: 1 to 255 bytes, no `/`, `\`, control, invisible or
+    /// bidirectional characters, no encoded word, not ending in a dot or a space; an extension,
+    /// where it has one, of the declared type.
     #[schema(example = "invoice-2026-12.pdf")]
     pub filename: String,
     /// One of the configured `[attachments] content_types`.
@@ -118,6 +121,8 @@ impl AttachmentRules {
             if bytes.is_empty() {
                 return Err(FieldError::new(field("content"), "must not be empty"));
             }
+            check_opens_as(&attachment.filename, &content_type, &bytes)
+                .map_err(|(name, m)| FieldError::new(field(name), m))?;
             total += bytes.len();
             if total > self.max_total_bytes {
                 return Err(FieldError::new(
@@ -162,10 +167,81 @@ fn check_filename(name: &str) -> Result<(), String> {
             "must not hold bidirectional controls, which make one name read as another".to_owned(),
         );
     }
+    // Invisible characters and look-alike spaces hide what a name ends in
+    // (`invoice.pdf\u{2003}.exe`); an encoded word would be decoded by the mail client past
+    // every check here.
+    if name.chars().any(|c| {
+        c.general_category() == GeneralCategory::Format
+            || (c.general_category_group() == GeneralCategoryGroup::Separator && c != ' ')
+    }) {
+        return Err(
+            "must not hold invisible characters or spaces other than the plain one".to_owned(),
+        );
+    }
+    if name.contains("=?") {
+        return Err(
+            "must not hold an encoded word (=?…?=): give the name as it should read".to_owned(),
+        );
+    }
     if name == "." || name == ".." {
         return Err("must name a file".to_owned());
     }
+    if name.ends_with(['.', ' ']) {
+        return Err(
+            "must not end in a dot or a space, which Windows drops to leave another extension"
+                .to_owned(),
+        );
+    }
     Ok(())
+}
+
+/// A recipient's machine opens a file by its name's extension, and a mail filter judges it by
+/// its first bytes: both must say the declared type, so that `run.exe` cannot travel as a PDF,
+/// nor a page of HTML as plain text. A name without an extension says nothing; content whose
+/// type cannot be told from its bytes (plain text, CSV, JSON) is taken as declared. The field
+/// at fault (`filename` or `content`), and why.
+fn check_opens_as(
+    filename: &str,
+    content_type: &str,
+    bytes: &[u8],
+) -> Result<(), (&'static str, String)> {
+    let usual = || {
+        mime_guess::get_mime_extensions_str(content_type)
+            .and_then(|extensions| extensions.first())
+            .map_or_else(String::new, |e| format!(" (name it `….{e}`)"))
+    };
+    if let Some((_, extension)) = filename.rsplit_once('.') {
+        let opens_as = mime_guess::from_ext(extension);
+        if opens_as.is_empty() {
+            return Err((
+                "filename",
+                format!(
+                    "ends in `.{extension}`, which herald cannot tell the type of{}",
+                    usual()
+                ),
+            ));
+        }
+        if !opens_as.iter().any(|m| m.essence_str() == content_type) {
+            return Err((
+                "filename",
+                format!(
+                    "ends in `.{extension}`, which opens as {}, not {content_type}{}",
+                    opens_as.first_raw().unwrap_or("another type"),
+                    usual()
+                ),
+            ));
+        }
+    }
+    match infer::get(bytes) {
+        Some(found) if found.mime_type() != content_type => Err((
+            "content",
+            format!("its bytes are {}, not {content_type}", found.mime_type()),
+        )),
+        None if infer::is_mime_supported(content_type) => {
+            Err(("content", format!("its bytes are not {content_type}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -206,6 +282,103 @@ mod tests {
         assert_eq!(kept[0].content_type, "application/pdf");
         assert_eq!(kept[0].size, 6);
         assert!(kept.iter().all(|a| a.sha256 == files[0].sha256));
+    }
+
+    #[test]
+    fn a_file_goes_only_under_a_name_and_bytes_of_its_declared_type() {
+        let rules = AttachmentRules::default();
+        let pdf = b"%PDF-1.7\n%\xe2\xe3";
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        let exe = b"MZ\x90\0\x03\0\0\0\x04\0\0\0\xff\xff";
+        let fine = [
+            attachment("invoice.pdf", "application/pdf", pdf),
+            attachment("INVOICE.PDF", "application/pdf", pdf),
+            attachment("invoice", "application/pdf", pdf),
+            attachment("logo.png", "image/png", png),
+            attachment("notes.log", "text/plain", b"shipped"),
+            attachment("rows.csv", "text/csv", b"a,b\n1,2\n"),
+            attachment("invite.ics", "text/calendar", b"BEGIN:VCALENDAR\r\n"),
+            attachment("data.json", "application/json", b"{}"),
+            attachment("conditions g\u{e9}n\u{e9}rales.txt", "text/plain", b"ok"),
+        ];
+        for ok in &fine {
+            assert!(
+                rules.parse(std::slice::from_ref(ok)).is_ok(),
+                "{}",
+                ok.filename
+            );
+        }
+        for (bad, field, says) in [
+            (
+                attachment("run.exe", "application/pdf", exe),
+                "filename",
+                "opens as",
+            ),
+            (
+                attachment("run.pdf", "application/pdf", exe),
+                "content",
+                "not application/pdf",
+            ),
+            (
+                attachment("run", "text/plain", exe),
+                "content",
+                "its bytes are",
+            ),
+            (
+                attachment("login.html", "text/plain", b"<html>"),
+                "filename",
+                "text/html",
+            ),
+            (
+                attachment("logo.svg", "image/png", b"<svg onload=x>"),
+                "filename",
+                "opens as",
+            ),
+            (
+                attachment("logo.png", "image/png", b"<svg onload=x>"),
+                "content",
+                "not image/png",
+            ),
+            (
+                attachment("page.txt", "text/plain", b"<!DOCTYPE html><html>"),
+                "content",
+                "text/html",
+            ),
+            (
+                attachment("a.pdf\u{2003}.exe", "application/pdf", pdf),
+                "filename",
+                "invisible",
+            ),
+            (
+                attachment("a\u{200B}.pdf", "application/pdf", pdf),
+                "filename",
+                "invisible",
+            ),
+            (
+                attachment("a\u{2028}.pdf", "application/pdf", pdf),
+                "filename",
+                "invisible",
+            ),
+            (
+                attachment("=?utf-8?b?ZXhl?=.pdf", "application/pdf", pdf),
+                "filename",
+                "encoded word",
+            ),
+            (
+                attachment("run.exe.", "application/pdf", pdf),
+                "filename",
+                "dot or a space",
+            ),
+            (
+                attachment("invoice.q3", "application/pdf", pdf),
+                "filename",
+                "name it `….pdf`",
+            ),
+        ] {
+            let (f, message) = refused(&rules, &[bad]);
+            assert_eq!(f, format!("attachments[0].{field}"), "{message}");
+            assert!(message.contains(says), "{says:?} not in {message:?}");
+        }
     }
 
     #[test]
