@@ -129,6 +129,7 @@ impl App {
             sessions: Arc::default(),
             review: config.review.policy(),
             attachments: budget,
+            max_body_bytes: config.server.max_body_bytes,
         };
         telemetry::preregister(&config, &state.routing, |route| {
             state
@@ -138,7 +139,6 @@ impl App {
         });
         let router = api::router(
             state,
-            config.server.max_body_bytes,
             Duration::from_secs(config.server.body_timeout_seconds),
         );
         let limits = crate::server::Limits {

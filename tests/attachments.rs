@@ -376,6 +376,33 @@ async fn bad_attachments_are_refused_by_field_and_store_nothing(backend: Backend
         .post_json(ACME, "/v1/notifications/cancel", &large)
         .await;
     problem(response, StatusCode::PAYLOAD_TOO_LARGE).await;
+    // That room is the files': as much text without them, alone or spread over a batch, is over
+    // the limit.
+    let mut wordy = email("ada@example.com");
+    wordy["text"] = "x".repeat(300 * 1024).into();
+    let response = app.enqueue(ACME, "wordy", &wordy).await;
+    let refused = problem(response, StatusCode::PAYLOAD_TOO_LARGE).await;
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("besides its attachments' content"),
+        "{refused}"
+    );
+    let mut half = email("ada@example.com");
+    half["text"] = "x".repeat(150 * 1024).into();
+    let items: Vec<Value> = ["wordy-1", "wordy-2"]
+        .iter()
+        .map(|key| {
+            let mut item = half.clone();
+            item["idempotency_key"] = (*key).into();
+            item
+        })
+        .collect();
+    let response = app
+        .post_json(ACME, "/v1/notifications/batch", &json!({"items": items}))
+        .await;
+    problem(response, StatusCode::PAYLOAD_TOO_LARGE).await;
 
     assert_eq!(app.db.count("notifications").await, 1);
     assert_eq!(app.db.count("attachments").await, 1);

@@ -61,6 +61,9 @@ pub struct AppState {
     /// The process's budget for attachment bytes, which enqueues with attachments share with
     /// the sends (`[attachments] memory_bytes`).
     pub attachments: Arc<crate::dispatch::Budget>,
+    /// `server.max_body_bytes`: every body's limit, and an enqueue's besides its attachments'
+    /// content.
+    pub max_body_bytes: usize,
 }
 
 impl AppState {
@@ -71,8 +74,9 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState, max_body_bytes: usize, body_timeout: std::time::Duration) -> Router {
+pub fn router(state: AppState, body_timeout: std::time::Duration) -> Router {
     let request_id = axum::http::HeaderName::from_static("x-request-id");
+    let max_body_bytes = state.max_body_bytes;
     Router::new()
         .merge(notifications::routes(
             &state,

@@ -64,6 +64,37 @@ pub fn routes(state: &AppState, max_body_bytes: usize, enqueue_limit: usize) -> 
         .route("/v1/notifications/{id}/cancel", post(cancel))
 }
 
+/// An enqueue's body may pass `server.max_body_bytes` only by its attachments' content: text,
+/// HTML, a webhook's payload or template data that large would otherwise ride on the room kept
+/// for files. `items`: the notifications the body holds.
+fn within_plain_limit<'a>(
+    state: &AppState,
+    length: usize,
+    items: impl IntoIterator<Item = &'a Value>,
+) -> Result<(), Problem> {
+    let files: usize = items
+        .into_iter()
+        .filter_map(|item| item["attachments"].as_array())
+        .flatten()
+        .filter_map(|a| a["content"].as_str())
+        .map(str::len)
+        .sum();
+    let plain = length.saturating_sub(files);
+    if plain > state.max_body_bytes {
+        return Err(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "The body is too large",
+            format!(
+                "the request body holds {plain} bytes besides its attachments' content, over \
+                 server.max_body_bytes ({})",
+                state.max_body_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// How long an enqueue with attachments waits for room in the budget before it is answered 503.
 const BUDGET_WAIT: Duration = Duration::from_secs(10);
 /// What an enqueue holds at its peak, in bodies: the body, its parsed form, the content decoded,
@@ -313,7 +344,9 @@ pub async fn create(
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
     let key = idempotency::key_from_header(&headers)?;
+    let length = body.as_ref().map_or(0, Bytes::len);
     let body = json_object(body)?;
+    within_plain_limit(&state, length, [&body])?;
     let mut item = prepare(&state, &principal, key, body, OffsetDateTime::now_utc())?;
     let id = item.notification.id;
     let response = item.response.clone();
@@ -446,9 +479,13 @@ pub async fn create_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
+    let length = body.as_ref().map_or(0, Bytes::len);
     let mut body = json_object_of_items(body)?;
     let items = match body.get_mut("items").map(Value::take) {
-        Some(Value::Array(items)) => items,
+        Some(Value::Array(items)) => {
+            within_plain_limit(&state, length, &items)?;
+            items
+        }
         _ => {
             return Err(Problem::invalid_field(crate::domain::FieldError::new(
                 "items",
