@@ -386,7 +386,7 @@ async fn bad_attachments_are_refused_by_field_and_store_nothing(backend: Backend
         refused["detail"]
             .as_str()
             .unwrap()
-            .contains("besides its attachments' content"),
+            .contains("besides its attachments"),
         "{refused}"
     );
     let mut half = email("ada@example.com");

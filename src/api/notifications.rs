@@ -64,20 +64,21 @@ pub fn routes(state: &AppState, max_body_bytes: usize, enqueue_limit: usize) -> 
         .route("/v1/notifications/{id}/cancel", post(cancel))
 }
 
-/// An enqueue's body may pass `server.max_body_bytes` only by its attachments' content: text,
-/// HTML, a webhook's payload or template data that large would otherwise ride on the room kept
-/// for files. `items`: the notifications the body holds.
+/// An enqueue's body may pass `server.max_body_bytes` only by its attachments: text, HTML, a
+/// webhook's payload or template data that large would otherwise ride on the room kept for
+/// files. `items`: the notifications the body holds.
 fn within_plain_limit<'a>(
     state: &AppState,
     length: usize,
     items: impl IntoIterator<Item = &'a Value>,
 ) -> Result<(), Problem> {
+    // Each attachment as it is written: its strings and the JSON around them.
+    let text = |v: &Value| v.as_str().map_or(0, str::len);
     let files: usize = items
         .into_iter()
         .filter_map(|item| item["attachments"].as_array())
         .flatten()
-        .filter_map(|a| a["content"].as_str())
-        .map(str::len)
+        .map(|a| text(&a["content"]) + text(&a["filename"]) + text(&a["content_type"]) + 64)
         .sum();
     let plain = length.saturating_sub(files);
     if plain > state.max_body_bytes {
@@ -86,7 +87,7 @@ fn within_plain_limit<'a>(
             "body-too-large",
             "The body is too large",
             format!(
-                "the request body holds {plain} bytes besides its attachments' content, over \
+                "the request body holds {plain} bytes besides its attachments, over \
                  server.max_body_bytes ({})",
                 state.max_body_bytes
             ),

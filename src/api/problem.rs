@@ -25,7 +25,7 @@ pub const TYPES: [(&str, &str); 31] = [
     ),
     (
         "body-too-large",
-        "The request body is over server.max_body_bytes (an enqueue may pass it only by its attachments' content); send less, or a batch in parts.",
+        "The request body is over server.max_body_bytes (an enqueue may pass it only by its attachments); send less, or a batch in parts.",
     ),
     (
         "busy",
