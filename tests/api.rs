@@ -767,6 +767,12 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
         "=?utf-8?b?c3VwcG9ydEBiYW5rLmV4YW1wbGU=?= <eve@example.com>",
         "Undisclosed: <eve@example.com>",
         "Ada \u{202E}elpmaxe.knab <eve@example.com>",
+        // A comment, which a mail client shows and the API and a vendor read differently.
+        "Acme (billing) <eve@example.com>",
+        // Look-alikes of `<` `@` `>`, and a line separator that breaks the name on screen.
+        "\u{FF1C}ceo\u{FF20}acme.example\u{FF1E} <eve@example.com>",
+        "Ada\u{2028}Lovelace <eve@example.com>",
+        "Ada\u{200B} <eve@example.com>",
     ]
     .map(|reply_to| {
         (

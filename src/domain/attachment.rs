@@ -8,11 +8,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use herald_provider::Attachment;
 use serde::Deserialize;
-use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use utoipa::ToSchema;
 
 use super::FieldError;
-use super::email::BIDI_CONTROLS;
+use super::email::{BIDI_CONTROLS, hides_text};
 
 /// At most this many attachments on one email.
 pub const MAX_ATTACHMENTS: usize = 10;
@@ -170,10 +169,7 @@ fn check_filename(name: &str) -> Result<(), String> {
     // Invisible characters and look-alike spaces hide what a name ends in
     // (`invoice.pdf\u{2003}.exe`); an encoded word would be decoded by the mail client past
     // every check here.
-    if name.chars().any(|c| {
-        c.general_category() == GeneralCategory::Format
-            || (c.general_category_group() == GeneralCategoryGroup::Separator && c != ' ')
-    }) {
+    if name.chars().any(hides_text) {
         return Err(
             "must not hold invisible characters or spaces other than the plain one".to_owned(),
         );

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use herald_provider::{EmailOptions, split_mailbox};
 use serde_json::{Map, Value};
+use unicode_normalization::UnicodeNormalization;
+use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 
 use super::values::header_safe;
 use super::{Channel, EmailAddress, FieldError, RouteInfo};
@@ -55,6 +57,13 @@ pub(super) const BIDI_CONTROLS: [char; 11] = [
     '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}',
     '\u{2067}', '\u{2068}', '\u{2069}',
 ];
+
+/// Whether `c` hides or disguises text: a formatting character (zero-width, soft hyphen, the
+/// bidirectional controls) or a separator other than the plain space (an em space, U+2028).
+pub(super) fn hides_text(c: char) -> bool {
+    c.general_category() == GeneralCategory::Format
+        || (c.general_category_group() == GeneralCategoryGroup::Separator && c != ' ')
+}
 
 /// The email fields of a request, as the client sent them.
 pub(super) struct EmailFields<'a> {
@@ -134,21 +143,31 @@ fn mailbox(field: &str, s: &str) -> Result<(String, String), FieldError> {
         return Ok((address.clone(), address));
     };
     // Without these, the name can be written unquoted everywhere (a vendor's `Name <address>`
-    // string, a mail header) and never be read as a second address.
-    if name.contains(['"', '\\', '<', '>', ',', ';', ':']) {
+    // string, a mail header) and never be read as a second address or a comment; their
+    // look-alikes (fullwidth `＜ceo＠evil.example＞`) fold to them, and read the same on screen.
+    let folded: String = name.nfkc().collect();
+    if folded.contains(['"', '\\', '<', '>', ',', ';', ':', '(', ')', '[', ']']) {
         return Err(FieldError::new(
             field,
-            "the display name must not contain \" \\ < > , ; or : (a group)",
+            "the display name must not contain \" \\ < > , ; : ( ) [ ] or characters that \
+             look like them",
         ));
     }
     // A name a reader takes for an address (`support@bank.example <x@evil.example>`), one
     // already encoded (RFC 2047 `=?…?=`, which would decode past these checks) or one whose
-    // text is reordered on screen is a spoof, not a name.
-    if name.contains('@') || name.contains("=?") || name.contains(BIDI_CONTROLS) {
+    // text is reordered or hidden on screen is a spoof, not a name.
+    if folded.contains('@') || folded.contains("=?") || name.contains(BIDI_CONTROLS) {
         return Err(FieldError::new(
             field,
             "the display name must not contain @, an encoded word (=?…?=) or bidirectional \
              controls: write it as plain text, herald encodes it",
+        ));
+    }
+    if name.chars().any(hides_text) {
+        return Err(FieldError::new(
+            field,
+            "the display name must not contain invisible characters or spaces other than the \
+             plain one",
         ));
     }
     if name.chars().count() > MAX_DISPLAY_NAME_CHARS {
