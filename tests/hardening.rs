@@ -577,6 +577,32 @@ async fn a_body_that_drips_a_byte_at_a_time_is_cut_off_at_its_deadline() {
     app.stop().await;
 }
 
+/// A link herald did not sign is refused on its token alone: a body that never comes does not
+/// hold the request. (Were the body read first, the answer would wait for its deadline, an hour
+/// here, far past the read's bound.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_unsubscribe_link_is_refused_before_its_body_is_read() {
+    use tokio::io::AsyncWriteExt;
+    let app = support::spawn_app_with(
+        Backend::Sqlite,
+        "[server]\nbody_timeout_seconds = 3600\nshutdown_grace_seconds = 1\n\n[dispatch]\nenabled = false\n",
+    )
+    .await
+    .unwrap();
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let head = "POST /v1/unsubscribe/forged.token HTTP/1.1\r\nhost: x\r\n\
+                content-type: application/x-www-form-urlencoded\r\ncontent-length: 100000\r\n\r\n";
+    writer.write_all(head.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut reader)
+        .await
+        .expect("answered and closed");
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    drop(writer);
+    app.stop().await;
+}
+
 /// An HTTP/2 client (h2c) that sends the preface and then only acknowledges the server's
 /// settings and PINGs holds no slot for ever: it is closed once idle past the header timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
