@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -31,8 +32,24 @@ use crate::wire::{Envelope, Event, KEY_TAG, NOTIFICATION, SUBSCRIPTION_CONFIRMAT
 /// names.
 const CACHED_CERTIFICATES: usize = 8;
 
-/// A certificate is a few kilobytes; an answer longer than this is not one.
+/// A certificate is a few kilobytes; an answer longer than this is not one, and is not read
+/// further. (A subscription's confirmation answers less.)
 const MAX_CERTIFICATE_BYTES: usize = 64 * 1024;
+
+/// How long a certificate URL SNS said it does not serve is refused without asking again: a
+/// forger who repeats one costs one fetch, not one per request.
+const ABSENT_FOR: Duration = Duration::from_secs(600);
+
+/// Certificates fetched a minute at most, per route: SNS signs with one per region and adds
+/// one at a rotation, so more are a forger's invention (each naming a new URL on SNS's host).
+/// Past it a message is answered as if SNS were unreachable, and SNS sends a genuine one again.
+const FETCHES_PER_MINUTE: u32 = 10;
+
+/// How old a message may be: SNS retries an HTTP/S delivery for at most an hour after it was
+/// published (its `Timestamp`), and five minutes more for clocks and queues. An older one is a
+/// replay. One dated more than those five minutes ahead is not SNS's either.
+const MAX_MESSAGE_AGE: time::Duration = time::Duration::minutes(65);
+const MAX_CLOCK_SKEW: time::Duration = time::Duration::minutes(5);
 
 /// Where a route takes SNS's signing certificates and subscription URLs from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +146,14 @@ impl SignatureVerificationAlgorithm for SnsSignature {
     }
 }
 
+/// What a GET of an SNS URL came to, when not its body.
+enum Fetched {
+    /// SNS says it holds nothing there (a 4xx), or what it holds is too long to be what was asked.
+    Absent(String),
+    /// SNS could not be reached, or failed: it sends the message again.
+    Unreachable(String),
+}
+
 /// The reader of a route's SNS subscription.
 #[derive(Debug)]
 pub(crate) struct SnsCallbacks {
@@ -139,6 +164,10 @@ pub(crate) struct SnsCallbacks {
     http: reqwest::Client,
     /// Signing certificates by URL, DER.
     certificates: Mutex<HashMap<String, Arc<[u8]>>>,
+    /// Certificate URLs SNS said it does not serve, and when it said so.
+    absent: Mutex<HashMap<String, Instant>>,
+    /// The minute the fetches are counted in, and how many it has had.
+    fetches: Mutex<(Instant, u32)>,
 }
 
 impl SnsCallbacks {
@@ -148,6 +177,8 @@ impl SnsCallbacks {
             origin,
             http,
             certificates: Mutex::new(HashMap::new()),
+            absent: Mutex::new(HashMap::new()),
+            fetches: Mutex::new((Instant::now(), 0)),
         }
     }
 
@@ -157,8 +188,8 @@ impl SnsCallbacks {
         self.topic_arn.split(':').nth(3).unwrap_or_default()
     }
 
-    /// The request's SNS message and its certificate URL, if it is one for the route's topic
-    /// with a certificate from SNS.
+    /// The request's SNS message and its certificate URL, if it is one for the route's topic,
+    /// of its time, with a certificate from SNS.
     fn screen(&self, request: &CallbackRequest<'_>) -> Result<(Envelope, Url), CallbackError> {
         let envelope: Envelope = serde_json::from_slice(request.body).map_err(|err| {
             CallbackError::Malformed(format!("the body is not an SNS message: {err}"))
@@ -168,6 +199,17 @@ impl SnsCallbacks {
             return Err(CallbackError::Unauthenticated(format!(
                 "the message is for topic `{}`, not the route's",
                 envelope.topic_arn
+            )));
+        }
+        // The Timestamp is signed: a message replayed past SNS's last retry is refused too.
+        let published = OffsetDateTime::parse(&envelope.timestamp, &Rfc3339).map_err(|_| {
+            CallbackError::Malformed(format!("Timestamp `{}` is not a time", envelope.timestamp))
+        })?;
+        if published < request.now - MAX_MESSAGE_AGE || published > request.now + MAX_CLOCK_SKEW {
+            return Err(CallbackError::Unauthenticated(format!(
+                "the message is dated {}, outside the {} minutes SNS retries a delivery",
+                envelope.timestamp,
+                MAX_MESSAGE_AGE.whole_minutes()
             )));
         }
         let certificate = self
@@ -186,22 +228,31 @@ impl SnsCallbacks {
     }
 
     /// Fetches and keeps the certificate at `url`, which [`Self::screen`] admitted; answers
-    /// it, so that a cache another request just cleared cannot refuse a genuine message.
+    /// it, so that a cache another request just cleared cannot refuse a genuine message. A URL
+    /// SNS does not serve (a 4xx, or no certificate) makes the message a forgery, remembered
+    /// for [`ABSENT_FOR`]; one SNS could not answer now, SNS's to send again.
     async fn fetch_certificate(&self, url: &Url) -> Result<Arc<[u8]>, CallbackError> {
         let unreachable = |why: String| {
             CallbackError::Unreachable(format!("cannot fetch the SNS signing certificate: {why}"))
         };
-        let pem = self.get(url).await.map_err(unreachable)?;
-        if pem.len() > MAX_CERTIFICATE_BYTES {
-            return Err(unreachable(format!(
-                "{} bytes is no certificate",
-                pem.len()
-            )));
+        if self.absent(url) {
+            return Err(CallbackError::Unauthenticated(
+                "SNS does not serve the SigningCertURL (it said so lately)".into(),
+            ));
         }
-        let der = CertificateDer::from_pem_slice(&pem)
-            .map_err(|err| unreachable(format!("not a PEM certificate: {err}")))?;
-        webpki::EndEntityCert::try_from(&der)
-            .map_err(|err| unreachable(format!("not an X.509 certificate: {err}")))?;
+        self.count_fetch().map_err(unreachable)?;
+        let pem = match self.get(url).await {
+            Ok(pem) => pem,
+            Err(Fetched::Absent(why)) => return Err(self.forged(url, why)),
+            Err(Fetched::Unreachable(why)) => return Err(unreachable(why)),
+        };
+        let der = match CertificateDer::from_pem_slice(&pem) {
+            Ok(der) => der,
+            Err(err) => return Err(self.forged(url, format!("not a PEM certificate: {err}"))),
+        };
+        if let Err(err) = webpki::EndEntityCert::try_from(&der) {
+            return Err(self.forged(url, format!("not an X.509 certificate: {err}")));
+        }
         let mut certificates = self
             .certificates
             .lock()
@@ -214,16 +265,71 @@ impl SnsCallbacks {
         Ok(der)
     }
 
-    /// One GET of `url` within the route's timeout (the client's), its body if the answer
-    /// is 200.
-    async fn get(&self, url: &Url) -> Result<Vec<u8>, String> {
-        let failed = |err: reqwest::Error| herald_provider::http::error_chain(&err);
-        let response = self.http.get(url.clone()).send().await.map_err(failed)?;
-        let status = response.status();
-        if status != reqwest::StatusCode::OK {
-            return Err(format!("{url} answered {status}"));
+    fn absent(&self, url: &Url) -> bool {
+        let mut absent = self.absent.lock().unwrap_or_else(PoisonError::into_inner);
+        absent.retain(|_, since| since.elapsed() < ABSENT_FOR);
+        absent.contains_key(url.as_str())
+    }
+
+    /// A message whose certificate SNS does not serve: refused, and its URL remembered.
+    fn forged(&self, url: &Url, why: String) -> CallbackError {
+        let mut absent = self.absent.lock().unwrap_or_else(PoisonError::into_inner);
+        if absent.len() >= CACHED_CERTIFICATES * 64 {
+            absent.clear();
         }
-        Ok(response.bytes().await.map_err(failed)?.to_vec())
+        absent.insert(url.as_str().to_owned(), Instant::now());
+        CallbackError::Unauthenticated(format!(
+            "the SigningCertURL holds no SNS certificate: {why}"
+        ))
+    }
+
+    /// Counts a fetch against this minute's [`FETCHES_PER_MINUTE`].
+    fn count_fetch(&self) -> Result<(), String> {
+        let mut fetches = self.fetches.lock().unwrap_or_else(PoisonError::into_inner);
+        if fetches.0.elapsed() >= Duration::from_secs(60) {
+            *fetches = (Instant::now(), 0);
+        }
+        if fetches.1 >= FETCHES_PER_MINUTE {
+            return Err(format!(
+                "{FETCHES_PER_MINUTE} certificates fetched this minute already; SNS sends the message again"
+            ));
+        }
+        fetches.1 += 1;
+        Ok(())
+    }
+
+    /// One GET of `url` within the route's timeout (the client's), its body if the answer is
+    /// 200 and at most [`MAX_CERTIFICATE_BYTES`] long: a longer one is not read further.
+    async fn get(&self, url: &Url) -> Result<Vec<u8>, Fetched> {
+        let failed =
+            |err: reqwest::Error| Fetched::Unreachable(herald_provider::http::error_chain(&err));
+        let mut response = self.http.get(url.clone()).send().await.map_err(failed)?;
+        let status = response.status();
+        if status.is_client_error() {
+            return Err(Fetched::Absent(format!("{url} answered {status}")));
+        }
+        if status != reqwest::StatusCode::OK {
+            return Err(Fetched::Unreachable(format!("{url} answered {status}")));
+        }
+        let too_long = || {
+            Fetched::Absent(format!(
+                "{url} answered more than {MAX_CERTIFICATE_BYTES} bytes, which is no certificate"
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|length| length > MAX_CERTIFICATE_BYTES as u64)
+        {
+            return Err(too_long());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if body.len() + chunk.len() > MAX_CERTIFICATE_BYTES {
+                return Err(too_long());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// The events of `envelope`, once its signature holds under the certificate `der`.
@@ -290,7 +396,8 @@ impl Callbacks for SnsCallbacks {
                 .origin
                 .admits(url, self.region())
                 .map_err(|why| CallbackError::Malformed(format!("SubscribeURL {why}")))?;
-            self.get(&url).await.map_err(|why| {
+            self.get(&url).await.map_err(|fetched| {
+                let (Fetched::Absent(why) | Fetched::Unreachable(why)) = fetched;
                 CallbackError::Unreachable(format!("cannot confirm the SNS subscription: {why}"))
             })?;
         }

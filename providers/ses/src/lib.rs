@@ -56,6 +56,8 @@
 //! taken only if:
 //!
 //! - its `TopicArn` is the route's topic (checked first: nothing is fetched for another topic);
+//! - its `Timestamp` (when SNS published it, signed) is at most 65 minutes old and at most 5
+//!   ahead: SNS retries an HTTP/S delivery for at most an hour, so an older one is a replay;
 //! - its `SigningCertURL` is `https://sns.<region>.amazonaws.com[.cn]/SimpleNotificationService-….pem`
 //!   with the topic ARN's own region — narrower than the pattern AWS's validators check, which
 //!   also admits hosts of other AWS services — fetched over TLS, without following redirects,
@@ -66,13 +68,18 @@
 //!   notification; `Message`, `MessageId`, `SubscribeURL`, `Timestamp`, `Token`, `TopicArn`,
 //!   `Type` for a subscription's messages), SHA1 for `SignatureVersion` 1, SHA256 for 2.
 //!
-//! A message that fails a check is refused as unauthenticated (401) and nothing is stored; a
-//! certificate that cannot be fetched or read answers 503, so SNS sends the message again. A
+//! A message that fails a check is refused as unauthenticated (401) and nothing is stored. A
+//! certificate URL SNS answers with a 4xx, or with something that is no certificate (more than
+//! 64 KiB is not read further), makes the message a forgery (401), and that URL is refused
+//! without asking again for ten minutes; a certificate SNS could not hand over now (a network
+//! failure, a 5xx) answers 503, so SNS sends the message again, and so does a route past ten
+//! certificate fetches in a minute (SNS uses one certificate per region, so more are a
+//! forger's, each naming a new URL). A
 //! `SubscriptionConfirmation`, once verified, is confirmed by fetching its `SubscribeURL` (on
 //! the same host; one elsewhere is malformed, 400, and a confirmation that cannot be fetched
 //! answers 503); an `UnsubscribeConfirmation` is verified and left alone. SNS sends a
 //! message again until a 2xx, and herald takes each once by its SNS `MessageId`, the event id.
-//! SNS messages carry no expiry, so none is enforced: a repeat changes nothing.
+//! Within its hour, a repeat changes nothing.
 //!
 //! | SES `eventType` | receipt | suppresses the recipient |
 //! |---|---|---|

@@ -16,6 +16,8 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use time::format_description::well_known::Rfc3339;
+
 use crate::support::{TO, Vendor, adapter, message, route, vendor};
 
 async fn receive(adapter: &impl Adapter, body: &str) -> Result<Vec<CallbackEvent>, CallbackError> {
@@ -238,6 +240,94 @@ async fn forged_and_foreign_messages_are_refused_before_anything_is_fetched() {
     let unsigned = body.replace("\"SignatureVersion\":\"2\"", "\"SignatureVersion\":\"3\"");
     unauthenticated(receive(&vendor.adapter, &unsigned).await);
     assert_eq!(receive(&vendor.adapter, &body).await.unwrap().len(), 1);
+}
+
+/// A message naming a certificate SNS does not serve is a forgery (401, not SNS's 503 to retry),
+/// and its URL is not asked for again; forgeries that each name a new URL cost at most ten
+/// fetches a minute; a message dated past SNS's hour of retries is a replay.
+#[tokio::test]
+async fn forged_certificates_and_stale_messages_are_refused_and_cost_few_fetches() {
+    let vendor = vendor(FakeConfig::default()).await;
+    let (key, message_id) = sent(&vendor).await;
+    let body = vendor
+        .fake
+        .notification(&event("Delivery", &message_id, &key, json!({})));
+    let naming = |pem: &str| {
+        body.replace(
+            "/SimpleNotificationService-fake.pem",
+            &format!("/SimpleNotificationService-{pem}.pem"),
+        )
+    };
+    let why = unauthenticated(receive(&vendor.adapter, &naming("forged")).await);
+    assert!(why.contains("404"), "{why}");
+    // Asked again while every GET of the fake's SNS fails: refused without a fetch.
+    vendor
+        .fake
+        .set_lookup_faults(Faults::always(Fault::UnavailableBeforeProcessing));
+    let why = unauthenticated(receive(&vendor.adapter, &naming("forged")).await);
+    assert!(why.contains("lately"), "{why}");
+    vendor.fake.set_lookup_faults(Faults::none());
+    for n in 1..10 {
+        unauthenticated(receive(&vendor.adapter, &naming(&format!("forged-{n}"))).await);
+    }
+    match receive(&vendor.adapter, &naming("forged-10")).await {
+        Err(CallbackError::Unreachable(why)) => assert!(why.contains("this minute"), "{why}"),
+        other => panic!("the eleventh fetch of the minute: {other:?}"),
+    }
+
+    let published = OffsetDateTime::now_utc().format(&Rfc3339).unwrap();
+    let stamp = |at: OffsetDateTime| {
+        let stamp = at.format(&Rfc3339).unwrap();
+        body.replacen(&published[..16], &stamp[..16], 1)
+    };
+    for at in [
+        OffsetDateTime::now_utc() - time::Duration::minutes(70),
+        OffsetDateTime::now_utc() + time::Duration::minutes(10),
+    ] {
+        let stale = stamp(at);
+        assert_ne!(stale, body);
+        let why = unauthenticated(receive(&vendor.adapter, &stale).await);
+        assert!(why.contains("outside the 65 minutes"), "{why}");
+    }
+}
+
+/// A "certificate" far longer than any is not read to its end: herald stops at 64 KiB.
+#[tokio::test]
+async fn an_endless_certificate_is_not_read_past_its_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    const CLAIMED: u64 = 150 * 1024 * 1024;
+    let served = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 4096];
+        let _ = socket.read(&mut head).await;
+        let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {CLAIMED}\r\n\r\n");
+        socket.write_all(answer.as_bytes()).await.unwrap();
+        let chunk = vec![b'A'; 64 * 1024];
+        let mut written = 0u64;
+        while written < CLAIMED && socket.write_all(&chunk).await.is_ok() {
+            written += chunk.len() as u64;
+        }
+        written
+    });
+    let config = FakeConfig::default();
+    let vendor = vendor(config.clone()).await;
+    let mut route = route(&origin, &config);
+    route.sns_origin = SnsOrigin::Local(origin.parse().unwrap());
+    let adapter = adapter(&route);
+    let (key, message_id) = sent(&vendor).await;
+    let body = vendor
+        .fake
+        .notification(&event("Delivery", &message_id, &key, json!({})))
+        .replace(vendor.fake.origin(), &origin);
+    let why = unauthenticated(receive(&adapter, &body).await);
+    assert!(why.contains("no certificate"), "{why}");
+    let written = served.await.unwrap();
+    assert!(
+        written < CLAIMED / 4,
+        "the server wrote {written} bytes before herald hung up"
+    );
 }
 
 #[tokio::test]
