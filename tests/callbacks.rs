@@ -821,8 +821,23 @@ async fn reports_over_the_route_rate_are_refused_there_only_and_forged_ones_neve
     for answer in answers {
         problem(answer, StatusCode::UNAUTHORIZED).await;
     }
-    let answer = post_report(&app, "vendor", body, &headers).await;
+    let answer = post_report(&app, "vendor", body.clone(), &headers).await;
     assert_eq!(answer.status(), StatusCode::OK, "the budget is whole");
+
+    // Forty replays of that genuine report, captured on the way: each is told it is a repeat,
+    // and none spends the budget either (the storm below still finds four of the five).
+    let answers = futures::future::join_all(
+        (0..STORM).map(|_| post_report(&app, "vendor", body.clone(), &headers)),
+    )
+    .await;
+    for answer in answers {
+        assert_eq!(answer.status(), StatusCode::OK);
+        let receipt: Value = answer.json().await.unwrap();
+        assert_eq!(
+            (receipt["new"].as_u64(), receipt["repeats"].as_u64()),
+            (Some(0), Some(1))
+        );
+    }
 
     // Forty genuine reports at once, on a route that takes one a second after a burst of five
     // (one spent above): the rest are refused, told when to come back, and stored nothing.

@@ -128,6 +128,18 @@ pub async fn receive(
             }
         }
     })?;
+    // A replay of reports this process stored lately (a captured callback sent again and
+    // again) is the repeat it is: answered so without the database, and without spending the
+    // budget the vendor's next real report needs.
+    if !events.is_empty() && route.reported_lately(events.iter().map(|e| e.event_id.as_str())) {
+        outcome("repeat");
+        return Ok(Json(CallbackReceipt {
+            events: events.len(),
+            new: 0,
+            repeats: events.len(),
+            unknown: 0,
+        }));
+    }
     // Counted once the vendor's signature holds: forged requests (a 401 each, after one HMAC)
     // never spend the genuine reports' budget, which keeps a storm of real ones (or of a leaked
     // secret) from the database.
@@ -161,6 +173,7 @@ pub async fn receive(
         )));
     }
     let count = events.len();
+    let ids: Vec<String> = events.iter().map(|e| e.event_id.clone()).collect();
     let taken = state
         .store
         .receive_callbacks(&NewCallbacks {
@@ -184,6 +197,11 @@ pub async fn receive(
             }
             other => other.into(),
         })?;
+    // Reports that named no message may name one later: only a callback whose every report
+    // the store holds is remembered.
+    if taken.unknown == 0 {
+        route.remember_reports(ids.into_iter());
+    }
     outcome(match (taken.new, taken.repeats) {
         (0, 0) => "ignored",
         (0, _) => "repeat",

@@ -50,6 +50,16 @@ pub struct Sent {
     pub checked_at: Option<OffsetDateTime>,
 }
 
+/// How many report ids a route remembers in each process.
+const RECENT_REPORTS: usize = 4096;
+
+/// Event ids, and the order they came in, so that the oldest go first.
+#[derive(Default)]
+struct RecentReports {
+    ids: std::collections::HashSet<String>,
+    order: std::collections::VecDeque<String>,
+}
+
 pub struct Route {
     name: String,
     /// The `provider = "…"` of its configuration.
@@ -75,6 +85,10 @@ pub struct Route {
     receivers: Option<HostPauses>,
     /// How fast this process takes the vendor's callbacks for this route.
     callback_pace: Pace,
+    /// The vendor's reports this process stored lately, by event id: a replay of one is told it
+    /// is a repeat without spending the callback budget that the vendor's next real report
+    /// needs (Twilio, for one, does not send a refused report again).
+    recent_reports: std::sync::Mutex<RecentReports>,
     timeout: Duration,
     limits: Limits,
 }
@@ -171,6 +185,33 @@ impl Route {
     /// would be.
     pub fn admit_callback(&self, now: Instant) -> Result<(), Duration> {
         self.callback_pace.try_take(now)
+    }
+
+    /// Whether this process stored every one of these reports lately (see `recent_reports`).
+    pub fn reported_lately<'a>(&self, mut event_ids: impl Iterator<Item = &'a str>) -> bool {
+        let recent = self
+            .recent_reports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        event_ids.all(|id| recent.ids.contains(id))
+    }
+
+    /// Remembers reports the store holds now, the oldest forgotten past [`RECENT_REPORTS`].
+    pub fn remember_reports(&self, event_ids: impl Iterator<Item = String>) {
+        let mut recent = self
+            .recent_reports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for id in event_ids {
+            if recent.ids.insert(id.clone()) {
+                recent.order.push_back(id);
+            }
+            if recent.order.len() > RECENT_REPORTS
+                && let Some(oldest) = recent.order.pop_front()
+            {
+                recent.ids.remove(&oldest);
+            }
+        }
     }
 
     /// Whether `result` refused the recipient because they asked the vendor to stop.
@@ -637,6 +678,7 @@ pub async fn build_routes(config: &Config, budget: Arc<Budget>) -> anyhow::Resul
                     Some(f64::from(route.callback_rate_limit_per_second)),
                     route.callback_burst,
                 ),
+                recent_reports: std::sync::Mutex::default(),
                 timeout: route.timeout,
                 limits: Limits {
                     max_attempts: route.max_attempts,
