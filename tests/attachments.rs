@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use support::{
-    ACME, Backend, TestApp, drain, email, eventually, problem, results, spawn_app, spawn_app_with,
-    spawn_stepped,
+    ACME, Backend, GLOBEX, TestApp, drain, email, eventually, problem, results, spawn_app,
+    spawn_app_with, spawn_stepped,
 };
 
 on_both_backends!(
@@ -226,7 +226,10 @@ async fn a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the
         );
     }
     let straggler = app
-        .enqueue_id("flyer-late", &with_attachments("late@example.com", shared))
+        .enqueue_id(
+            "flyer-late",
+            &with_attachments("late@example.com", shared.clone()),
+        )
         .await;
 
     assert_eq!(app.db.count("notifications").await, 10_001);
@@ -248,6 +251,23 @@ async fn a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the
     assert_eq!(app.db.count("attachments").await, 1);
     assert_eq!(app.db.count("notification_attachments").await, 1);
 
+    // Another tenant that sends the same file stores a copy of its own: its enqueue does not
+    // find acme's (and so cannot tell that acme holds it), and acme's sweep leaves it.
+    let globex = app
+        .enqueue(
+            GLOBEX,
+            "flyer-globex",
+            &with_attachments("gl@example.com", shared),
+        )
+        .await;
+    assert_eq!(globex.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        app.db
+            .texts("SELECT tenant FROM attachments ORDER BY tenant")
+            .await,
+        ["acme", "globex"]
+    );
+
     // The last notification that names it goes, and the file with it.
     let response = app
         .post_json(
@@ -259,7 +279,10 @@ async fn a_file_sent_to_ten_thousand_recipients_is_stored_once_and_goes_with_the
     assert_eq!(response.status(), StatusCode::OK);
     let swept = sweep_a_month_on(&app).await;
     assert_eq!((swept.notifications, swept.files), (1, 1));
-    assert_eq!(app.db.count("attachments").await, 0);
+    assert_eq!(
+        app.db.texts("SELECT tenant FROM attachments").await,
+        ["globex"]
+    );
 }
 
 /// Waits for the relay to publish every event, then sweeps as if 31 days had passed with

@@ -28,6 +28,7 @@ use herald_provider::callback::{CallbackEvent, CallbackRef, ReceiptStatus};
 use support::{Backend, TestDb};
 
 on_both_backends!(
+    the_attachments_by_tenant_migration_keeps_every_named_file_once_per_tenant,
     a_cancellation_key_cancels_what_is_queued_under_it_in_one_step,
     a_contradicted_notification_is_kept_until_a_person_acknowledges_it,
     reports_of_two_messages_while_it_waits_to_be_sent_again_end_it_with_its_final_event,
@@ -598,6 +599,41 @@ async fn a_hold_withdraws_its_attempt_spends_no_budget_and_writes_no_event(backe
     assert_eq!(events().await, 0);
 }
 
+/// `db` as an earlier herald left it: migrated up to, not including, `version`.
+async fn migrated_before(db: &TestDb, version: i64) {
+    let backend = match db.backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(backend);
+    let mut migrator = sqlx::migrate::Migrator::new(dir).await.unwrap();
+    let older: Vec<_> = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version < version)
+        .cloned()
+        .collect();
+    migrator.migrations = older.into();
+    match db.backend {
+        Backend::Sqlite => {
+            let options = format!("{}?mode=rwc", db.url)
+                .parse::<sqlx::sqlite::SqliteConnectOptions>()
+                .unwrap()
+                .foreign_keys(true);
+            let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+            migrator.run(&pool).await.unwrap();
+            pool.close().await;
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+            migrator.run(&pool).await.unwrap();
+            pool.close().await;
+        }
+    }
+}
+
 /// Migration 0021 rebuilds SQLite's `notifications` and `suppressions` (a CHECK cannot change
 /// in place) while attempts refer to the first: a database in use keeps every row and every
 /// reference, and takes the chat channel afterwards.
@@ -606,24 +642,8 @@ async fn the_chat_migration_keeps_a_database_in_use_whole() {
     let Some(db) = TestDb::new(Backend::Sqlite).await else {
         return;
     };
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
-    let mut before = sqlx::migrate::Migrator::new(std::path::Path::new(dir))
-        .await
-        .unwrap();
-    let older: Vec<_> = before
-        .migrations
-        .iter()
-        .filter(|m| m.version < 21)
-        .cloned()
-        .collect();
-    assert_eq!(older.len(), 20);
-    before.migrations = older.into();
-    let options = format!("{}?mode=rwc", db.url)
-        .parse::<sqlx::sqlite::SqliteConnectOptions>()
-        .unwrap()
-        .foreign_keys(true);
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    before.run(&pool).await.unwrap();
+    migrated_before(&db, 21).await;
+    let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
     sqlx::raw_sql(
         "INSERT INTO notifications (id, tenant, channel, recipient, route, delivery, content,
              metadata, state, due_at, created_at, updated_at, traceparent)
@@ -685,6 +705,71 @@ async fn the_chat_migration_keeps_a_database_in_use_whole() {
     };
     accepted(store.as_ref(), chat).await;
     assert_eq!(count("notifications").await, 2);
+}
+
+/// Migration 0023 gives each tenant its own rows of the files its notifications name (stored
+/// once across tenants, a repeat enqueue was faster, which told one tenant what another sent):
+/// a database in use keeps every named file, once for each tenant that names it, and the
+/// references to them; a file no notification names is left behind, as retention would.
+async fn the_attachments_by_tenant_migration_keeps_every_named_file_once_per_tenant(
+    backend: Backend,
+) {
+    let Some(db) = TestDb::new(backend).await else {
+        return;
+    };
+    let (ids, content) = match backend {
+        Backend::Sqlite => (["x'01'", "x'02'"], "x'cafe'"),
+        Backend::Postgres => (
+            [
+                "'00000000-0000-7000-8000-000000000001'",
+                "'00000000-0000-7000-8000-000000000002'",
+            ],
+            "'\\xcafe'",
+        ),
+    };
+    migrated_before(&db, 23).await;
+    for (id, tenant) in ids.iter().zip(["acme", "globex"]) {
+        db.execute(&format!(
+            "INSERT INTO notifications (id, tenant, channel, recipient, route, delivery, content,
+                 metadata, state, due_at, created_at, updated_at)
+             VALUES ({id}, '{tenant}', 'email', 'ada@example.com', 'mail', 'at_most_once', '{{}}',
+                 '{{}}', 'queued', '2026-12-04T00:00:00Z', '2026-12-04T00:00:00Z',
+                 '2026-12-04T00:00:00Z')"
+        ))
+        .await;
+    }
+    db.execute(&format!(
+        "INSERT INTO attachments (sha256, content, last_used_at) VALUES
+             ('aa', {content}, '2026-12-04T00:00:00Z'), ('bb', {content}, '2026-12-04T00:00:00Z')"
+    ))
+    .await;
+    db.execute(&format!(
+        "INSERT INTO notification_attachments (notification_id, sha256)
+         VALUES ({}, 'aa'), ({}, 'aa')",
+        ids[0], ids[1]
+    ))
+    .await;
+
+    herald::store::connect(&db.url, 2).await.unwrap();
+    assert_eq!(
+        db.texts("SELECT tenant || ' ' || sha256 FROM attachments ORDER BY tenant")
+            .await,
+        ["acme aa", "globex aa"]
+    );
+    assert_eq!(
+        db.texts(
+            "SELECT n.tenant || ' ' || a.tenant || ' ' || a.sha256 FROM notification_attachments a
+             JOIN notifications n ON n.id = a.notification_id ORDER BY n.tenant"
+        )
+        .await,
+        ["acme acme aa", "globex globex aa"]
+    );
+    if backend == Backend::Sqlite {
+        let orphans = db
+            .texts("SELECT \"table\" FROM pragma_foreign_key_check")
+            .await;
+        assert!(orphans.is_empty(), "{orphans:?}");
+    }
 }
 
 /// Several processes claim from one PostgreSQL database: a claim must never take a row that

@@ -131,6 +131,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "certainty",
         include_str!("../../migrations/postgres/0022_certainty.sql"),
     ),
+    (
+        23,
+        "attachments by tenant",
+        include_str!("../../migrations/postgres/0023_attachments_by_tenant.sql"),
+    ),
 ];
 
 /// The channel on which a commit that made work due wakes every herald process.

@@ -79,11 +79,11 @@ impl<D: Dialect> SqlStore<D> {
         // the subquery's answer stays as it was when the delete began.
         let deleted = tx
             .execute(
-                "DELETE FROM attachments WHERE last_used_at < $1 AND sha256 IN (
-                     SELECT a.sha256 FROM attachments a
+                "DELETE FROM attachments WHERE last_used_at < $1 AND (tenant, sha256) IN (
+                     SELECT a.tenant, a.sha256 FROM attachments a
                      WHERE a.last_used_at < $1
                        AND NOT EXISTS (SELECT 1 FROM notification_attachments n
-                                       WHERE n.sha256 = a.sha256)
+                                       WHERE n.tenant = a.tenant AND n.sha256 = a.sha256)
                      LIMIT $2)",
                 args![before, i64::from(limit)],
             )

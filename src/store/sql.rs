@@ -168,7 +168,8 @@ impl<D: Dialect> SqlStore<D> {
     async fn try_accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
         let mut tx = self.0.begin().await?;
         let mut outcomes: Vec<Option<AcceptOutcome>> = items.iter().map(|_| None).collect();
-        // A batch to many recipients often carries one file: it is written once.
+        // A batch to many recipients often carries one file: it is written once (per tenant:
+        // a group may hold several tenants' enqueues, and each stores its own).
         let mut written = HashSet::new();
         // The unique key decides who created a notification, not a prior read: on PostgreSQL
         // the insert waits for a concurrent transaction holding the same key and then does
@@ -204,7 +205,9 @@ impl<D: Dialect> SqlStore<D> {
                 let files: Vec<&File> = item
                     .files
                     .iter()
-                    .filter(|file| written.insert(file.sha256.as_str()))
+                    .filter(|file| {
+                        written.insert((item.notification.tenant.as_str(), file.sha256.as_str()))
+                    })
                     .collect();
                 store_files(&mut *tx, &item.notification, &files).await?;
                 outcomes[i] = Some(AcceptOutcome::Created);
@@ -438,14 +441,16 @@ async fn insert_notifications(conn: &mut impl Conn, ns: &[&Notification]) -> Sto
 }
 
 /// The attachment contents of a new notification not yet written in this transaction, and the
-/// notification's names for all of its files. A file already stored is not written again, only
-/// marked used now, which keeps it from a sweep that runs meanwhile (see migration 0018).
+/// notification's names for all of its files, as its tenant's (migration 0023). A file the
+/// tenant stored already is not written again, only marked used now, which keeps it from a
+/// sweep that runs meanwhile (see migration 0018).
 async fn store_files(conn: &mut impl Conn, n: &Notification, new: &[&File]) -> StoreResult<()> {
     for file in new {
         conn.execute(
-            "INSERT INTO attachments (sha256, content, last_used_at) VALUES ($1, $2, $3)
-             ON CONFLICT (sha256) DO UPDATE SET last_used_at = excluded.last_used_at",
+            "INSERT INTO attachments (tenant, sha256, content, last_used_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (tenant, sha256) DO UPDATE SET last_used_at = excluded.last_used_at",
             vec![
+                Arg::from(&n.tenant),
                 Arg::from(&file.sha256),
                 Arg::Bytes(file.bytes.clone()),
                 Arg::from(n.created_at),
@@ -462,8 +467,9 @@ async fn store_files(conn: &mut impl Conn, n: &Notification, new: &[&File]) -> S
         .collect();
     for sha256 in named {
         conn.execute(
-            "INSERT INTO notification_attachments (notification_id, sha256) VALUES ($1, $2)",
-            args![n.id, sha256],
+            "INSERT INTO notification_attachments (notification_id, tenant, sha256)
+             VALUES ($1, $2, $3)",
+            args![n.id, &n.tenant, sha256],
         )
         .await?;
     }
@@ -786,7 +792,7 @@ impl<D: Dialect> Store for SqlStore<D> {
         for sha256 in sha256 {
             let found: Option<(Vec<u8>,)> = conn
                 .fetch_optional(
-                    "SELECT content FROM attachments WHERE sha256 = $1",
+                    "SELECT content FROM attachments WHERE sha256 = $1 LIMIT 1",
                     args![*sha256],
                 )
                 .await?;

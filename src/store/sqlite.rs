@@ -142,6 +142,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "certainty",
         include_str!("../../migrations/sqlite/0022_certainty.sql"),
     ),
+    (
+        23,
+        "attachments by tenant",
+        include_str!("../../migrations/sqlite/0023_attachments_by_tenant.sql"),
+    ),
 ];
 
 const READERS: u32 = 4;
