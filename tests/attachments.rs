@@ -426,6 +426,30 @@ async fn bad_attachments_are_refused_by_field_and_store_nothing(backend: Backend
         .post_json(ACME, "/v1/notifications/batch", &json!({"items": items}))
         .await;
     problem(response, StatusCode::PAYLOAD_TOO_LARGE).await;
+    // A batch whose items carry more distinct files than it has room for items: the one
+    // transaction would hold SQLite's writer for each of them.
+    let crowded: Vec<Value> = (0..101)
+        .map(|i| {
+            let files: Vec<Value> = (0..10)
+                .map(|j| attachment("a.txt", "text/plain", format!("{i}-{j}").as_bytes()))
+                .collect();
+            let mut item = with_attachments("ada@example.com", json!(files));
+            item["idempotency_key"] = format!("crowded-{i}").into();
+            item
+        })
+        .collect();
+    let response = app
+        .post_json(ACME, "/v1/notifications/batch", &json!({"items": crowded}))
+        .await;
+    let refused = problem(response, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(refused["field"], "items", "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("1010 distinct"),
+        "{refused}"
+    );
 
     assert_eq!(app.db.count("notifications").await, 1);
     assert_eq!(app.db.count("attachments").await, 1);
