@@ -612,6 +612,13 @@ async fn invalid_requests_name_their_field_and_store_nothing(backend: Backend) {
             StatusCode::UNPROCESSABLE_ENTITY,
             "text",
         ),
+        // Within the body's limit, over the field's.
+        (
+            json!({"channel": "email", "to": "ada@example.com", "subject": "s",
+                   "html": "x".repeat(210 * 1024)}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "html",
+        ),
         (
             json!({"channel": "chat", "to": "#ops", "text": "t"}),
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -343,6 +343,14 @@ impl Notification {
 }
 
 const MAX_SUBJECT_BYTES: usize = 998;
+/// An email's `text` or `html`, as written or rendered: far more than a person reads (Gmail
+/// clips an HTML part past 102 KB), and within every vendor's message limit with room for
+/// attachments.
+const MAX_EMAIL_PART_BYTES: usize = 200 * 1024;
+/// A webhook's `payload`, as JSON.
+const MAX_PAYLOAD_BYTES: usize = 200 * 1024;
+/// A template's `data`, as JSON: values for placeholders, not documents.
+const MAX_TEMPLATE_DATA_BYTES: usize = 64 * 1024;
 const MAX_SMS_CHARS: usize = 1600;
 const MAX_PUSH_TEXT_BYTES: usize = 4096;
 /// Slack's limit for a message's text, in UTF-16 units; longer text it truncates.
@@ -541,6 +549,12 @@ impl NotificationRequest {
                 ));
             }
             let data = self.data.clone().unwrap_or_default();
+            if json_bytes(&data) > MAX_TEMPLATE_DATA_BYTES {
+                return Err(FieldError::new(
+                    "data",
+                    format!("must be at most {MAX_TEMPLATE_DATA_BYTES} bytes as JSON"),
+                ));
+            }
             let rendered = templates.render(name, self.locale.as_deref(), &data, channel)?;
             content = Content {
                 subject: rendered.subject,
@@ -561,6 +575,11 @@ impl NotificationRequest {
         check_content(channel, &content)?;
         Ok(content)
     }
+}
+
+/// How long `value` is written as JSON.
+fn json_bytes(value: &impl serde::Serialize) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |json| json.len())
 }
 
 /// An email's headers with the one-click unsubscribe of `category` added, where recipients may
@@ -676,6 +695,17 @@ fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
         Channel::Email => {
             require("subject", c.subject.is_some())?;
             require("text", c.text.is_some() || c.html.is_some())?;
+            for (field, part) in [("text", &c.text), ("html", &c.html)] {
+                if part
+                    .as_ref()
+                    .is_some_and(|p| p.len() > MAX_EMAIL_PART_BYTES)
+                {
+                    return Err(FieldError::new(
+                        field,
+                        format!("must be at most {MAX_EMAIL_PART_BYTES} bytes"),
+                    ));
+                }
+            }
             forbid("payload", c.payload.is_some())
         }
         Channel::Sms => {
@@ -710,6 +740,12 @@ fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
             forbid("text", c.text.is_some())?;
             forbid("html", c.html.is_some())?;
             match &c.payload {
+                Some(payload @ Value::Object(_)) if json_bytes(payload) > MAX_PAYLOAD_BYTES => {
+                    Err(FieldError::new(
+                        "payload",
+                        format!("must be at most {MAX_PAYLOAD_BYTES} bytes as JSON"),
+                    ))
+                }
                 Some(Value::Object(_)) => Ok(()),
                 Some(_) => Err(FieldError::new("payload", "must be a JSON object")),
                 None => require("payload", false),
@@ -860,6 +896,23 @@ mod tests {
         let mut body = email_with(field, value);
         body["route"] = json!("mail");
         body
+    }
+
+    #[test]
+    fn each_large_field_has_a_limit_of_its_own() {
+        let long = |bytes: usize| json!("x".repeat(bytes));
+        assert_eq!(field_of(email_with("text", long(200 * 1024 + 1))), "text");
+        assert_eq!(field_of(email_with("html", long(200 * 1024 + 1))), "html");
+        assert!(parse(email_with("html", long(200 * 1024))).is_ok());
+        let hook = |payload: Value| json!({"channel": "webhook", "to": "https://hooks.example.com/x", "payload": payload});
+        assert_eq!(field_of(hook(json!({"blob": long(200 * 1024)}))), "payload");
+        assert!(parse(hook(json!({"blob": long(1024)}))).is_ok());
+        let templated = |job: Value| {
+            json!({"channel": "email", "to": "a@b.io", "template": "export-ready",
+                   "data": {"job": job}})
+        };
+        assert_eq!(field_of(templated(long(64 * 1024))), "data");
+        assert!(parse(templated(json!("42"))).is_ok());
     }
 
     #[test]
