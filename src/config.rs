@@ -750,7 +750,7 @@ struct RouteCommon {
 }
 
 impl RouteConfig {
-    const COMMON_KEYS: [&'static str; 15] = [
+    pub const COMMON_KEYS: [&'static str; 15] = [
         "fallback",
         "circuit_failures",
         "circuit_open_seconds",
@@ -820,7 +820,7 @@ impl RouteConfig {
         }
         Some(RouteConfig {
             delivery: common.delivery.unwrap_or(Delivery::DEFAULT),
-            concurrency: common.concurrency.unwrap_or(16).max(1),
+            concurrency: common.concurrency.unwrap_or(16),
             timeout: Duration::from_secs(common.timeout_seconds.unwrap_or(10)),
             max_attempts: common.max_attempts.unwrap_or(dispatch.max_attempts),
             max_age: Duration::from_secs(common.max_age_seconds.unwrap_or(24 * 3600)),
@@ -839,7 +839,7 @@ impl RouteConfig {
             allowed_from: common.allowed_from,
             fallback: common.fallback,
             circuit_failures: common.circuit_failures.unwrap_or(5),
-            circuit_open: Duration::from_secs(common.circuit_open_seconds.unwrap_or(30).max(1)),
+            circuit_open: Duration::from_secs(common.circuit_open_seconds.unwrap_or(30)),
             provider,
         })
     }
@@ -1242,6 +1242,17 @@ impl Config {
                 1,
                 1_000_000,
             ),
+            ("dispatch.concurrency", d.concurrency as u64, 1, 100_000),
+            ("dispatch.batch_size", u64::from(d.batch_size), 1, 100_000),
+            ("dispatch.max_attempts", u64::from(d.max_attempts), 1, 1000),
+            ("relay.batch_size", u64::from(r.batch_size), 1, 100_000),
+            ("relay.prune_batch", u64::from(r.prune_batch), 1, 1_000_000),
+            (
+                "server.max_body_bytes",
+                s.max_body_bytes as u64,
+                1024,
+                1 << 30,
+            ),
             (
                 "database.max_connections",
                 u64::from(self.database.max_connections),
@@ -1252,8 +1263,48 @@ impl Config {
         .into_iter()
         .map(|(key, value, min, max)| (key.to_owned(), value, min, max))
         .collect();
+        for (name, sink) in &self.sinks {
+            if let SinkConfig::Nats {
+                timeout_seconds, ..
+            }
+            | SinkConfig::Webhook {
+                timeout_seconds, ..
+            } = sink
+            {
+                bounded.push((
+                    format!("sinks.{name}.timeout_seconds"),
+                    *timeout_seconds,
+                    1,
+                    HOUR,
+                ));
+            }
+        }
         for (name, route) in &self.routes {
             bounded.extend([
+                (
+                    format!("routes.{name}.timeout_seconds"),
+                    route.timeout.as_secs(),
+                    1,
+                    HOUR,
+                ),
+                (
+                    format!("routes.{name}.concurrency"),
+                    route.concurrency as u64,
+                    1,
+                    100_000,
+                ),
+                (
+                    format!("routes.{name}.max_attempts"),
+                    u64::from(route.max_attempts),
+                    1,
+                    1000,
+                ),
+                (
+                    format!("routes.{name}.burst"),
+                    u64::from(route.burst),
+                    1,
+                    1_000_000,
+                ),
                 (
                     format!("routes.{name}.max_age_seconds"),
                     route.max_age.as_secs(),
@@ -1378,12 +1429,6 @@ impl Config {
             }
         }
         self.check_route_grants(loader);
-        if self.dispatch.batch_size == 0 || self.dispatch.concurrency == 0 {
-            loader.push("dispatch", "batch_size and concurrency must be at least 1");
-        }
-        if self.relay.batch_size == 0 || self.relay.prune_batch == 0 {
-            loader.push("relay", "batch_size and prune_batch must be at least 1");
-        }
         let retention = &self.retention;
         if retention.idempotency_seconds < MIN_IDEMPOTENCY_SECONDS {
             loader.push(
@@ -1860,7 +1905,7 @@ mod tests {
             "database.max_conections: unknown field `max_conections`",
             "set by HERALD_DATABASE__MAX_CONECTIONS",
             "channels.sms: names unknown route `nowhere`",
-            "dispatch: batch_size and concurrency must be at least 1",
+            "dispatch.batch_size: 0 is out of range: must be from 1 to 100000",
         ] {
             assert!(
                 problems.contains(expected),

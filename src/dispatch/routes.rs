@@ -710,14 +710,21 @@ pub async fn check_route(name: &str, route: &RouteConfig, connect: bool) -> anyh
     Ok(())
 }
 
+/// The longest visibility lag a route may declare: the look-up waits that long past a send, and
+/// every proof of absence with it.
+const MAX_VISIBILITY_LAG: Duration = Duration::from_secs(24 * 3600);
+/// The longest idempotency window a route may declare (a vendor's own is a day or a few).
+const MAX_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(400 * 24 * 3600);
+
 /// The route's adapter, built by its vendor's settings; an error names the route, and the key
-/// at fault where there is one.
+/// at fault where there is one. What it declares about its vendor's look-up and keys is added
+/// to times, so it must be a time herald can count to.
 async fn adapter(name: &str, route: &RouteConfig) -> anyhow::Result<Arc<dyn Adapter>> {
     let context = RouteContext {
         name,
         timeout: route.timeout,
     };
-    route
+    let adapter = route
         .provider
         .settings()
         .adapter(&context)
@@ -725,7 +732,21 @@ async fn adapter(name: &str, route: &RouteConfig) -> anyhow::Result<Arc<dyn Adap
         .map_err(|err| match err.key.as_str() {
             "" => anyhow::anyhow!("routes.{name}: {}", err.problem),
             key => anyhow::anyhow!("routes.{name}.{key}: {}", err.problem),
-        })
+        })?;
+    let capabilities = adapter.capabilities();
+    if capabilities
+        .query_visibility_lag
+        .is_some_and(|lag| lag > MAX_VISIBILITY_LAG)
+    {
+        anyhow::bail!("routes.{name}.visibility_lag_ms: must be at most a day (86400000)");
+    }
+    if capabilities
+        .idempotency_window
+        .is_some_and(|window| window > MAX_IDEMPOTENCY_WINDOW)
+    {
+        anyhow::bail!("routes.{name}.idempotency_window_seconds: must be at most 400 days");
+    }
+    Ok(adapter)
 }
 
 #[cfg(test)]
