@@ -827,12 +827,14 @@ max_attempts = {MAX_ATTEMPTS}
         if disruption == Disruption::KillsAndFreezes && rand::random::<bool>() {
             let from = OffsetDateTime::now_utc();
             fleet[victim].freeze();
+            let stopped = OffsetDateTime::now_utc();
             let frozen = rand::rng().random_range(FROZEN);
             tokio::time::sleep(Duration::from_millis(frozen)).await;
             fleet[victim].thaw();
             freezes.push(Freeze {
                 process: format!("herald-{victim}"),
                 from,
+                stopped,
                 to: OffsetDateTime::now_utc(),
             });
             continue;
@@ -983,9 +985,14 @@ max_attempts = {MAX_ATTEMPTS}
 
     let tally = Tally::of(&seen);
     println!(
-        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes, {processes} processes | late answers read after a lease {} (may have left late {}), reopened {}, residue of a freeze ({} notification(s); sent late {}, reopened by a frozen worker's word {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
+        "crash test {backend:?}/{}: {notifications} notifications, {kills} kills, {} freezes (each signal landed within {} ms of its sending), {processes} processes | late answers read after a lease {} (may have left late {}), reopened {}, residue of a freeze ({} notification(s); sent late {}, reopened by a frozen worker's word {}) | delivered/known {} | delivered/duplicate_possible {} | unknown {} | failed {} | ambiguous attempts {} | lease-expired attempts {}, ledger >= 1 {}, provably processed {} | settled by query {} ({} not accepted), by replay {} ({} not accepted), by callback {}{} | failed look-ups {failed_lookups} | vendor deliveries {} | final state read {reads} time(s)",
         vendor.name(),
         freezes.len(),
+        freezes
+            .iter()
+            .map(|f| (f.stopped - f.from).whole_milliseconds())
+            .max()
+            .unwrap_or_default(),
         tally.late_answers,
         tally.left_late,
         tally.reopened,
@@ -1277,7 +1284,11 @@ impl SentLate {
                     }
                     None => found.late.push(format!(
                         "I6: {unit}: a request arrived {at}, outside every attempt's window and \
-                         not a freeze's residue:\n  {}",
+                         not a freeze's residue (freezes around it: {:?}):\n  {}",
+                        freezes
+                            .iter()
+                            .filter(|f| windows.iter().any(|w| f.from <= at && f.to >= w.from))
+                            .collect::<Vec<_>>(),
                         members
                             .iter()
                             .map(|s| s.describe())
@@ -1334,7 +1345,7 @@ fn reopened_by_a_frozen_word(s: &Seen, freezes: &[Freeze]) -> bool {
             && left_late(a)
             && freezes
                 .iter()
-                .any(|f| looked <= f.from && f.from <= promised && f.to > promised)
+                .any(|f| looked <= f.stopped && f.from <= promised && f.to > promised)
     })
 }
 

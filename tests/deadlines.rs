@@ -261,6 +261,7 @@ async fn a_process_frozen_past_its_lease_sends_nothing_late_and_its_late_answers
     .await;
     let frozen_from = OffsetDateTime::now_utc();
     a.freeze();
+    let stopped = OffsetDateTime::now_utc();
     // Only a has sent yet: what the vendor holds now is what a had in flight.
     let taken_by_a: Vec<String> = vendor
         .ledger()
@@ -290,6 +291,7 @@ async fn a_process_frozen_past_its_lease_sends_nothing_late_and_its_late_answers
     let freezes = [Freeze {
         process: "a".into(),
         from: frozen_from,
+        stopped,
         to: OffsetDateTime::now_utc(),
     }];
 

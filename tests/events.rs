@@ -380,7 +380,8 @@ async fn a_routes_pause_resume_and_circuit_reach_the_sink_as_route_events(backen
     let extra = format!(
         "{}[relay]\npoll_interval_ms = 50\n[dispatch]\nretry_base_ms = 50\n\n\
          [routes.vendor]\nprovider = \"sandbox\"\nbase_url = \"{}\"\nprofile = \"plain\"\n\
-         circuit_failures = 1\ncircuit_open_seconds = 1\n\n[channels]\nemail = \"vendor\"\n",
+         circuit_failures = 1\ncircuit_open_seconds = 1\noperated_by = \"acme\"\n\n\
+         [channels]\nemail = \"vendor\"\n",
         names.sink("bus", SHARED_URL),
         vendor.base_url()
     );

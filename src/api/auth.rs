@@ -35,7 +35,7 @@ impl Principal {
     /// route, and its token names the route (or every route).
     pub fn operates(&self, name: &str, info: &crate::domain::RouteInfo) -> bool {
         self.has(Scope::Operate)
-            && info.operator.as_deref() == Some(self.tenant.as_str())
+            && info.operated_by(&self.tenant)
             && self.routes.as_ref().is_none_or(|r| r.contains(name))
     }
 

@@ -301,7 +301,7 @@ fn operated<'s>(
 
 /// Whether the principal's tenant sees a route: it may use it, or operates it.
 fn visible(principal: &Principal, info: &RouteInfo) -> bool {
-    principal.tenant_may_use(info) || info.operator.as_deref() == Some(principal.tenant.as_str())
+    principal.tenant_may_use(info) || info.operated_by(&principal.tenant)
 }
 
 /// The audit record of who pauses or resumes route `name` now, and why (a note is required).
@@ -324,7 +324,7 @@ fn shown(
     pause: Option<RoutePause>,
 ) -> RouteBody {
     let operable = principal.operates(route.name(), info);
-    let operator = info.operator.as_deref() == Some(principal.tenant.as_str());
+    let operator = info.operated_by(&principal.tenant);
     let paused_by_operator = pause.map(|p| PauseShown {
         principal: operator.then_some(p.principal),
         note: operator.then_some(p.note),

@@ -42,6 +42,11 @@ pub fn operator_of(
 }
 
 impl RouteInfo {
+    /// Whether `tenant` operates it ([`operator_of`]).
+    pub fn operated_by(&self, tenant: &str) -> bool {
+        self.operator.as_deref() == Some(tenant)
+    }
+
     /// Whether `tenant` may send through it: it does not keep to other tenants.
     pub fn admits(&self, tenant: &str) -> bool {
         self.tenants

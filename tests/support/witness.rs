@@ -17,9 +17,9 @@ use time::format_description::well_known::Rfc3339;
 /// How long after a thaw a request written by the thawed process may still arrive (its write
 /// resumes at once; the rest is the machine's scheduling and loopback).
 pub const AFTER_THAW: Duration = Duration::from_secs(2);
-/// How far a worker's last look at the clock may lie from the moment the test sent its process
-/// SIGSTOP, for the look to be the one the freeze cut off from its write (the signal's own
-/// delivery on a loaded machine, and the step from the look to the write).
+/// How long before the test sent its process SIGSTOP a worker's last look at the clock may lie,
+/// for the look to be the one the freeze cut off from its write (the step from the look to the
+/// write, on a loaded machine).
 pub const AT_FREEZE: Duration = Duration::from_millis(500);
 
 /// One attempt's promise: its request arrives no earlier than `from` (its start) and no later
@@ -34,11 +34,15 @@ pub struct Window {
     pub checked_at: Option<OffsetDateTime>,
 }
 
-/// A process stopped (SIGSTOP) from `from` to `to`.
+/// A process stopped (SIGSTOP) from `from` to `to`. The signal is sent by a `kill` the test
+/// spawns, which on a loaded machine takes a while to start: the process stopped somewhere
+/// between `from` (the test began sending) and `stopped` (`kill` had returned, so the signal
+/// had landed). A look at the clock in that gap came before the stop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Freeze {
     pub process: String,
     pub from: OffsetDateTime,
+    pub stopped: OffsetDateTime,
     pub to: OffsetDateTime,
 }
 
@@ -112,7 +116,7 @@ pub fn excused<'a>(
             && at <= f.to + AFTER_THAW
             && windows.iter().any(|w| {
                 w.checked_at.is_some_and(|checked| {
-                    checked <= w.deadline && (checked - f.from).unsigned_abs() <= AT_FREEZE
+                    checked <= w.deadline && f.from - AT_FREEZE <= checked && checked <= f.stopped
                 })
             })
     })
