@@ -58,6 +58,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Run::CheckConfig { connect } => {
             let reached = if connect { "; every host answered" } else { "" };
             println!("config is valid{reached}");
+            for (name, route) in &config.routes {
+                for note in route.provider.settings().notes() {
+                    println!("routes.{name}: {note}");
+                }
+            }
             Ok(())
         }
         Run::Serve => {

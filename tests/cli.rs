@@ -730,6 +730,35 @@ fn check_config_names_every_problem_of_the_example_at_once_and_passes_the_runnab
         "a secret is never echoed: {problems}"
     );
 
+    // What a route's settings make of each send is said, not left to the vendor's docs; a lag
+    // that would let a look-up call a queued SMS absent is refused, not turned into a short life.
+    let twilio = |lag_ms: u64| {
+        format!(
+            "[routes.sms]\nprovider = \"twilio\"\naccount_sid = \"AC1\"\nauth_token = \"t\"\n\
+             from = \"+15005550006\"\nvisibility_lag_ms = {lag_ms}\nvalidity_period_seconds = 120\n"
+        )
+    };
+    std::fs::write(&config, twilio(150_000)).unwrap();
+    let said = check_config(&config, &[]);
+    assert_eq!(said.status.code(), Some(0), "{}", stderr(&said));
+    assert!(
+        stdout(&said).contains(
+            "routes.sms: each SMS carries ValidityPeriod = its time left before expiry, at most \
+             120 s (validity_period_seconds)"
+        ),
+        "{}",
+        stdout(&said)
+    );
+    std::fs::write(&config, twilio(5000)).unwrap();
+    let short = check_config(&config, &[]);
+    assert_eq!(short.status.code(), Some(1));
+    assert!(
+        stderr(&short).contains("routes.sms.visibility_lag_ms: the visibility lag (5000 ms) is shorter than the validity period (120 s)")
+            && stderr(&short).contains("at least 150000"),
+        "{}",
+        stderr(&short)
+    );
+
     // A translation that needs data the default does not is refused before it is needed.
     std::fs::write(
         &config,

@@ -125,6 +125,13 @@ pub trait RouteSettings: fmt::Debug + Send + Sync {
         false
     }
 
+    /// What herald derives from these settings that the operator should read before serving (a
+    /// vendor limit each send will carry, say): `check-config` prints each line under the
+    /// route's name.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Builds the route's adapter, resolving its secrets.
     async fn adapter(&self, route: &RouteContext<'_>) -> Result<Arc<dyn Adapter>, SettingsError>;
 }
@@ -140,9 +147,43 @@ pub fn endpoint_of(base_url: Option<&str>, default: &str) -> Option<String> {
     ))
 }
 
+/// Whether `host` (a name or an address, IPv6 in brackets or not) is this machine: where a
+/// route may relax a rule that exists for a real vendor's sake, for a test double beside it.
+pub fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts_are_names_and_addresses_of_this_machine() {
+        for host in [
+            "localhost",
+            "LOCALHOST",
+            "127.0.0.1",
+            "127.8.0.1",
+            "::1",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "api.twilio.com",
+            "10.0.0.1",
+            "localhost.example",
+            "",
+            "[::2]",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 
     #[test]
     fn an_endpoint_is_the_host_and_port_of_the_base_url_or_the_default() {

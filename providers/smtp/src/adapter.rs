@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_provider::http::error_chain;
+use herald_provider::settings::is_loopback_host;
 use herald_provider::{
     Adapter, Capabilities, Evidence, Message, ProviderKey, Redactor, Request, SendResult,
 };
@@ -175,7 +176,7 @@ impl SmtpAdapter {
             (None, None) => None,
             _ => return Err(SmtpError::HalfCredentials),
         };
-        if credentials.is_some() && route.tls == Tls::None && !is_loopback(&route.host) {
+        if credentials.is_some() && route.tls == Tls::None && !is_loopback_host(&route.host) {
             return Err(SmtpError::CleartextCredentials(route.host));
         }
         let extra_roots = match route.extra_root_certificate_pem.as_deref() {
@@ -444,15 +445,6 @@ fn client_id(name: &str) -> Option<ClientId> {
             ok.then(|| ClientId::Domain(name.to_owned()))
         }
     }
-}
-
-fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn parse_pem(pem: &str) -> Result<Vec<CertificateDer<'static>>, SmtpError> {

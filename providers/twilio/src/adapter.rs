@@ -8,6 +8,7 @@ use herald_provider::http::{
     Answer, StatusRules, classify_failure_status, exchange, look_up, retry_after,
     unreadable_success, with_vendor_code,
 };
+use herald_provider::settings::is_loopback_host;
 use herald_provider::{
     Adapter, Capabilities, Channel, Evidence, Message, ProviderKey, QueryResult, Redactor, Request,
     SendResult,
@@ -31,9 +32,21 @@ pub const DEFAULT_VISIBILITY_LAG: Duration = Duration::from_secs(10 * 60);
 /// Twilio takes a `Body` of up to 1,600 characters.
 pub const MAX_BODY_CHARS: usize = 1600;
 
-/// Of the visibility lag, the part kept for the Messages list to catch up with a message Twilio
-/// has just sent; the rest is the longest Twilio may keep the message queued (`ValidityPeriod`).
-const LIST_ALLOWANCE: Duration = Duration::from_secs(30);
+/// See [`TwilioRoute::validity_period`]: as long as Twilio may queue a message by default, less
+/// the list's allowance, so that it fits the default lag.
+pub const DEFAULT_VALIDITY_PERIOD: Duration = Duration::from_secs(570);
+
+/// The shortest [`TwilioRoute::validity_period`] a route may set. Twilio sends from a long code
+/// at about one message a second and queues the rest, so a shorter period drops every message
+/// that waits behind a burst of more than a minute's traffic — real messages lost to a setting.
+pub const MIN_VALIDITY_PERIOD: Duration = Duration::from_secs(60);
+
+/// The longest `ValidityPeriod` Twilio takes (and its default).
+pub const MAX_VALIDITY_PERIOD: Duration = Duration::from_secs(36_000);
+
+/// Beyond the validity period, the time kept for the Messages list to catch up with a message
+/// Twilio has just sent: a route's visibility lag must cover both.
+pub const LIST_ALLOWANCE: Duration = Duration::from_secs(30);
 
 /// Twilio's largest page; one or two pages cover any sane traffic to one number in two days.
 const PAGE_SIZE: u32 = 1000;
@@ -77,18 +90,19 @@ pub struct TwilioRoute {
     /// `api_key_sid` (then `auth_token` is the API key's secret, which signs nothing);
     /// otherwise `auth_token` is the Auth Token and this stays `None`.
     pub callback_auth_token: Option<SecretString>,
-    /// How long after its acceptance a message may still be missing from the Messages list.
+    /// How long after its acceptance a message may still be missing from the Messages list:
+    /// the look-up calls a send absent only this long after it.
     ///
     /// The list's `DateSent` filter only finds a message once Twilio has *sent* it, and Twilio
-    /// keeps a message queued for as long as its `ValidityPeriod` (up to 10 h by default) when
-    /// a sender is over its rate. So the adapter sends `ValidityPeriod` = this lag less 30 s:
-    /// a message not sent by then is dropped by Twilio, never sent, and its absence after the
-    /// lag is then the truth that herald takes it for. Ten minutes by default: long enough for
-    /// a long code (1 message/s) to drain a burst of several hundred messages, short enough
-    /// that the rare lost answer is resent within minutes; a message still queued after ten
-    /// minutes is usually stale for a notification anyway. Twilio recommends a
-    /// `ValidityPeriod` above 5 s, so lags under a minute are for tests against the fake.
+    /// keeps a message queued for as long as its `ValidityPeriod` when a sender is over its
+    /// rate. So against Twilio itself the lag must cover [`Self::validity_period`] and 30 s for
+    /// the list ([`LIST_ALLOWANCE`]); a shorter one is refused rather than trusted. A
+    /// `base_url` on loopback is a test double that queues nothing, and may take any lag.
     pub visibility_lag: Duration,
+    /// The longest Twilio may keep a message queued before dropping it unsent (`ValidityPeriod`,
+    /// 60 s to 10 h): each attempt sends this, or the notification's time left if that is
+    /// shorter. Its own setting, so that a short lag in staging never shortens an SMS's life.
+    pub validity_period: Duration,
     /// The whole exchange, connect to last body byte.
     pub timeout: Duration,
 }
@@ -107,6 +121,7 @@ impl TwilioRoute {
             status_callback: None,
             callback_auth_token: None,
             visibility_lag: DEFAULT_VISIBILITY_LAG,
+            validity_period: DEFAULT_VALIDITY_PERIOD,
             timeout: Duration::from_secs(10),
         }
     }
@@ -123,6 +138,22 @@ pub enum TwilioError {
     Sender,
     #[error("a Twilio route needs a visibility_lag above zero")]
     VisibilityLag,
+    #[error(
+        "the visibility lag ({lag_ms} ms) is shorter than the validity period ({validity_s} s) \
+         plus 30 s for the Messages list: Twilio may still send a queued message after a look-up \
+         called it absent. Raise visibility_lag_ms to at least {needed_ms}, or lower \
+         validity_period_seconds (not under 60)"
+    )]
+    LagUnderValidity {
+        lag_ms: u128,
+        validity_s: u64,
+        needed_ms: u128,
+    },
+    #[error(
+        "the validity period must be 60 to 36000 s, not {0} s: Twilio takes at most 36000, and a \
+         shorter period than a minute drops messages queued behind a burst at a sender's rate"
+    )]
+    ValidityPeriod(u64),
     #[error("the Twilio status_callback `{url}` cannot be used: {reason}")]
     StatusCallback { url: String, reason: String },
     /// The token itself is never part of the message.
@@ -179,6 +210,9 @@ impl TwilioAdapter {
         if route.visibility_lag.is_zero() {
             return Err(TwilioError::VisibilityLag);
         }
+        if !(MIN_VALIDITY_PERIOD..=MAX_VALIDITY_PERIOD).contains(&route.validity_period) {
+            return Err(TwilioError::ValidityPeriod(route.validity_period.as_secs()));
+        }
         let bad_url = |reason: String| TwilioError::BaseUrl {
             url: route.base_url.clone(),
             reason,
@@ -196,13 +230,15 @@ impl TwilioAdapter {
                 route.account_sid.as_str(),
                 "Messages.json",
             ]);
+        let needed = route.validity_period + LIST_ALLOWANCE;
+        if route.visibility_lag < needed && !base.host_str().is_some_and(is_loopback_host) {
+            return Err(TwilioError::LagUnderValidity {
+                lag_ms: route.visibility_lag.as_millis(),
+                validity_s: route.validity_period.as_secs(),
+                needed_ms: needed.as_millis(),
+            });
+        }
         let http = reqwest::Client::builder().timeout(route.timeout).build()?;
-        // Twilio accepts 1..=36000 s; the allowance keeps room for the list to catch up.
-        let validity_period_secs = route
-            .visibility_lag
-            .saturating_sub(LIST_ALLOWANCE)
-            .as_secs()
-            .clamp(1, 36_000);
         let callbacks = match (route.status_callback, route.callback_auth_token) {
             (None, None) => None,
             (None, Some(_)) => return Err(TwilioError::UnusedCallbackAuthToken),
@@ -232,7 +268,7 @@ impl TwilioAdapter {
             redactor,
             sender,
             callbacks,
-            validity_period_secs,
+            validity_period_secs: route.validity_period.as_secs(),
             capabilities: Capabilities {
                 idempotency_window: None,
                 query_visibility_lag: Some(route.visibility_lag),

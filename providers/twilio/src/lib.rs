@@ -9,7 +9,7 @@
 //! |---|---|
 //! | idempotency key | **none**: Twilio documents no idempotency for `Messages.json` (a resend is a second SMS) |
 //! | outcome query | yes: `GET /2010-04-01/Accounts/{AccountSid}/Messages.json?To=&From=&DateSent>=&PageSize=`, matched on the text |
-//! | query visibility lag | [`TwilioRoute::visibility_lag`] (default 10 min), enforced through `ValidityPeriod` (below) |
+//! | query visibility lag | [`TwilioRoute::visibility_lag`] (default 10 min), at least `ValidityPeriod` + 30 s against Twilio (below) |
 //! | payload limit | `Body` ≤ 1,600 characters (declared as 1,600 bytes, which never over-promises) |
 //! | delivery callbacks | status callbacks, when `status_callback` is set (below) |
 //!
@@ -70,9 +70,12 @@
 //! **Why the lag is enforced.** The `DateSent` filter finds a message only once Twilio has
 //! *sent* it (`date_sent` is "when Twilio sent the message"), and Twilio queues a message for
 //! as long as its `ValidityPeriod` when a sender is over its rate (36,000 s by default). The
-//! adapter therefore sends `ValidityPeriod` = visibility lag − 30 s: a message Twilio has not
-//! sent by then is dropped, never sent, and its absence after the lag is the truth herald
-//! takes it for. The docs do not say whether a still-queued message (no `date_sent` yet)
+//! adapter therefore sends its own `ValidityPeriod` ([`TwilioRoute::validity_period`], 570 s by
+//! default, never under 60 s; the notification's time left when that is shorter), and against
+//! Twilio itself refuses a visibility lag shorter than that period plus 30 s for the list: a
+//! message Twilio has not sent by then is dropped, never sent, and its absence after the lag
+//! is the truth herald takes it for. The lag never shortens the period: a short lag in staging
+//! is refused, not turned into SMS that live a second. The docs do not say whether a still-queued message (no `date_sent` yet)
 //! matches the filter; the design does not depend on it.
 //!
 //! # Status callbacks
@@ -123,7 +126,7 @@ mod wire;
 pub mod fake;
 
 pub use adapter::{
-    DEFAULT_BASE_URL, DEFAULT_VISIBILITY_LAG, MAX_BODY_CHARS, TwilioAdapter, TwilioError,
-    TwilioRoute,
+    DEFAULT_BASE_URL, DEFAULT_VALIDITY_PERIOD, DEFAULT_VISIBILITY_LAG, LIST_ALLOWANCE,
+    MAX_BODY_CHARS, MIN_VALIDITY_PERIOD, TwilioAdapter, TwilioError, TwilioRoute,
 };
 pub use settings::Settings;

@@ -10,7 +10,8 @@ use herald_provider::{Adapter, Channel};
 use serde::Deserialize;
 
 use crate::adapter::{
-    DEFAULT_BASE_URL, DEFAULT_VISIBILITY_LAG, TwilioAdapter, TwilioError, TwilioRoute,
+    DEFAULT_BASE_URL, DEFAULT_VALIDITY_PERIOD, DEFAULT_VISIBILITY_LAG, TwilioAdapter, TwilioError,
+    TwilioRoute,
 };
 
 #[derive(Debug, Deserialize)]
@@ -31,8 +32,24 @@ pub struct Settings {
     /// The account's Auth Token, which Twilio signs status callbacks with: needed with
     /// `api_key_sid` and `status_callback` (`auth_token` is then the API key's secret).
     pub callback_auth_token: Option<SecretSource>,
-    /// How long a sent message may take to show in the Messages list (default 600 000).
+    /// How long after a send the look-up may call it absent (default 600 000): at least the
+    /// validity period plus 30 s against Twilio itself.
     pub visibility_lag_ms: Option<u64>,
+    /// The longest Twilio may queue a message before dropping it (`ValidityPeriod`, 60 to 36 000;
+    /// default 570); a notification that expires sooner is kept only until then.
+    pub validity_period_seconds: Option<u64>,
+}
+
+impl Settings {
+    fn visibility_lag(&self) -> Duration {
+        self.visibility_lag_ms
+            .map_or(DEFAULT_VISIBILITY_LAG, Duration::from_millis)
+    }
+
+    fn validity_period(&self) -> Duration {
+        self.validity_period_seconds
+            .map_or(DEFAULT_VALIDITY_PERIOD, Duration::from_secs)
+    }
 }
 
 #[async_trait::async_trait]
@@ -53,6 +70,16 @@ impl RouteSettings for Settings {
         endpoint_of(self.base_url.as_deref(), DEFAULT_BASE_URL)
     }
 
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "each SMS carries ValidityPeriod = its time left before expiry, at most {} s \
+             (validity_period_seconds): Twilio drops a message it has not sent by then; a \
+             look-up calls a send absent {} ms after it (visibility_lag_ms)",
+            self.validity_period().as_secs(),
+            self.visibility_lag().as_millis()
+        )]
+    }
+
     async fn adapter(&self, route: &RouteContext<'_>) -> Result<Arc<dyn Adapter>, SettingsError> {
         let adapter = TwilioAdapter::new(TwilioRoute {
             base_url: self
@@ -70,9 +97,8 @@ impl RouteSettings for Settings {
                 .as_ref()
                 .map(|token| token.resolve("callback_auth_token"))
                 .transpose()?,
-            visibility_lag: self
-                .visibility_lag_ms
-                .map_or(DEFAULT_VISIBILITY_LAG, Duration::from_millis),
+            visibility_lag: self.visibility_lag(),
+            validity_period: self.validity_period(),
             timeout: route.timeout,
         })
         .map_err(|e| {
@@ -80,7 +106,10 @@ impl RouteSettings for Settings {
                 TwilioError::BaseUrl { .. } => "base_url",
                 TwilioError::AccountSid => "account_sid",
                 TwilioError::Sender => "from",
-                TwilioError::VisibilityLag => "visibility_lag_ms",
+                TwilioError::VisibilityLag | TwilioError::LagUnderValidity { .. } => {
+                    "visibility_lag_ms"
+                }
+                TwilioError::ValidityPeriod(_) => "validity_period_seconds",
                 TwilioError::StatusCallback { .. } => "status_callback",
                 TwilioError::CallbackAuthToken | TwilioError::UnusedCallbackAuthToken => {
                     "callback_auth_token"

@@ -8,7 +8,10 @@ use herald_provider_testkit::support::{
     permanent_rejection,
 };
 use herald_twilio::fake::FakeConfig;
-use herald_twilio::{DEFAULT_VISIBILITY_LAG, TwilioAdapter, TwilioError};
+use herald_twilio::{
+    DEFAULT_BASE_URL, DEFAULT_VALIDITY_PERIOD, DEFAULT_VISIBILITY_LAG, LIST_ALLOWANCE,
+    MIN_VALIDITY_PERIOD, TwilioAdapter, TwilioError,
+};
 use secrecy::SecretString;
 use serde_json::Value;
 
@@ -66,12 +69,12 @@ async fn a_created_message_is_accepted_with_its_sid_and_the_request_has_the_docu
             .as_str()
         )
     );
-    // Twilio drops what it has not sent within the lag, less the list's allowance.
-    let validity = DEFAULT_VISIBILITY_LAG.as_secs() - 30;
+    // Twilio drops what it has not sent within the route's period, which the default lag covers.
     assert_eq!(
         form.get("ValidityPeriod"),
-        Some(validity.to_string().as_str())
+        Some(DEFAULT_VALIDITY_PERIOD.as_secs().to_string().as_str())
     );
+    assert!(DEFAULT_VALIDITY_PERIOD + LIST_ALLOWANCE <= DEFAULT_VISIBILITY_LAG);
     assert_eq!(form.get("SmartEncoded"), Some("false"));
 }
 
@@ -232,6 +235,7 @@ async fn a_route_needs_an_account_exactly_one_sender_and_a_usable_base_url() {
 async fn capabilities_declare_the_query_lag_and_no_idempotency() {
     let vendor = vendor_with(fake_config(), |route| {
         route.visibility_lag = Duration::from_secs(90);
+        route.validity_period = Duration::from_secs(60);
     })
     .await;
     let capabilities = vendor.adapter.capabilities();
@@ -251,6 +255,7 @@ async fn capabilities_declare_the_query_lag_and_no_idempotency() {
 async fn a_notification_that_expires_sooner_is_kept_by_twilio_only_until_then() {
     let vendor = vendor_with(fake_config(), |route| {
         route.visibility_lag = Duration::from_secs(90);
+        route.validity_period = Duration::from_secs(60);
     })
     .await;
     let mut soon = sms(&unique_text());
@@ -275,6 +280,66 @@ async fn a_notification_that_expires_sooner_is_kept_by_twilio_only_until_then() 
     // The seconds left when each attempt was made, and never more than the route's own period.
     assert!((18..=20).contains(&periods[0]), "{periods:?}");
     assert_eq!(periods[1], 60);
+}
+
+/// A lag short enough to settle lost answers quickly against a test double used to cut every
+/// SMS's `ValidityPeriod` to a second; the period is its own setting now.
+#[tokio::test]
+async fn a_short_lag_never_shortens_how_long_twilio_may_keep_a_message() {
+    let vendor = vendor_with(fake_config(), |route| {
+        route.visibility_lag = Duration::from_secs(5);
+    })
+    .await;
+    let mut message = sms(&unique_text());
+    message.expires_at = Some(time::OffsetDateTime::now_utc() + Duration::from_secs(120));
+    vendor.adapter.send(&message, &key(&message)).await;
+    let form = Form::parse(&vendor.fake.received()[0].body);
+    let period: u64 = form.get("ValidityPeriod").unwrap().parse().unwrap();
+    // All of the notification's two minutes (less the seconds the send took), not one second.
+    assert!((118..=120).contains(&period), "{period}");
+}
+
+/// Against Twilio itself a look-up's proof of absence needs the lag to cover the period and the
+/// list's catch-up; a route that breaks that, or sets a period Twilio or real traffic cannot
+/// live with, is refused before it sends. Nothing here reaches the network.
+#[tokio::test]
+async fn against_twilio_the_lag_must_cover_the_validity_period_and_the_period_has_a_floor() {
+    install_crypto_provider();
+    let twilio = |lag: Duration, period: Duration| {
+        let mut route = route(DEFAULT_BASE_URL.to_owned());
+        route.visibility_lag = lag;
+        route.validity_period = period;
+        TwilioAdapter::new(route)
+    };
+    let err = twilio(Duration::from_secs(5), DEFAULT_VALIDITY_PERIOD).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TwilioError::LagUnderValidity {
+                lag_ms: 5000,
+                validity_s: 570,
+                needed_ms: 600_000
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("at least 600000"), "{err}");
+    // The shortest lag that covers a period, and the floor's own.
+    assert!(
+        twilio(
+            DEFAULT_VALIDITY_PERIOD + LIST_ALLOWANCE,
+            DEFAULT_VALIDITY_PERIOD
+        )
+        .is_ok()
+    );
+    assert!(twilio(MIN_VALIDITY_PERIOD + LIST_ALLOWANCE, MIN_VALIDITY_PERIOD).is_ok());
+    for seconds in [0, 59, 36_001] {
+        let err = twilio(DEFAULT_VISIBILITY_LAG * 100, Duration::from_secs(seconds)).unwrap_err();
+        assert!(
+            matches!(err, TwilioError::ValidityPeriod(s) if s == seconds),
+            "{err}"
+        );
+    }
 }
 
 /// The fake is checked against the docs too: it takes the documented request and answers with
