@@ -28,6 +28,7 @@ use herald_provider::callback::{CallbackEvent, CallbackRef, ReceiptStatus};
 use support::{Backend, TestDb};
 
 on_both_backends!(
+    the_queues_oldest_due_leaves_out_a_route_an_operator_paused,
     the_attachments_by_tenant_migration_keeps_every_named_file_once_per_tenant,
     a_cancellation_key_cancels_what_is_queued_under_it_in_one_step,
     a_contradicted_notification_is_kept_until_a_person_acknowledges_it,
@@ -2022,6 +2023,47 @@ async fn review_lists_each_reason_oldest_first_and_filters(backend: Backend) {
     assert_eq!(Reason::ALL.map(count_in(&stats)), [1, 1, 0, 0, 0, 0]);
     assert!(stats.dead_letters.is_empty(), "{:?}", stats.dead_letters);
     assert_eq!(stats.review_oldest, Some(t));
+}
+
+/// Work an operator holds on purpose is not late: the gauge a "queue behind" page reads
+/// leaves it out, unless the pause sends that work to the fallback, where it is due as ever.
+async fn the_queues_oldest_due_leaves_out_a_route_an_operator_paused(backend: Backend) {
+    let Some(rig) = rig(backend).await else {
+        return;
+    };
+    let store = &*rig.store;
+    let t = now();
+    let minute = Duration::from_secs(60);
+    accepted(
+        store,
+        notification("acme", "held", "+1", "x", t - 10 * minute),
+    )
+    .await;
+    accepted(store, notification("acme", "open", "+1", "x", t - minute)).await;
+    let oldest = |stats: herald::store::QueueStats| stats.oldest_due;
+    assert_eq!(
+        oldest(store.queue_stats(t).await.unwrap()),
+        Some(t - 10 * minute)
+    );
+
+    let pause = |to_fallback| herald::domain::RoutePause {
+        route: "held".into(),
+        principal: "acme-oncall".into(),
+        note: "the vendor double-sends".into(),
+        to_fallback,
+        at: t,
+    };
+    store.pause_route(&pause(false)).await.unwrap();
+    let stats = store.queue_stats(t).await.unwrap();
+    assert_eq!(stats.queued, 2, "still counted as waiting");
+    assert_eq!(oldest(stats), Some(t - minute), "but not as late");
+
+    store.resume_route(&pause(false)).await.unwrap();
+    store.pause_route(&pause(true)).await.unwrap();
+    assert_eq!(
+        oldest(store.queue_stats(t).await.unwrap()),
+        Some(t - 10 * minute)
+    );
 }
 
 fn count_in(stats: &herald::store::QueueStats) -> impl Fn(Reason) -> i64 + '_ {

@@ -542,6 +542,11 @@ impl Routes {
             }
             metrics::gauge!("herald_route_paused", "route" => route.name.clone())
                 .set(if pause.is_some() { 1.0 } else { 0.0 });
+            let paused_for = pause.map_or(0.0, |p| {
+                (OffsetDateTime::now_utc() - p.at).as_seconds_f64().max(0.0)
+            });
+            metrics::gauge!("herald_route_paused_seconds", "route" => route.name.clone())
+                .set(paused_for);
         }
         resumed
     }

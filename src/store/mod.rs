@@ -365,7 +365,8 @@ pub enum Recorded {
 pub struct QueueStats {
     pub queued: i64,
     pub sending: i64,
-    /// The oldest `queued` notification that is already due.
+    /// The oldest `queued` notification that is already due, on a route no operator paused
+    /// (without sending its work to the fallback): paused work waits on purpose, and is not late.
     pub oldest_due: Option<OffsetDateTime>,
     /// Items in review by reason (dead letters and permanent refusals included, closed ones
     /// not), and when the oldest of those that always wait for a person ([`Reason::WAITING`])

@@ -227,7 +227,9 @@ impl<D: Dialect> SqlStore<D> {
                 "SELECT
                      (SELECT count(*) FROM notifications WHERE state = 'queued'),
                      (SELECT count(*) FROM notifications WHERE state = 'sending'),
-                     (SELECT min(due_at) FROM notifications WHERE state = 'queued' AND due_at <= $1)",
+                     (SELECT min(due_at) FROM notifications
+                       WHERE state = 'queued' AND due_at <= $1
+                         AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback))",
                 args![now],
             )
             .await?;
