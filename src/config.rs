@@ -137,29 +137,31 @@ impl Loader {
         self.problems.push(format!("{key}: {message} ({origin})"));
     }
 
-    /// Deserializes `value` found at `key`, naming the inner key at fault if it fails.
+    /// Deserializes `value` found at `key`, naming the inner key at fault if it fails, and every
+    /// unknown key in it, each with the nearest valid one.
     fn parse<T: serde::de::DeserializeOwned>(
         &mut self,
         key: &str,
         value: toml::Value,
     ) -> Option<T> {
-        match serde_path_to_error::deserialize(value) {
-            Ok(parsed) => Some(parsed),
-            Err(err) => {
-                let key = match err.path().to_string().as_str() {
-                    "." => key.to_owned(),
-                    path => format!("{key}.{path}"),
-                };
-                self.push(&key, err.inner());
-                None
-            }
+        let problems = match read_naming_every_unknown_key(value) {
+            Ok(parsed) => return Some(parsed),
+            Err(problems) => problems,
+        };
+        for (path, message) in problems {
+            let key = match path.as_str() {
+                "." => key.to_owned(),
+                path => format!("{key}.{path}"),
+            };
+            self.push(&key, nearest_key(message, &[]));
         }
+        None
     }
 
     /// Like [`Loader::parse`] for a table whose key `tag` names its kind (`provider = "smtp"`):
     /// serde loses the path inside internally tagged enums, so the kind is taken out and the
     /// rest read as the externally tagged `{ smtp = { … } }`, which keeps it. `common` are the
-    /// keys every kind takes (read apart), which an unknown key's hint names too.
+    /// keys every kind takes (read apart), which an unknown key's hint weighs too.
     fn parse_tagged<T: serde::de::DeserializeOwned>(
         &mut self,
         key: &str,
@@ -173,28 +175,27 @@ impl Loader {
         };
         let mut tagged = toml::Table::new();
         tagged.insert(kind.clone(), table.into());
-        match serde_path_to_error::deserialize(toml::Value::from(tagged)) {
-            Ok(parsed) => Some(parsed),
-            Err(err) => {
-                // The path starts with the kind, which is not a key the user wrote.
-                let path = err.path().to_string();
-                let inner = path
-                    .strip_prefix(kind.as_str())
-                    .map(|rest| rest.trim_start_matches('.'))
-                    .unwrap_or_default();
-                let key = match inner {
-                    "" => key.to_owned(),
-                    inner => format!("{key}.{inner}"),
-                };
-                let message = err.inner().to_string();
-                let message = match message.strip_prefix("unknown variant ") {
-                    Some(rest) if inner.is_empty() => format!("unknown {tag} {rest}"),
-                    _ => expecting_also(message, common),
-                };
-                self.push(&key, message);
-                None
-            }
+        let problems = match read_naming_every_unknown_key(toml::Value::from(tagged)) {
+            Ok(parsed) => return Some(parsed),
+            Err(problems) => problems,
+        };
+        for (path, message) in problems {
+            // The path starts with the kind, which is not a key the user wrote.
+            let inner = path
+                .strip_prefix(kind.as_str())
+                .map(|rest| rest.trim_start_matches('.'))
+                .unwrap_or_default();
+            let key = match inner {
+                "" => key.to_owned(),
+                inner => format!("{key}.{inner}"),
+            };
+            let message = match message.strip_prefix("unknown variant ") {
+                Some(rest) if inner.is_empty() => format!("unknown {tag} {rest}"),
+                _ => nearest_key(message, common),
+            };
+            self.push(&key, message);
         }
+        None
     }
 
     /// Removes section `key` from `table` and parses it; a missing or broken one is its default
@@ -223,13 +224,80 @@ impl Loader {
     }
 }
 
-/// serde's "unknown field `x`, expected one of `a`, `b`" names only the keys of the kind's own
-/// type: the hint names `common` too, the keys every kind takes.
-fn expecting_also(message: String, common: &[&str]) -> String {
+/// A config holding more unknown keys than this is not worth reading on: the rest are left for
+/// the next run.
+const MAX_UNKNOWN_KEYS: usize = 64;
+
+/// Deserializes `value`; where serde stops at an unknown key (it names only the first), takes
+/// that key out and reads again, so that one run names every unknown key of every table. Each
+/// problem is its path inside `value` (`.` for the value itself) and serde's message.
+fn read_naming_every_unknown_key<T: serde::de::DeserializeOwned>(
+    mut value: toml::Value,
+) -> Result<T, Vec<(String, String)>> {
+    let mut problems = Vec::new();
+    while problems.len() < MAX_UNKNOWN_KEYS {
+        let err = match serde_path_to_error::deserialize(value.clone()) {
+            Ok(parsed) if problems.is_empty() => return Ok(parsed),
+            Ok(_) => break,
+            Err(err) => err,
+        };
+        let message = err.inner().to_string();
+        let path = err.path().to_string();
+        // A required key missing from a table that held an unknown one is most likely that
+        // key misspelt, which is already named with it.
+        let misspelt = message.starts_with("missing field `")
+            && problems.iter().any(|(unknown, _): &(String, String)| {
+                unknown.rsplit_once('.').map_or(".", |(table, _)| table) == path
+            });
+        if !misspelt {
+            problems.push((path, message.clone()));
+        }
+        if !message.starts_with("unknown field `") || !remove_at(&mut value, err.path()) {
+            break;
+        }
+    }
+    Err(problems)
+}
+
+/// Removes the key `path` ends with from `value`; false if the path does not lead to a table
+/// holding it.
+fn remove_at(value: &mut toml::Value, path: &serde_path_to_error::Path) -> bool {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let Some((Segment::Map { key: last }, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut at = value;
+    for segment in parents {
+        let next = match (segment, at) {
+            (Segment::Map { key } | Segment::Enum { variant: key }, toml::Value::Table(table)) => {
+                table.get_mut(key)
+            }
+            (Segment::Seq { index }, toml::Value::Array(items)) => items.get_mut(*index),
+            _ => None,
+        };
+        let Some(next) = next else {
+            return false;
+        };
+        at = next;
+    }
+    match at {
+        toml::Value::Table(table) => table.remove(last).is_some(),
+        _ => false,
+    }
+}
+
+/// How alike an unknown key and a valid one must be (Jaro–Winkler, 0 to 1) for the valid one to
+/// be offered as what was meant; below it, every valid key is listed instead.
+const NEAR: f64 = 0.8;
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" lists the keys of the kind's own type
+/// alphabetically: say the nearest of those and `common` (the keys every kind takes) instead,
+/// or list them all where none is near.
+fn nearest_key(message: String, common: &[&str]) -> String {
     let Some((field, expected)) = message
         .strip_prefix("unknown field `")
         .and_then(|rest| rest.split_once("`, "))
-        .filter(|_| !common.is_empty())
     else {
         return message;
     };
@@ -239,11 +307,23 @@ fn expecting_also(message: String, common: &[&str]) -> String {
     keys.extend(common);
     keys.sort_unstable();
     keys.dedup();
-    let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
-    format!(
-        "unknown field `{field}`, expected one of {}",
-        keys.join(", ")
-    )
+    let nearest = keys
+        .iter()
+        .map(|key| (strsim::jaro_winkler(field, key), *key))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match nearest {
+        Some((likeness, key)) if likeness >= NEAR => {
+            format!("unknown field `{field}`, did you mean `{key}`?")
+        }
+        Some(_) => {
+            let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+            format!(
+                "unknown field `{field}`, expected one of {}",
+                keys.join(", ")
+            )
+        }
+        None => message,
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -1880,6 +1960,43 @@ mod tests {
             err.to_string().contains("routes.a") && err.to_string().contains("hots"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn every_unknown_key_of_every_table_is_named_with_the_nearest_valid_key() {
+        let err = load(
+            "[server]\nlistn = \"127.0.0.1:1\"\nmax_body_byte = 3\n\
+             [routes.mail]\nprovider = \"smtp\"\nhots = \"smtp.example\"\nprot = 25\n\
+             rate_limit_per_secnd = 2\nzzz = 1\n\
+             [[tokens]]\nname = \"a\"\ntenant = \"t\"\nscope = [\"send\"]\nsecret = \"x\"\n",
+            &[],
+        )
+        .unwrap_err();
+        let problems = err.0.join("\n");
+        for expected in [
+            "server.listn: unknown field `listn`, did you mean `listen`?",
+            "server.max_body_byte: unknown field `max_body_byte`, did you mean `max_body_bytes`?",
+            "routes.mail.hots: unknown field `hots`, did you mean `host`?",
+            "routes.mail.prot: unknown field `prot`, did you mean `port`?",
+            // A key every provider takes is weighed as much as the vendor's own.
+            "routes.mail.rate_limit_per_secnd: unknown field `rate_limit_per_secnd`, did you mean \
+             `rate_limit_per_second`?",
+            "tokens[0].scope: unknown field `scope`, did you mean `scopes`?",
+        ] {
+            assert!(
+                problems.contains(expected),
+                "{expected:?} not in:\n{problems}"
+            );
+        }
+        // Nothing is near: every key of the table is listed instead.
+        assert!(
+            problems.contains(
+                "routes.mail.zzz: unknown field `zzz`, expected one of `allowed_from`, `burst`"
+            ),
+            "{problems}"
+        );
+        // `host` and `scopes` are missing too, which their misspellings already say.
+        assert_eq!(err.0.len(), 7, "{problems}");
     }
 
     #[test]

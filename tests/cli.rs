@@ -854,17 +854,12 @@ fn check_config_names_a_broken_route_once_and_lists_everything_in_one_run() {
     let problems = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{problems}");
     assert!(
-        problems.contains("routes.mail.rate_limit_per_secnd: unknown field `rate_limit_per_secnd`"),
+        problems.contains(
+            "routes.mail.rate_limit_per_secnd: unknown field `rate_limit_per_secnd`, \
+             did you mean `rate_limit_per_second`?"
+        ),
         "{problems}"
     );
-    for key in [
-        "`rate_limit_per_second`",
-        "`fallback`",
-        "`max_attempts`",
-        "`profile`",
-    ] {
-        assert!(problems.contains(key), "the hint names {key}:\n{problems}");
-    }
     assert!(!problems.contains("unknown route `mail`"), "{problems}");
     assert!(
         problems.contains("channels.sms: names unknown route `nowhere`"),
