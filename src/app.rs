@@ -46,7 +46,8 @@ impl App {
             .with_context(|| format!("cannot listen on {}", config.server.listen))?;
         let store = store::connect(&config.database.url, config.database.max_connections).await?;
         let (tokens, generated_dev_token) = tokens(&config)?;
-        let templates = Templates::new(config.templates.clone());
+        let templates =
+            Templates::new(config.templates.clone()).strict_locales(config.strict_locales);
         templates
             .check()
             .map_err(|e| anyhow::anyhow!("config: {e}"))?;

@@ -30,6 +30,9 @@ pub struct Config {
     pub channels: BTreeMap<Channel, String>,
     pub dispatch: DispatchConfig,
     pub templates: BTreeMap<String, Template>,
+    /// `[templates] strict_locales = true`: a `locale` that no translation of the template
+    /// serves is refused (422) instead of rendered in the default language.
+    pub strict_locales: bool,
     /// The categories a notification may name, by name.
     pub categories: BTreeMap<String, CategoryConfig>,
     /// How one-click unsubscribe links are made, for the categories that have them.
@@ -220,6 +223,26 @@ impl Loader {
                 toml::Table::new()
             }
             None => toml::Table::new(),
+        }
+    }
+}
+
+/// Takes `strict_locales` out of `[templates]`, whose other keys name templates: a boolean
+/// there is the setting, a table a template that happens to bear its name.
+fn strict_locales(table: &mut toml::Table, loader: &mut Loader) -> bool {
+    let Some(toml::Value::Table(templates)) = table.get_mut("templates") else {
+        return false;
+    };
+    match templates.remove("strict_locales") {
+        None => false,
+        Some(toml::Value::Boolean(strict)) => strict,
+        Some(template @ toml::Value::Table(_)) => {
+            templates.insert("strict_locales".into(), template);
+            false
+        }
+        Some(_) => {
+            loader.push("templates.strict_locales", "must be true or false");
+            false
         }
     }
 }
@@ -1025,6 +1048,7 @@ impl Config {
         };
         apply_env_overrides(&mut table, env, &mut loader);
         let dispatch: DispatchConfig = loader.section(&mut table, "dispatch");
+        let strict_locales = strict_locales(&mut table, &mut loader);
         let mut config = Config {
             server: loader.section(&mut table, "server"),
             database: loader.section(&mut table, "database"),
@@ -1033,6 +1057,7 @@ impl Config {
             channels: loader.section(&mut table, "channels"),
             dispatch,
             templates: loader.section(&mut table, "templates"),
+            strict_locales,
             categories: loader.section(&mut table, "categories"),
             unsubscribe: loader.section(&mut table, "unsubscribe"),
             attachments: loader.section(&mut table, "attachments"),
@@ -1958,6 +1983,25 @@ mod tests {
         let err = load("[routes.a]\nprovider = \"sandbox\"\nhots = \"x\"\n", &[]).unwrap_err();
         assert!(
             err.to_string().contains("routes.a") && err.to_string().contains("hots"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn strict_locales_is_a_setting_beside_the_templates_it_governs() {
+        let template = "[templates.code]\ntext = \"{{ code }}\"\n";
+        let config = load(
+            &format!("[templates]\nstrict_locales = true\n{template}"),
+            &[],
+        )
+        .unwrap();
+        assert!(config.strict_locales);
+        assert_eq!(config.templates.keys().collect::<Vec<_>>(), ["code"]);
+        assert!(!load(template, &[]).unwrap().strict_locales);
+        let err = load("[templates]\nstrict_locales = \"yes\"\n", &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("templates.strict_locales: must be true or false"),
             "{err}"
         );
     }

@@ -30,6 +30,7 @@ on_both_backends!(
     only_a_queued_notification_can_be_cancelled,
     a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not,
     a_template_renders_in_the_nearest_locale_it_has_and_records_which,
+    strict_locales_refuse_a_locale_no_translation_serves,
     a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppressed,
     a_batch_answers_each_item_in_order_in_one_transaction,
     a_batch_that_fails_at_the_database_part_way_commits_nothing,
@@ -1379,18 +1380,59 @@ async fn a_template_renders_in_the_nearest_locale_it_has_and_records_which(backe
         }
         body
     };
-    for (key, asked, text, recorded) in [
-        ("quebec", Some("fr-CA"), "Ton code est 4242", json!("fr-CA")),
-        ("belgium", Some("fr-BE"), "Votre code est 4242", json!("fr")),
-        ("germany", Some("de"), "Your code is 4242", Value::Null),
-        ("none", None, "Your code is 4242", Value::Null),
+    for (key, asked, text, recorded, fell_back) in [
+        (
+            "quebec",
+            Some("fr-CA"),
+            "Ton code est 4242",
+            json!("fr-CA"),
+            false,
+        ),
+        (
+            "belgium",
+            Some("fr-BE"),
+            "Votre code est 4242",
+            json!("fr"),
+            false,
+        ),
+        // No translation serves German: the default goes, and the answer says so.
+        (
+            "germany",
+            Some("de"),
+            "Your code is 4242",
+            Value::Null,
+            true,
+        ),
+        (
+            "french",
+            Some("french"),
+            "Your code is 4242",
+            Value::Null,
+            true,
+        ),
+        ("none", None, "Your code is 4242", Value::Null, false),
     ] {
-        let id = app.enqueue_id(key, &code(asked)).await;
-        let shown = app.show(&id).await;
+        let answer = app.enqueue(ACME, key, &code(asked)).await;
+        assert_eq!(answer.status(), StatusCode::ACCEPTED);
+        let warned = answer.headers().get("herald-locale-fallback").cloned();
+        let accepted: Value = answer.json().await.unwrap();
+        let shown = app.show(accepted["id"].as_str().unwrap()).await;
         assert_eq!(
             (&shown["text"], &shown["locale"]),
             (&json!(text), &recorded),
             "{asked:?}"
+        );
+        assert_eq!(warned.is_some(), fell_back, "{asked:?}");
+        let flag = if fell_back { json!(true) } else { Value::Null };
+        assert_eq!(
+            (&accepted["locale_fallback"], &shown["locale_fallback"]),
+            (&flag, &flag)
+        );
+        // A retry with the same key is answered the same, warning included.
+        let again = app.enqueue(ACME, key, &code(asked)).await;
+        assert_eq!(
+            again.headers().get("herald-locale-fallback"),
+            warned.as_ref()
         );
     }
     for (body, detail) in [
@@ -1413,6 +1455,39 @@ async fn a_template_renders_in_the_nearest_locale_it_has_and_records_which(backe
             (Some("locale"), Some(detail))
         );
     }
+}
+
+/// `[templates] strict_locales = true`: a locale no translation serves is refused, not sent in
+/// another language; one a translation serves (itself or a shorter tag) goes as ever.
+async fn strict_locales_refuse_a_locale_no_translation_serves(backend: Backend) {
+    let Some(app) = spawn_app_with(
+        backend,
+        "[dispatch]\nenabled = false\n\
+         [templates]\nstrict_locales = true\n\
+         [templates.code]\ntext = \"Your code is {{ code }}\"\n\
+         [templates.code.locales.fr]\ntext = \"Votre code est {{ code }}\"\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let code = |locale: &str| {
+        json!({"channel": "sms", "to": "+14155550100", "template": "code",
+               "data": {"code": "4242"}, "locale": locale})
+    };
+    let refused = problem(
+        app.enqueue(ACME, "german", &code("de")).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(refused["field"], "locale");
+    assert_eq!(
+        refused["detail"],
+        "locale: no translation of template `code` serves `de` (it has: fr), and [templates] \
+         strict_locales refuses the default language"
+    );
+    let id = app.enqueue_id("belgium", &code("fr-BE")).await;
+    assert_eq!(app.show(&id).await["text"], "Votre code est 4242");
 }
 
 async fn a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not(backend: Backend) {

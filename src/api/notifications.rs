@@ -334,6 +334,9 @@ const TRACEPARENT_DOC: &str = "W3C Trace Context of the caller's trace: the requ
                 ("Location" = String, description = "The notification: `/v1/notifications/{id}`"),
                 ("Idempotent-Replayed" = String, description = "`true` when this is the first \
                                                                 answer replayed; absent otherwise"),
+                ("Herald-Locale-Fallback" = String, description = "`true` when no translation of \
+                    the template serves the `locale` asked for, so its default language was \
+                    rendered (the notification says `locale_fallback: true`); absent otherwise"),
             )),
         (status = 400, description = "No key, an invalid key, or a body that is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token lacks the `send` scope, or may not send through the route", body = Problem, content_type = "application/problem+json"),
@@ -366,12 +369,14 @@ pub async fn create(
         Answer::Created(body) => {
             metrics::counter!("herald_notifications_accepted_total").increment(1);
             state.enqueued();
-            Ok((
+            let mut response = (
                 StatusCode::ACCEPTED,
                 [(header::LOCATION, location(id))],
-                Json(body),
+                Json(&body),
             )
-                .into_response())
+                .into_response();
+            warn_of_locale_fallback(response.headers_mut(), &body);
+            Ok(response)
         }
         Answer::Replayed { status, body } => Ok(replayed(status, body)),
         Answer::Refused(problem) => Err(problem),
@@ -394,8 +399,20 @@ fn replayed(status: u16, body: Value) -> Response {
     {
         headers.insert(header::LOCATION, location(id));
     }
+    warn_of_locale_fallback(headers, &body);
     response
 }
+
+/// Says, beside the answer, what a client reading only the status would miss: the template was
+/// rendered in its default language because no translation serves the `locale` asked for.
+fn warn_of_locale_fallback(headers: &mut HeaderMap, body: &Value) {
+    if body["locale_fallback"] == true {
+        headers.insert(LOCALE_FALLBACK_HEADER, HeaderValue::from_static("true"));
+    }
+}
+
+/// See [`warn_of_locale_fallback`].
+const LOCALE_FALLBACK_HEADER: &str = "herald-locale-fallback";
 
 // Documentation only: the handler reads the items one by one, so that each bad item gets its
 // own problem.

@@ -164,6 +164,11 @@ pub struct Content {
     /// The template's locale that was rendered (absent: its default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locale: Option<String>,
+    /// `true` when the request asked for a `locale` that no translation of the template serves,
+    /// so its default language was sent (`[templates] strict_locales = true` refuses instead);
+    /// absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub locale_fallback: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub data: Option<Map<String, Value>>,
@@ -564,6 +569,7 @@ impl NotificationRequest {
                 blocks: None,
                 template: Some(name.clone()),
                 locale: rendered.locale,
+                locale_fallback: rendered.locale_fallback,
                 data: Some(data),
                 ..Content::default()
             };

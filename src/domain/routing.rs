@@ -223,6 +223,8 @@ pub struct Rendered {
     pub html: Option<String>,
     /// The configured locale rendered; `None` for the default.
     pub locale: Option<String>,
+    /// A `locale` was asked for that no translation serves: the default was rendered.
+    pub locale_fallback: bool,
 }
 
 /// Whether `tag` reads as a language tag (BCP 47's shape: `fr`, `fr-CA`, `zh-Hant-TW`):
@@ -249,6 +251,9 @@ const SLACK_TEXT: minijinja::AutoEscape = minijinja::AutoEscape::Custom("slack")
 pub struct Templates {
     env: minijinja::Environment<'static>,
     templates: BTreeMap<String, Template>,
+    /// `[templates] strict_locales`: a `locale` no translation serves is refused rather than
+    /// rendered in the default language.
+    strict_locales: bool,
 }
 
 impl std::fmt::Debug for Templates {
@@ -289,7 +294,18 @@ impl Templates {
                 .replace('>', "&gt;");
             out.write_str(&escaped).map_err(minijinja::Error::from)
         });
-        Templates { env, templates }
+        Templates {
+            env,
+            templates,
+            strict_locales: false,
+        }
+    }
+
+    /// Refuses a `locale` that no translation of the template serves (`[templates]
+    /// strict_locales = true`), instead of rendering the default language.
+    pub fn strict_locales(mut self, strict: bool) -> Self {
+        self.strict_locales = strict;
+        self
     }
 
     /// Checks every template compiles, so a typo fails at start-up rather than on a request;
@@ -378,7 +394,24 @@ impl Templates {
             .templates
             .get(name)
             .ok_or_else(|| FieldError::new("template", format!("unknown template `{name}`")))?;
+        let asked = locale;
         let locale = locale.and_then(|l| template.locale_for(l));
+        let locale_fallback = asked.is_some() && locale.is_none();
+        if let Some(asked) = asked.filter(|_| locale_fallback && self.strict_locales) {
+            let served: Vec<&str> = template.locales.keys().map(String::as_str).collect();
+            return Err(FieldError::new(
+                "locale",
+                format!(
+                    "no translation of template `{name}` serves `{asked}` (it has: {}), and \
+                     [templates] strict_locales refuses the default language",
+                    if served.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        served.join(", ")
+                    }
+                ),
+            ));
+        }
         let fields = match locale {
             Some(locale) => template.locales[locale].clone(),
             None => template.fields(),
@@ -409,6 +442,7 @@ impl Templates {
             )?,
             html: render(&fields.html, "html")?,
             locale: locale.map(str::to_owned),
+            locale_fallback,
         })
     }
 }
