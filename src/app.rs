@@ -11,7 +11,7 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, AppState, Tokens};
+use crate::api::{self, AppState, NewToken, Tokens};
 use crate::config::{Config, DEV_TENANT};
 use crate::dispatch::{self, Dispatcher};
 use crate::domain::{Categories, RouteInfo, Routing, Scope, Templates, operator_of};
@@ -325,22 +325,25 @@ pub(crate) fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretSt
                     .as_ref()
                     .filter(|r| !r.iter().any(|name| name == "*"))
                     .map(|r| r.iter().cloned().collect());
-                Ok((
-                    t.name.clone(),
-                    t.tenant.clone(),
-                    t.scopes.clone(),
+                Ok(NewToken {
+                    name: t.name.clone(),
+                    tenant: t.tenant.clone(),
+                    scopes: t.scopes.clone(),
                     routes,
                     secret,
-                ))
+                    rate_limit: t.rate_limit(),
+                })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        for (i, (name, _, _, _, secret)) in resolved.iter().enumerate() {
-            if let Some((other, ..)) = resolved[..i]
+        for (i, token) in resolved.iter().enumerate() {
+            if let Some(other) = resolved[..i]
                 .iter()
-                .find(|(_, _, _, _, s)| s.expose_secret() == secret.expose_secret())
+                .find(|o| o.secret.expose_secret() == token.secret.expose_secret())
             {
                 anyhow::bail!(
-                    "tokens `{other}` and `{name}` share a secret: each principal needs its own"
+                    "tokens `{}` and `{}` share a secret: each principal needs its own",
+                    other.name,
+                    token.name
                 );
             }
         }
@@ -361,6 +364,13 @@ pub(crate) fn tokens(config: &Config) -> anyhow::Result<(Tokens, Option<SecretSt
         }
     };
     let all = Scope::ALL.to_vec();
-    let tokens = Tokens::new([("dev".to_owned(), DEV_TENANT.to_owned(), all, None, secret)]);
+    let tokens = Tokens::new([NewToken {
+        name: "dev".to_owned(),
+        tenant: DEV_TENANT.to_owned(),
+        scopes: all,
+        routes: None,
+        secret,
+        rate_limit: None,
+    }]);
     Ok((tokens, generated))
 }

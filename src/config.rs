@@ -726,6 +726,26 @@ pub struct TokenConfig {
     /// every route when the config has one tenant; with several tenants, it must be said.
     #[serde(default)]
     pub routes: Option<Vec<String>>,
+    /// Notifications per second this token may enqueue in each process (a batch counts its
+    /// items, an upstream event counts as one); over it, `429 rate-limited` with `Retry-After`.
+    /// Absent: no limit of its own.
+    #[serde(default)]
+    pub rate_limit_per_second: Option<f64>,
+    /// How many it may enqueue at once above that rate, from a full bucket (default: one
+    /// second's worth, at least 1).
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+impl TokenConfig {
+    /// Its rate and burst, where it has a limit.
+    pub fn rate_limit(&self) -> Option<(f64, u32)> {
+        let rate = self.rate_limit_per_second?;
+        let burst = self
+            .burst
+            .unwrap_or_else(|| rate.ceil().clamp(1.0, 1e6) as u32);
+        Some((rate, burst))
+    }
 }
 
 /// A named, configured provider instance.
@@ -1531,6 +1551,25 @@ impl Config {
                     &format!("tokens[{i}].scopes"),
                     format!("token `{}` has no scopes", token.name),
                 );
+            }
+            if let Some(rate) = token.rate_limit_per_second
+                && !(MIN_RATE..=MAX_RATE).contains(&rate)
+            {
+                loader.push(
+                    &format!("tokens[{i}].rate_limit_per_second"),
+                    format!("{rate} is out of range: must be from {MIN_RATE} to {MAX_RATE}"),
+                );
+            }
+            match token.burst {
+                Some(_) if token.rate_limit_per_second.is_none() => loader.push(
+                    &format!("tokens[{i}].burst"),
+                    "is only used with rate_limit_per_second",
+                ),
+                Some(burst) if !(1..=1_000_000).contains(&burst) => loader.push(
+                    &format!("tokens[{i}].burst"),
+                    format!("{burst} is out of range: must be from 1 to 1000000"),
+                ),
+                _ => {}
             }
         }
         self.check_route_grants(loader);

@@ -124,7 +124,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Every metric family herald exposes, with its `# HELP`: what it counts and in which words.
 /// Label values are the API's own (`state`, `certainty`, `settled_by`, review `reason`).
-pub const FAMILIES: [(&str, Kind, &str); 31] = [
+pub const FAMILIES: [(&str, Kind, &str); 32] = [
     (
         "herald_http_requests_total",
         Kind::Counter,
@@ -209,6 +209,11 @@ pub const FAMILIES: [(&str, Kind, &str); 31] = [
         "herald_route_paused",
         Kind::Gauge,
         "1 while an operator has paused the route (POST /v1/routes/{name}/pause), as this process last read: no new sends on it.",
+    ),
+    (
+        "herald_rate_limited_total",
+        Kind::Counter,
+        "Enqueue requests refused 429 because their token was over its rate_limit_per_second in this process, by token (its name, never its secret).",
     ),
     (
         "herald_route_paused_seconds",
@@ -326,6 +331,9 @@ pub fn preregister(config: &Config, routing: &Routing, takes_callbacks: impl Fn(
     }
     for kind in ["idempotency_records", "notifications", "attachments"] {
         metrics::counter!("herald_retention_deleted_total", "kind" => kind).increment(0);
+    }
+    for token in config.tokens.iter().filter(|t| t.rate_limit().is_some()) {
+        metrics::counter!("herald_rate_limited_total", "token" => token.name.clone()).increment(0);
     }
     for route in config.routes.keys() {
         for (result, reason) in herald_provider::SendResult::REASONS {

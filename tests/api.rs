@@ -31,6 +31,7 @@ on_both_backends!(
     a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not,
     a_template_renders_in_the_nearest_locale_it_has_and_records_which,
     strict_locales_refuse_a_locale_no_translation_serves,
+    a_token_over_its_rate_is_answered_429_with_when_to_try_again_and_nothing_stored,
     a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppressed,
     a_batch_answers_each_item_in_order_in_one_transaction,
     a_batch_that_fails_at_the_database_part_way_commits_nothing,
@@ -1455,6 +1456,105 @@ async fn a_template_renders_in_the_nearest_locale_it_has_and_records_which(backe
             (Some("locale"), Some(detail))
         );
     }
+}
+
+/// A token with `rate_limit_per_second` is held to it in this process: a full bucket takes a
+/// burst, a batch counts every item, and what is over is refused before anything is stored,
+/// with a `Retry-After` the same request (same keys) then meets. Other tokens are untouched.
+async fn a_token_over_its_rate_is_answered_429_with_when_to_try_again_and_nothing_stored(
+    backend: Backend,
+) {
+    const LIMITED: &str = "test-acme-limited-0123456789abcdef";
+    let Some(app) = spawn_app_with(
+        backend,
+        &format!(
+            "[dispatch]\nenabled = false\n\
+             [[tokens]]\nname = \"acme-batch-job\"\ntenant = \"acme\"\nscopes = [\"send\", \"read\"]\n\
+             secret = \"{LIMITED}\"\nroutes = [\"*\"]\nrate_limit_per_second = 1\nburst = 3\n"
+        ),
+    )
+    .await
+    else {
+        return;
+    };
+    for n in 0..3 {
+        let taken = app
+            .enqueue(LIMITED, &format!("burst-{n}"), &email("ada@example.com"))
+            .await;
+        assert_eq!(taken.status(), StatusCode::ACCEPTED, "{n} of the burst");
+    }
+    let over = app
+        .enqueue(LIMITED, "over", &email("ada@example.com"))
+        .await;
+    assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry_after: u64 = over.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    let refused = problem(over, StatusCode::TOO_MANY_REQUESTS).await;
+    assert_eq!(refused["type"], "/problems/rate-limited");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("token `acme-batch-job`"),
+        "{refused}"
+    );
+    // Another token of the same tenant is not held by this one's limit.
+    let other = app
+        .enqueue(ACME, "other-token", &email("ada@example.com"))
+        .await;
+    assert_eq!(other.status(), StatusCode::ACCEPTED);
+
+    // After the wait the same key is new: nothing was stored for it.
+    tokio::time::sleep(Duration::from_secs(retry_after)).await;
+    let again = app
+        .enqueue(LIMITED, "over", &email("ada@example.com"))
+        .await;
+    assert_eq!(again.status(), StatusCode::ACCEPTED);
+    assert!(again.headers().get("idempotent-replayed").is_none());
+
+    // A batch counts its items: five from a full bucket of three go, and leave a debt the
+    // next request waits out (Retry-After past the two seconds a token alone would need).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let items: Vec<Value> = (0..5)
+        .map(|n| {
+            let mut item = email("ada@example.com");
+            item["idempotency_key"] = json!(format!("batch-{n}"));
+            item
+        })
+        .collect();
+    let batch = app
+        .post_json(
+            LIMITED,
+            "/v1/notifications/batch",
+            &json!({ "items": items }),
+        )
+        .await;
+    assert_eq!(batch.status(), StatusCode::OK);
+    let after = app
+        .enqueue(LIMITED, "after-batch", &email("ada@example.com"))
+        .await;
+    assert_eq!(after.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry_after: u64 = after.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 3, "{retry_after}");
+
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(
+        metrics.contains("herald_rate_limited_total{token=\"acme-batch-job\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains(LIMITED),
+        "a token's secret is never a label"
+    );
 }
 
 /// `[templates] strict_locales = true`: a locale no translation serves is refused, not sent in

@@ -3,6 +3,8 @@
 //! nor its position leaks through timing.
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
@@ -14,6 +16,7 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::problem::Problem;
+use crate::dispatch::pacing::Pace;
 use crate::domain::Scope;
 
 /// Who is calling: resolved from the `Authorization` header of every authenticated request.
@@ -24,9 +27,37 @@ pub struct Principal {
     scopes: HashSet<Scope>,
     /// The routes it may send through; `None`: every route its tenant may use.
     routes: Option<HashSet<String>>,
+    /// Its enqueue rate in this process, shared by every request with the token.
+    rate: Option<Arc<Pace>>,
 }
 
 impl Principal {
+    /// Counts `items` notifications against the token's enqueue rate, before anything is read
+    /// or stored: over it, `429 rate-limited` with when to send the same request again.
+    pub fn admit(&self, items: usize) -> Result<(), Problem> {
+        let Some(rate) = &self.rate else {
+            return Ok(());
+        };
+        let items = u32::try_from(items).unwrap_or(u32::MAX);
+        rate.try_take_n(Instant::now(), items).map_err(|wait| {
+            metrics::counter!("herald_rate_limited_total", "token" => self.name.clone())
+                .increment(1);
+            let seconds = u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
+            Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                "Too many notifications",
+                format!(
+                    "token `{}` may enqueue at most its rate_limit_per_second (a batch counts \
+                     its items); nothing was stored, send the same request again after \
+                     Retry-After",
+                    self.name
+                ),
+            )
+            .with_retry_after(seconds)
+        })
+    }
+
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.iter().any(|held| held.grants(scope))
     }
@@ -88,28 +119,33 @@ struct Token {
 /// The configured tokens.
 pub struct Tokens(Vec<Token>);
 
+/// A token as configured, its secret resolved.
+pub struct NewToken {
+    pub name: String,
+    pub tenant: String,
+    pub scopes: Vec<Scope>,
+    /// See [`Principal`]'s routes.
+    pub routes: Option<HashSet<String>>,
+    pub secret: SecretString,
+    /// Enqueues per second and burst, per process.
+    pub rate_limit: Option<(f64, u32)>,
+}
+
 impl Tokens {
-    pub fn new(
-        tokens: impl IntoIterator<
-            Item = (
-                String,
-                String,
-                Vec<Scope>,
-                Option<HashSet<String>>,
-                SecretString,
-            ),
-        >,
-    ) -> Self {
+    pub fn new(tokens: impl IntoIterator<Item = NewToken>) -> Self {
         Tokens(
             tokens
                 .into_iter()
-                .map(|(name, tenant, scopes, routes, secret)| Token {
-                    digest: Sha256::digest(secret.expose_secret().as_bytes()).into(),
+                .map(|token| Token {
+                    digest: Sha256::digest(token.secret.expose_secret().as_bytes()).into(),
                     principal: Principal {
-                        name,
-                        tenant,
-                        scopes: scopes.into_iter().collect(),
-                        routes,
+                        name: token.name,
+                        tenant: token.tenant,
+                        scopes: token.scopes.into_iter().collect(),
+                        routes: token.routes,
+                        rate: token.rate_limit.map(|(per_second, burst)| {
+                            Arc::new(Pace::new(Some(per_second), burst))
+                        }),
                     },
                 })
                 .collect(),

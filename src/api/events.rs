@@ -89,6 +89,8 @@ pub struct EventReceipt {
         (status = 403, description = "A mapping names a route this token or its tenant may not send through", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "A batch of events, which herald does not take", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A missing or invalid attribute, a wrong specversion, an unmapped type, or data its mapping cannot render; names the attribute or variable", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The token is over its `rate_limit_per_second` (`/problems/rate-limited`; an event counts as one): nothing was stored; send it again after Retry-After", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u32, description = "Seconds until the token may send this again"))),
     ))]
 pub async fn receive(
     State(state): State<AppState>,
@@ -97,6 +99,7 @@ pub async fn receive(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
+    principal.admit(1)?;
     let body = body_bytes(body)?;
     let event = parse(&headers, &body)?;
     let received = state

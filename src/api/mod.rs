@@ -29,7 +29,7 @@ use serde_json::Value;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-pub use auth::{Principal, Tokens};
+pub use auth::{NewToken, Principal, Tokens};
 pub use problem::Problem;
 
 use crate::domain::{Routing, Templates};

@@ -342,6 +342,8 @@ const TRACEPARENT_DOC: &str = "W3C Trace Context of the caller's trace: the requ
         (status = 403, description = "The token lacks the `send` scope, or may not send through the route", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, or the key was used before with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The token is over its `rate_limit_per_second` (`/problems/rate-limited`): nothing was stored; send the same request again after Retry-After", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u32, description = "Seconds until the token may enqueue this again"))),
         (status = 503, description = "Nothing was stored: the database is away, or other requests and sends with attachments hold this process's memory for them (`/problems/busy`); send the same request again after Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(
@@ -351,6 +353,7 @@ pub async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
+    principal.admit(1)?;
     let key = idempotency::key_from_header(&headers)?;
     let length = body.as_ref().map_or(0, Bytes::len);
     let body = json_object(body)?;
@@ -492,6 +495,8 @@ pub struct BatchBody {
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No items, or more than 1,000", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The token is over its `rate_limit_per_second`, counting every item (`/problems/rate-limited`): nothing was stored; send the same request again after Retry-After", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u32, description = "Seconds until the token may enqueue this many again"))),
         (status = 503, description = "Nothing was stored: the database is away, or other requests and sends with attachments hold this process's memory for them (`/problems/busy`); send the same request again after Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_batch(
@@ -521,6 +526,8 @@ pub async fn create_batch(
             format!("must hold 1 to {MAX_BATCH_ITEMS} notifications"),
         )));
     }
+    // Each item counts, valid or not: the work of reading it is done either way.
+    principal.admit(items.len())?;
     let now = OffsetDateTime::now_utc();
     let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(items.len());
     let mut accepted: Vec<(usize, NewAccept)> = Vec::new();

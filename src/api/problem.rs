@@ -14,7 +14,7 @@ use crate::store::{Outage, StoreError};
 const TYPE_BASE: &str = "/problems/";
 
 /// Every problem type herald answers, with what it means and what to do.
-pub const TYPES: [(&str, &str); 31] = [
+pub const TYPES: [(&str, &str); 32] = [
     (
         "batch-not-supported",
         "This endpoint takes one item per request.",
@@ -101,6 +101,10 @@ pub const TYPES: [(&str, &str); 31] = [
     (
         "preview-stale",
         "A bulk resolution's preview cannot be confirmed: it is unknown, expired or confirmed already, or the outcome or filter sent with it is not the one previewed. Make the dry run again and confirm what it shows.",
+    ),
+    (
+        "rate-limited",
+        "The token enqueued as many notifications as its rate_limit_per_second and burst allow in this herald process (a batch counts its items). Nothing was stored; send the same request, with the same idempotency keys, after Retry-After.",
     ),
     (
         "route-forbidden",

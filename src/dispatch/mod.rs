@@ -10,7 +10,7 @@
 mod budget;
 mod circuit;
 mod files;
-mod pacing;
+pub mod pacing;
 pub mod policy;
 mod routes;
 

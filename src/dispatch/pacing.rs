@@ -9,6 +9,9 @@
 //! in the queue rather than in workers, and other routes keep their pace. A send that would
 //! still have to wait past its deadline is held ([`HoldReason::Paced`] or
 //! [`HoldReason::Paused`]): no attempt, no budget spent.
+//!
+//! The same bucket counts a token's enqueues (`[[tokens]] rate_limit_per_second`), taken by the
+//! API before it reads a request ([`Pace::try_take_n`]: a batch counts its items).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -132,6 +135,25 @@ impl Pace {
         Ok(())
     }
 
+    /// Takes `n` tokens at once where `n` are there, or a full bucket for more than it holds:
+    /// what is taken beyond the bucket is a debt that later calls wait out, so a large batch
+    /// costs as much as its items sent one by one. Else how long until they would be there.
+    pub fn try_take_n(&self, now: Instant, n: u32) -> Result<(), Duration> {
+        let Some((per_second, burst)) = self.rate else {
+            return Ok(());
+        };
+        let mut state = self.state.lock().expect("pace lock");
+        state.refill(now, per_second, burst);
+        let needed = f64::from(n).min(burst);
+        if state.tokens >= needed {
+            state.tokens -= f64::from(n);
+            return Ok(());
+        }
+        Err(Duration::from_secs_f64(
+            (needed - state.tokens) / per_second,
+        ))
+    }
+
     /// The vendor asked for a pause: nobody on this route calls it before `until`.
     pub fn pause_until(&self, until: Instant) {
         let mut state = self.state.lock().expect("pace lock");
@@ -250,6 +272,26 @@ mod tests {
             pauses.paused_for(&slow, t0 + Duration::from_secs(30)),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn taking_many_at_once_spends_the_bucket_and_leaves_a_debt_beyond_it() {
+        let start = Instant::now();
+        let pace = Pace::new(Some(10.0), 5);
+        assert_eq!(pace.try_take_n(start, 3), Ok(()));
+        // Two left: three more are 0.1 s away.
+        let wait = pace.try_take_n(start, 3).unwrap_err();
+        assert!((wait.as_secs_f64() - 0.1).abs() < 1e-9, "{wait:?}");
+        // A full bucket lets twenty through at once, and the next one waits for all of them.
+        let full = start + Duration::from_secs(10);
+        assert_eq!(pace.try_take_n(full, 20), Ok(()));
+        let wait = pace.try_take_n(full, 1).unwrap_err();
+        assert!((wait.as_secs_f64() - 1.6).abs() < 1e-9, "{wait:?}");
+        assert_eq!(
+            pace.try_take_n(full + Duration::from_millis(1600), 1),
+            Ok(())
+        );
+        assert_eq!(Pace::new(None, 1).try_take_n(start, 1_000), Ok(()));
     }
 
     #[tokio::test]
