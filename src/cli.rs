@@ -310,7 +310,7 @@ pub struct ResolveArgs {
     pub id: Option<String>,
     /// `delivered`, `not_delivered` or `acknowledged` (with `--preview`: the previewed one, if
     /// given).
-    #[arg(long, required_unless_present = "preview")]
+    #[arg(long, required_unless_present_any = ["preview", "items"])]
     pub outcome: Option<String>,
     /// After `not_delivered`: `resend`, or `close` (the item leaves review).
     #[arg(long)]
@@ -324,8 +324,13 @@ pub struct ResolveArgs {
     /// Select many: `reason=exhausted`, `route=mail`, `since=…`, `until=…` (repeatable).
     #[arg(long, value_name = "KEY=VALUE")]
     pub filter: Vec<String>,
-    /// With `--filter`: list what would change and print a preview to confirm; change nothing.
-    #[arg(long, requires = "filter")]
+    /// Select many, each with its own outcome: a file (`-` for stdin) of lines `ID OUTCOME
+    /// [THEN] [force]`, e.g. `0190… not_delivered resend`; blank lines and `#` comments skipped.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["id", "filter", "outcome", "then", "force", "max"])]
+    pub items: Option<std::path::PathBuf>,
+    /// With `--filter` or `--items`: list what would change and print a preview to confirm;
+    /// change nothing.
+    #[arg(long)]
     pub dry_run: bool,
     /// Resolve exactly what a dry run listed, with its outcome: the preview it printed.
     #[arg(long, conflicts_with_all = ["id", "dry_run"])]

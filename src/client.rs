@@ -439,9 +439,15 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     if args.force {
         body.insert("force".to_owned(), json!(true));
     }
-    let many = !args.filter.is_empty() || args.preview.is_some();
+    let many = !args.filter.is_empty() || args.items.is_some() || args.preview.is_some();
     if args.id.is_some() == many {
-        bail!("give the notification's id, or resolve many: --filter … --dry-run, then --preview");
+        bail!(
+            "give the notification's id, or resolve many: --filter … or --items FILE with \
+             --dry-run, then --preview"
+        );
+    }
+    if args.dry_run && args.filter.is_empty() && args.items.is_none() {
+        bail!("--dry-run goes with --filter or --items");
     }
     if let Some(id) = &args.id {
         if args.dry_run || args.max.is_some() {
@@ -475,6 +481,15 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     if let Some(max) = args.max {
         body.insert("max".to_owned(), json!(max));
     }
+    if let Some(path) = &args.items {
+        let lines = if path.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())?
+        } else {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?
+        };
+        body.insert("items".to_owned(), Value::Array(list_items(&lines)?));
+    }
     body.insert("dry_run".to_owned(), json!(args.dry_run));
     if let Some(preview) = &args.preview {
         body.insert("preview".to_owned(), json!(preview));
@@ -482,6 +497,40 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     let answer = api.post("/v1/review/resolve", &Value::Object(body)).await?;
     print!("{}", bulk_report(&answer, OffsetDateTime::now_utc()));
     Ok(())
+}
+
+/// The `items` of a list resolution from lines `ID OUTCOME [THEN] [force]`; the server checks
+/// what they say, this only reads their shape.
+fn list_items(lines: &str) -> anyhow::Result<Vec<Value>> {
+    let mut items = Vec::new();
+    for (n, line) in lines.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (force, words) = match words.split_last() {
+            Some((&"force", rest)) => (true, rest),
+            _ => (false, &words[..]),
+        };
+        let mut item = match words {
+            [id, outcome] => json!({"id": id, "outcome": outcome}),
+            [id, outcome, then] => json!({"id": id, "outcome": outcome, "then": then}),
+            _ => bail!(
+                "line {}: `{line}` is not `ID OUTCOME [THEN] [force]` (e.g. `0190… not_delivered \
+                 resend`)",
+                n + 1
+            ),
+        };
+        if force {
+            item["force"] = json!(true);
+        }
+        items.push(item);
+    }
+    if items.is_empty() {
+        bail!("--items lists no notification");
+    }
+    Ok(items)
 }
 
 /// What a bulk resolution would change (dry run) or changed, one item a line with its age,
@@ -496,6 +545,7 @@ fn bulk_report(answer: &Value, now: OffsetDateTime) -> String {
     );
     for item in &items {
         out.push_str(&row(item, &item["waiting_since"], now));
+        let _ = writeln!(out, "      -> {}", text(&item["resolution"]));
     }
     for refused in answer["refused"].as_array().into_iter().flatten() {
         let _ = writeln!(

@@ -405,13 +405,19 @@ async fn an_on_call_engineer_settles_an_unknown_send_from_the_command_line() {
     );
 }
 
-/// `herald review resolve` for many: the dry run prints each item and a preview; the
-/// confirmation resolves exactly that, and refuses another outcome.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_items_are_resolved_from_the_command_line_exactly_as_previewed() {
-    let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
+/// The preview a dry run printed.
+fn printed_preview(text: &str) -> String {
+    text.lines()
+        .find_map(|line| line.strip_prefix("preview "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the dry run prints its preview")
+        .to_owned()
+}
+
+/// One email to each of `to`, each ended `unknown` by a vendor that loses every answer.
+async fn unknown_emails(app: &support::TestApp, to: &[&str]) -> Vec<String> {
     let mut ids = Vec::new();
-    for to in ["ada@example.com", "grace@example.com"] {
+    for to in to {
         ids.push(app.enqueue_id(to, &support::email(to)).await);
     }
     for id in &ids {
@@ -422,6 +428,15 @@ async fn many_items_are_resolved_from_the_command_line_exactly_as_previewed() {
         )
         .await;
     }
+    ids
+}
+
+/// `herald review resolve` for many: the dry run prints each item and a preview; the
+/// confirmation resolves exactly that, and refuses another outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_items_are_resolved_from_the_command_line_exactly_as_previewed() {
+    let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
+    let ids = unknown_emails(&app, &["ada@example.com", "grace@example.com"]).await;
     let dry = herald(
         &app,
         ACME_REVIEWER,
@@ -439,12 +454,7 @@ async fn many_items_are_resolved_from_the_command_line_exactly_as_previewed() {
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
-    let preview = text
-        .lines()
-        .find_map(|line| line.strip_prefix("preview "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the dry run prints its preview")
-        .to_owned();
+    let preview = printed_preview(&text);
     assert!(
         text.contains(&format!("herald review resolve --preview {preview}")),
         "{text}"
@@ -486,6 +496,72 @@ async fn many_items_are_resolved_from_the_command_line_exactly_as_previewed() {
     for id in &ids {
         assert_eq!(app.show(id).await["state"], "failed");
     }
+}
+
+/// `herald review resolve --items FILE`: each line its own outcome, one dry run and one
+/// confirmation for the whole list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_with_an_outcome_per_item_is_resolved_from_a_file_as_previewed() {
+    let (app, _vendor) = herald_whose_vendor_loses_every_answer().await;
+    let ids = unknown_emails(&app, &["found@example.com", "missing@example.com"]).await;
+    let dir = support::TempDir::new("herald-cli-items");
+    let file = dir.path().join("checked.txt");
+    std::fs::write(
+        &file,
+        format!(
+            "# what the vendor's log showed\n{} delivered\n\n{} not_delivered close  # absent\n",
+            ids[0], ids[1]
+        ),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let dry = herald(
+        &app,
+        ACME_REVIEWER,
+        &["review", "resolve", "--items", file, "--dry-run"],
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let text = stdout(&dry);
+    assert!(text.starts_with("would resolve 2:"), "{text}");
+    assert!(
+        text.contains("-> delivered\n") && text.contains("-> not_delivered + close\n"),
+        "{text}"
+    );
+    let preview = printed_preview(&text);
+    let confirmed = herald(
+        &app,
+        ACME_REVIEWER,
+        &[
+            "review",
+            "resolve",
+            "--preview",
+            &preview,
+            "--note",
+            "checked one by one",
+        ],
+    );
+    assert!(confirmed.status.success(), "{}", stderr(&confirmed));
+    assert_eq!(app.show(&ids[0]).await["state"], "delivered");
+    assert_eq!(app.show(&ids[1]).await["state"], "failed");
+
+    std::fs::write(
+        dir.path().join("bad.txt"),
+        format!("{} \n{}\n", ids[0], ids[1]),
+    )
+    .unwrap();
+    let bad = herald(
+        &app,
+        ACME_REVIEWER,
+        &[
+            "review",
+            "resolve",
+            "--items",
+            dir.path().join("bad.txt").to_str().unwrap(),
+            "--dry-run",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("line 1:"), "{}", stderr(&bad));
 }
 
 /// Each command's help names what serves it: the server commands their config and logs, the

@@ -359,6 +359,7 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         "console-notification.png",
         "console-resolved.png",
         "console-bulk.png",
+        "console-list.png",
         "console-routes.png",
         "unsubscribe.png",
         "unsubscribe-done.png",
@@ -407,11 +408,17 @@ async fn an_on_call_engineer_resolves_an_unknown_send_in_a_real_browser() {
         assert_eq!(resolutions.len(), 1, "{n:#}");
         assert_eq!(resolutions[0]["note"], "Both are in the vendor's log.");
     }
-    // The dead letter closed in the console left review; the others wait.
-    let closed = app.show(&texts[0]).await;
-    assert_eq!(closed["review"]["reason"], Value::Null, "{closed:#}");
-    assert_eq!(closed["review"]["resolutions"][0]["then"], "close");
-    for text in &texts[1..] {
-        assert_eq!(app.show(text).await["review"]["reason"], "exhausted");
+    // The dead letter closed in the console, and the one chosen in the queue's list, left
+    // review; the one left unchosen waits.
+    for text in &texts[..2] {
+        let closed = app.show(text).await;
+        assert_eq!(closed["review"]["reason"], Value::Null, "{closed:#}");
+        assert_eq!(closed["review"]["resolutions"][0]["then"], "close");
     }
+    let listed = app.show(&texts[1]).await;
+    assert_eq!(
+        listed["review"]["resolutions"][0]["note"],
+        "Its code expired; the vendor never had it."
+    );
+    assert_eq!(app.show(&texts[2]).await["review"]["reason"], "exhausted");
 }

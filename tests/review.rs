@@ -38,6 +38,7 @@ on_both_backends!(
     review_needs_its_scope_and_sees_only_its_tenant,
     a_requery_settles_what_the_vendor_can_now_see,
     a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed,
+    a_list_resolves_each_item_with_its_own_outcome_under_one_preview,
     a_bulk_confirmation_with_another_outcome_or_filter_is_refused_and_a_preview_is_used_once,
     dead_letters_are_listed_with_their_cause_and_resent_once_the_vendor_is_back,
     a_resolution_is_refused_where_the_item_is_not_in_review,
@@ -895,6 +896,95 @@ async fn a_bulk_dry_run_changes_nothing_and_the_real_run_changes_what_it_listed(
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem:#}");
     assert_eq!(problem["field"], "preview");
+}
+
+/// After asking the vendor item by item (some found, some not), a person settles the whole
+/// list at once: one dry run shows each item with its own resolution, one confirmation applies
+/// exactly those, and a list changed in between is refused whole.
+async fn a_list_resolves_each_item_with_its_own_outcome_under_one_preview(backend: Backend) {
+    let Some(rig) = rig(backend, Profile::Plain, "").await else {
+        return;
+    };
+    let keys: Vec<String> = (0..3).map(|i| format!("listed-{i}")).collect();
+    let ids = rig.unknowns(LOST_ANSWERS, &keys).await;
+    let sent = rig.enqueue("listed-sent").await;
+    rig.drain().await;
+    let list = json!([
+        {"id": ids[0], "outcome": "delivered"},
+        {"id": ids[1], "outcome": "not_delivered", "then": "close"},
+        {"id": ids[2], "outcome": "not_delivered", "then": "resend"},
+        // Not in review: refused on its own, the rest still previewed.
+        {"id": sent, "outcome": "delivered"},
+    ]);
+    let (status, dry) = rig.bulk(json!({"items": list, "dry_run": true})).await;
+    assert_eq!(status, StatusCode::OK, "{dry:#}");
+    assert_eq!(dry["ids"], json!(ids), "{dry:#}");
+    let resolutions: Vec<&str> = dry["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["resolution"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        resolutions,
+        [
+            "delivered",
+            "not_delivered + close",
+            "not_delivered + resend"
+        ]
+    );
+    assert_eq!(dry["refused"][0]["id"], json!(sent), "{dry:#}");
+    for id in &ids {
+        assert_eq!(
+            rig.show(id).await["state"],
+            "unknown",
+            "a dry run changes nothing"
+        );
+    }
+    let token = dry["preview"].as_str().expect("a preview");
+
+    // The same preview confirmed with another list is refused, and nothing changes.
+    let mut changed = list.clone();
+    changed[1]["then"] = json!("resend");
+    let (status, problem) = rig
+        .bulk(json!({"preview": token, "items": changed, "note": "checked each"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    assert!(says(&problem, "list changed"), "{problem:#}");
+    for id in &ids {
+        assert_eq!(rig.show(id).await["state"], "unknown");
+    }
+    let (status, real) = rig
+        .bulk(json!({"preview": token, "note": "checked each in the vendor's log"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{real:#}");
+    assert_eq!(real["ids"], json!(ids));
+    assert_eq!(ending(&rig.show(&ids[0]).await), ("delivered", "known"));
+    assert_eq!(ending(&rig.show(&ids[1]).await), ("failed", "known"));
+    assert_eq!(rig.show(&ids[2]).await["state"], "queued");
+
+    // A list says each outcome itself; one beside it, an id twice or an unknown one is a 422.
+    for (body, field) in [
+        (
+            json!({"items": [{"id": ids[0], "outcome": "delivered"}], "outcome": "delivered",
+                   "dry_run": true}),
+            "items",
+        ),
+        (
+            json!({"items": [{"id": ids[0], "outcome": "delivered"},
+                             {"id": ids[0], "outcome": "delivered"}], "dry_run": true}),
+            "items[1].id",
+        ),
+        (
+            json!({"items": [{"id": ids[0], "outcome": "not_delivered"}], "dry_run": true}),
+            "items[0].then",
+        ),
+        (json!({"items": [], "dry_run": true}), "items"),
+    ] {
+        let (status, problem) = rig.bulk(body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem:#}");
+        assert_eq!(problem["field"], field, "{problem:#}");
+    }
 }
 
 async fn a_bulk_confirmation_with_another_outcome_or_filter_is_refused_and_a_preview_is_used_once(

@@ -313,15 +313,20 @@ pub(super) fn change_for(
 pub const PREVIEW_LIFETIME: Duration = Duration::minutes(15);
 
 /// A bulk resolution, in two steps. The dry run (`"dry_run": true`, with `outcome`, `then`,
-/// `filter`, `max`) shows what would change and answers a `preview`; the real run sends that
-/// `preview` with a `note` and changes exactly the notifications the dry run listed, with its
-/// outcome. Anything else the real run sends (`outcome`, `then`, `force`, `filter`, `max`) must
-/// be what the dry run was made with.
+/// `filter`, `max`, or with `items`, each with its own outcome) shows what would change and
+/// answers a `preview`; the real run sends that `preview` with a `note` and changes exactly the
+/// notifications the dry run listed, with their outcomes. Anything else the real run sends
+/// (`outcome`, `then`, `force`, `filter`, `max`, `items`) must be what the dry run was made
+/// with.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     /// Real run: the `preview` a dry run answered (required unless `dry_run`).
     pub preview: Option<String>,
+    /// Instead of `filter` and one outcome: the notifications to resolve, each with its own
+    /// outcome (1 to 1,000, each id once), as a person settles them after asking the vendor
+    /// one by one.
+    pub items: Option<Vec<BulkListItem>>,
     /// Which items (default: everything that waits for a person).
     pub filter: Option<Filter>,
     /// Required on the dry run.
@@ -337,6 +342,20 @@ pub struct BulkRequest {
     pub dry_run: bool,
     /// The most items this call may change (default and cap 1,000).
     pub max: Option<u32>,
+}
+
+/// One notification of a list, with the resolution a person chose for it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkListItem {
+    #[schema(format = Uuid)]
+    pub id: String,
+    pub outcome: Outcome,
+    /// After `not_delivered`: `resend` or `close`.
+    pub then: Option<Then>,
+    /// Resend one that failed for a permanent cause.
+    #[serde(default)]
+    pub force: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -370,6 +389,8 @@ pub struct BulkItem {
     pub route: String,
     pub reason: Reason,
     pub why: String,
+    /// What this resolution does to it: `delivered`, `not_delivered + resend`, …
+    pub resolution: String,
     /// When it ended in review.
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
@@ -377,7 +398,7 @@ pub struct BulkItem {
 }
 
 impl BulkItem {
-    fn of(detail: &NotificationDetail, reason: Reason) -> BulkItem {
+    fn of(detail: &NotificationDetail, reason: Reason, ask: Ask) -> BulkItem {
         let n = &detail.notification;
         BulkItem {
             id: n.id,
@@ -386,6 +407,7 @@ impl BulkItem {
             route: n.route.clone(),
             reason,
             why: review::why(reason, &detail.notification, &detail.attempts),
+            resolution: described(ask),
             waiting_since: n.updated_at,
         }
     }
@@ -418,22 +440,74 @@ pub async fn resolve_many(
 ) -> Result<Json<BulkBody>, Problem> {
     principal.require(Scope::Review)?;
     let request: BulkRequest = typed(json_object(body)?)?;
+    run_many(&state, &principal, &request).await.map(Json)
+}
+
+/// A dry run ([`preview_many`]) or the real run that confirms one ([`confirm_many`]).
+pub(super) async fn run_many(
+    state: &AppState,
+    principal: &Principal,
+    request: &BulkRequest,
+) -> Result<BulkBody, Problem> {
     if request.dry_run {
-        preview_many(&state, &principal, &request).await.map(Json)
+        preview_many(state, principal, request).await
     } else {
-        confirm_many(&state, &principal, &request).await.map(Json)
+        confirm_many(state, principal, request).await
     }
 }
 
 /// What a preview was made for; a confirmation that names any of it must name the same.
-#[derive(Debug, Serialize)]
-struct Previewed {
-    ask: Ask,
-    filter: Value,
-    max: u32,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Previewed {
+    Filter { ask: Ask, filter: Value, max: u32 },
+    List { list: Vec<(NotificationId, Ask)> },
 }
 
 impl BulkRequest {
+    /// The list, each item's outcome checked; `None` for a resolution by filter. A list stands
+    /// alone: an outcome, filter or max beside it would say two things at once.
+    fn list(&self) -> Result<Option<Vec<(NotificationId, Ask)>>, Problem> {
+        let Some(items) = &self.items else {
+            return Ok(None);
+        };
+        if self.filter.is_some()
+            || self.outcome.is_some()
+            || self.then.is_some()
+            || self.force.is_some()
+            || self.max.is_some()
+        {
+            return Err(Problem::invalid_field(FieldError::new(
+                "items",
+                "is instead of `filter`, `outcome`, `then`, `force` and `max`: give each item \
+                 its own outcome",
+            )));
+        }
+        if items.is_empty() || items.len() > MAX_BULK as usize {
+            return Err(Problem::invalid_field(FieldError::new(
+                "items",
+                format!("must hold 1 to {MAX_BULK} notifications"),
+            )));
+        }
+        let mut list: Vec<(NotificationId, Ask)> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let at = |e: FieldError| {
+                Problem::invalid_field(FieldError::new(
+                    format!("items[{i}].{}", e.field),
+                    e.message,
+                ))
+            };
+            let id = NotificationId::parse(&item.id)
+                .ok_or_else(|| at(FieldError::new("id", "must be a notification's id")))?;
+            if list.iter().any(|(seen, _)| *seen == id) {
+                return Err(at(FieldError::new("id", "is listed twice")));
+            }
+            let ask = Ask::new(item.outcome, item.then, item.force).map_err(at)?;
+            list.push((id, ask));
+        }
+        Ok(Some(list))
+    }
+
     fn ask(&self) -> Result<Ask, Problem> {
         let outcome = self
             .outcome
@@ -481,7 +555,7 @@ fn token_hash(token: &str) -> Vec<u8> {
 }
 
 /// The dry run: what `request` would change, stored as a preview to confirm.
-pub(super) async fn preview_many(
+async fn preview_many(
     state: &AppState,
     principal: &Principal,
     request: &BulkRequest,
@@ -492,31 +566,53 @@ pub(super) async fn preview_many(
             "is what a real run confirms; a dry run makes a new one",
         )));
     }
-    let ask = request.ask()?;
+    let list = request.list()?;
     if let Some(note) = &request.note {
         review::parse_note(note).map_err(Problem::invalid_field)?;
     }
-    let max = request.max()?;
-    let filter = request.filter(max + 1, state.review)?;
-    let mut selected = state.store.review(&principal.tenant, &filter).await?;
-    let more = selected.len() > max as usize;
-    selected.truncate(max as usize);
     let mut body = BulkBody {
         dry_run: true,
         ids: Vec::new(),
         items: Vec::new(),
         refused: Vec::new(),
-        more,
+        more: false,
         preview: None,
         expires_at: None,
     };
+    let (chosen, made_for) = match list {
+        Some(list) => {
+            let mut chosen = Vec::with_capacity(list.len());
+            for &(id, ask) in &list {
+                match state.store.notification(&principal.tenant, id).await {
+                    Ok(detail) => chosen.push((detail, ask)),
+                    Err(StoreError::NotFound) => body.refused.push(BulkRefusal {
+                        id,
+                        detail: "no such notification".to_owned(),
+                    }),
+                    Err(err) => return Err(err.into()),
+                }
+            }
+            (chosen, Previewed::List { list })
+        }
+        None => {
+            let ask = request.ask()?;
+            let max = request.max()?;
+            let filter = request.filter(max + 1, state.review)?;
+            let mut selected = state.store.review(&principal.tenant, &filter).await?;
+            body.more = selected.len() > max as usize;
+            selected.truncate(max as usize);
+            let chosen = selected.into_iter().map(|detail| (detail, ask)).collect();
+            let filter = canonical(&filter);
+            (chosen, Previewed::Filter { ask, filter, max })
+        }
+    };
     let mut previewed = Vec::new();
-    for detail in selected {
+    for (detail, ask) in chosen {
         let id = detail.notification.id;
         match change_for(state, &detail, &ask) {
             Ok(_) => {
                 if let Some(reason) = review::reason(&detail.notification, &detail.attempts) {
-                    body.items.push(BulkItem::of(&detail, reason));
+                    body.items.push(BulkItem::of(&detail, reason, ask));
                 }
                 body.ids.push(id);
                 previewed.push((id, detail.generation));
@@ -536,11 +632,7 @@ pub(super) async fn preview_many(
         token_hash: token_hash(&token),
         tenant: principal.tenant.clone(),
         principal: principal.name.clone(),
-        request: json!(Previewed {
-            ask,
-            filter: canonical(&filter),
-            max
-        }),
+        request: json!(made_for),
         items: previewed,
         created_at: now,
         expires_at: now + PREVIEW_LIFETIME,
@@ -553,7 +645,7 @@ pub(super) async fn preview_many(
 
 /// The real run: confirms a preview and applies its outcome to exactly its notifications, each
 /// only if nothing changed it since the dry run read it.
-pub(super) async fn confirm_many(
+async fn confirm_many(
     state: &AppState,
     principal: &Principal,
     request: &BulkRequest,
@@ -587,32 +679,59 @@ pub(super) async fn confirm_many(
                 .unwrap_or_default()
         )));
     }
-    let said = &stored.request;
-    let ask: Ask = serde_json::from_value(said["ask"].clone()).map_err(|err| {
-        tracing::error!(%err, "a stored preview does not hold its outcome");
+    let said: Previewed = serde_json::from_value(stored.request.clone()).map_err(|err| {
+        tracing::error!(%err, "a stored preview does not hold what it was made for");
         Problem::internal()
     })?;
-    if request.outcome.is_some() || request.then.is_some() || request.force.is_some() {
-        let now = request.ask()?;
-        if now != ask {
-            return Err(Problem::preview_stale(format!(
-                "the outcome changed since the preview: it showed what `{}` would change, and \
-                 this asks for `{}`; make the dry run for the new outcome",
-                described(ask),
-                described(now)
-            )));
+    let asks: HashMap<NotificationId, Ask> = match said {
+        Previewed::Filter { ask, filter, max } => {
+            if request.items.is_some() {
+                return Err(Problem::preview_stale(
+                    "the preview was made for a filter, and this sends a list; make the dry run \
+                     for the list",
+                ));
+            }
+            if request.outcome.is_some() || request.then.is_some() || request.force.is_some() {
+                let now = request.ask()?;
+                if now != ask {
+                    return Err(Problem::preview_stale(format!(
+                        "the outcome changed since the preview: it showed what `{}` would \
+                         change, and this asks for `{}`; make the dry run for the new outcome",
+                        described(ask),
+                        described(now)
+                    )));
+                }
+            }
+            if request.filter.is_some() || request.max.is_some() {
+                let now = request.max()?;
+                if filter != canonical(&request.filter(now + 1, state.review)?) || max != now {
+                    return Err(Problem::preview_stale(
+                        "the filter changed since the preview; make the dry run for the new filter",
+                    ));
+                }
+            }
+            stored.items.iter().map(|(id, _)| (*id, ask)).collect()
         }
-    }
-    if request.filter.is_some() || request.max.is_some() {
-        let max = request.max()?;
-        if said["filter"] != canonical(&request.filter(max + 1, state.review)?)
-            || said["max"] != max
-        {
-            return Err(Problem::preview_stale(
-                "the filter changed since the preview; make the dry run for the new filter",
-            ));
+        Previewed::List { list } => {
+            if let Some(now) = request.list()?
+                && now != list
+            {
+                return Err(Problem::preview_stale(
+                    "the list changed since the preview (its items or their outcomes); make the \
+                     dry run for the new list",
+                ));
+            }
+            if request.items.is_none()
+                && (request.outcome.is_some() || request.filter.is_some() || request.max.is_some())
+            {
+                return Err(Problem::preview_stale(
+                    "the preview was made for a list, each item with its own outcome; confirm \
+                     it with its preview and your note alone",
+                ));
+            }
+            list.into_iter().collect()
         }
-    }
+    };
     state
         .store
         .use_review_preview(&principal.tenant, &hash)
@@ -648,8 +767,12 @@ pub(super) async fn confirm_many(
             ));
             continue;
         }
+        let Some(&ask) = asks.get(&id) else {
+            tracing::error!(notification_id = %id, "a stored preview lists an id without its outcome");
+            return Err(Problem::internal());
+        };
         let item = review::reason(&detail.notification, &detail.attempts)
-            .map(|reason| BulkItem::of(&detail, reason));
+            .map(|reason| BulkItem::of(&detail, reason, ask));
         match apply(state, principal, detail, &ask, &note).await {
             Ok(()) => {
                 body.ids.push(id);

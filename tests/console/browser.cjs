@@ -1,7 +1,7 @@
 // Drives the console in a real browser (Debian's chromium, headless) as an on-call engineer
 // would: sign in, follow each counter to its list, open an unknown notification and read its
-// evidence, resolve it with a note and go on to the next item, close a dead letter, and resolve
-// many exactly as previewed. Evidence holding markup must show as text and run nothing.
+// evidence, resolve it with a note and go on to the next item, close a dead letter, resolve
+// many exactly as previewed, and a list chosen in the queue, each item with its own outcome. Evidence holding markup must show as text and run nothing.
 // Then the routes page: a reviewer sees how each stands, an admin pauses a route with a note
 // and resumes it. Last, the one-click unsubscribe page a digest email links to.
 // Run by tests/console.rs with BASE, TOKEN, ADMIN (a token with the admin scope, of the tenant that operates `mail`), ID (the hostile unknown webhook), EMAILS (unknown
@@ -37,6 +37,8 @@ async function listed(page) {
 
     await page.goto(`${BASE}/console`);
     check(page.url().endsWith('/console/login'), `not sent to sign in: ${page.url()}`);
+    check((await page.$('header form')) === null && (await page.$('header a')) === null,
+      'no navigation and no "Sign out" before anyone signs in');
     await page.fill('#token', 'wrong-token');
     await page.click('button[type=submit]');
     check((await page.textContent('[role=alert]')).includes('not valid'), 'a wrong token is refused');
@@ -161,6 +163,21 @@ async function listed(page) {
     await page.click('#confirm');
     await page.waitForSelector('[role=status]');
     check((await page.textContent('[role=status]')).includes(`Resolved ${EMAILS.length}`), 'both resolved');
+
+    // A list, each item with its own outcome (what the vendor's log said of each): chosen in
+    // the queue, previewed with what will be done to each, then confirmed with a note.
+    await page.goto(`${BASE}/console?route=texts`);
+    await page.waitForSelector('#queue');
+    await page.selectOption(`select[name="pick:${TEXTS[1]}"]`, 'not_delivered+close');
+    await page.click('#choose button[type=submit]');
+    await page.waitForSelector('#preview');
+    const chosen = await page.$$eval('#preview .resolution', (cells) => cells.map((c) => c.textContent));
+    check(chosen.length === 1 && chosen[0].includes('close it'), `one row, as chosen: ${chosen}`);
+    await page.screenshot({ path: `${SHOTS}/console-list.png`, fullPage: true });
+    await page.fill('#note', 'Its code expired; the vendor never had it.');
+    await page.click('#confirm');
+    await page.waitForSelector('[role=status]');
+    check((await page.textContent('[role=status]')).includes('Resolved 1'), 'the chosen one resolved');
 
     // The routes: a reviewer sees them, and no form that would pause one.
     await page.click('a[href="/console/routes"]');

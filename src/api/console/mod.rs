@@ -54,6 +54,7 @@ pub fn routes() -> Router<AppState> {
         .route("/console/notifications/{id}", get(notification))
         .route("/console/notifications/{id}/resolve", post(resolve))
         .route("/console/bulk", get(bulk_form).post(bulk))
+        .route("/console/list", post(list))
         .route("/console/routes", get(routes_page))
         .route("/console/routes/{name}/pause", post(pause_route))
         .route("/console/routes/{name}/resume", post(resume_route))
@@ -168,6 +169,7 @@ fn templates() -> &'static Environment<'static> {
                 include_str!("templates/notification.html"),
             ),
             ("bulk.html", include_str!("templates/bulk.html")),
+            ("list.html", include_str!("templates/list.html")),
             ("routes.html", include_str!("templates/routes.html")),
         ] {
             env.add_template(name, source)
@@ -530,6 +532,7 @@ async fn queue(
             csrf => session.csrf,
             principal => session.principal.name,
             items => rows,
+            actions => ACTIONS,
             reasons => reasons,
             choices => Reason::ALL.iter().map(|r| (r.as_str(), reason_label(*r))).collect::<Vec<_>>(),
             routes => by_route,
@@ -863,26 +866,8 @@ async fn bulk(
     let confirm = form.confirm.is_some();
     let render = |error: Option<(StatusCode, String)>, body: Option<review::BulkBody>| {
         let now = OffsetDateTime::now_utc();
-        let items: Vec<Value> = body
-            .iter()
-            .flat_map(|b| &b.items)
-            .map(|item| {
-                serde_json::json!({
-                    "id": item.id.to_string(), "to": item.to, "route": item.route,
-                    "reason": item.reason, "label": reason_label(item.reason), "why": item.why,
-                    "age": crate::review::age_in_words(now - item.waiting_since),
-                })
-            })
-            .collect();
-        let refused: Vec<(String, String)> = body
-            .iter()
-            .flat_map(|b| &b.refused)
-            .map(|r| (r.id.to_string(), r.detail.clone()))
-            .collect();
-        let (status, error) = match error {
-            Some((status, error)) => (status, Some(error)),
-            None => (StatusCode::OK, None),
-        };
+        let (items, refused) = shown(body.as_ref(), now, |_| action_label(&form.action));
+        let (status, error) = error.map_or((StatusCode::OK, None), |(status, e)| (status, Some(e)));
         page(
             "bulk.html",
             context! {
@@ -917,6 +902,7 @@ async fn bulk(
     let optional = |value: &str| Some(value.to_owned()).filter(|v| !v.trim().is_empty());
     let request = review::BulkRequest {
         preview: confirm.then(|| form.preview.clone()),
+        items: None,
         filter: Some(Filter {
             route: optional(&form.route),
             reason: optional(&form.reason),
@@ -930,12 +916,127 @@ async fn bulk(
         dry_run: !confirm,
         max: None,
     };
-    let answer = if confirm {
-        review::confirm_many(&state, &session.principal, &request).await
-    } else {
-        review::preview_many(&state, &session.principal, &request).await
+    match review::run_many(&state, &session.principal, &request).await {
+        Ok(body) => render(None, Some(body)),
+        Err(problem) => render(Some((problem.status(), problem.detail)), None),
+    }
+}
+
+/// A bulk answer's items as the pages show them (each with its `resolution` in words, by its
+/// id), and its refusals as (id, why).
+fn shown(
+    body: Option<&review::BulkBody>,
+    now: OffsetDateTime,
+    resolution: impl Fn(&str) -> &'static str,
+) -> (Vec<Value>, Vec<(String, String)>) {
+    let items = body
+        .iter()
+        .flat_map(|b| &b.items)
+        .map(|item| {
+            let id = item.id.to_string();
+            serde_json::json!({
+                "to": item.to, "route": item.route, "reason": item.reason,
+                "label": reason_label(item.reason), "why": item.why,
+                "age": crate::review::age_in_words(now - item.waiting_since),
+                "resolution": resolution(&id), "id": id,
+            })
+        })
+        .collect();
+    let refused = body
+        .iter()
+        .flat_map(|b| &b.refused)
+        .map(|r| (r.id.to_string(), r.detail.clone()))
+        .collect();
+    (items, refused)
+}
+
+/// The queue's per-item choices (`pick:<id>`, an action each) as one list resolution, for a
+/// person who asked the vendor item by item: the first post shows each chosen item with what
+/// will be done to it and keeps a preview; the confirmation, which sends the same choices back
+/// with the preview and a note, resolves exactly that, and is refused if the choices changed.
+async fn list(
+    State(state): State<AppState>,
+    SignedIn { session, .. }: SignedIn,
+    body: bytes::Bytes,
+) -> Response {
+    let (mut csrf, mut note, mut preview, mut confirm) =
+        (String::new(), String::new(), String::new(), false);
+    let mut picks: Vec<(String, String)> = Vec::new();
+    for (name, value) in url::form_urlencoded::parse(&body) {
+        match name.as_ref() {
+            "csrf" => csrf = value.into_owned(),
+            "note" => note = value.into_owned(),
+            "preview" => preview = value.into_owned(),
+            "confirm" => confirm = true,
+            name => {
+                if let Some(id) = name.strip_prefix("pick:")
+                    && !value.is_empty()
+                {
+                    picks.push((id.to_owned(), value.into_owned()));
+                }
+            }
+        }
+    }
+    if forged(&session, &csrf) {
+        return refused_as_forged();
+    }
+    let render = |error: Option<(StatusCode, String)>, body: Option<review::BulkBody>| {
+        let now = OffsetDateTime::now_utc();
+        let (items, refused) = shown(body.as_ref(), now, |id| {
+            picks
+                .iter()
+                .find(|(picked, _)| picked == id)
+                .map_or("", |(_, action)| action_label(action))
+        });
+        let (status, error) = error.map_or((StatusCode::OK, None), |(status, e)| (status, Some(e)));
+        page(
+            "list.html",
+            context! {
+                title => "Resolve the chosen",
+                csrf => session.csrf.clone(),
+                principal => session.principal.name.clone(),
+                picks => picks.clone(),
+                note => note.clone(),
+                error => error,
+                dry_run => body.as_ref().is_some_and(|b| b.dry_run),
+                shown => body.is_some(),
+                items => items,
+                refused => refused,
+                preview => body.as_ref().and_then(|b| b.preview.clone()),
+                expires => body.as_ref().and_then(|b| b.expires_at).map(|t| crate::review::age_in_words(t - now)),
+            },
+        )
+        .map_status(status)
     };
-    match answer {
+    let mut items = Vec::with_capacity(picks.len());
+    for (id, action) in &picks {
+        match outcome_of(action) {
+            Ok((outcome, then)) => items.push(review::BulkListItem {
+                id: id.clone(),
+                outcome,
+                then,
+                force: false,
+            }),
+            Err(e) => return render(Some((StatusCode::UNPROCESSABLE_ENTITY, e)), None),
+        }
+    }
+    if items.is_empty() {
+        return render(
+            Some((
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "choose what happened to at least one item in the queue".to_owned(),
+            )),
+            None,
+        );
+    }
+    let request = review::BulkRequest {
+        preview: confirm.then(|| preview.clone()),
+        items: Some(items),
+        note: Some(note.clone()).filter(|n| !n.trim().is_empty()),
+        dry_run: !confirm,
+        ..review::BulkRequest::default()
+    };
+    match review::run_many(&state, &session.principal, &request).await {
         Ok(body) => render(None, Some(body)),
         Err(problem) => render(Some((problem.status(), problem.detail)), None),
     }
