@@ -2027,6 +2027,28 @@ mod tests {
     }
 
     #[test]
+    fn a_sandbox_route_may_stand_in_for_some_channels_only() {
+        let mail = "[routes.mail]\nprovider = \"sandbox\"\nchannels = [\"email\"]\n";
+        let config = load(&format!("{mail}[channels]\nemail = \"mail\"\n"), &[]).unwrap();
+        assert_eq!(
+            config.routes["mail"].provider.settings().channels(),
+            [Channel::Email]
+        );
+        let err = load(&format!("{mail}[channels]\nsms = \"mail\"\n"), &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("channels.sms: route `mail` does not carry sms"),
+            "{err}"
+        );
+        let err = load(
+            "[routes.mail]\nprovider = \"sandbox\"\nchannels = [\"fax\"]\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("routes.mail.channels"), "{err}");
+    }
+
+    #[test]
     fn strict_locales_is_a_setting_beside_the_templates_it_governs() {
         let template = "[templates.code]\ntext = \"{{ code }}\"\n";
         let config = load(

@@ -31,6 +31,7 @@ on_both_backends!(
     a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not,
     a_template_renders_in_the_nearest_locale_it_has_and_records_which,
     strict_locales_refuse_a_locale_no_translation_serves,
+    a_sandbox_route_for_some_channels_refuses_the_others,
     a_token_over_its_rate_is_answered_429_with_when_to_try_again_and_nothing_stored,
     a_chat_message_keeps_its_blocks_reaches_its_vendor_and_may_be_suppressed,
     a_batch_answers_each_item_in_order_in_one_transaction,
@@ -1554,6 +1555,39 @@ async fn a_token_over_its_rate_is_answered_429_with_when_to_try_again_and_nothin
     assert!(
         !metrics.contains(LIMITED),
         "a token's secret is never a label"
+    );
+}
+
+/// A sandbox route named for mail stands in for mail only: an SMS sent to it is refused as a
+/// real mail vendor's route would refuse it, not "delivered" by a stand-in.
+async fn a_sandbox_route_for_some_channels_refuses_the_others(backend: Backend) {
+    let Some(app) = spawn_app_with(
+        backend,
+        "[dispatch]\nenabled = false\n[routes.mail]\nprovider = \"sandbox\"\nchannels = [\"email\"]\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut sms = json!({"channel": "sms", "to": "+14155550100", "text": "hi"});
+    sms["route"] = json!("mail");
+    let refused = problem(
+        app.enqueue(ACME, "sms-to-mail", &sms).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(
+        (refused["field"].as_str(), refused["detail"].as_str()),
+        (
+            Some("route"),
+            Some("route: route `mail` does not carry sms")
+        )
+    );
+    let mut mail = email("ada@example.com");
+    mail["route"] = json!("mail");
+    assert_eq!(
+        app.enqueue(ACME, "mail", &mail).await.status(),
+        StatusCode::ACCEPTED
     );
 }
 

@@ -88,7 +88,7 @@ pub struct RouteContext<'a> {
 #[async_trait::async_trait]
 pub trait RouteSettings: fmt::Debug + Send + Sync {
     /// The channels a route of this vendor carries.
-    fn channels(&self) -> &'static [Channel];
+    fn channels(&self) -> &[Channel];
 
     /// Every secret the settings name, by key, so that herald's start-up check can resolve them
     /// all and name each one missing.

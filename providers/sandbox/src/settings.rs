@@ -42,6 +42,9 @@ pub struct Settings {
     /// Whether it posts a delivery's reports last first.
     #[serde(default)]
     pub callback_reorder: bool,
+    /// The channels this route stands in for (default: every one), so that a sandbox named for
+    /// mail refuses an SMS sent to it, as a real mail vendor's route would.
+    pub channels: Option<Vec<Channel>>,
 }
 
 fn idempotent() -> Profile {
@@ -54,8 +57,8 @@ fn one_day() -> u64 {
 
 #[async_trait::async_trait]
 impl RouteSettings for Settings {
-    fn channels(&self) -> &'static [Channel] {
-        &Channel::ALL
+    fn channels(&self) -> &[Channel] {
+        self.channels.as_deref().unwrap_or(&Channel::ALL)
     }
 
     fn secrets(&self) -> Vec<(String, &SecretSource)> {
@@ -74,6 +77,12 @@ impl RouteSettings for Settings {
     }
 
     async fn adapter(&self, route: &RouteContext<'_>) -> Result<Arc<dyn Adapter>, SettingsError> {
+        if self.channels.as_ref().is_some_and(Vec::is_empty) {
+            return Err(SettingsError::new(
+                "channels",
+                "names no channel: leave it out to carry every one",
+            ));
+        }
         let idempotency_window = Duration::from_secs(self.idempotency_window_seconds);
         let visibility_lag = Duration::from_millis(self.visibility_lag_ms);
         let callback_secret = self
