@@ -1,10 +1,12 @@
-"""Runs the README's flow through a client that openapi-python-client generated from herald's
-/openapi.json (a client nobody at herald wrote), and checks that every answer parses into the
-documented type. Prints one JSON line of what it saw, for tests/openapi_client.rs to check
-against the database. Exits non-zero, naming the step, on the first answer that breaks the
-document.
+"""Runs the README's flow through herald's Python client: what openapi-python-client (a
+generator nobody at herald wrote) made of herald's /openapi.json, committed in clients/python,
+and the hand-written send that retries with the same key (clients/python_retry). Checks that
+every answer parses into the documented type. Prints one JSON line of what it saw, for
+tests/clients.rs to check against the database. Exits non-zero, naming the step, on the first
+answer that breaks the document.
 
-Usage: python3 openapi_client_flow.py CLIENT_DIR BASE_URL TOKEN
+Usage: python3 client_flow.py CLIENT_DIR RETRY_DIR BASE_URL TOKEN LIMITED_TOKEN
+(LIMITED_TOKEN: a token held to one notification a second, burst 1.)
 """
 
 import datetime
@@ -12,8 +14,9 @@ import json
 import sys
 import time
 
-client_dir, base, token = sys.argv[1], sys.argv[2], sys.argv[3]
+client_dir, retry_dir, base, token, limited_token = sys.argv[1:6]
 sys.path.insert(0, client_dir)
+sys.path.insert(0, retry_dir)
 
 from herald_client import AuthenticatedClient  # noqa: E402
 from herald_client.api.notifications import (  # noqa: E402
@@ -22,6 +25,7 @@ from herald_client.api.notifications import (  # noqa: E402
     list_notifications,
     show_notification,
 )
+from herald_retry import send  # noqa: E402
 from herald_client.models import (  # noqa: E402
     Certainty,
     Channel,
@@ -56,10 +60,10 @@ def readme_request(**extra):
     )
 
 
-# Enqueue with an idempotency key.
-first = enqueue_notification.sync_detailed(
-    client=client, body=readme_request(), idempotency_key="export-42"
-)
+# Enqueue with an idempotency key, through the send that would retry with it.
+sent = send(client, readme_request(), idempotency_key="export-42")
+first = sent.response
+check((sent.key, sent.tries) == ("export-42", 1), "one try", (sent.key, sent.tries))
 check(first.status_code == 202, "enqueue status", first.status_code)
 check(isinstance(first.parsed, NotificationBody), "enqueue body", first.parsed)
 notification_id = first.parsed.id
@@ -92,9 +96,7 @@ check([n.id for n in page.data] == [notification_id], "list of delivered", page.
 check(page.data[0].to_dict() == shown.to_dict(), "a listed item = show", page.to_dict())
 
 # The same key and body again: the first answer, marked as a replay.
-replay = enqueue_notification.sync_detailed(
-    client=client, body=readme_request(), idempotency_key="export-42"
-)
+replay = send(client, readme_request(), idempotency_key="export-42").response
 check(replay.status_code == 202, "replay status", replay.status_code)
 check(header(replay, "Idempotent-Replayed") == "true", "replay header", dict(replay.headers))
 check(replay.parsed.to_dict() == first.parsed.to_dict(), "replay body", replay.parsed.to_dict())
@@ -121,6 +123,18 @@ check(
     (again.status_code, again.content),
 )
 
+# A token over its rate: the send waits out Retry-After and tries again with the same key.
+limited = AuthenticatedClient(base_url=base, token=limited_token, raise_on_unexpected_status=True)
+calm = send(limited, readme_request(), idempotency_key="limited-1")
+check(calm.response.status_code == 202, "a first send within the burst", calm.response.status_code)
+hurried = send(limited, readme_request(), idempotency_key="limited-2")
+check(hurried.response.status_code == 202, "the retried send", hurried.response.status_code)
+check(
+    hurried.tries == 2 and hurried.waited in ([1.0], [2.0]),
+    "one 429, waited out as Retry-After said",
+    (hurried.tries, hurried.waited),
+)
+
 print(
     json.dumps(
         {
@@ -129,6 +143,8 @@ print(
             "delivered_provider_ref": attempt.provider_ref,
             "cancelled_id": str(later.id),
             "cancel_again_type": again.parsed.type_,
+            "limited_ids": [str(calm.response.parsed.id), str(hurried.response.parsed.id)],
+            "limited_tries": hurried.tries,
         }
     ),
     flush=True,

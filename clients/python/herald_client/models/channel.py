@@ -1,0 +1,11 @@
+from enum import StrEnum
+
+class Channel(StrEnum):
+    CHAT = "chat"
+    EMAIL = "email"
+    PUSH = "push"
+    SMS = "sms"
+    WEBHOOK = "webhook"
+
+    def __str__(self) -> str:
+        return str(self.value)

@@ -1,0 +1,453 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, BinaryIO, TextIO, TYPE_CHECKING, Generator
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+from ..types import UNSET, Unset
+from typing import cast
+
+if TYPE_CHECKING:
+  from ..models.attachment import Attachment
+  from ..models.content_blocks_type_0_item import ContentBlocksType0Item
+  from ..models.content_data_type_0 import ContentDataType0
+  from ..models.content_payload_type_0 import ContentPayloadType0
+  from ..models.email_options_headers import EmailOptionsHeaders
+  from ..models.email_options_tags import EmailOptionsTags
+
+
+
+
+
+T = TypeVar("T", bound="Content")
+
+
+
+@_attrs_define
+class Content:
+    """ What is sent, literal or rendered from a template (whose name and data are kept as asked).
+
+        Attributes:
+            attachments (list[Attachment] | Unset): Email: attachments, in the order given; only vendors that take them get
+                any
+                (`Capabilities::attachments`).
+            bcc (list[str] | Unset): Email: blind copies, in the envelope or the vendor's own field, never in a header.
+            cc (list[str] | Unset): Email: copies.
+            from_ (None | str | Unset): Email: the sender, `address` or `Name <address>`, in place of the route's own.
+            headers (EmailOptionsHeaders | Unset): Email: custom headers, name → value.
+            reply_to (None | str | Unset): Email: the reply address, `address` or `Name <address>`.
+            tags (EmailOptionsTags | Unset): Email: tags, name → value; only vendors that keep tags get any
+                (`Capabilities::tags`).
+            blocks (list[ContentBlocksType0Item] | None | Unset): A chat message's layout blocks.
+            data (ContentDataType0 | None | Unset):
+            html (None | str | Unset):
+            locale (None | str | Unset): The template's locale that was rendered (absent: its default).
+            locale_fallback (bool | Unset): `true` when the request asked for a `locale` that no translation of the template
+                serves,
+                so its default language was sent (`[templates] strict_locales = true` refuses instead);
+                absent otherwise.
+            payload (ContentPayloadType0 | None | Unset):
+            subject (None | str | Unset):
+            template (None | str | Unset):
+            text (None | str | Unset):
+     """
+
+    attachments: list[Attachment] | Unset = UNSET
+    bcc: list[str] | Unset = UNSET
+    cc: list[str] | Unset = UNSET
+    from_: None | str | Unset = UNSET
+    headers: EmailOptionsHeaders | Unset = UNSET
+    reply_to: None | str | Unset = UNSET
+    tags: EmailOptionsTags | Unset = UNSET
+    blocks: list[ContentBlocksType0Item] | None | Unset = UNSET
+    data: ContentDataType0 | None | Unset = UNSET
+    html: None | str | Unset = UNSET
+    locale: None | str | Unset = UNSET
+    locale_fallback: bool | Unset = UNSET
+    payload: ContentPayloadType0 | None | Unset = UNSET
+    subject: None | str | Unset = UNSET
+    template: None | str | Unset = UNSET
+    text: None | str | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+
+
+
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.attachment import Attachment # noqa: PLC0415
+        from ..models.content_blocks_type_0_item import ContentBlocksType0Item # noqa: PLC0415
+        from ..models.content_data_type_0 import ContentDataType0 # noqa: PLC0415
+        from ..models.content_payload_type_0 import ContentPayloadType0 # noqa: PLC0415
+        from ..models.email_options_headers import EmailOptionsHeaders # noqa: PLC0415
+        from ..models.email_options_tags import EmailOptionsTags # noqa: PLC0415
+        attachments: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.attachments, Unset):
+            attachments = []
+            for attachments_item_data in self.attachments:
+                attachments_item = attachments_item_data.to_dict()
+                attachments.append(attachments_item)
+
+
+
+        bcc: list[str] | Unset = UNSET
+        if not isinstance(self.bcc, Unset):
+            bcc = self.bcc
+
+
+
+        cc: list[str] | Unset = UNSET
+        if not isinstance(self.cc, Unset):
+            cc = self.cc
+
+
+
+        from_: None | str | Unset
+        if isinstance(self.from_, Unset):
+            from_ = UNSET
+        else:
+            from_ = self.from_
+
+        headers: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.headers, Unset):
+            headers = self.headers.to_dict()
+
+        reply_to: None | str | Unset
+        if isinstance(self.reply_to, Unset):
+            reply_to = UNSET
+        else:
+            reply_to = self.reply_to
+
+        tags: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.tags, Unset):
+            tags = self.tags.to_dict()
+
+        blocks: list[dict[str, Any]] | None | Unset
+        if isinstance(self.blocks, Unset):
+            blocks = UNSET
+        elif isinstance(self.blocks, list):
+            blocks = []
+            for blocks_type_0_item_data in self.blocks:
+                blocks_type_0_item = blocks_type_0_item_data.to_dict()
+                blocks.append(blocks_type_0_item)
+
+
+        else:
+            blocks = self.blocks
+
+        data: dict[str, Any] | None | Unset
+        if isinstance(self.data, Unset):
+            data = UNSET
+        elif isinstance(self.data, ContentDataType0):
+            data = self.data.to_dict()
+        else:
+            data = self.data
+
+        html: None | str | Unset
+        if isinstance(self.html, Unset):
+            html = UNSET
+        else:
+            html = self.html
+
+        locale: None | str | Unset
+        if isinstance(self.locale, Unset):
+            locale = UNSET
+        else:
+            locale = self.locale
+
+        locale_fallback = self.locale_fallback
+
+        payload: dict[str, Any] | None | Unset
+        if isinstance(self.payload, Unset):
+            payload = UNSET
+        elif isinstance(self.payload, ContentPayloadType0):
+            payload = self.payload.to_dict()
+        else:
+            payload = self.payload
+
+        subject: None | str | Unset
+        if isinstance(self.subject, Unset):
+            subject = UNSET
+        else:
+            subject = self.subject
+
+        template: None | str | Unset
+        if isinstance(self.template, Unset):
+            template = UNSET
+        else:
+            template = self.template
+
+        text: None | str | Unset
+        if isinstance(self.text, Unset):
+            text = UNSET
+        else:
+            text = self.text
+
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update({
+        })
+        if attachments is not UNSET:
+            field_dict["attachments"] = attachments
+        if bcc is not UNSET:
+            field_dict["bcc"] = bcc
+        if cc is not UNSET:
+            field_dict["cc"] = cc
+        if from_ is not UNSET:
+            field_dict["from"] = from_
+        if headers is not UNSET:
+            field_dict["headers"] = headers
+        if reply_to is not UNSET:
+            field_dict["reply_to"] = reply_to
+        if tags is not UNSET:
+            field_dict["tags"] = tags
+        if blocks is not UNSET:
+            field_dict["blocks"] = blocks
+        if data is not UNSET:
+            field_dict["data"] = data
+        if html is not UNSET:
+            field_dict["html"] = html
+        if locale is not UNSET:
+            field_dict["locale"] = locale
+        if locale_fallback is not UNSET:
+            field_dict["locale_fallback"] = locale_fallback
+        if payload is not UNSET:
+            field_dict["payload"] = payload
+        if subject is not UNSET:
+            field_dict["subject"] = subject
+        if template is not UNSET:
+            field_dict["template"] = template
+        if text is not UNSET:
+            field_dict["text"] = text
+
+        return field_dict
+
+
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.attachment import Attachment # noqa: PLC0415
+        from ..models.content_blocks_type_0_item import ContentBlocksType0Item # noqa: PLC0415
+        from ..models.content_data_type_0 import ContentDataType0 # noqa: PLC0415
+        from ..models.content_payload_type_0 import ContentPayloadType0 # noqa: PLC0415
+        from ..models.email_options_headers import EmailOptionsHeaders # noqa: PLC0415
+        from ..models.email_options_tags import EmailOptionsTags # noqa: PLC0415
+        d = dict(src_dict)
+        _attachments = d.pop("attachments", UNSET)
+        attachments: list[Attachment] | Unset = UNSET
+        if _attachments is not UNSET:
+            attachments = []
+            for attachments_item_data in _attachments:
+                attachments_item = Attachment.from_dict(attachments_item_data)
+
+
+
+                attachments.append(attachments_item)
+
+
+        bcc = cast(list[str], d.pop("bcc", UNSET))
+
+
+        cc = cast(list[str], d.pop("cc", UNSET))
+
+
+        def _parse_from_(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        from_ = _parse_from_(d.pop("from", UNSET))
+
+
+        _headers = d.pop("headers", UNSET)
+        headers: EmailOptionsHeaders | Unset
+        if isinstance(_headers,  Unset):
+            headers = UNSET
+        else:
+            headers = EmailOptionsHeaders.from_dict(_headers)
+
+
+
+
+        def _parse_reply_to(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        reply_to = _parse_reply_to(d.pop("reply_to", UNSET))
+
+
+        _tags = d.pop("tags", UNSET)
+        tags: EmailOptionsTags | Unset
+        if isinstance(_tags,  Unset):
+            tags = UNSET
+        else:
+            tags = EmailOptionsTags.from_dict(_tags)
+
+
+
+
+        def _parse_blocks(data: object) -> list[ContentBlocksType0Item] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                blocks_type_0 = []
+                _blocks_type_0 = data
+                for blocks_type_0_item_data in (_blocks_type_0):
+                    blocks_type_0_item = ContentBlocksType0Item.from_dict(blocks_type_0_item_data)
+
+
+
+                    blocks_type_0.append(blocks_type_0_item)
+
+                return blocks_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[ContentBlocksType0Item] | None | Unset, data)
+
+        blocks = _parse_blocks(d.pop("blocks", UNSET))
+
+
+        def _parse_data(data: object) -> ContentDataType0 | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                data_type_0 = ContentDataType0.from_dict(data)
+
+
+
+                return data_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(ContentDataType0 | None | Unset, data)
+
+        data = _parse_data(d.pop("data", UNSET))
+
+
+        def _parse_html(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        html = _parse_html(d.pop("html", UNSET))
+
+
+        def _parse_locale(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        locale = _parse_locale(d.pop("locale", UNSET))
+
+
+        locale_fallback = d.pop("locale_fallback", UNSET)
+
+        def _parse_payload(data: object) -> ContentPayloadType0 | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                payload_type_0 = ContentPayloadType0.from_dict(data)
+
+
+
+                return payload_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(ContentPayloadType0 | None | Unset, data)
+
+        payload = _parse_payload(d.pop("payload", UNSET))
+
+
+        def _parse_subject(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        subject = _parse_subject(d.pop("subject", UNSET))
+
+
+        def _parse_template(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        template = _parse_template(d.pop("template", UNSET))
+
+
+        def _parse_text(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        text = _parse_text(d.pop("text", UNSET))
+
+
+        content = cls(
+            attachments=attachments,
+            bcc=bcc,
+            cc=cc,
+            from_=from_,
+            headers=headers,
+            reply_to=reply_to,
+            tags=tags,
+            blocks=blocks,
+            data=data,
+            html=html,
+            locale=locale,
+            locale_fallback=locale_fallback,
+            payload=payload,
+            subject=subject,
+            template=template,
+            text=text,
+        )
+
+
+        content.additional_properties = d
+        return content
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
