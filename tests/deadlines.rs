@@ -165,8 +165,8 @@ fn nothing_sent_late(
         for at in witness::unaccounted(&windows, &ledger.arrivals_of(text)) {
             match witness::excused(at, &windows, freezes) {
                 Some(f) => residue.push(format!(
-                    "{text}: arrived {at}, {} ms after {} thawed (frozen from {})",
-                    (at - f.to).whole_milliseconds(),
+                    "{text}: arrived {at}, {} ms after {} began to thaw (frozen from {})",
+                    (at - f.thawing).whole_milliseconds(),
                     f.process,
                     f.from
                 )),
@@ -287,11 +287,13 @@ async fn a_process_frozen_past_its_lease_sends_nothing_late_and_its_late_answers
         },
     )
     .await;
+    let thawing = OffsetDateTime::now_utc();
     a.thaw();
     let freezes = [Freeze {
         process: "a".into(),
         from: frozen_from,
         stopped,
+        thawing,
         to: OffsetDateTime::now_utc(),
     }];
 

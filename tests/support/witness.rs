@@ -34,15 +34,18 @@ pub struct Window {
     pub checked_at: Option<OffsetDateTime>,
 }
 
-/// A process stopped (SIGSTOP) from `from` to `to`. The signal is sent by a `kill` the test
+/// A process stopped (SIGSTOP) from `from` to `to`. Each signal is sent by a `kill` the test
 /// spawns, which on a loaded machine takes a while to start: the process stopped somewhere
 /// between `from` (the test began sending) and `stopped` (`kill` had returned, so the signal
-/// had landed). A look at the clock in that gap came before the stop.
+/// had landed), and ran again somewhere between `thawing` (the test began sending SIGCONT) and
+/// `to` (that `kill` had returned). A look at the clock in the first gap came before the stop;
+/// a request that arrived in the second was written after the thaw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Freeze {
     pub process: String,
     pub from: OffsetDateTime,
     pub stopped: OffsetDateTime,
+    pub thawing: OffsetDateTime,
     pub to: OffsetDateTime,
 }
 
@@ -104,15 +107,15 @@ pub fn unaccounted(windows: &[Window], arrivals: &[OffsetDateTime]) -> Vec<Offse
 
 /// Why a late arrival is the design's residue, if it is: the freeze that cut one of the
 /// notification's attempts (`windows`) off between its worker's last look at the clock (before
-/// its deadline) and its write, and that ended before the request arrived, within
-/// [`AFTER_THAW`].
+/// its deadline) and its write, and whose thaw began before the request arrived, within
+/// [`AFTER_THAW`] of its end.
 pub fn excused<'a>(
     at: OffsetDateTime,
     windows: &[Window],
     freezes: &'a [Freeze],
 ) -> Option<&'a Freeze> {
     freezes.iter().find(|f| {
-        f.to <= at
+        f.thawing <= at
             && at <= f.to + AFTER_THAW
             && windows.iter().any(|w| {
                 w.checked_at.is_some_and(|checked| {
