@@ -16,8 +16,11 @@
 //! specification's schema), its references are checked against each other, and herald's own
 //! config check runs with exactly the environment and config file compose gives it.
 //!
-//! Needs root, podman with runc, debootstrap (only while the base image is missing) and
-//! docker-compose; `.ci/run` installs them. Without them each test says loudly that it was
+//! The PostgreSQL Kubernetes overlay runs too, under `podman kube play`: its migration Job's
+//! pod, then its Deployment's, as the manifests confine them, on this machine's PostgreSQL.
+//!
+//! Needs root, podman with runc (and catatonit for kube play's pause image), debootstrap (only
+//! while the base image is missing) and docker-compose; `.ci/run` installs them. Without them each test says loudly that it was
 //! skipped; without `HERALD_ALLOW_SKIP=1` it fails instead.
 
 mod support;
@@ -302,6 +305,209 @@ async fn the_image_migrates_serves_and_delivers_as_its_non_root_user_and_passes_
     eprintln!("container test done in {:.1?}", started.elapsed());
 }
 
+/// The PostgreSQL overlay's manifests as podman runs Kubernetes objects (`podman kube play`),
+/// against this machine's PostgreSQL: the migration Job's pod migrates and exits 0, then the
+/// Deployment's pod serves, ready, as the manifests confine it (read-only root, its own user,
+/// every capability dropped, the memory limit). What the test changes is only what a cluster
+/// would give and this machine has not: the image is this build's, each Secret's value is a
+/// stand-in (the database's URL is the test database's), the pods share the host's network
+/// (no cluster network reaches loopback's PostgreSQL; the server listens on a free port, where
+/// its probes look, and declares no port, which host networking cannot map), the Job runs as a
+/// pod of its own template (podman has no Job), one replica, and no more open files than the
+/// machine allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgresql_overlay_runs_under_podman_kube_play() {
+    if !podman_here() {
+        return;
+    }
+    let Some(python) = compose_tools() else {
+        return;
+    };
+    let Some(db) = TestDb::new(Backend::Postgres).await else {
+        return;
+    };
+    base_image();
+    let image = Image::build();
+    let rendered = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/postgres"))
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(rendered.status.success(), "{}", stderr(&rendered));
+    let objects = yaml_to_json(&python, &rendered.stdout);
+    let objects = objects.as_array().expect("the overlay's objects");
+    let of = |kind: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("the overlay has a {kind}"))
+            .clone()
+    };
+    let port = free_port();
+    let token = "kube-play-oncall-token-0123456789abcdef";
+    let here = |spec: &mut Value| {
+        spec["hostNetwork"] = json!(true);
+        for container in spec["containers"].as_array_mut().unwrap() {
+            container["image"] = json!(image.0);
+            let env = container["env"].as_array_mut().unwrap();
+            for var in env.iter_mut() {
+                if var["valueFrom"]["secretKeyRef"].is_object() {
+                    let value = match var["name"].as_str().unwrap() {
+                        "HERALD_DATABASE__URL" => db.url.clone(),
+                        "HERALD_TOKEN_ONCALL" => token.to_owned(),
+                        name => format!("stand-in-for-{name}-at-least-32-characters"),
+                    };
+                    *var = json!({"name": var["name"], "value": value});
+                }
+            }
+            env.push(
+                json!({"name": "HERALD_SERVER__LISTEN", "value": format!("127.0.0.1:{port}")}),
+            );
+            if let Some(container) = container.as_object_mut() {
+                container.remove("ports");
+            }
+            for probe in ["livenessProbe", "readinessProbe"] {
+                if container[probe].is_object() {
+                    container[probe]["httpGet"]["port"] = json!(port);
+                }
+            }
+        }
+    };
+    let config = of("ConfigMap");
+    let job = of("Job");
+    let mut migrate = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("herald-migrate-{port}")},
+        "spec": job["spec"]["template"]["spec"],
+    });
+    here(&mut migrate["spec"]);
+    let mut server = of("Deployment");
+    server["metadata"]["name"] = json!(format!("herald-{port}"));
+    server["spec"]["replicas"] = json!(1);
+    here(&mut server["spec"]["template"]["spec"]);
+
+    let dir = TempDir::new("herald-kube-play");
+    // JSON is YAML: each file is the ConfigMap and one workload.
+    let write = |name: &str, workload: &Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{config}\n---\n{workload}\n")).unwrap();
+        path
+    };
+    let (migrate_file, server_file) = (
+        write("migrate.yaml", &migrate),
+        write("server.yaml", &server),
+    );
+    let limits = dir.path().join("containers.conf");
+    std::fs::write(
+        &limits,
+        format!(
+            "[containers]\ndefault_ulimits = [\"{}\", \"{NPROC}\"]\n",
+            nofile()
+        ),
+    )
+    .unwrap();
+    let play = |file: &Path, verb: &str| {
+        let out = podman_command()
+            .env("CONTAINERS_CONF", &limits)
+            .args(["kube", verb])
+            .arg(file)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run podman kube");
+        (
+            out.status.success(),
+            format!("{}{}", stdout(&out), stderr(&out)),
+        )
+    };
+    let _down = Down(vec![
+        (limits.clone(), migrate_file.clone()),
+        (limits.clone(), server_file.clone()),
+    ]);
+
+    let (played, said) = play(&migrate_file, "play");
+    assert!(played, "podman kube play of the migration: {said}");
+    let migration = format!(
+        "herald-migrate-{port}-{}",
+        job["spec"]["template"]["spec"]["containers"][0]["name"]
+            .as_str()
+            .unwrap()
+    );
+    let exited = eventually("the migration to end", Duration::from_secs(60), || async {
+        let out = podman(&[
+            "inspect",
+            "--format",
+            "{{.State.Status}} {{.State.ExitCode}}",
+            &migration,
+        ]);
+        let state = stdout(&out).trim().to_owned();
+        state.starts_with("exited").then_some(state)
+    })
+    .await;
+    let logs = stdout(&podman(&["logs", &migration])) + &stderr(&podman(&["logs", &migration]));
+    assert_eq!(exited, "exited 0", "{logs}");
+    assert!(logs.contains("migrations applied to postgres://"), "{logs}");
+
+    let (played, said) = play(&server_file, "play");
+    assert!(played, "podman kube play of the Deployment: {said}");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = support::http_client();
+    eventually("the pod to be ready", Duration::from_secs(60), || {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let ready = http.get(format!("{base}/readyz")).send().await.ok()?;
+            (ready.status() == StatusCode::OK).then_some(())
+        }
+    })
+    .await;
+    let routes = http
+        .get(format!("{base}/v1/routes"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("GET /v1/routes");
+    assert_eq!(routes.status(), StatusCode::OK, "the overlay's own token");
+
+    let serving = format!(
+        "herald-{port}-pod-0-{}",
+        server["spec"]["template"]["spec"]["containers"][0]["name"]
+            .as_str()
+            .unwrap()
+    );
+    let confined = stdout(&podman(&[
+        "inspect",
+        "--format",
+        "{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.Memory}} {{.Config.User}} {{len .HostConfig.CapAdd}} {{.State.Pid}}",
+        &serving,
+    ]));
+    let confined: Vec<&str> = confined.split_whitespace().collect();
+    assert_eq!(
+        confined[..4],
+        ["true", "268435456", "10001:10001", "0"],
+        "read-only root, the 256Mi limit, herald's user, no capability added"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", confined[4])).unwrap();
+    let caps = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .expect("a CapEff line");
+    assert_eq!(caps.trim(), "0000000000000000", "every capability dropped");
+}
+
+/// Takes down what `podman kube play` started from each file, however the test ends.
+struct Down(Vec<(PathBuf, PathBuf)>);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        for (limits, file) in &self.0 {
+            let _ = podman_command()
+                .env("CONTAINERS_CONF", limits)
+                .args(["kube", "down"])
+                .arg(file)
+                .output();
+        }
+    }
+}
+
 /// compose.yaml as Compose reads it (`docker-compose config`, against the Compose schema):
 /// herald serves only after its migration completed, on a healthy PostgreSQL and NATS. No
 /// Compose engine runs here (Docker's is not on this machine), so this starts nothing: the test
@@ -343,7 +549,7 @@ fn compose_orders_herald_after_its_migration_and_a_healthy_postgresql_and_nats()
         "docker-compose finds compose.yaml invalid:\n{}",
         stderr(&resolved)
     );
-    let file = yaml_to_json(&python, &resolved.stdout);
+    let file = yaml_to_json(&python, &resolved.stdout)[0].clone();
     let services = file["services"].as_object().expect("services");
     assert_eq!(
         services.keys().map(String::as_str).collect::<Vec<_>>(),
@@ -704,7 +910,7 @@ fn yaml_to_json(python: &Path, yaml: &[u8]) -> Value {
     let mut child = Command::new(python)
         .args([
             "-c",
-            "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))",
+            "import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -712,11 +918,8 @@ fn yaml_to_json(python: &Path, yaml: &[u8]) -> Value {
         .expect("run python");
     child.stdin.take().unwrap().write_all(yaml).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "PyYAML could not read the compose file"
-    );
-    serde_json::from_slice(&out.stdout).expect("the compose file as JSON")
+    assert!(out.status.success(), "PyYAML could not read the YAML");
+    serde_json::from_slice(&out.stdout).expect("the YAML's documents as JSON")
 }
 
 /// The Containerfile's `ENV NAME=VALUE` lines: what every container of the image starts with.
