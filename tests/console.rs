@@ -170,20 +170,48 @@ async fn a_form_post_without_the_csrf_token_changes_nothing() {
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
 
     let (cookie, csrf) = sign_in(&app, &http).await;
-    for presented in ["", "not-the-token"] {
-        let response = http
-            .post(app.url(&path))
-            .header("cookie", &cookie)
-            .form(&form(presented))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            response.status(),
-            StatusCode::FORBIDDEN,
-            "csrf `{presented}`"
-        );
+    // Every form the console takes, each as it would change something: none without the token.
+    let pick = format!("pick:{id}");
+    let posts: [(&str, Vec<(&str, &str)>); 6] = [
+        (&path, vec![("action", "delivered"), ("note", "forged")]),
+        (
+            "/console/bulk",
+            vec![("reason", "unknown"), ("action", "delivered")],
+        ),
+        ("/console/list", vec![(&pick, "delivered")]),
+        ("/console/routes/mail/pause", vec![("note", "forged")]),
+        ("/console/routes/mail/resume", vec![("note", "forged")]),
+        ("/console/logout", vec![]),
+    ];
+    for (to, fields) in &posts {
+        for presented in ["", "not-the-token"] {
+            let mut fields = fields.clone();
+            fields.push(("csrf", presented));
+            let response = http
+                .post(app.url(to))
+                .header("cookie", &cookie)
+                .form(&fields)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::FORBIDDEN,
+                "{to} with csrf `{presented}`"
+            );
+        }
     }
+    let queue = http
+        .get(app.url("/console"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        queue.status(),
+        StatusCode::OK,
+        "still signed in: the forged sign-out did nothing either"
+    );
     let n: Value = app
         .get(ACME, &format!("/v1/notifications/{id}"))
         .await

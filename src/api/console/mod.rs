@@ -139,6 +139,47 @@ impl FromRequestParts<AppState> for SignedIn {
     }
 }
 
+/// A form a signed-in person posted: the handler runs only for a live session whose CSRF token
+/// the form carries (`csrf`), and gets the rest of the form as `F`. A post without it, or with
+/// another session's, is refused before any of the form is read; one without a session is sent
+/// to the login page.
+struct SignedForm<F> {
+    id: String,
+    session: Session,
+    form: F,
+}
+
+impl<F: serde::de::DeserializeOwned> axum::extract::FromRequest<AppState> for SignedForm<F> {
+    type Rejection = Response;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &AppState,
+    ) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let SignedIn { id, session } = SignedIn::from_request_parts(&mut parts, state).await?;
+        let request = axum::extract::Request::from_parts(parts, body);
+        let body = bytes::Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let csrf = url::form_urlencoded::parse(&body)
+            .find(|(name, _)| name == "csrf")
+            .map(|(_, value)| value.into_owned())
+            .unwrap_or_default();
+        if !same_token(&session.csrf, &csrf) {
+            return Err(refused_as_forged());
+        }
+        let form = serde_urlencoded::from_bytes(&body).map_err(|err| {
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("this form cannot be read: {err}"),
+            )
+                .into_response()
+        })?;
+        Ok(SignedForm { id, session, form })
+    }
+}
+
 fn random_token() -> String {
     let bytes: [u8; 32] = rand::random();
     hex::encode(bytes)
@@ -195,11 +236,6 @@ fn page(name: &str, ctx: minijinja::Value) -> Response {
 
 fn redirect(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, to.to_owned())]).into_response()
-}
-
-/// A form post must carry this session's CSRF token.
-fn forged(session: &Session, presented: &str) -> bool {
-    !same_token(&session.csrf, presented)
 }
 
 /// Compared in constant time: how long a refusal takes says nothing of the token.
@@ -304,20 +340,10 @@ async fn login(
     response
 }
 
-#[derive(Deserialize)]
-struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 async fn logout(
     State(state): State<AppState>,
-    SignedIn { id, session }: SignedIn,
-    Form(form): Form<CsrfForm>,
+    SignedForm { id, .. }: SignedForm<serde::de::IgnoredAny>,
 ) -> Response {
-    if forged(&session, &form.csrf) {
-        return refused_as_forged();
-    }
     state.sessions.close(&id);
     let mut response = redirect("/console/login");
     response.headers_mut().insert(
@@ -650,8 +676,6 @@ async fn show(state: &AppState, session: &Session, id: &str, error: Option<Strin
 
 #[derive(Deserialize)]
 struct ResolveForm {
-    #[serde(default)]
-    csrf: String,
     /// `delivered`, `not_delivered+resend`, `not_delivered+close` or `acknowledged`.
     #[serde(default)]
     action: String,
@@ -662,13 +686,9 @@ struct ResolveForm {
 
 async fn resolve(
     State(state): State<AppState>,
-    SignedIn { session, .. }: SignedIn,
     Path(id): Path<String>,
-    Form(form): Form<ResolveForm>,
+    SignedForm { session, form, .. }: SignedForm<ResolveForm>,
 ) -> Response {
-    if forged(&session, &form.csrf) {
-        return refused_as_forged();
-    }
     let asked = outcome_of(&form.action).and_then(|(outcome, then)| {
         let note = crate::review::parse_note(&form.note);
         let ask = Ask::new(outcome, then, form.force.is_some());
@@ -706,8 +726,6 @@ async fn resolve(
 
 #[derive(Deserialize, Default)]
 struct BulkForm {
-    #[serde(default)]
-    csrf: String,
     #[serde(default)]
     reason: String,
     #[serde(default)]
@@ -769,21 +787,15 @@ struct RoutesQuery {
 #[derive(Deserialize)]
 struct PauseForm {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     note: String,
     to_fallback: Option<String>,
 }
 
 async fn pause_route(
     State(state): State<AppState>,
-    SignedIn { session, .. }: SignedIn,
     Path(name): Path<String>,
-    Form(form): Form<PauseForm>,
+    SignedForm { session, form, .. }: SignedForm<PauseForm>,
 ) -> Response {
-    if forged(&session, &form.csrf) {
-        return refused_as_forged();
-    }
     let paused = super::routes::pause_route(
         &state,
         &session.principal,
@@ -797,13 +809,9 @@ async fn pause_route(
 
 async fn resume_route(
     State(state): State<AppState>,
-    SignedIn { session, .. }: SignedIn,
     Path(name): Path<String>,
-    Form(form): Form<PauseForm>,
+    SignedForm { session, form, .. }: SignedForm<PauseForm>,
 ) -> Response {
-    if forged(&session, &form.csrf) {
-        return refused_as_forged();
-    }
     let resumed = super::routes::resume_route(&state, &session.principal, &name, &form.note).await;
     route_changed(&state, &session, &name, "resumed", resumed).await
 }
@@ -857,12 +865,8 @@ async fn bulk_form(
 /// is refused if the form now says another outcome or filter than the one previewed.
 async fn bulk(
     State(state): State<AppState>,
-    SignedIn { session, .. }: SignedIn,
-    Form(form): Form<BulkForm>,
+    SignedForm { session, form, .. }: SignedForm<BulkForm>,
 ) -> Response {
-    if forged(&session, &form.csrf) {
-        return refused_as_forged();
-    }
     let confirm = form.confirm.is_some();
     let render = |error: Option<(StatusCode, String)>, body: Option<review::BulkBody>| {
         let now = OffsetDateTime::now_utc();
@@ -956,29 +960,24 @@ fn shown(
 /// with the preview and a note, resolves exactly that, and is refused if the choices changed.
 async fn list(
     State(state): State<AppState>,
-    SignedIn { session, .. }: SignedIn,
-    body: bytes::Bytes,
+    SignedForm { session, form, .. }: SignedForm<Vec<(String, String)>>,
 ) -> Response {
-    let (mut csrf, mut note, mut preview, mut confirm) =
-        (String::new(), String::new(), String::new(), false);
+    let (mut note, mut preview, mut confirm) = (String::new(), String::new(), false);
     let mut picks: Vec<(String, String)> = Vec::new();
-    for (name, value) in url::form_urlencoded::parse(&body) {
-        match name.as_ref() {
-            "csrf" => csrf = value.into_owned(),
-            "note" => note = value.into_owned(),
-            "preview" => preview = value.into_owned(),
+    for (name, value) in form {
+        match name.as_str() {
+            "csrf" => {}
+            "note" => note = value,
+            "preview" => preview = value,
             "confirm" => confirm = true,
             name => {
                 if let Some(id) = name.strip_prefix("pick:")
                     && !value.is_empty()
                 {
-                    picks.push((id.to_owned(), value.into_owned()));
+                    picks.push((id.to_owned(), value));
                 }
             }
         }
-    }
-    if forged(&session, &csrf) {
-        return refused_as_forged();
     }
     let render = |error: Option<(StatusCode, String)>, body: Option<review::BulkBody>| {
         let now = OffsetDateTime::now_utc();
