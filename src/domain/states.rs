@@ -44,17 +44,21 @@ text_enum! {
         Sending = "sending",
         /// Final. The provider accepted it; certainty `known` or `duplicate_possible`.
         Delivered = "delivered",
-        /// Final. The provider did not accept it, and nothing ambiguous is in the history.
+        /// Final. The provider did not accept it, and nothing ambiguous is in the history
+        /// (a person may still send a dead letter again).
         Failed = "failed",
-        /// Final until a person settles it: nothing can tell whether the provider took it.
+        /// Final: nothing herald can ask tells whether the provider took it. A vendor's report,
+        /// later evidence or a person settles it.
         Unknown = "unknown",
-        /// Final. Cancelled while `queued`.
+        /// Final. Cancelled while `queued`; `unknown` certainty where an earlier attempt may
+        /// have reached the vendor, until a report or a person settles it.
         Cancelled = "cancelled",
     }
 }
 
 impl State {
-    /// States in which herald will never touch the row again without a person.
+    /// States a dispatcher never claims again: only a person, a vendor's report, later
+    /// evidence or retention moves them (herald's transition table says which and how).
     pub fn is_final(self) -> bool {
         !matches!(self, State::Queued | State::Sending)
     }
