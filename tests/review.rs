@@ -951,6 +951,12 @@ async fn a_list_resolves_each_item_with_its_own_outcome_under_one_preview(backen
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
     assert!(says(&problem, "list changed"), "{problem:#}");
+    // Nor with an outcome beside it, which a list's preview never had.
+    let (status, problem) = rig
+        .bulk(json!({"preview": token, "then": "close", "note": "checked each"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem:#}");
+    assert!(says(&problem, "made for a list"), "{problem:#}");
     for id in &ids {
         assert_eq!(rig.show(id).await["state"], "unknown");
     }

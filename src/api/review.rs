@@ -722,7 +722,11 @@ async fn confirm_many(
                 ));
             }
             if request.items.is_none()
-                && (request.outcome.is_some() || request.filter.is_some() || request.max.is_some())
+                && (request.outcome.is_some()
+                    || request.then.is_some()
+                    || request.force.is_some()
+                    || request.filter.is_some()
+                    || request.max.is_some())
             {
                 return Err(Problem::preview_stale(
                     "the preview was made for a list, each item with its own outcome; confirm \
