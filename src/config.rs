@@ -266,12 +266,18 @@ fn read_naming_every_unknown_key<T: serde::de::DeserializeOwned>(
         };
         let message = err.inner().to_string();
         let path = err.path().to_string();
-        // A required key missing from a table that held an unknown one is most likely that
+        // A required key missing from a table that held an unknown key near its name is that
         // key misspelt, which is already named with it.
-        let misspelt = message.starts_with("missing field `")
-            && problems.iter().any(|(unknown, _): &(String, String)| {
-                unknown.rsplit_once('.').map_or(".", |(table, _)| table) == path
-            });
+        let missing = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split_once('`'))
+            .map(|(field, _)| field);
+        let misspelt = missing.is_some_and(|missing| {
+            problems.iter().any(|(unknown, _): &(String, String)| {
+                let (table, key) = unknown.rsplit_once('.').unwrap_or((".", unknown));
+                table == path && strsim::jaro_winkler(key, missing) >= NEAR
+            })
+        });
         if !misspelt {
             problems.push((path, message.clone()));
         }
@@ -2102,6 +2108,13 @@ mod tests {
         );
         // `host` and `scopes` are missing too, which their misspellings already say.
         assert_eq!(err.0.len(), 7, "{problems}");
+        // A missing key no unknown one is near is named as missing.
+        let err = load("[routes.mail]\nprovider = \"smtp\"\nzzz = 1\n", &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("routes.mail: missing field `host`"),
+            "{err}"
+        );
     }
 
     #[test]

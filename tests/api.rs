@@ -1598,7 +1598,7 @@ async fn strict_locales_refuse_a_locale_no_translation_serves(backend: Backend) 
         backend,
         "[dispatch]\nenabled = false\n\
          [templates]\nstrict_locales = true\n\
-         [templates.code]\ntext = \"Your code is {{ code }}\"\n\
+         [templates.code]\nlocale = \"en\"\ntext = \"Your code is {{ code }}\"\n\
          [templates.code.locales.fr]\ntext = \"Votre code est {{ code }}\"\n",
     )
     .await
@@ -1622,6 +1622,15 @@ async fn strict_locales_refuse_a_locale_no_translation_serves(backend: Backend) 
     );
     let id = app.enqueue_id("belgium", &code("fr-BE")).await;
     assert_eq!(app.show(&id).await["text"], "Votre code est 4242");
+    // The template's own language (`locale = "en"`) serves English as asked, not as a fallback.
+    let english = app.enqueue(ACME, "britain", &code("en-GB")).await;
+    assert_eq!(english.status(), StatusCode::ACCEPTED);
+    assert!(english.headers().get("herald-locale-fallback").is_none());
+    let english: Value = english.json().await.unwrap();
+    assert_eq!(
+        (&english["text"], &english["locale_fallback"]),
+        (&json!("Your code is 4242"), &Value::Null)
+    );
 }
 
 async fn a_cancellation_key_calls_off_what_is_still_queued_and_says_what_was_not(backend: Backend) {

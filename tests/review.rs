@@ -969,7 +969,9 @@ async fn a_list_resolves_each_item_with_its_own_outcome_under_one_preview(backen
     assert_eq!(ending(&rig.show(&ids[1]).await), ("failed", "known"));
     assert_eq!(rig.show(&ids[2]).await["state"], "queued");
 
-    // A list says each outcome itself; one beside it, an id twice or an unknown one is a 422.
+    // A list says each outcome itself: one beside it, an id twice, a `not_delivered` without
+    // what follows, or no item at all is a 422 naming the field. (An id that is not the
+    // tenant's is refused on its own, as `sent` was above.)
     for (body, field) in [
         (
             json!({"items": [{"id": ids[0], "outcome": "delivered"}], "outcome": "delivered",

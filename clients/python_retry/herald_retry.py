@@ -75,7 +75,9 @@ def send(
             status, headers, response = None, {}, None
         if response is not None and (status not in RETRYABLE or attempt == tries):
             return Sent(key, response, attempt, waited)
-        pause = _retry_after(headers) or _backoff(attempt, base_delay, max_delay)
+        pause = _retry_after(headers)
+        if pause is None:
+            pause = _backoff(attempt, base_delay, max_delay)
         waited.append(pause)
         sleep(pause)
     raise AssertionError("unreachable: the last try returns or raises")

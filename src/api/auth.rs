@@ -32,8 +32,9 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// Counts `items` notifications against the token's enqueue rate, before anything is read
-    /// or stored: over it, `429 rate-limited` with when to send the same request again.
+    /// Counts `items` notifications against the token's enqueue rate, before anything is
+    /// stored or a key looked up: over it, `429 rate-limited` with when to send the same
+    /// request again.
     pub fn admit(&self, items: usize) -> Result<(), Problem> {
         let Some(rate) = &self.rate else {
             return Ok(());

@@ -875,6 +875,7 @@ mod tests {
                         html: Some("<b>{{ job }}</b>".into()),
                     },
                 )]),
+                locale: None,
             },
         )]))
     }

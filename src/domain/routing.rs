@@ -170,6 +170,9 @@ pub struct Template {
     /// chooses one, falling back from `fr-CA` to `fr` to these fields.
     #[serde(default)]
     pub locales: BTreeMap<String, Localized>,
+    /// The language these fields are written in (`en`): a `locale` it serves (`en`, `en-GB`)
+    /// renders them as asked, not as a fallback.
+    pub locale: Option<String>,
 }
 
 /// A template's fields in one locale.
@@ -194,14 +197,26 @@ impl Template {
     /// The configured locale that serves `locale`: itself, else each shorter tag it
     /// falls back to (`fr-CA` → `fr`), compared without regard to case; `None` for the default.
     fn locale_for(&self, locale: &str) -> Option<&str> {
-        let mut tag = locale;
-        loop {
-            if let Some(found) = self.locales.keys().find(|k| k.eq_ignore_ascii_case(tag)) {
-                return Some(found);
-            }
-            tag = &tag[..tag.rfind('-')?];
-        }
+        tags(locale).find_map(|tag| {
+            self.locales
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(tag))
+                .map(String::as_str)
+        })
     }
+
+    /// Whether the default fields are in the language `locale` asks for (or one it falls
+    /// back to): rendering them then is what was asked, not a fallback.
+    fn default_serves(&self, locale: &str) -> bool {
+        self.locale
+            .as_deref()
+            .is_some_and(|own| tags(locale).any(|tag| tag.eq_ignore_ascii_case(own)))
+    }
+}
+
+/// A language tag and each shorter one it falls back to: `fr-CA`, then `fr`.
+fn tags(locale: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(Some(locale), |tag| tag.rfind('-').map(|at| &tag[..at]))
 }
 
 impl Localized {
@@ -316,6 +331,11 @@ impl Templates {
             let default = self
                 .variables(&t.fields())
                 .map_err(|e| format!("template `{name}`: {e}"))?;
+            if let Some(own) = t.locale.as_deref().filter(|own| !locale_tag(own)) {
+                return Err(format!(
+                    "template `{name}`: locale `{own}` is not a language tag (e.g. `en`)"
+                ));
+            }
             for (locale, fields) in &t.locales {
                 let at = format!("template `{name}` locale `{locale}`");
                 if !locale_tag(locale) {
@@ -396,7 +416,8 @@ impl Templates {
             .ok_or_else(|| FieldError::new("template", format!("unknown template `{name}`")))?;
         let asked = locale;
         let locale = locale.and_then(|l| template.locale_for(l));
-        let locale_fallback = asked.is_some() && locale.is_none();
+        let locale_fallback =
+            asked.is_some_and(|asked| locale.is_none() && !template.default_serves(asked));
         if let Some(asked) = asked.filter(|_| locale_fallback && self.strict_locales) {
             let served: Vec<&str> = template.locales.keys().map(String::as_str).collect();
             return Err(FieldError::new(
@@ -494,8 +515,29 @@ mod tests {
                 text: Some("{{ code }}, {{ user.name }}".into()),
                 html: None,
                 locales: BTreeMap::from([("fr-CA".to_string(), locale)]),
+                locale: None,
             },
         )]))
+    }
+
+    #[test]
+    fn a_templates_own_language_must_be_a_language_tag() {
+        let own = |locale: &str| {
+            Templates::new(BTreeMap::from([(
+                "code".to_string(),
+                Template {
+                    text: Some("{{ code }}".into()),
+                    locale: Some(locale.to_owned()),
+                    ..Template::default()
+                },
+            )]))
+            .check()
+        };
+        assert_eq!(own("en-GB"), Ok(()));
+        assert_eq!(
+            own("en_GB"),
+            Err("template `code`: locale `en_GB` is not a language tag (e.g. `en`)".to_owned())
+        );
     }
 
     #[test]

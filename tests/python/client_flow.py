@@ -134,6 +134,10 @@ check(
     "one 429, waited out as Retry-After said",
     (hurried.tries, hurried.waited),
 )
+# The retry carried the key the first try had: the same key now names that notification.
+same_key = send(limited, readme_request(), idempotency_key="limited-2").response
+check(header(same_key, "Idempotent-Replayed") == "true", "a replay", dict(same_key.headers))
+check(same_key.parsed.id == hurried.response.parsed.id, "the retried one", same_key.parsed.id)
 
 print(
     json.dumps(

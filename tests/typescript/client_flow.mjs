@@ -72,6 +72,10 @@ check(hurried.response.status === 202 && hurried.tries === 2, 'the retried send'
   [hurried.response.status, hurried.tries]);
 check(hurried.waited.length === 1 && [1000, 2000].includes(hurried.waited[0]),
   'one 429, waited out as Retry-After said', hurried.waited);
+// The retry carried the key the first try had: the same key now names that notification.
+const again = await send(limited, readmeRequest(), { idempotencyKey: 'ts-limited-2' });
+check(again.response.headers.get('idempotent-replayed') === 'true', 'a replay', again.response.status);
+check(again.data?.id === hurried.data?.id, 'the retried one', again.data);
 
 console.log(JSON.stringify({
   id,

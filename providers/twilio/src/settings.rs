@@ -4,14 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_provider::settings::{
-    RouteContext, RouteSettings, SecretSource, SettingsError, endpoint_of,
+    RouteContext, RouteSettings, SecretSource, SettingsError, endpoint_of, is_loopback_host,
 };
 use herald_provider::{Adapter, Channel};
 use serde::Deserialize;
 
 use crate::adapter::{
-    DEFAULT_BASE_URL, DEFAULT_VALIDITY_PERIOD, DEFAULT_VISIBILITY_LAG, TwilioAdapter, TwilioError,
-    TwilioRoute,
+    DEFAULT_BASE_URL, DEFAULT_VALIDITY_PERIOD, DEFAULT_VISIBILITY_LAG, LIST_ALLOWANCE,
+    TwilioAdapter, TwilioError, TwilioRoute,
 };
 
 #[derive(Debug, Deserialize)]
@@ -71,13 +71,28 @@ impl RouteSettings for Settings {
     }
 
     fn notes(&self) -> Vec<String> {
-        vec![format!(
+        let mut notes = vec![format!(
             "each SMS carries ValidityPeriod = its time left before expiry, at most {} s \
              (validity_period_seconds): Twilio drops a message it has not sent by then; a \
              look-up calls a send absent {} ms after it (visibility_lag_ms)",
             self.validity_period().as_secs(),
             self.visibility_lag().as_millis()
-        )]
+        )];
+        let base = self
+            .base_url
+            .as_deref()
+            .and_then(|url| url::Url::parse(url).ok());
+        if base.is_some_and(|url| url.host_str().is_some_and(is_loopback_host))
+            && self.visibility_lag() < self.validity_period() + LIST_ALLOWANCE
+        {
+            notes.push(format!(
+                "base_url is on loopback, taken for a test double that queues nothing: the lag is \
+                 not held to the validity period plus 30 s; if it is a proxy to Twilio, set \
+                 visibility_lag_ms to at least {}",
+                (self.validity_period() + LIST_ALLOWANCE).as_millis()
+            ));
+        }
+        notes
     }
 
     async fn adapter(&self, route: &RouteContext<'_>) -> Result<Arc<dyn Adapter>, SettingsError> {
