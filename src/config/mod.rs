@@ -4,7 +4,7 @@
 //! from an env var or a file into `secrecy` types, and everything that can be checked is checked
 //! here, so that `serve` fails at start-up with one clear line instead of on a later request.
 //!
-//! The types live in [`sections`] and [`routes`], reading in `load`, the checks in `check`.
+//! The types live in `sections` and `routes`, reading in `load`, the checks in `check`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -584,7 +584,7 @@ impl Routes {
     pub fn prepare(&self, n: &crate::domain::Notification) -> Option<Request> {
         let route = self.0.get(&n.route)?;
         let key = ProviderKey::new(n.provider_key());
-        route.prepare(&super::message_of(n), &key).ok()
+        route.prepare(&Message::from(n), &key).ok()
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! A notification: what an upstream asked for (the request), what herald stores and shows (the
 //! notification with its attempts), and the rules that turn the first into the second.
 
-use herald_provider::{Attachment, EmailOptions, PLACEHOLDER_OPEN};
+use herald_provider::{Attachment, EmailOptions, Message, PLACEHOLDER_OPEN};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -344,6 +344,27 @@ impl Notification {
             key = format!("{key}-f{}", self.failovers);
         }
         key
+    }
+}
+
+/// What a route's adapter is handed for a notification.
+impl From<&Notification> for Message {
+    fn from(n: &Notification) -> Message {
+        Message {
+            notification_id: n.id.to_string(),
+            channel: n.channel,
+            to: n.to.clone(),
+            subject: n.content.subject.clone(),
+            text: n.content.text.clone(),
+            html: n.content.html.clone(),
+            payload: n.content.payload.clone(),
+            blocks: n.content.blocks.clone(),
+            email: n.content.email.clone(),
+            expires_at: n.expires_at,
+            // The trace it was enqueued in, passed on; the vendor call puts its own in its place
+            // where spans are exported.
+            trace_parent: n.trace_parent.as_ref().map(|t| t.as_str().to_owned()),
+        }
     }
 }
 
