@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::review::PermanentRefusals;
-use crate::store::{Store, StoreResult};
+use crate::store::{Retention, StoreResult};
 
 /// How often retention looks again once it has caught up.
 const INTERVAL: Duration = Duration::from_secs(60);
@@ -56,7 +56,7 @@ pub struct Swept {
 /// Deletes everything past its retention at `now`, a batch per transaction, until a batch
 /// comes back short or `shutdown` fires.
 pub async fn sweep(
-    store: &dyn Store,
+    store: &dyn Retention,
     settings: &Settings,
     now: OffsetDateTime,
     shutdown: &CancellationToken,
@@ -101,7 +101,7 @@ pub async fn sweep(
 }
 
 /// Sweeps every [`INTERVAL`] until `shutdown`.
-pub async fn run(store: Arc<dyn Store>, settings: Settings, shutdown: CancellationToken) {
+pub async fn run(store: Arc<dyn Retention>, settings: Settings, shutdown: CancellationToken) {
     loop {
         match sweep(&*store, &settings, OffsetDateTime::now_utc(), &shutdown).await {
             Ok(swept) if swept != Swept::default() => {

@@ -40,7 +40,7 @@ use policy::{Backoff, Failure};
 use crate::config::{Config, RelayConfig, SinkConfig};
 use crate::domain::cloudevent::Data;
 use crate::domain::{CloudEvent, TraceParent};
-use crate::store::{ClaimedEvent, OutboxEvent, Store};
+use crate::store::{ClaimedEvent, Outbox, OutboxEvent};
 use herald_provider::excerpt;
 
 /// The sink that takes every event when none is configured.
@@ -174,7 +174,7 @@ impl From<&RelayConfig> for Settings {
 }
 
 pub struct Relay {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Outbox>,
     sinks: Vec<(String, Arc<dyn Sink>)>,
     /// Every sink's name: an event is done once all of them published it.
     names: Arc<[String]>,
@@ -199,7 +199,7 @@ impl Relay {
     /// be checked before any event: secrets, a webhook URL the SSRF guard refuses.
     pub async fn build(
         config: &Config,
-        store: Arc<dyn Store>,
+        store: Arc<dyn Outbox>,
         wake: Wake,
     ) -> anyhow::Result<Relay> {
         let mut sinks: Vec<(String, Arc<dyn Sink>)> = Vec::new();
@@ -320,7 +320,7 @@ async fn build_sink(name: &str, config: &SinkConfig) -> anyhow::Result<Arc<dyn S
 
 /// One sink's loop.
 struct SinkWorker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Outbox>,
     name: String,
     sink: Arc<dyn Sink>,
     names: Arc<[String]>,
@@ -485,7 +485,7 @@ impl SinkWorker {
 }
 
 /// Keeps `herald_outbox_backlog{sink}` and `herald_outbox_oldest_seconds{sink}` current.
-async fn gauges(store: Arc<dyn Store>, names: Arc<[String]>, shutdown: CancellationToken) {
+async fn gauges(store: Arc<dyn Outbox>, names: Arc<[String]>, shutdown: CancellationToken) {
     loop {
         for name in names.iter() {
             match store.outbox_backlog(name).await {
@@ -511,7 +511,7 @@ async fn gauges(store: Arc<dyn Store>, names: Arc<[String]>, shutdown: Cancellat
 }
 
 /// Deletes events that every sink published more than the retention ago, a batch at a time.
-async fn prune(store: Arc<dyn Store>, settings: Settings, shutdown: CancellationToken) {
+async fn prune(store: Arc<dyn Outbox>, settings: Settings, shutdown: CancellationToken) {
     loop {
         let before = OffsetDateTime::now_utc() - settings.retention;
         let wait = match store.prune_outbox(before, settings.prune_batch).await {

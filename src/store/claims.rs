@@ -1,9 +1,7 @@
-//! The dispatcher's area of the store: the claim (with what it cannot read set aside), the
-//! attempt a send starts, the record of what it did (fenced by the claim's generation, with
-//! later evidence held against it), a requery's record in review, and the look-alikes a
+//! The dispatcher's claims: due work chosen fairly and leased, the attempt a send starts (its
+//! request stored before any call), what a claim cannot read set aside, and the look-alikes a
 //! look-up must not attribute twice.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -13,22 +11,83 @@ use time::OffsetDateTime;
 use tracing::field::Empty;
 use uuid::Uuid;
 
-use super::many::Rows;
-use super::rows::{
-    AttemptRow, AttemptWithOwner, ClaimedRow, NotificationRow, SETTLE, SiblingRow, insert_event,
-    insert_events, rows_into,
-};
-use super::rows::{attempt_columns, claimed_columns, look_alike_columns, notification_columns};
+use super::QueueStats;
+use super::rows::{AttemptRow, AttemptWithOwner, ClaimedRow, SiblingRow, rows_into};
+use super::rows::{attempt_columns, claimed_columns, look_alike_columns};
+use super::rows::{corrupt, refused_for_good};
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
-use super::{
-    Claim, ClaimMode, EventType, OutboxEvent, Prepare, Recorded, RouteSlot, StoreError,
-    StoreResult, Timestamp,
-};
-use crate::domain::{
-    Attempt, AttemptOutcome, AttemptResult, Certainty, Decision, Next, Notification,
-    NotificationId, Sibling, State, suppression_recipient,
-};
+use super::{Claim, ClaimMode, Prepare, RouteSlot, StoreError, StoreResult, Timestamp};
+use crate::domain::{Attempt, Notification, Sibling, suppression_recipient};
+use crate::review::Reason;
 use herald_provider::Request;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+/// The dispatcher's claims of due work, the attempts they start, and what the queue holds.
+#[async_trait]
+pub trait Claims: Send + Sync {
+    /// Claims up to `limit` due notifications in one transaction: `queued` ones get an
+    /// `in_flight` attempt (the intent, committed before any call) with its send deadline,
+    /// `sending` ones past their lease have their `in_flight` attempt marked `ambiguous`. Each
+    /// gets a new generation and a lease until `now + lease`. Only notifications on `routes` are
+    /// claimed, no more of each than its slot takes: the routes this process has configured and
+    /// can start work on now. A notification without a provider request gets one from
+    /// `prepare`, stored in the same transaction: it is fixed before anything is sent.
+    async fn claim(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        routes: &[RouteSlot],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>>;
+
+    /// Queued notifications on the routes `held` back (paused, circuit open, waiting out a
+    /// vendor's pause) whose expiry has passed, up to `limit`, claimed as [`Store::claim`]
+    /// does: an expiry wins over every hold, and the worker ends them without a vendor call.
+    async fn claim_expired(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        held: &[String],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>>;
+
+    /// The attempts on the claimed notification's route of its look-alikes: other notifications
+    /// to its recipient, created since `created_since`, on that route with the same provider
+    /// request, or failed over from it with the same content.
+    async fn look_alikes(
+        &self,
+        claim: &Claim,
+        created_since: OffsetDateTime,
+    ) -> StoreResult<Vec<Sibling>>;
+
+    /// Commits a new `in_flight` attempt for a claimed notification (a replay or a resend),
+    /// whose call must start by `send_deadline`, and renews the lease; `None` if the claim was
+    /// lost.
+    async fn start_attempt(
+        &self,
+        claim: &Claim,
+        now: OffsetDateTime,
+        lease: Duration,
+        send_deadline: OffsetDateTime,
+    ) -> StoreResult<Option<Attempt>>;
+
+    /// When the earliest `queued` or `sending` notification falls due.
+    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>>;
+
+    /// Signals `wake` whenever another process commits due work (PostgreSQL `LISTEN`); returns
+    /// at once where only this process writes (SQLite).
+    async fn listen_for_work(
+        &self,
+        wake: Arc<tokio::sync::Notify>,
+        shutdown: tokio_util::sync::CancellationToken,
+    );
+
+    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats>;
+}
 
 /// A notification row by id alone, for the claim's search for rows it cannot read.
 const READ_BY_ID: &str = concat!(
@@ -36,10 +95,13 @@ const READ_BY_ID: &str = concat!(
     claimed_columns!(),
     " FROM notifications WHERE id = $1"
 );
+
 const SET_ASIDE: &str = "UPDATE notifications SET due_at = $2 WHERE id = $1";
+
 /// How long a notification a claim cannot read waits before it is tried (and reported) again:
 /// long enough not to fill the log, short enough that a repaired row goes out the same hour.
 const UNREADABLE_SET_ASIDE: Duration = Duration::from_secs(60 * 60);
+
 const INSERT_ATTEMPT: &str = concat!(
     "INSERT INTO attempts (notification_id, n, generation, route, provider_idempotency_key,
                            started_at, send_deadline, result, evidence)
@@ -47,96 +109,7 @@ const INSERT_ATTEMPT: &str = concat!(
      RETURNING ",
     attempt_columns!()
 );
-/// A worker's record: only while its claim holds. A failover (`$8`, the fallback) moves it to
-/// that route with a fresh budget and forgets the request prepared for the route it leaves; a
-/// hold gives back the number of the attempt it withdraws (`$9`).
-///
-/// The fences here, in `start_attempt` and in `cancel` test `state || ''`, not `state`: the same test, but
-/// one PostgreSQL cannot answer from a partial index on state. Given `state = 'sending'` it chose
-/// `notifications_due` (whose statistics, taken when nothing was queued, call it empty) and
-/// scanned the whole backlog for the id on every record: with 1,000,000 finished notifications
-/// stored, the drain fell from 637/s to 236/s. The id's primary key is the plan wanted.
-const RECORD: &str = concat!(
-    "UPDATE notifications
-     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7,
-         route = coalesce($8, route),
-         failovers = failovers + CASE WHEN $8 IS NULL THEN 0 ELSE 1 END,
-         provider_request = CASE WHEN $8 IS NULL THEN provider_request ELSE NULL END,
-         budget_from = CASE WHEN $8 IS NULL THEN budget_from ELSE attempt_count END,
-         budget_since = CASE WHEN $8 IS NULL THEN budget_since ELSE $7 END,
-         attempt_count = attempt_count - CASE WHEN $9 IS NULL THEN 0 ELSE 1 END
-     WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
-     RETURNING ",
-    notification_columns!()
-);
-/// [`RECORD`] for many plain records at once (no failover, nothing withdrawn): each row
-/// `(id, generation, state, certainty, due_at, finished_at, now)`, each fenced by its own
-/// claim. The `VALUES` columns are named apart from the table's, so that `RETURNING` names
-/// only the notification's.
-static RECORD_PLAIN: Rows = Rows::new(
-    "UPDATE notifications
-     SET state = r_state, certainty = r_certainty, due_at = r_due_at,
-         finished_at = r_finished_at, updated_at = r_now
-     FROM (SELECT column1 AS r_id, column2 AS r_generation, column3 AS r_state,
-                  column4 AS r_certainty, column5 AS r_due_at, column6 AS r_finished_at,
-                  column7 AS r_now
-           FROM (VALUES ",
-    "($1, $2, $3, $4, $5, $6, $7)",
-    7,
-    concat!(
-        ") AS given) AS r
-     WHERE id = r_id AND generation = r_generation AND state || '' = 'sending'
-     RETURNING ",
-        notification_columns!()
-    ),
-);
-/// Attempts' results: each row `(notification id, n, result, permanent, provider_ref,
-/// evidence, finished_at)`.
-static FINISH_ATTEMPTS: Rows = Rows::new(
-    "UPDATE attempts
-     SET result = r_result, permanent = r_permanent, provider_ref = r_provider_ref,
-         evidence = r_evidence, finished_at = r_finished_at
-     FROM (SELECT column1 AS r_id, column2 AS r_n, column3 AS r_result, column4 AS r_permanent,
-                  column5 AS r_provider_ref, column6 AS r_evidence, column7 AS r_finished_at
-           FROM (VALUES ",
-    "($1, $2, $3, $4, $5, $6, $7)",
-    7,
-    ") AS given) AS r
-     WHERE notification_id = r_id AND n = r_n",
-);
-/// A requery's record in review: only if nothing changed the notification since it was read;
-/// it moves the generation on, a resend starts a fresh budget, and a failover (`$8`) moves it
-/// as a worker's record does.
-const RECORD_IN_REVIEW: &str = concat!(
-    "UPDATE notifications
-     SET state = $3, certainty = $4, due_at = $5, finished_at = $6, updated_at = $7,
-         generation = generation + 1,
-         route = coalesce($8, route),
-         failovers = failovers + CASE WHEN $8 IS NULL THEN 0 ELSE 1 END,
-         provider_request = CASE WHEN $8 IS NULL THEN provider_request ELSE NULL END,
-         budget_from = CASE WHEN $3 = 'queued' THEN attempt_count ELSE budget_from END,
-         budget_since = CASE WHEN $3 = 'queued' THEN $7 ELSE budget_since END
-     WHERE id = $1 AND generation = $2 AND state || '' = 'unknown'
-     RETURNING ",
-    notification_columns!()
-);
-/// Takes a record's notification (`$1`) where its fence still holds — the claim's generation
-/// (`$2`), and state `$4` (`sending` for a worker's, `unknown` for a requery's) — before it
-/// writes a settlement.
-const FENCE: &str = "UPDATE notifications SET updated_at = $3
-     WHERE id = $1 AND generation = $2 AND state || '' = $4 RETURNING id";
-/// Marks that evidence came from outside the holder's step, and takes the row's lock.
-const MARK_LATE_EVIDENCE: &str = concat!(
-    "UPDATE notifications SET late_evidence = true WHERE id = $1 RETURNING ",
-    notification_columns!()
-);
-/// The attempt a hold withdraws: it never called the vendor.
-const WITHDRAW_ATTEMPT: &str =
-    "DELETE FROM attempts WHERE notification_id = $1 AND n = $2 AND result = 'in_flight'";
-const ANNOTATE_UNSETTLED: &str = "UPDATE attempts SET evidence = json_patch(evidence, $2)
-     WHERE notification_id = $1 AND result = 'ambiguous' AND settled_by IS NULL AND route = $3";
-pub(super) const ANNOTATE_ATTEMPT: &str = "UPDATE attempts SET evidence = json_patch(evidence, $3)
-     WHERE notification_id = $1 AND n = $2";
+
 /// Look-alike attempts on route `$1`: those of notifications still on it with the same request,
 /// and those of notifications that failed over from it with the same content (their request
 /// there is forgotten, but a message they left on its vendor may look like this one).
@@ -153,6 +126,7 @@ const LOOK_ALIKES: &str = concat!(
        AND n.route <> $1 AND n.content = $6 AND a.route = $1
      ORDER BY notification_created_at, notification_id, n"
 );
+
 /// A send whose recipient a claim looks up, as `CLAIM_SUPPRESSED` reads it: the recipient as
 /// [`suppression_recipient`] writes it, so that it is compared as a suppression is stored, not
 /// as SQL would fold it.
@@ -164,6 +138,7 @@ struct Recipient<'a> {
     recipient: String,
     category: Option<&'a str>,
 }
+
 /// A request a claim fixes, as `CLAIM_FIX_REQUESTS` reads it. Serialized as it is, never through
 /// a `Value` (which orders keys its own way): SQLite stores the text, and look-alikes compare it
 /// with the request serialized directly.
@@ -172,6 +147,7 @@ struct FixedRequest {
     id: Uuid,
     request: Request,
 }
+
 /// An attempt a claim starts, as `CLAIM_START_ATTEMPTS` reads it.
 #[derive(Serialize)]
 struct StartedAttempt {
@@ -182,76 +158,7 @@ struct StartedAttempt {
     key: String,
     send_deadline: Timestamp,
 }
-/// The attempt a settlement's vendor reference goes on: the earliest one it settles.
-fn first_unsettled(claim: &Claim, decision: &Decision) -> Option<i32> {
-    let own = decision.attempt.as_ref().map(|a| a.n);
-    claim
-        .attempts
-        .iter()
-        .filter(|a| {
-            a.result == AttemptResult::Ambiguous
-                && a.settled_by.is_none()
-                && Some(a.n) != own
-                && a.route == claim.notification.route
-        })
-        .map(|a| a.n)
-        .min()
-}
-/// The event type of a final state.
-pub(super) fn event_for(state: State) -> Option<EventType> {
-    match state {
-        State::Delivered => Some(EventType::Delivered),
-        State::Failed => Some(EventType::Failed),
-        State::Unknown => Some(EventType::Unknown),
-        State::Cancelled => Some(EventType::Cancelled),
-        State::Queued | State::Sending => None,
-    }
-}
-/// A row of [`FINISH_ATTEMPTS`]: attempt `a` of notification `id`, finished `now`.
-fn finished_attempt(
-    args: &mut Vec<Arg>,
-    id: NotificationId,
-    a: &AttemptOutcome,
-    now: OffsetDateTime,
-) {
-    args.extend([
-        Arg::from(id),
-        Arg::from(a.n),
-        Arg::from(a.result.as_str()),
-        Arg::from(a.permanent),
-        Arg::from(&a.provider_ref),
-        Arg::json(&a.evidence),
-        Arg::from(now),
-    ])
-}
 
-/// The columns a decision sets on the notification: state, certainty, due time, finish time.
-fn next_columns(
-    next: &Next,
-    now: OffsetDateTime,
-) -> (
-    State,
-    Option<Certainty>,
-    OffsetDateTime,
-    Option<OffsetDateTime>,
-) {
-    match next {
-        Next::Finish { state, certainty } => (*state, Some(*certainty), now, Some(now)),
-        Next::Retry { at } => (State::Queued, None, *at, None),
-        Next::Reconcile { at } => (State::Sending, None, *at, None),
-        Next::Failover { .. } => (State::Queued, None, now, None),
-        Next::Hold {
-            at, reconciling, ..
-        } => {
-            let state = if *reconciling {
-                State::Sending
-            } else {
-                State::Queued
-            };
-            (state, None, *at, None)
-        }
-    }
-}
 /// [`Dialect::CLAIM_DUE`]'s arguments.
 fn claim_due_args(now: OffsetDateTime, limit: u32, routes: &[RouteSlot]) -> Vec<Arg> {
     let takes: Vec<Value> = routes
@@ -265,6 +172,7 @@ fn claim_due_args(now: OffsetDateTime, limit: u32, routes: &[RouteSlot]) -> Vec<
         Arg::json(&takes),
     ]
 }
+
 /// What a claim writes on an attempt it found `in_flight` past its lease.
 fn lease_expired_evidence(now: OffsetDateTime) -> Value {
     serde_json::json!({"stage": "lease_expired", "detail": "the worker's lease ended before it recorded a result (crashed or stalled); the provider may or may not have the message",
@@ -272,256 +180,6 @@ fn lease_expired_evidence(now: OffsetDateTime) -> Value {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    #[tracing::instrument(skip_all, fields(limit, claimed = Empty, idle = Empty))]
-    pub(super) async fn claim(
-        &self,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-        routes: &[RouteSlot],
-        prepare: Prepare<'_>,
-    ) -> StoreResult<Vec<Claim>> {
-        let claimed = match self.claim_once(now, lease, limit, routes, prepare).await {
-            // One row that cannot be read must not stop delivery for every tenant.
-            Err(err @ StoreError::Internal(_)) => {
-                if self.set_aside_unreadable(now, limit, routes).await? == 0 {
-                    return Err(err);
-                }
-                self.claim_once(now, lease, limit, routes, prepare).await
-            }
-            claimed => claimed,
-        };
-        if let Ok(claims) = &claimed {
-            let span = tracing::Span::current();
-            span.record("claimed", claims.len());
-            // A poll that found nothing is not traced (crate::traces::IDLE).
-            span.record("idle", claims.is_empty());
-        }
-        claimed
-    }
-
-    pub(super) async fn look_alikes(
-        &self,
-        claim: &Claim,
-        created_since: OffsetDateTime,
-    ) -> StoreResult<Vec<Sibling>> {
-        let Some(request) = &claim.request else {
-            return Ok(Vec::new());
-        };
-        let n = &claim.notification;
-        let rows: Vec<SiblingRow> = self
-            .0
-            .read()
-            .await?
-            .fetch_all(
-                LOOK_ALIKES,
-                vec![
-                    Arg::from(&n.route),
-                    Arg::from(&n.to),
-                    Arg::from(n.id),
-                    Arg::from(created_since),
-                    Arg::json(request),
-                    Arg::json(&n.content),
-                ],
-            )
-            .await?;
-        rows_into(rows)
-    }
-
-    pub(super) async fn start_attempt(
-        &self,
-        claim: &Claim,
-        now: OffsetDateTime,
-        lease: Duration,
-        send_deadline: OffsetDateTime,
-    ) -> StoreResult<Option<Attempt>> {
-        let n = &claim.notification;
-        let mut tx = self.0.begin().await?;
-        let next: Option<(i32,)> = tx
-            .fetch_optional(
-                "UPDATE notifications
-                 SET attempt_count = attempt_count + 1, due_at = $3, updated_at = $4
-                 WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
-                 RETURNING attempt_count",
-                args![n.id, claim.generation, now + lease, now],
-            )
-            .await?;
-        let Some((number,)) = next else {
-            return Ok(None);
-        };
-        let row: AttemptRow = tx
-            .fetch_one(
-                INSERT_ATTEMPT,
-                args![
-                    n.id,
-                    number,
-                    claim.generation,
-                    &n.route,
-                    n.provider_key(),
-                    now,
-                    send_deadline
-                ],
-            )
-            .await?;
-        tx.commit().await?;
-        Ok(Some(row.try_into()?))
-    }
-
-    #[tracing::instrument(skip_all, fields(records = items.len()))]
-    pub(super) async fn record_all(
-        &self,
-        items: &[(Claim, Decision)],
-        now: OffsetDateTime,
-    ) -> StoreResult<Vec<Recorded>> {
-        let mut tx = self.0.begin().await?;
-        let mut applied = Self::record_plain(&mut tx, items, now).await?;
-        let mut recorded = Vec::with_capacity(items.len());
-        for (claim, decision) in items {
-            let mut outcome = match applied.remove(&claim.notification.id.as_uuid()) {
-                Some(n) => Recorded::Applied(Box::new(n)),
-                // Any other record, and a plain one its claim no longer holds (whose answer
-                // may still be late evidence), one at a time.
-                None => Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?,
-            };
-            // Evidence came while it was being sent: hold this record against it.
-            if let Recorded::Applied(n) = &outcome
-                && n.late_evidence
-                && let Some(reopened) =
-                    super::evidence::hold_against_evidence::<D>(&mut tx, (**n).clone(), now).await?
-            {
-                outcome = Recorded::Applied(Box::new(reopened));
-            }
-            recorded.push(outcome);
-        }
-        tx.commit().await?;
-        Ok(recorded)
-    }
-
-    /// The group's plain records — an attempt's result and the state it leads to, nothing
-    /// settled, annotated, handed over or withdrawn — written a table at a time (one statement
-    /// per power-of-two chunk of them, see [`Rows`]): what [`SqlStore::record_in`] does one at
-    /// a time, each still fenced by its own claim. The notifications their claims still held,
-    /// as they now stand, by id.
-    async fn record_plain(
-        tx: &mut Transaction<'static, D::Db>,
-        items: &[(Claim, Decision)],
-        now: OffsetDateTime,
-    ) -> StoreResult<HashMap<Uuid, Notification>> {
-        // A notification twice in one group (a claim this process lost while it was sending,
-        // and the one that took it back) is left to `record_in`, which tells them apart by
-        // generation one at a time.
-        let mut seen = HashMap::new();
-        for (claim, _) in items {
-            *seen.entry(claim.notification.id.as_uuid()).or_insert(0) += 1;
-        }
-        let plain: Vec<(&Claim, &Decision, &AttemptOutcome)> = items
-            .iter()
-            .filter_map(|(claim, decision)| {
-                let attempt = decision.attempt.as_ref()?;
-                let plain = seen[&claim.notification.id.as_uuid()] == 1
-                    && decision.settle.is_none()
-                    && decision.findings.is_none()
-                    && matches!(
-                        decision.next,
-                        Next::Finish { .. } | Next::Retry { .. } | Next::Reconcile { .. }
-                    )
-                    && !super::receipts::leaves_unsettled(claim, decision);
-                plain.then_some((claim, decision, attempt))
-            })
-            .collect();
-        if plain.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let rows: Vec<NotificationRow> = RECORD_PLAIN
-            .fetch_all(&mut **tx, &plain, |(claim, decision, _), args| {
-                let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
-                args.extend([
-                    Arg::from(claim.notification.id),
-                    Arg::from(claim.generation),
-                    Arg::from(state.as_str()),
-                    Arg::from(certainty.map(|c| c.as_str())),
-                    Arg::from(due_at),
-                    Arg::from(finished_at),
-                    Arg::from(now),
-                ])
-            })
-            .await?;
-        let applied: HashMap<Uuid, Notification> = rows
-            .into_iter()
-            .map(|row| {
-                let n: Notification = row.try_into()?;
-                Ok((n.id.as_uuid(), n))
-            })
-            .collect::<StoreResult<_>>()?;
-        let held: Vec<&(&Claim, &Decision, &AttemptOutcome)> = plain
-            .iter()
-            .filter(|(claim, ..)| applied.contains_key(&claim.notification.id.as_uuid()))
-            .collect();
-        FINISH_ATTEMPTS
-            .execute(&mut **tx, &held, |(claim, _, a), args| {
-                finished_attempt(args, claim.notification.id, a, now)
-            })
-            .await?;
-        let events: Vec<OutboxEvent> = held
-            .iter()
-            .filter_map(|(claim, ..)| {
-                let n = &applied[&claim.notification.id.as_uuid()];
-                event_for(n.state).map(|kind| OutboxEvent::for_notification(n, kind, now))
-            })
-            .collect();
-        insert_events(&mut **tx, &events).await?;
-        if applied.values().any(|n| n.state == State::Queued) {
-            D::wake_others(tx).await?;
-        }
-        Ok(applied)
-    }
-
-    #[tracing::instrument(skip_all, fields(notification_id = %claim.notification.id))]
-    pub(super) async fn record_in_review(
-        &self,
-        claim: &Claim,
-        decision: &Decision,
-        now: OffsetDateTime,
-    ) -> StoreResult<Recorded> {
-        let mut tx = self.0.begin().await?;
-        let mut recorded =
-            Self::record_in(&mut tx, RECORD_IN_REVIEW, true, claim, decision, now).await?;
-        // What its look-up found is held against what came late, as a worker's record is.
-        if let Recorded::Applied(n) = &recorded
-            && n.late_evidence
-            && let Some(reopened) =
-                super::evidence::hold_against_evidence::<D>(&mut tx, (**n).clone(), now).await?
-        {
-            recorded = Recorded::Applied(Box::new(reopened));
-        }
-        tx.commit().await?;
-        Ok(recorded)
-    }
-
-    /// The earliest due time of work a dispatcher may take: a paused route's waits for its
-    /// operator, not for the clock (unless the pause sends it to the fallback), but for its
-    /// expiry, which ends it all the same.
-    pub(super) async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
-        let (due,): (Option<Timestamp>,) = self
-            .0
-            .read()
-            .await?
-            .fetch_one(
-                "SELECT min(at) FROM (
-                     SELECT min(due_at) AS at FROM notifications
-                     WHERE state IN ('queued', 'sending')
-                       AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback)
-                     UNION ALL
-                     SELECT min(expires_at) FROM notifications
-                     WHERE state = 'queued' AND expires_at IS NOT NULL
-                       AND route IN (SELECT route FROM route_pauses WHERE NOT to_fallback)
-                 ) due",
-                args![],
-            )
-            .await?;
-        Ok(due.map(Timestamp::into_inner))
-    }
-
     /// [`Store::claim`]'s transaction.
     pub(super) async fn claim_once(
         &self,
@@ -547,32 +205,6 @@ impl<D: Dialect> SqlStore<D> {
                 Err(err)
             }
         }
-    }
-
-    /// [`Store::claim_expired`]: the held routes' queued work whose expiry passed, leased as
-    /// a claim is, for the worker to end without a vendor call.
-    pub(super) async fn claim_expired(
-        &self,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-        held: &[String],
-        prepare: Prepare<'_>,
-    ) -> StoreResult<Vec<Claim>> {
-        let mut tx = self.0.begin().await?;
-        let due: Vec<(Uuid, String)> = tx
-            .fetch_all(
-                D::CLAIM_EXPIRED,
-                vec![
-                    Arg::from(now),
-                    Arg::from(i64::from(limit)),
-                    Arg::Texts(held.to_vec()),
-                ],
-            )
-            .await?;
-        let claims = Self::take(&mut tx, due, now, lease, &[], prepare).await?;
-        tx.commit().await?;
-        Ok(claims)
     }
 
     /// [`SqlStore::claim_once`] in `tx`: chooses, leases and reads the claims; commits nothing.
@@ -810,146 +442,230 @@ impl<D: Dialect> SqlStore<D> {
         tx.commit().await?;
         Ok(unreadable)
     }
+}
 
-    /// One decision, within `tx`; the caller commits. The worker's record and a requery's in
-    /// review differ only in `update`, the statement that moves the notification (fenced by
-    /// generation either way).
-    pub(super) async fn record_in(
-        tx: &mut Transaction<'static, D::Db>,
-        update: &'static str,
-        in_review: bool,
-        claim: &Claim,
-        decision: &Decision,
+#[async_trait]
+impl<D: Dialect> Claims for SqlStore<D> {
+    #[tracing::instrument(skip_all, fields(limit, claimed = Empty, idle = Empty))]
+    async fn claim(
+        &self,
         now: OffsetDateTime,
-    ) -> StoreResult<Recorded> {
-        let id = claim.notification.id;
-        let (state, certainty, due_at, finished_at) = next_columns(&decision.next, now);
-        let failover = match &decision.next {
-            Next::Failover { route, .. } => Some(route.as_str()),
-            _ => None,
-        };
-        let withdrawn = match &decision.next {
-            Next::Hold { attempt, .. } => Some(*attempt),
-            _ => None,
-        };
-        let mut args = args![
-            id,
-            claim.generation,
-            state.as_str(),
-            certainty.map(|c| c.as_str()),
-            due_at,
-            finished_at,
-            now,
-            failover,
-        ];
-        if !in_review {
-            args.push(Arg::from(withdrawn));
-        }
-        // A settlement stands before the state that rests on it: the store refuses a `known`
-        // beside an ambiguity still unsettled. So where this step settles, the fence is tested
-        // (and the row taken) first, and nothing is settled where the record is fenced out.
-        let held = match &decision.settle {
-            None => true,
-            Some(settle) => {
-                let fence = if in_review { "unknown" } else { "sending" };
-                let held: Option<(Uuid,)> = tx
-                    .fetch_optional(FENCE, args![id, claim.generation, now, fence])
-                    .await?;
-                if held.is_some() {
-                    tx.execute(
-                        SETTLE,
-                        vec![
-                            Arg::from(id),
-                            Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
-                            Arg::from(settle.by.as_str()),
-                            Arg::json(&settle.record(now)),
-                            Arg::from(&settle.provider_ref),
-                            Arg::from(first_unsettled(claim, decision)),
-                            Arg::from(&claim.notification.route),
-                        ],
-                    )
-                    .await?;
+        lease: Duration,
+        limit: u32,
+        routes: &[RouteSlot],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
+        let claimed = match self.claim_once(now, lease, limit, routes, prepare).await {
+            // One row that cannot be read must not stop delivery for every tenant.
+            Err(err @ StoreError::Internal(_)) => {
+                if self.set_aside_unreadable(now, limit, routes).await? == 0 {
+                    return Err(err);
                 }
-                held.is_some()
+                self.claim_once(now, lease, limit, routes, prepare).await
             }
+            claimed => claimed,
         };
-        let row: Option<NotificationRow> = match held {
-            true => tx.fetch_optional(update, args).await?,
-            false => None,
-        };
-        let Some(row) = row else {
-            if let Some((n, late)) = decision.late_evidence(now) {
-                // Marked first: the mark waits for whoever holds the notification now to
-                // commit, and their record, made later, sees it.
-                let row: NotificationRow = tx.fetch_one(MARK_LATE_EVIDENCE, args![id]).await?;
-                tx.execute(
-                    ANNOTATE_ATTEMPT,
-                    vec![Arg::from(id), Arg::from(n), Arg::json(&late)],
-                )
-                .await?;
-                super::evidence::hold_against_evidence::<D>(tx, row.try_into()?, now).await?;
-            }
-            return Ok(Recorded::Fenced);
-        };
-        let notification: Notification = row.try_into()?;
-        if let Some(n) = withdrawn {
-            tx.execute(WITHDRAW_ATTEMPT, args![id, n]).await?;
+        if let Ok(claims) = &claimed {
+            let span = tracing::Span::current();
+            span.record("claimed", claims.len());
+            // A poll that found nothing is not traced (crate::traces::IDLE).
+            span.record("idle", claims.is_empty());
         }
-        if let Some(a) = &decision.attempt {
-            FINISH_ATTEMPTS
-                .execute(&mut **tx, &[a], |a, args| {
-                    finished_attempt(args, id, a, now)
-                })
-                .await?;
-        }
-        if let Some(findings) = decision.findings_evidence(now) {
-            tx.execute(
-                ANNOTATE_UNSETTLED,
+        claimed
+    }
+
+    /// [`Store::claim_expired`]: the held routes' queued work whose expiry passed, leased as
+    /// a claim is, for the worker to end without a vendor call.
+    async fn claim_expired(
+        &self,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+        held: &[String],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<Claim>> {
+        let mut tx = self.0.begin().await?;
+        let due: Vec<(Uuid, String)> = tx
+            .fetch_all(
+                D::CLAIM_EXPIRED,
                 vec![
-                    Arg::from(id),
-                    Arg::json(&findings),
-                    Arg::from(&claim.notification.route),
+                    Arg::from(now),
+                    Arg::from(i64::from(limit)),
+                    Arg::Texts(held.to_vec()),
                 ],
             )
             .await?;
-        }
-        // The timeline shows the switch on the attempt that caused it.
-        let caused_by = match &decision.attempt {
-            Some(outcome) => Some(outcome.n),
-            None => claim.attempts.last().map(|a| a.n),
+        let claims = Self::take(&mut tx, due, now, lease, &[], prepare).await?;
+        tx.commit().await?;
+        Ok(claims)
+    }
+
+    async fn look_alikes(
+        &self,
+        claim: &Claim,
+        created_since: OffsetDateTime,
+    ) -> StoreResult<Vec<Sibling>> {
+        let Some(request) = &claim.request else {
+            return Ok(Vec::new());
         };
-        if let (Some(record), Some(n)) = (
-            decision.failover_evidence(&claim.notification.route, now),
-            caused_by,
-        ) {
-            tx.execute(
-                ANNOTATE_ATTEMPT,
-                vec![Arg::from(id), Arg::from(n), Arg::json(&record)],
+        let n = &claim.notification;
+        let rows: Vec<SiblingRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_all(
+                LOOK_ALIKES,
+                vec![
+                    Arg::from(&n.route),
+                    Arg::from(&n.to),
+                    Arg::from(n.id),
+                    Arg::from(created_since),
+                    Arg::json(request),
+                    Arg::json(&n.content),
+                ],
             )
             .await?;
-        }
-        // A vendor's report may have come while the attempt was in flight, before there was
-        // an ambiguity to settle. Settled by it now, in this transaction, no crash can leave a
-        // proven send in review; where that finishes it, the state recorded above was never
-        // seen, and the report's `delivered` is its event.
-        if !in_review
-            && let Some(finished) =
-                super::receipts::settle_recorded::<D>(tx, claim, decision, now).await?
-        {
-            return Ok(Recorded::Applied(Box::new(finished)));
-        }
-        // In review, a requery that settles nothing leaves it `unknown`: no state changed.
-        let changed = !(in_review && notification.state == State::Unknown);
-        if let Some(event_type) = event_for(notification.state).filter(|_| changed) {
-            insert_event(
-                &mut **tx,
-                &OutboxEvent::for_notification(&notification, event_type, now),
+        rows_into(rows)
+    }
+
+    async fn start_attempt(
+        &self,
+        claim: &Claim,
+        now: OffsetDateTime,
+        lease: Duration,
+        send_deadline: OffsetDateTime,
+    ) -> StoreResult<Option<Attempt>> {
+        let n = &claim.notification;
+        let mut tx = self.0.begin().await?;
+        let next: Option<(i32,)> = tx
+            .fetch_optional(
+                "UPDATE notifications
+                 SET attempt_count = attempt_count + 1, due_at = $3, updated_at = $4
+                 WHERE id = $1 AND generation = $2 AND state || '' = 'sending'
+                 RETURNING attempt_count",
+                args![n.id, claim.generation, now + lease, now],
             )
             .await?;
+        let Some((number,)) = next else {
+            return Ok(None);
+        };
+        let row: AttemptRow = tx
+            .fetch_one(
+                INSERT_ATTEMPT,
+                args![
+                    n.id,
+                    number,
+                    claim.generation,
+                    &n.route,
+                    n.provider_key(),
+                    now,
+                    send_deadline
+                ],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(Some(row.try_into()?))
+    }
+
+    /// The earliest due time of work a dispatcher may take: a paused route's waits for its
+    /// operator, not for the clock (unless the pause sends it to the fallback), but for its
+    /// expiry, which ends it all the same.
+    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
+        let (due,): (Option<Timestamp>,) = self
+            .0
+            .read()
+            .await?
+            .fetch_one(
+                "SELECT min(at) FROM (
+                     SELECT min(due_at) AS at FROM notifications
+                     WHERE state IN ('queued', 'sending')
+                       AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback)
+                     UNION ALL
+                     SELECT min(expires_at) FROM notifications
+                     WHERE state = 'queued' AND expires_at IS NOT NULL
+                       AND route IN (SELECT route FROM route_pauses WHERE NOT to_fallback)
+                 ) due",
+                args![],
+            )
+            .await?;
+        Ok(due.map(Timestamp::into_inner))
+    }
+
+    async fn listen_for_work(
+        &self,
+        wake: Arc<tokio::sync::Notify>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        self.0.listen_for_work(wake, shutdown).await;
+    }
+
+    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
+        let mut conn = self.0.read().await?;
+        let (queued, sending, oldest_due): (i64, i64, Option<Timestamp>) = conn
+            .fetch_one(
+                "SELECT
+                     (SELECT count(*) FROM notifications WHERE state = 'queued'),
+                     (SELECT count(*) FROM notifications WHERE state = 'sending'),
+                     (SELECT min(due_at) FROM notifications
+                       WHERE state = 'queued' AND due_at <= $1
+                         AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback))",
+                args![now],
+            )
+            .await?;
+        // The filter is the predicates of notifications_review, notifications_failed,
+        // notifications_contradicted and notifications_may_have_sent, so that each partial
+        // index answers its part; as
+        // `state IN ('unknown', 'failed') OR …` PostgreSQL read the whole table instead (354 ms
+        // with 1,000,000 stored, every 5 s).
+        // A dead letter a person closed is read and left out: closed ones are few next to
+        // what retention deletes.
+        let by_reason: Vec<(String, String, i64, Option<Timestamp>)> = conn
+            .fetch_all(
+                concat!(
+                    "SELECT route, CASE
+                         WHEN contradiction IS NOT NULL AND NOT acknowledged THEN 'contradicted'
+                         WHEN state = 'unknown' THEN 'unknown'
+                         WHEN state = 'cancelled' THEN 'may_have_sent'
+                         WHEN state = 'delivered' THEN 'duplicate_possible'
+                         WHEN ",
+                    refused_for_good!(),
+                    " THEN 'rejected'
+                         ELSE 'exhausted' END AS reason, count(*), min(finished_at)
+                     FROM notifications
+                     WHERE ((state = 'unknown'
+                             OR (certainty = 'duplicate_possible' AND NOT acknowledged))
+                            OR state = 'failed'
+                            OR (contradiction IS NOT NULL AND NOT acknowledged)
+                            OR (state = 'cancelled' AND certainty = 'unknown'))
+                       AND NOT (state = 'failed' AND acknowledged)
+                     GROUP BY 1, 2"
+                ),
+                args![],
+            )
+            .await?;
+        let mut review: Vec<(Reason, i64)> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
+        let mut review_oldest: Option<OffsetDateTime> = None;
+        let mut dead_letters = Vec::new();
+        for (route, reason, count, oldest) in by_reason {
+            let reason = Reason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?;
+            if let Some(slot) = review.iter_mut().find(|(r, _)| *r == reason) {
+                slot.1 += count;
+            }
+            if let Some(oldest) = oldest.filter(|_| Reason::WAITING.contains(&reason)) {
+                let oldest = oldest.into_inner();
+                review_oldest = Some(review_oldest.map_or(oldest, |o| o.min(oldest)));
+            }
+            if matches!(reason, Reason::Exhausted | Reason::Rejected) {
+                dead_letters.push((route, reason, count));
+            }
         }
-        if notification.state == State::Queued {
-            D::wake_others(tx).await?;
-        }
-        Ok(Recorded::Applied(Box::new(notification)))
+        Ok(QueueStats {
+            queued,
+            sending,
+            oldest_due: oldest_due.map(Timestamp::into_inner),
+            review,
+            review_oldest,
+            dead_letters,
+        })
     }
 }

@@ -55,7 +55,7 @@ pub(super) async fn hold_against_evidence<D: Dialect>(
     // Reopened while it waited to be sent again: this is its first final state, and those who
     // wait for one hear it as from any other record, then why.
     if !n.state.is_final()
-        && let Some(final_state) = super::claims::event_for(reopened.state)
+        && let Some(final_state) = EventType::of_final(reopened.state)
     {
         let event = OutboxEvent::for_notification(&reopened, final_state, now);
         insert_event(&mut **tx, &event).await?;

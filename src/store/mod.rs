@@ -1,45 +1,58 @@
-//! The only place with SQL. One interface, [`Store`], implemented once in [`sql`] above a
-//! narrow dialect seam, which [`sqlite`] (the embedded default: WAL, one writer) and
-//! [`postgres`] (any number of herald processes) fill in with only what differs between them.
-//! The conformance suite in `tests/store.rs` runs the same cases against both.
+//! The only place with SQL. One interface per area of the store, each a trait that [`SqlStore`]
+//! implements once in the area's own file above a narrow dialect seam (`seam`), which `sqlite`
+//! (the embedded default: WAL, one writer) and `postgres` (any number of herald processes) fill
+//! in with only what differs between them; [`Store`] requires them all. The areas:
+//! `notifications`, `claims`, `records`, `receipts` (with `evidence`), `review`, `outbox`,
+//! `retention`, `routes` (pauses). A caller that needs one area takes only its trait. The
+//! conformance suite in `tests/store/` runs the same cases against both databases.
 //!
 //! Every state change writes its outbox event in the same transaction as the change itself.
 
 mod claims;
+mod events;
 mod evidence;
 mod group;
 mod many;
+mod notifications;
+mod open;
 mod outbox;
 mod postgres;
-mod previews;
 mod receipts;
+mod records;
 mod retention;
 mod review;
 mod routes;
 mod rows;
 mod seam;
-mod sql;
 mod sqlite;
 mod timestamp;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
-use uuid::Uuid;
-
-use crate::domain::{
-    Attempt, Certainty, Channel, Decision, File, IdempotencyKey, Notification, NotificationId,
-    Receipt, Resolution, RoutePause, Sibling, State, Suppression, TraceParent,
-};
-use crate::review::{Change, Outcome, PermanentRefusals, Reason, Then};
-pub use group::{Accepts, GroupCommit, Records};
 use herald_provider::Request;
 use herald_provider::callback::CallbackEvent;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::domain::{
+    Attempt, Certainty, Channel, File, IdempotencyKey, Notification, NotificationId, Receipt,
+    Resolution, State, Suppression,
+};
+use crate::review::{Change, Outcome, Reason, Then};
+
+pub use claims::Claims;
+pub use events::{EventType, OutboxEvent};
+pub use group::{Accepts, GroupCommit, Records};
+pub use notifications::Notifications;
+pub use open::{analyze, connect, database_bytes, reach, redact_url};
+pub use outbox::Outbox;
+pub use receipts::Receipts;
+pub use records::Recording;
+pub use retention::Retention;
+pub use review::Review;
+pub use routes::RoutePauses;
 pub use timestamp::Timestamp;
 
 /// Errors that callers branch on; everything else is `Internal`, with its context.
@@ -378,297 +391,32 @@ pub struct QueueStats {
     pub dead_letters: Vec<(String, Reason, i64)>,
 }
 
+/// The whole store: every area, and the database's own readiness and lifetime.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store:
+    Notifications
+    + Claims
+    + Recording
+    + Receipts
+    + Review
+    + Outbox
+    + Retention
+    + RoutePauses
+    + Send
+    + Sync
+    + 'static
+{
     /// Ok when the database answers, its migrations are the ones this build expects and a write
     /// commits (recorded as the time of the check).
     async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()>;
+
     /// How many write transactions the database commits in parallel (SQLite: one writer).
     fn writers(&self) -> usize;
+
     /// Closes every connection and waits until they are closed (SQLite checkpoints its log
     /// then), and only then lets another process have the database. Nothing uses the store
     /// after.
     async fn close(&self);
-
-    /// Commits each new notification with its idempotency record and `accepted` event, all in
-    /// one transaction; keys already used are answered from their record instead.
-    async fn accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>>;
-
-    async fn notification(
-        &self,
-        tenant: &str,
-        id: NotificationId,
-    ) -> StoreResult<NotificationDetail>;
-
-    /// Newest first, each with its attempts and resolutions, as [`Store::notification`] shows
-    /// one: the API lists notifications in the shape it shows one in.
-    async fn list(&self, tenant: &str, filter: &ListFilter)
-    -> StoreResult<Vec<NotificationDetail>>;
-
-    /// `queued` → `cancelled`; `Conflict` from any other state.
-    async fn cancel(
-        &self,
-        tenant: &str,
-        id: NotificationId,
-        now: OffsetDateTime,
-    ) -> StoreResult<Notification>;
-
-    /// Every `queued` notification of the tenant's that `key` names → `cancelled`, each with
-    /// its event, in one transaction; the others it names are answered as they stand. A key
-    /// that names none answers two empty lists.
-    async fn cancel_by_key(
-        &self,
-        tenant: &str,
-        key: &CancelKey,
-        now: OffsetDateTime,
-    ) -> StoreResult<Cancellation>;
-
-    /// Claims up to `limit` due notifications in one transaction: `queued` ones get an
-    /// `in_flight` attempt (the intent, committed before any call) with its send deadline,
-    /// `sending` ones past their lease have their `in_flight` attempt marked `ambiguous`. Each
-    /// gets a new generation and a lease until `now + lease`. Only notifications on `routes` are
-    /// claimed, no more of each than its slot takes: the routes this process has configured and
-    /// can start work on now. A notification without a provider request gets one from
-    /// `prepare`, stored in the same transaction: it is fixed before anything is sent.
-    async fn claim(
-        &self,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-        routes: &[RouteSlot],
-        prepare: Prepare<'_>,
-    ) -> StoreResult<Vec<Claim>>;
-
-    /// Queued notifications on the routes `held` back (paused, circuit open, waiting out a
-    /// vendor's pause) whose expiry has passed, up to `limit`, claimed as [`Store::claim`]
-    /// does: an expiry wins over every hold, and the worker ends them without a vendor call.
-    async fn claim_expired(
-        &self,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-        held: &[String],
-        prepare: Prepare<'_>,
-    ) -> StoreResult<Vec<Claim>>;
-
-    /// The attempts on the claimed notification's route of its look-alikes: other notifications
-    /// to its recipient, created since `created_since`, on that route with the same provider
-    /// request, or failed over from it with the same content.
-    async fn look_alikes(
-        &self,
-        claim: &Claim,
-        created_since: OffsetDateTime,
-    ) -> StoreResult<Vec<Sibling>>;
-
-    /// Commits a new `in_flight` attempt for a claimed notification (a replay or a resend),
-    /// whose call must start by `send_deadline`, and renews the lease; `None` if the claim was
-    /// lost.
-    async fn start_attempt(
-        &self,
-        claim: &Claim,
-        now: OffsetDateTime,
-        lease: Duration,
-        send_deadline: OffsetDateTime,
-    ) -> StoreResult<Option<Attempt>>;
-
-    /// Commits a decision for a claimed notification, with its outbox event if it finished.
-    /// `Conflict` when its settlement attributes a vendor message that another notification's
-    /// settlement already holds: nothing is changed, and the worker looks again. A claim that
-    /// was lost changes nothing but its attempt's evidence (`late_result`); either way,
-    /// evidence that contradicts what is recorded reopens the notification
-    /// ([`crate::domain::reopen`]).
-    async fn record(
-        &self,
-        claim: &Claim,
-        decision: &Decision,
-        now: OffsetDateTime,
-    ) -> StoreResult<Recorded> {
-        let mut recorded = self
-            .record_all(&[(claim.clone(), decision.clone())], now)
-            .await?;
-        recorded
-            .pop()
-            .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("record answered nothing")))
-    }
-
-    /// [`Store::record`] of several claims in one transaction (group commit), each fenced by
-    /// its own claim, answered in order. Any error undoes them all.
-    async fn record_all(
-        &self,
-        items: &[(Claim, Decision)],
-        now: OffsetDateTime,
-    ) -> StoreResult<Vec<Recorded>>;
-
-    /// A requery's decision for a notification in review (`unknown`), fenced by the
-    /// generation the claim was read with, which it moves on: `Fenced` if anything changed
-    /// the notification since. A resend it decides starts a fresh budget.
-    async fn record_in_review(
-        &self,
-        claim: &Claim,
-        decision: &Decision,
-        now: OffsetDateTime,
-    ) -> StoreResult<Recorded>;
-
-    /// Notifications in review, oldest first, with their attempts and resolutions.
-    async fn review(
-        &self,
-        tenant: &str,
-        filter: &ReviewFilter,
-    ) -> StoreResult<Vec<NotificationDetail>>;
-
-    /// Applies a resolution to the notification read at `generation`, with its audit record
-    /// and `resolved` event; `Conflict` if the notification changed since (another resolution,
-    /// a worker), and nothing is applied.
-    async fn resolve(
-        &self,
-        tenant: &str,
-        id: NotificationId,
-        generation: i64,
-        resolution: &NewResolution,
-        now: OffsetDateTime,
-    ) -> StoreResult<Notification>;
-
-    /// Stores a bulk resolution's dry run, and deletes every preview that expired before it.
-    async fn save_review_preview(&self, preview: &ReviewPreview) -> StoreResult<()>;
-
-    /// The tenant's preview stored under `token_hash`, expired or not; `NotFound` if none
-    /// (never made, another tenant's, confirmed already, or deleted after it expired).
-    async fn review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<ReviewPreview>;
-
-    /// Takes the preview for its confirmation: `Conflict` if another confirmation took it
-    /// first, so that a preview is applied once.
-    async fn use_review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<()>;
-
-    /// When the earliest `queued` or `sending` notification falls due.
-    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>>;
-
-    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats>;
-
-    /// Signals `wake` whenever another process commits due work (PostgreSQL `LISTEN`); returns
-    /// at once where only this process writes (SQLite).
-    async fn listen_for_work(
-        &self,
-        wake: Arc<tokio::sync::Notify>,
-        shutdown: tokio_util::sync::CancellationToken,
-    );
-
-    /// Claims up to `limit` events that `sink` has not published, oldest first, each leased to
-    /// this relay until `now + lease` (`SKIP LOCKED` on PostgreSQL, so that relays in several
-    /// processes share the work). Only the earliest unpublished event of each notification is
-    /// taken, so that one notification's events reach a sink in order; events held back after a
-    /// failure wait until their hold ends.
-    async fn claim_events(
-        &self,
-        sink: &str,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-    ) -> StoreResult<Vec<ClaimedEvent>>;
-
-    /// Records that `sink` published `events`, and sets the events that every one of `sinks`
-    /// (all the configured sinks) has now published as done, for the retention to delete.
-    async fn mark_published(
-        &self,
-        sink: &str,
-        events: &[Uuid],
-        sinks: &[String],
-        now: OffsetDateTime,
-    ) -> StoreResult<()>;
-
-    /// Holds `events` back from `sink` until `until` after a failed publish, counting the
-    /// failure and keeping its reason.
-    async fn hold_back(
-        &self,
-        sink: &str,
-        events: &[Uuid],
-        until: OffsetDateTime,
-        error: &str,
-    ) -> StoreResult<()>;
-
-    /// How many events `sink` has not published yet, and when the oldest of them was written.
-    async fn outbox_backlog(&self, sink: &str) -> StoreResult<Backlog>;
-
-    /// Deletes up to `limit` events that every sink published before `published_before`;
-    /// returns how many went.
-    async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
-
-    /// Deletes up to `limit` idempotency records of notifications created before `before`, and
-    /// as many upstream events' inbox records received before it: a key or an event id seen
-    /// again after that is new. Returns how many records went.
-    async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
-
-    /// Deletes up to `limit` notifications that finished (`delivered`, `cancelled`, `failed`
-    /// and closed by a person, or refused for good where `refusals` are final) before `before`
-    /// and whose events every sink has published, with their attempts, review audit,
-    /// idempotency records and events; returns how many went. A notification in review
-    /// (`unknown`, a dead letter nobody closed, an unacknowledged `duplicate_possible`) or
-    /// still to be sent is never deleted.
-    async fn forget_finished(
-        &self,
-        before: OffsetDateTime,
-        limit: u32,
-        refusals: PermanentRefusals,
-    ) -> StoreResult<u64>;
-
-    /// Commits one event of herald's own (a route's circuit changed in this process).
-    async fn add_event(&self, event: &OutboxEvent) -> StoreResult<()>;
-
-    /// Deletes up to `limit` attachment contents that no notification names any more and that
-    /// no enqueue named since `before`; returns how many went.
-    async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
-
-    /// The stored contents of these attachments (by SHA-256), for a send; a file not stored is
-    /// absent from the answer.
-    async fn files(&self, sha256: &[&str]) -> StoreResult<BTreeMap<String, Vec<u8>>>;
-
-    /// Records an upstream event (`tenant`, `source`, `id`) and commits the notifications it
-    /// maps to, each with its `accepted` event, in one transaction; an event recorded before
-    /// creates nothing and answers the notification ids it created then.
-    async fn receive_event(&self, event: &NewInboxEvent) -> StoreResult<InboxOutcome>;
-
-    /// Takes a route's callback events in one transaction. Each event is recorded once per
-    /// (route, event id), in the same transaction as its effects: a receipt step with its
-    /// `receipt` event where it moves the receipt forward, a suppression where it suppresses,
-    /// and the settlement of the ambiguous attempts it proves (`settled_by = callback`), which
-    /// finishes a notification in review or waiting to be sent again as `delivered`/`known`.
-    /// Events that name no message sent on the route are left alone and counted; `NotFound`
-    /// (and nothing stored) if no event names one.
-    async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken>;
-
-    /// Pauses `pause.route` for every process, with its audit record: the pause that stands
-    /// (an earlier one, where it was paused already).
-    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<RoutePause>;
-
-    /// Lifts the route's pause, audited as `by` says (who, why, when): the pause lifted, `None`
-    /// where it was not paused.
-    async fn resume_route(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>>;
-
-    /// Every standing pause, by route.
-    async fn route_pauses(&self) -> StoreResult<Vec<RoutePause>>;
-
-    /// Whether the tenant's `recipient` (as [`crate::domain::suppression_recipient`] writes it)
-    /// is suppressed on `channel`.
-    async fn suppressed(
-        &self,
-        tenant: &str,
-        channel: Channel,
-        recipient: &str,
-        category: Option<&str>,
-    ) -> StoreResult<bool>;
-
-    async fn suppressions(
-        &self,
-        tenant: &str,
-        filter: &SuppressionFilter,
-    ) -> StoreResult<Vec<Suppression>>;
-
-    /// Adds a suppression with its audit record; `false` (and nothing written) if the recipient
-    /// was suppressed already.
-    async fn suppress(&self, new: &NewSuppression) -> StoreResult<bool>;
-
-    /// Lifts a suppression with its audit record, answering what was lifted; `NotFound` if
-    /// there was none.
-    async fn lift_suppression(&self, lift: &LiftSuppression) -> StoreResult<Suppression>;
 }
 
 /// An outbox event leased to one relay for one sink.
@@ -763,257 +511,6 @@ pub struct LiftSuppression {
     pub principal: String,
     pub note: String,
     pub at: OffsetDateTime,
-}
-
-/// Opens the database named by `url` (`sqlite:` or `postgres:`), applying migrations.
-pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
-    use anyhow::Context;
-    Ok(match Backend::of(url)? {
-        Backend::Sqlite => Arc::new(seam::SqlStore::new(
-            sqlite::Sqlite::connect(url)
-                .await
-                .with_context(|| opening(url))?,
-        )),
-        Backend::Postgres => Arc::new(seam::SqlStore::new(
-            postgres::Postgres::connect(url, max_connections)
-                .await
-                .with_context(|| opening(url))?,
-        )),
-    })
-}
-
-/// Whether the database named by `url` can be opened, without migrating or creating anything.
-pub async fn reach(url: &str) -> anyhow::Result<()> {
-    use anyhow::Context;
-    match Backend::of(url)? {
-        Backend::Sqlite => sqlite::Sqlite::reach(url),
-        Backend::Postgres => postgres::Postgres::reach(url).await,
-    }
-    .with_context(|| opening(url))
-}
-
-/// How many bytes the database named by `url` takes on disk (for `herald bench`).
-pub async fn database_bytes(url: &str) -> anyhow::Result<u64> {
-    match Backend::of(url)? {
-        Backend::Sqlite => sqlite::Sqlite::size_bytes(url),
-        Backend::Postgres => postgres::Postgres::size_bytes(url).await,
-    }
-}
-
-/// Brings the planner's statistics up to date, as autovacuum does on PostgreSQL within a minute
-/// of a table filling (SQLite plans without them): `herald bench` measures a deployment whose
-/// planner knows its tables, not the first minute of a new database.
-pub async fn analyze(url: &str) -> anyhow::Result<()> {
-    match Backend::of(url)? {
-        Backend::Sqlite => Ok(()),
-        Backend::Postgres => postgres::Postgres::analyze(url).await,
-    }
-}
-
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-impl Backend {
-    fn of(url: &str) -> anyhow::Result<Backend> {
-        if url.starts_with("sqlite:") {
-            Ok(Backend::Sqlite)
-        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            Ok(Backend::Postgres)
-        } else {
-            anyhow::bail!(
-                "database.url must start with sqlite: or postgres: (got `{}`)",
-                redact_url(url)
-            )
-        }
-    }
-}
-
-fn opening(url: &str) -> String {
-    format!("cannot open database {}", redact_url(url))
-}
-
-/// A database URL fit for an error message: any password replaced.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
-}
-
-/// The migrations of one backend, embedded at build time (no `migrate!` macro: it would need
-/// sqlx's compile-time machinery for two databases).
-fn migrator(sources: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Migrator {
-    use sqlx::migrate::{Migration, MigrationType, Migrator};
-    use std::borrow::Cow;
-    let migrations = sources
-        .iter()
-        .map(|(version, description, sql)| {
-            Migration::new(
-                *version,
-                Cow::Borrowed(*description),
-                MigrationType::Simple,
-                sqlx::SqlStr::from_static(sql),
-                false,
-            )
-        })
-        .collect::<Vec<_>>();
-    Migrator {
-        migrations: Cow::Owned(migrations),
-        ..Migrator::DEFAULT
-    }
-}
-
-/// CloudEvents `type`s of the outbox (docs/api.md, "Events").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    Accepted,
-    Delivered,
-    Failed,
-    Unknown,
-    Resolved,
-    Cancelled,
-    /// The receipt moved forward on a vendor's callback.
-    Receipt,
-    /// Later evidence contradicted what was recorded: the notification is delivered after all,
-    /// may have been delivered twice, or may have been delivered where the record said it was
-    /// not (`unknown`), and waits in review.
-    Reopened,
-    /// An operator paused a route, in every process.
-    RoutePaused,
-    /// An operator resumed a paused route.
-    RouteResumed,
-    /// A route's circuit breaker opened in one process: its sends failed in a row.
-    CircuitOpened,
-    /// A route's circuit breaker closed again in that process: a probe found the vendor working.
-    CircuitClosed,
-}
-
-impl EventType {
-    pub const ALL: [EventType; 12] = [
-        EventType::Accepted,
-        EventType::Delivered,
-        EventType::Failed,
-        EventType::Unknown,
-        EventType::Resolved,
-        EventType::Cancelled,
-        EventType::Receipt,
-        EventType::Reopened,
-        EventType::RoutePaused,
-        EventType::RouteResumed,
-        EventType::CircuitOpened,
-        EventType::CircuitClosed,
-    ];
-
-    pub fn parse(s: &str) -> Option<EventType> {
-        EventType::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Accepted => "dev.herald.notification.accepted",
-            EventType::Delivered => "dev.herald.notification.delivered",
-            EventType::Failed => "dev.herald.notification.failed",
-            EventType::Unknown => "dev.herald.notification.unknown",
-            EventType::Resolved => "dev.herald.notification.resolved",
-            EventType::Cancelled => "dev.herald.notification.cancelled",
-            EventType::Receipt => "dev.herald.notification.receipt",
-            EventType::Reopened => "dev.herald.notification.reopened",
-            EventType::RoutePaused => "dev.herald.route.paused",
-            EventType::RouteResumed => "dev.herald.route.resumed",
-            EventType::CircuitOpened => "dev.herald.route.circuit_opened",
-            EventType::CircuitClosed => "dev.herald.route.circuit_closed",
-        }
-    }
-}
-
-/// An outbox row: the event's stable id and its `data`, fixed when the state changed. A route's
-/// event belongs to no tenant (`tenant` is empty) and stands in `notification_id` with a UUID
-/// fixed by the route's name: the relay publishes the events of one id in order, so a route's
-/// pause is never published after its resume.
-#[derive(Debug, Clone)]
-pub struct OutboxEvent {
-    pub id: Uuid,
-    pub tenant: String,
-    pub notification_id: NotificationId,
-    pub event_type: EventType,
-    pub data: Value,
-    pub created_at: OffsetDateTime,
-    /// The trace its notification was enqueued in: the relay's publish links to it, and the
-    /// published event carries it (CloudEvents' distributed-tracing extension).
-    pub trace_parent: Option<TraceParent>,
-}
-
-impl OutboxEvent {
-    /// A route's event: `data` says what happened, and holds the route's name as `route`.
-    pub fn for_route(route: &str, event_type: EventType, data: Value, now: OffsetDateTime) -> Self {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(format!("herald route {route}"));
-        let mut bytes = [0u8; 16];
-        bytes.copy_from_slice(&digest[..16]);
-        let mut data = data;
-        data["route"] = json!(route);
-        OutboxEvent {
-            id: Uuid::now_v7(),
-            tenant: String::new(),
-            notification_id: NotificationId::from_uuid(
-                uuid::Builder::from_custom_bytes(bytes).into_uuid(),
-            ),
-            event_type,
-            data,
-            created_at: now,
-            // A route's event belongs to no one request's trace.
-            trace_parent: None,
-        }
-    }
-
-    /// What the event is about, as its CloudEvent's `subject`: the notification's id, or the
-    /// route's name.
-    pub fn subject(&self) -> String {
-        match self.data.get("route").and_then(Value::as_str) {
-            Some(route) if self.tenant.is_empty() => route.to_owned(),
-            _ => self.notification_id.to_string(),
-        }
-    }
-
-    pub fn for_notification(n: &Notification, event_type: EventType, now: OffsetDateTime) -> Self {
-        let mut data = json!({
-            "id": n.id,
-            "state": n.state,
-            "certainty": n.certainty,
-            // After a failover, the fallback: the route that sent it (or last tried to).
-            "route": n.route,
-            "metadata": n.metadata,
-        });
-        if let Some(key) = &n.cancellation_key {
-            data["cancellation_key"] = json!(key);
-        }
-        if let Some(category) = &n.category {
-            data["category"] = json!(category);
-        }
-        if let Some(locale) = &n.content.locale {
-            data["locale"] = json!(locale);
-        }
-        if let Some(at) = n.expires_at.and_then(|at| at.format(&Rfc3339).ok()) {
-            data["expires_at"] = json!(at);
-        }
-        if !n.content.email.attachments.is_empty() {
-            data["attachments"] = json!(n.content.email.attachments);
-        }
-        OutboxEvent {
-            id: Uuid::now_v7(),
-            tenant: n.tenant.clone(),
-            notification_id: n.id,
-            event_type,
-            data,
-            created_at: now,
-            trace_parent: n.trace_parent.clone(),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The outbox's area of the store: the relay's claims of due events per sink, their marks once
-//! published, holds after a failure, the backlog, and pruning what every sink has published.
+//! published, holds after a failure, the backlog, events written outside a state change, and
+//! pruning what every sink has published.
 
 use std::time::Duration;
 
@@ -7,13 +8,81 @@ use time::OffsetDateTime;
 use tracing::field::Empty;
 use uuid::Uuid;
 
+use super::OutboxEvent;
 use super::rows::EventRow;
+use super::rows::insert_event;
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use super::{Backlog, ClaimedEvent, StoreResult, Timestamp};
 
-impl<D: Dialect> SqlStore<D> {
+use async_trait::async_trait;
+
+/// The relay's work: due events per sink, leased, marked once published, held back after a
+/// failure.
+#[async_trait]
+pub trait Outbox: Send + Sync {
+    /// Deletes up to `limit` events that every sink published before `published_before`;
+    /// returns how many went.
+    async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+
+    /// Claims up to `limit` events that `sink` has not published, oldest first, each leased to
+    /// this relay until `now + lease` (`SKIP LOCKED` on PostgreSQL, so that relays in several
+    /// processes share the work). Only the earliest unpublished event of each notification is
+    /// taken, so that one notification's events reach a sink in order; events held back after a
+    /// failure wait until their hold ends.
+    async fn claim_events(
+        &self,
+        sink: &str,
+        now: OffsetDateTime,
+        lease: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<ClaimedEvent>>;
+
+    /// Records that `sink` published `events`, and sets the events that every one of `sinks`
+    /// (all the configured sinks) has now published as done, for the retention to delete.
+    async fn mark_published(
+        &self,
+        sink: &str,
+        events: &[Uuid],
+        sinks: &[String],
+        now: OffsetDateTime,
+    ) -> StoreResult<()>;
+
+    /// Holds `events` back from `sink` until `until` after a failed publish, counting the
+    /// failure and keeping its reason.
+    async fn hold_back(
+        &self,
+        sink: &str,
+        events: &[Uuid],
+        until: OffsetDateTime,
+        error: &str,
+    ) -> StoreResult<()>;
+
+    /// How many events `sink` has not published yet, and when the oldest of them was written.
+    async fn outbox_backlog(&self, sink: &str) -> StoreResult<Backlog>;
+
+    /// Commits one event of herald's own (a route's circuit changed in this process).
+    async fn add_event(&self, event: &OutboxEvent) -> StoreResult<()>;
+}
+
+#[async_trait]
+impl<D: Dialect> Outbox for SqlStore<D> {
+    async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+        let mut tx = self.0.begin().await?;
+        let deleted = tx
+            .execute(
+                "DELETE FROM outbox WHERE seq IN (
+                     SELECT seq FROM outbox
+                     WHERE published_at IS NOT NULL AND published_at < $1
+                     ORDER BY published_at LIMIT $2)",
+                args![published_before, i64::from(limit)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
     #[tracing::instrument(skip_all, fields(sink, limit, idle = Empty))]
-    pub(super) async fn claim_events(
+    async fn claim_events(
         &self,
         sink: &str,
         now: OffsetDateTime,
@@ -48,7 +117,7 @@ impl<D: Dialect> SqlStore<D> {
             .collect()
     }
 
-    pub(super) async fn mark_published(
+    async fn mark_published(
         &self,
         sink: &str,
         events: &[Uuid],
@@ -93,7 +162,7 @@ impl<D: Dialect> SqlStore<D> {
         Ok(())
     }
 
-    pub(super) async fn hold_back(
+    async fn hold_back(
         &self,
         sink: &str,
         events: &[Uuid],
@@ -118,7 +187,7 @@ impl<D: Dialect> SqlStore<D> {
         Ok(())
     }
 
-    pub(super) async fn outbox_backlog(&self, sink: &str) -> StoreResult<Backlog> {
+    async fn outbox_backlog(&self, sink: &str) -> StoreResult<Backlog> {
         let (events, oldest): (i64, Option<Timestamp>) = self
             .0
             .read()
@@ -131,22 +200,10 @@ impl<D: Dialect> SqlStore<D> {
         })
     }
 
-    pub(super) async fn prune_outbox(
-        &self,
-        published_before: OffsetDateTime,
-        limit: u32,
-    ) -> StoreResult<u64> {
+    async fn add_event(&self, event: &OutboxEvent) -> StoreResult<()> {
         let mut tx = self.0.begin().await?;
-        let deleted = tx
-            .execute(
-                "DELETE FROM outbox WHERE seq IN (
-                     SELECT seq FROM outbox
-                     WHERE published_at IS NOT NULL AND published_at < $1
-                     ORDER BY published_at LIMIT $2)",
-                args![published_before, i64::from(limit)],
-            )
-            .await?;
+        insert_event(&mut *tx, event).await?;
         tx.commit().await?;
-        Ok(deleted)
+        Ok(())
     }
 }

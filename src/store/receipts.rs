@@ -1,5 +1,5 @@
 //! The store's side of vendor callbacks: the callback inbox, receipts, the settlements they
-//! prove, and suppressions with their audit trail. Same text in both dialects, as in `sql`.
+//! prove, and suppressions with their audit trail. Same text in both dialects.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -24,35 +24,82 @@ use crate::domain::{
 };
 use herald_provider::callback::{CallbackEvent, CallbackRef};
 
+use async_trait::async_trait;
+
+/// Vendors' reports and the tenant's suppression list.
+#[async_trait]
+pub trait Receipts: Send + Sync {
+    /// Takes a route's callback events in one transaction. Each event is recorded once per
+    /// (route, event id), in the same transaction as its effects: a receipt step with its
+    /// `receipt` event where it moves the receipt forward, a suppression where it suppresses,
+    /// and the settlement of the ambiguous attempts it proves (`settled_by = callback`), which
+    /// finishes a notification in review or waiting to be sent again as `delivered`/`known`.
+    /// Events that name no message sent on the route are left alone and counted; `NotFound`
+    /// (and nothing stored) if no event names one.
+    async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken>;
+
+    /// Whether the tenant's `recipient` (as [`crate::domain::suppression_recipient`] writes it)
+    /// is suppressed on `channel`.
+    async fn suppressed(
+        &self,
+        tenant: &str,
+        channel: Channel,
+        recipient: &str,
+        category: Option<&str>,
+    ) -> StoreResult<bool>;
+
+    async fn suppressions(
+        &self,
+        tenant: &str,
+        filter: &SuppressionFilter,
+    ) -> StoreResult<Vec<Suppression>>;
+
+    /// Adds a suppression with its audit record; `false` (and nothing written) if the recipient
+    /// was suppressed already.
+    async fn suppress(&self, new: &NewSuppression) -> StoreResult<bool>;
+
+    /// Lifts a suppression with its audit record, answering what was lifted; `NotFound` if
+    /// there was none.
+    async fn lift_suppression(&self, lift: &LiftSuppression) -> StoreResult<Suppression>;
+}
+
 const RECORD_CALLBACK: &str = "INSERT INTO callbacks
          (route, event_id, notification_id, provider_key, status, received_at, provider_ref)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (route, event_id) DO NOTHING";
+
 /// The attempt on route `$1` whose key is `$3`, of notification `$2`: a key names its
 /// notification (it starts with the notification's id), and only a message sent on this route
 /// is this route's vendor's to report.
 const SENT_UNDER_KEY: &str = "SELECT notification_id FROM attempts
      WHERE notification_id = $2 AND route = $1 AND provider_idempotency_key = $3 LIMIT 1";
+
 const SENT_AS_REF: &str = "SELECT notification_id FROM attempts
      WHERE route = $1 AND provider_ref = $2 LIMIT 1";
+
 /// Takes the notification's row lock before reading it, and marks that a vendor's report came
 /// (a worker holding the notification holds its record against it): two callbacks about one
 /// notification, or a callback and a worker's record, then apply one after the other on
 /// PostgreSQL, each on what the other committed. SQLite has one writer anyway.
 const LOCK: &str = "UPDATE notifications SET late_evidence = true WHERE id = $1";
+
 const FIND_BY_ID: &str = concat!(
     "SELECT ",
     super::rows::claimed_columns!(),
     " FROM notifications WHERE id = $1"
 );
+
 const RECEIPT_RANK: &str = "SELECT coalesce(max(rank), 0) FROM receipts WHERE notification_id = $1";
+
 const INSERT_RECEIPT: &str = "INSERT INTO receipts
          (notification_id, seq, status, rank, at, source, vendor_status, event_id, received_at)
      VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM receipts WHERE notification_id = $1),
              $2, $3, $4, $5, $6, $7, $8)";
+
 const SETTLE_ATTEMPT: &str = "UPDATE attempts
      SET settled_by = 'callback', evidence = json_patch(evidence, $3)
      WHERE notification_id = $1 AND n = $2 AND result = 'ambiguous' AND settled_by IS NULL";
+
 /// A notification in review, or waiting to be sent again after an ambiguity, whose every
 /// ambiguous attempt is now settled by the vendors' reports: delivered, `known` where they
 /// prove one message, `duplicate_possible` where several.
@@ -64,18 +111,22 @@ const FINISH_DELIVERED: &str = concat!(
      RETURNING ",
     super::rows::notification_columns!()
 );
+
 // A suppression's `category` is '' where it holds for every notification (in the key, which
 // cannot be NULL), and a category's name where it holds for that category only.
 const INSERT_SUPPRESSION: &str = "INSERT INTO suppressions
          (tenant, channel, recipient, reason, source, evidence, note, created_at, category)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (tenant, channel, recipient, category) DO NOTHING";
+
 const LOG_SUPPRESSION: &str = "INSERT INTO suppression_log
          (tenant, channel, recipient, action, reason, principal, note, evidence, at, category)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
 /// Suppressed for every notification, or for the notification's category (`$4`, NULL for none).
 const SUPPRESSED: &str = "SELECT 1 FROM suppressions
      WHERE tenant = $1 AND channel = $2 AND recipient = $3 AND (category = '' OR category = $4)";
+
 const SUPPRESSIONS: &str = "SELECT channel, recipient, category, reason, source, evidence, note,
          created_at
      FROM suppressions
@@ -83,6 +134,7 @@ const SUPPRESSIONS: &str = "SELECT channel, recipient, category, reason, source,
        AND ($3 IS NULL OR channel > $3
             OR (channel = $3 AND (recipient > $4 OR (recipient = $4 AND category > $7))))
      ORDER BY channel, recipient, category LIMIT $5";
+
 const LIFT: &str = "DELETE FROM suppressions
      WHERE tenant = $1 AND channel = $2 AND recipient = $3 AND category = $4
      RETURNING channel, recipient, category, reason, source, evidence, note, created_at";
@@ -94,22 +146,6 @@ enum Taken {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    pub(super) async fn take_callbacks(
-        &self,
-        callbacks: &NewCallbacks,
-    ) -> StoreResult<CallbacksTaken> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match self.try_take_callbacks(callbacks).await {
-                Err(err) if tries < super::seam::ACCEPT_TRIES && D::retryable(&err) => {
-                    tracing::debug!(%err, "taking callbacks collided with another transaction; retrying");
-                }
-                outcome => return outcome,
-            }
-        }
-    }
-
     /// One try at [`SqlStore::take_callbacks`]. Every event's notification is found first and
     /// they are taken in notification order: row locks taken in id order, as the worker's
     /// group commit takes them, cannot deadlock with it.
@@ -143,99 +179,6 @@ impl<D: Dialect> SqlStore<D> {
         }
         tx.commit().await?;
         Ok(taken)
-    }
-
-    pub(super) async fn is_suppressed(
-        &self,
-        tenant: &str,
-        channel: Channel,
-        recipient: &str,
-        category: Option<&str>,
-    ) -> StoreResult<bool> {
-        let row: Option<(i32,)> = self
-            .0
-            .read()
-            .await?
-            .fetch_optional(
-                SUPPRESSED,
-                args![tenant, channel.as_str(), recipient, category],
-            )
-            .await?;
-        Ok(row.is_some())
-    }
-
-    pub(super) async fn list_suppressions(
-        &self,
-        tenant: &str,
-        filter: &SuppressionFilter,
-    ) -> StoreResult<Vec<Suppression>> {
-        let (after_channel, after_recipient, after_category) = match &filter.after {
-            Some((channel, recipient, category)) => (
-                Some(channel.as_str()),
-                Some(recipient.as_str()),
-                Some(category.as_deref().unwrap_or_default()),
-            ),
-            None => (None, None, None),
-        };
-        let rows: Vec<SuppressionRow> = self
-            .0
-            .read()
-            .await?
-            .fetch_all(
-                SUPPRESSIONS,
-                args![
-                    tenant,
-                    filter.channel.map(Channel::as_str),
-                    after_channel,
-                    after_recipient,
-                    i64::from(filter.limit),
-                    filter.recipient.as_deref(),
-                    after_category,
-                ],
-            )
-            .await?;
-        rows.into_iter().map(Suppression::try_from).collect()
-    }
-
-    pub(super) async fn add_suppression(&self, new: &NewSuppression) -> StoreResult<bool> {
-        let mut tx = self.0.begin().await?;
-        let added = suppress(&mut *tx, new).await?;
-        tx.commit().await?;
-        Ok(added)
-    }
-
-    pub(super) async fn lift(&self, lift: &LiftSuppression) -> StoreResult<Suppression> {
-        let mut tx = self.0.begin().await?;
-        let row: Option<SuppressionRow> = tx
-            .fetch_optional(
-                LIFT,
-                args![
-                    &lift.tenant,
-                    lift.channel.as_str(),
-                    &lift.recipient,
-                    lift.category.as_deref().unwrap_or_default()
-                ],
-            )
-            .await?;
-        let lifted = Suppression::try_from(row.ok_or(StoreError::NotFound)?)?;
-        tx.execute(
-            LOG_SUPPRESSION,
-            vec![
-                Arg::from(&lift.tenant),
-                Arg::from(lift.channel.as_str()),
-                Arg::from(&lift.recipient),
-                Arg::from("lifted"),
-                Arg::from(lifted.reason.as_str()),
-                Arg::from(&lift.principal),
-                Arg::from(lift.note.as_str()),
-                Arg::json(&lifted.evidence),
-                Arg::from(lift.at),
-                Arg::from(lift.category.as_deref().unwrap_or_default()),
-            ],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(lifted)
     }
 }
 
@@ -567,5 +510,114 @@ impl TryFrom<ReceiptWithOwner> for Receipt {
             source: row.source,
             vendor_status: row.vendor_status,
         })
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Receipts for SqlStore<D> {
+    async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.try_take_callbacks(callbacks).await {
+                Err(err) if tries < super::seam::ACCEPT_TRIES && D::retryable(&err) => {
+                    tracing::debug!(%err, "taking callbacks collided with another transaction; retrying");
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn suppressed(
+        &self,
+        tenant: &str,
+        channel: Channel,
+        recipient: &str,
+        category: Option<&str>,
+    ) -> StoreResult<bool> {
+        let row: Option<(i32,)> = self
+            .0
+            .read()
+            .await?
+            .fetch_optional(
+                SUPPRESSED,
+                args![tenant, channel.as_str(), recipient, category],
+            )
+            .await?;
+        Ok(row.is_some())
+    }
+
+    async fn suppressions(
+        &self,
+        tenant: &str,
+        filter: &SuppressionFilter,
+    ) -> StoreResult<Vec<Suppression>> {
+        let (after_channel, after_recipient, after_category) = match &filter.after {
+            Some((channel, recipient, category)) => (
+                Some(channel.as_str()),
+                Some(recipient.as_str()),
+                Some(category.as_deref().unwrap_or_default()),
+            ),
+            None => (None, None, None),
+        };
+        let rows: Vec<SuppressionRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_all(
+                SUPPRESSIONS,
+                args![
+                    tenant,
+                    filter.channel.map(Channel::as_str),
+                    after_channel,
+                    after_recipient,
+                    i64::from(filter.limit),
+                    filter.recipient.as_deref(),
+                    after_category,
+                ],
+            )
+            .await?;
+        rows.into_iter().map(Suppression::try_from).collect()
+    }
+
+    async fn suppress(&self, new: &NewSuppression) -> StoreResult<bool> {
+        let mut tx = self.0.begin().await?;
+        let added = suppress(&mut *tx, new).await?;
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    async fn lift_suppression(&self, lift: &LiftSuppression) -> StoreResult<Suppression> {
+        let mut tx = self.0.begin().await?;
+        let row: Option<SuppressionRow> = tx
+            .fetch_optional(
+                LIFT,
+                args![
+                    &lift.tenant,
+                    lift.channel.as_str(),
+                    &lift.recipient,
+                    lift.category.as_deref().unwrap_or_default()
+                ],
+            )
+            .await?;
+        let lifted = Suppression::try_from(row.ok_or(StoreError::NotFound)?)?;
+        tx.execute(
+            LOG_SUPPRESSION,
+            vec![
+                Arg::from(&lift.tenant),
+                Arg::from(lift.channel.as_str()),
+                Arg::from(&lift.recipient),
+                Arg::from("lifted"),
+                Arg::from(lifted.reason.as_str()),
+                Arg::from(&lift.principal),
+                Arg::from(lift.note.as_str()),
+                Arg::json(&lifted.evidence),
+                Arg::from(lift.at),
+                Arg::from(lift.category.as_deref().unwrap_or_default()),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(lifted)
     }
 }

@@ -1,5 +1,6 @@
 //! Retention's area of the store: expired idempotency keys and upstream event ids, and finished
-//! notifications past their time, a batch at a time, never what a keep rule holds.
+//! notifications past their time, and their files: a batch at a time, never what a keep rule
+//! holds.
 
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -8,6 +9,34 @@ use super::StoreResult;
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use crate::review::PermanentRefusals;
 
+use async_trait::async_trait;
+
+/// What retention forgets, a batch at a time.
+#[async_trait]
+pub trait Retention: Send + Sync {
+    /// Deletes up to `limit` idempotency records of notifications created before `before`, and
+    /// as many upstream events' inbox records received before it: a key or an event id seen
+    /// again after that is new. Returns how many records went.
+    async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+
+    /// Deletes up to `limit` notifications that finished (`delivered`, `cancelled`, `failed`
+    /// and closed by a person, or refused for good where `refusals` are final) before `before`
+    /// and whose events every sink has published, with their attempts, review audit,
+    /// idempotency records and events; returns how many went. A notification in review
+    /// (`unknown`, a dead letter nobody closed, an unacknowledged `duplicate_possible`) or
+    /// still to be sent is never deleted.
+    async fn forget_finished(
+        &self,
+        before: OffsetDateTime,
+        limit: u32,
+        refusals: PermanentRefusals,
+    ) -> StoreResult<u64>;
+
+    /// Deletes up to `limit` attachment contents that no notification names any more and that
+    /// no enqueue named since `before`; returns how many went.
+    async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
+}
+
 /// The smallest UUIDv7 of `t`'s millisecond: a notification id (a UUIDv7) below it was made
 /// before `t`, so the primary key and the key index find old rows without an index on time.
 fn first_id_at(t: OffsetDateTime) -> Uuid {
@@ -15,8 +44,9 @@ fn first_id_at(t: OffsetDateTime) -> Uuid {
     uuid::Builder::from_unix_timestamp_millis(millis, &[0; 10]).into_uuid()
 }
 
-impl<D: Dialect> SqlStore<D> {
-    pub(super) async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
+#[async_trait]
+impl<D: Dialect> Retention for SqlStore<D> {
+    async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
         let mut tx = self.0.begin().await?;
         let keys = tx
             .execute(
@@ -37,7 +67,7 @@ impl<D: Dialect> SqlStore<D> {
         Ok(keys + events)
     }
 
-    pub(super) async fn forget_finished(
+    async fn forget_finished(
         &self,
         before: OffsetDateTime,
         limit: u32,
@@ -68,11 +98,7 @@ impl<D: Dialect> SqlStore<D> {
         Ok(deleted)
     }
 
-    pub(super) async fn forget_files(
-        &self,
-        before: OffsetDateTime,
-        limit: u32,
-    ) -> StoreResult<u64> {
+    async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
         let mut tx = self.0.begin().await?;
         // The time is checked again outside the subquery: on PostgreSQL a delete that waited for
         // an enqueue's row lock rechecks the row as that enqueue left it (marked used now), where

@@ -1,20 +1,63 @@
 //! Review's area of the store: the queue of what waits for a person, a person's resolution
-//! (fenced by the generation they read, with its audit record and event), and the queue's
-//! figures for the gauges.
+//! (fenced by the generation they read, with its audit record and event), and bulk
+//! resolutions' previews: what a dry run showed, kept under the hash of the token it answered
+//! until its confirmation uses it or it expires.
 
 use time::OffsetDateTime;
 
-use super::rows::{ClaimedRow, NotificationRow, SETTLE, attempts_of, corrupt, insert_event};
+use super::rows::{ClaimedRow, NotificationRow, SETTLE, attempts_of, insert_event};
 use super::rows::{claimed_columns, notification_columns, refused_for_good};
 use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use super::{
-    EventType, NewResolution, NotificationDetail, OutboxEvent, QueueStats, ReviewFilter,
-    StoreError, StoreResult, Timestamp,
+    EventType, NewResolution, NotificationDetail, OutboxEvent, ReviewFilter, StoreError,
+    StoreResult, Timestamp,
 };
 use crate::domain::{
     Notification, NotificationId, REVIEWED, SettledBy, Settlement, State, left_late,
 };
 use crate::review::Reason;
+
+use super::ReviewPreview;
+use serde_json::Value;
+use sqlx::FromRow;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use async_trait::async_trait;
+
+/// What waits for a person, their resolutions, and the previews of bulk ones.
+#[async_trait]
+pub trait Review: Send + Sync {
+    /// Notifications in review, oldest first, with their attempts and resolutions.
+    async fn review(
+        &self,
+        tenant: &str,
+        filter: &ReviewFilter,
+    ) -> StoreResult<Vec<NotificationDetail>>;
+
+    /// Applies a resolution to the notification read at `generation`, with its audit record
+    /// and `resolved` event; `Conflict` if the notification changed since (another resolution,
+    /// a worker), and nothing is applied.
+    async fn resolve(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        generation: i64,
+        resolution: &NewResolution,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification>;
+
+    /// Stores a bulk resolution's dry run, and deletes every preview that expired before it.
+    async fn save_review_preview(&self, preview: &ReviewPreview) -> StoreResult<()>;
+
+    /// The tenant's preview stored under `token_hash`, expired or not; `NotFound` if none
+    /// (never made, another tenant's, confirmed already, or deleted after it expired).
+    async fn review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<ReviewPreview>;
+
+    /// Takes the preview for its confirmation: `Conflict` if another confirmation took it
+    /// first, so that a preview is applied once.
+    async fn use_review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<()>;
+}
 
 /// A person's resolution, fenced by the generation they read. A resend is due now, with a
 /// fresh budget, a renewed key forgets the request prepared under the old one, and a resend
@@ -33,6 +76,7 @@ const RESOLVE: &str = concat!(
      RETURNING ",
     notification_columns!()
 );
+
 const REVIEW: &str = concat!(
     "SELECT ",
     claimed_columns!(),
@@ -64,8 +108,39 @@ fn changed() -> StoreError {
     )
 }
 
-impl<D: Dialect> SqlStore<D> {
-    pub(super) async fn review(
+#[derive(FromRow)]
+struct PreviewRow {
+    token_hash: Vec<u8>,
+    tenant: String,
+    principal: String,
+    request: Json<Value>,
+    items: Json<Vec<(Uuid, i64)>>,
+    created_at: Timestamp,
+    expires_at: Timestamp,
+}
+
+impl From<PreviewRow> for ReviewPreview {
+    fn from(row: PreviewRow) -> Self {
+        ReviewPreview {
+            token_hash: row.token_hash,
+            tenant: row.tenant,
+            principal: row.principal,
+            request: row.request.0,
+            items: row
+                .items
+                .0
+                .into_iter()
+                .map(|(id, generation)| (NotificationId::from_uuid(id), generation))
+                .collect(),
+            created_at: row.created_at.into_inner(),
+            expires_at: row.expires_at.into_inner(),
+        }
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Review for SqlStore<D> {
+    async fn review(
         &self,
         tenant: &str,
         filter: &ReviewFilter,
@@ -96,7 +171,7 @@ impl<D: Dialect> SqlStore<D> {
         self.details(rows).await
     }
 
-    pub(super) async fn resolve(
+    async fn resolve(
         &self,
         tenant: &str,
         id: NotificationId,
@@ -158,7 +233,7 @@ impl<D: Dialect> SqlStore<D> {
         for a in attempts_of::<D>(&mut *tx, id).await? {
             if left_late(&a) {
                 tx.execute(
-                    super::claims::ANNOTATE_ATTEMPT,
+                    super::records::ANNOTATE_ATTEMPT,
                     vec![Arg::from(id), Arg::from(a.n), Arg::json(&weighed)],
                 )
                 .await?;
@@ -220,73 +295,69 @@ impl<D: Dialect> SqlStore<D> {
         Ok(notification)
     }
 
-    pub(super) async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
-        let mut conn = self.0.read().await?;
-        let (queued, sending, oldest_due): (i64, i64, Option<Timestamp>) = conn
-            .fetch_one(
-                "SELECT
-                     (SELECT count(*) FROM notifications WHERE state = 'queued'),
-                     (SELECT count(*) FROM notifications WHERE state = 'sending'),
-                     (SELECT min(due_at) FROM notifications
-                       WHERE state = 'queued' AND due_at <= $1
-                         AND route NOT IN (SELECT route FROM route_pauses WHERE NOT to_fallback))",
-                args![now],
+    /// Stores `preview`, and deletes every preview that expired before it was made.
+    async fn save_review_preview(&self, preview: &ReviewPreview) -> StoreResult<()> {
+        let items: Vec<(Uuid, i64)> = preview
+            .items
+            .iter()
+            .map(|(id, generation)| (id.as_uuid(), *generation))
+            .collect();
+        let mut tx = self.0.begin().await?;
+        tx.execute(
+            "DELETE FROM review_previews WHERE expires_at <= $1",
+            args![preview.created_at],
+        )
+        .await?;
+        tx.execute(
+            "INSERT INTO review_previews
+                 (token_hash, tenant, principal, request, items, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            vec![
+                Arg::Bytes(preview.token_hash.clone()),
+                Arg::from(&preview.tenant),
+                Arg::from(&preview.principal),
+                Arg::json(&preview.request),
+                Arg::json(&items),
+                Arg::from(preview.created_at),
+                Arg::from(preview.expires_at),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The tenant's preview stored under `token_hash`, expired or not; `NotFound` if there is
+    /// none (never made, another tenant's, used, or deleted after it expired).
+    async fn review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<ReviewPreview> {
+        let row: Option<PreviewRow> = self
+            .0
+            .read()
+            .await?
+            .fetch_optional(
+                "SELECT token_hash, tenant, principal, request, items, created_at, expires_at
+                 FROM review_previews WHERE token_hash = $1 AND tenant = $2",
+                vec![Arg::Bytes(token_hash.to_vec()), Arg::from(tenant)],
             )
             .await?;
-        // The filter is the predicates of notifications_review, notifications_failed,
-        // notifications_contradicted and notifications_may_have_sent, so that each partial
-        // index answers its part; as
-        // `state IN ('unknown', 'failed') OR …` PostgreSQL read the whole table instead (354 ms
-        // with 1,000,000 stored, every 5 s).
-        // A dead letter a person closed is read and left out: closed ones are few next to
-        // what retention deletes.
-        let by_reason: Vec<(String, String, i64, Option<Timestamp>)> = conn
-            .fetch_all(
-                concat!(
-                    "SELECT route, CASE
-                         WHEN contradiction IS NOT NULL AND NOT acknowledged THEN 'contradicted'
-                         WHEN state = 'unknown' THEN 'unknown'
-                         WHEN state = 'cancelled' THEN 'may_have_sent'
-                         WHEN state = 'delivered' THEN 'duplicate_possible'
-                         WHEN ",
-                    refused_for_good!(),
-                    " THEN 'rejected'
-                         ELSE 'exhausted' END AS reason, count(*), min(finished_at)
-                     FROM notifications
-                     WHERE ((state = 'unknown'
-                             OR (certainty = 'duplicate_possible' AND NOT acknowledged))
-                            OR state = 'failed'
-                            OR (contradiction IS NOT NULL AND NOT acknowledged)
-                            OR (state = 'cancelled' AND certainty = 'unknown'))
-                       AND NOT (state = 'failed' AND acknowledged)
-                     GROUP BY 1, 2"
-                ),
-                args![],
+        row.map(ReviewPreview::from).ok_or(StoreError::NotFound)
+    }
+
+    /// Deletes the preview: `Conflict` if it is gone already (another confirmation took it).
+    async fn use_review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<()> {
+        let mut tx = self.0.begin().await?;
+        let deleted = tx
+            .execute(
+                "DELETE FROM review_previews WHERE token_hash = $1 AND tenant = $2",
+                vec![Arg::Bytes(token_hash.to_vec()), Arg::from(tenant)],
             )
             .await?;
-        let mut review: Vec<(Reason, i64)> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
-        let mut review_oldest: Option<OffsetDateTime> = None;
-        let mut dead_letters = Vec::new();
-        for (route, reason, count, oldest) in by_reason {
-            let reason = Reason::parse(&reason).ok_or_else(|| corrupt("reason", &reason))?;
-            if let Some(slot) = review.iter_mut().find(|(r, _)| *r == reason) {
-                slot.1 += count;
-            }
-            if let Some(oldest) = oldest.filter(|_| Reason::WAITING.contains(&reason)) {
-                let oldest = oldest.into_inner();
-                review_oldest = Some(review_oldest.map_or(oldest, |o| o.min(oldest)));
-            }
-            if matches!(reason, Reason::Exhausted | Reason::Rejected) {
-                dead_letters.push((route, reason, count));
-            }
+        tx.commit().await?;
+        if deleted == 0 {
+            return Err(StoreError::Conflict(
+                "this preview was confirmed already".to_owned(),
+            ));
         }
-        Ok(QueueStats {
-            queued,
-            sending,
-            oldest_due: oldest_due.map(Timestamp::into_inner),
-            review,
-            review_oldest,
-            dead_letters,
-        })
+        Ok(())
     }
 }

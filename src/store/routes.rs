@@ -1,5 +1,5 @@
 //! Operators' pauses of routes: stored, so that every process obeys them, each with its audit
-//! record. Same text in both dialects, as in `sql`.
+//! record. Same text in both dialects.
 
 use sqlx::FromRow;
 
@@ -10,15 +10,36 @@ use super::seam::{Arg, Conn, Dialect, SqlStore, args};
 use super::{EventType, OutboxEvent, StoreError, StoreResult, Timestamp};
 use crate::domain::RoutePause;
 
+use async_trait::async_trait;
+
+/// Operators' pauses of routes, shared by every process.
+#[async_trait]
+pub trait RoutePauses: Send + Sync {
+    /// Pauses `pause.route` for every process, with its audit record: the pause that stands
+    /// (an earlier one, where it was paused already).
+    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<RoutePause>;
+
+    /// Lifts the route's pause, audited as `by` says (who, why, when): the pause lifted, `None`
+    /// where it was not paused.
+    async fn resume_route(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>>;
+
+    /// Every standing pause, by route.
+    async fn route_pauses(&self) -> StoreResult<Vec<RoutePause>>;
+}
+
 /// A pause stands until it is lifted: pausing a paused route changes nothing.
 const PAUSE: &str = "INSERT INTO route_pauses (route, principal, note, paused_at, to_fallback)
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (route) DO NOTHING";
+
 const LIFT: &str = "DELETE FROM route_pauses WHERE route = $1
      RETURNING route, principal, note, paused_at, to_fallback";
+
 const LOG: &str = "INSERT INTO route_pause_log (route, action, principal, note, at, to_fallback)
      VALUES ($1, $2, $3, $4, $5, $6)";
+
 const PAUSES: &str =
     "SELECT route, principal, note, paused_at, to_fallback FROM route_pauses ORDER BY route";
+
 const STANDING: &str =
     "SELECT route, principal, note, paused_at, to_fallback FROM route_pauses WHERE route = $1";
 
@@ -43,8 +64,9 @@ impl From<PauseRow> for RoutePause {
     }
 }
 
-impl<D: Dialect> SqlStore<D> {
-    pub(super) async fn pause(&self, pause: &RoutePause) -> StoreResult<RoutePause> {
+#[async_trait]
+impl<D: Dialect> RoutePauses for SqlStore<D> {
+    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<RoutePause> {
         let mut tx = self.0.begin().await?;
         let paused = tx
             .execute(
@@ -93,7 +115,7 @@ impl<D: Dialect> SqlStore<D> {
         })
     }
 
-    pub(super) async fn resume(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>> {
+    async fn resume_route(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>> {
         let mut tx = self.0.begin().await?;
         let lifted: Option<PauseRow> = tx.fetch_optional(LIFT, args![&by.route]).await?;
         if lifted.is_some() {
@@ -124,7 +146,7 @@ impl<D: Dialect> SqlStore<D> {
         Ok(lifted.map(RoutePause::from))
     }
 
-    pub(super) async fn pauses(&self) -> StoreResult<Vec<RoutePause>> {
+    async fn route_pauses(&self) -> StoreResult<Vec<RoutePause>> {
         let rows: Vec<PauseRow> = self.0.read().await?.fetch_all(PAUSES, args![]).await?;
         Ok(rows.into_iter().map(RoutePause::from).collect())
     }

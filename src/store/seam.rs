@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+use super::Store;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use sqlx::pool::PoolConnection;
@@ -49,66 +51,79 @@ impl From<Uuid> for Arg {
         Arg::Uuid(Some(v))
     }
 }
+
 impl From<Option<Uuid>> for Arg {
     fn from(v: Option<Uuid>) -> Self {
         Arg::Uuid(v)
     }
 }
+
 impl From<NotificationId> for Arg {
     fn from(v: NotificationId) -> Self {
         Arg::Uuid(Some(v.as_uuid()))
     }
 }
+
 impl From<&str> for Arg {
     fn from(v: &str) -> Self {
         Arg::Text(Some(v.to_owned()))
     }
 }
+
 impl From<&String> for Arg {
     fn from(v: &String) -> Self {
         Arg::Text(Some(v.clone()))
     }
 }
+
 impl From<String> for Arg {
     fn from(v: String) -> Self {
         Arg::Text(Some(v))
     }
 }
+
 impl From<Option<&str>> for Arg {
     fn from(v: Option<&str>) -> Self {
         Arg::Text(v.map(str::to_owned))
     }
 }
+
 impl From<&Option<String>> for Arg {
     fn from(v: &Option<String>) -> Self {
         Arg::Text(v.clone())
     }
 }
+
 impl From<i32> for Arg {
     fn from(v: i32) -> Self {
         Arg::I32(Some(v))
     }
 }
+
 impl From<Option<i32>> for Arg {
     fn from(v: Option<i32>) -> Self {
         Arg::I32(v)
     }
 }
+
 impl From<i64> for Arg {
     fn from(v: i64) -> Self {
         Arg::I64(Some(v))
     }
 }
+
 impl From<Option<bool>> for Arg {
     fn from(v: Option<bool>) -> Self {
         Arg::Bool(v)
     }
 }
+
 impl From<OffsetDateTime> for Arg {
     fn from(v: OffsetDateTime) -> Self {
         Arg::Time(Some(Timestamp::from(v)))
     }
 }
+
 impl From<Option<OffsetDateTime>> for Arg {
     fn from(v: Option<OffsetDateTime>) -> Self {
         Arg::Time(v.map(Timestamp::from))
@@ -119,6 +134,7 @@ impl From<Option<OffsetDateTime>> for Arg {
 macro_rules! args {
     ($($arg:expr),* $(,)?) => { vec![$(Arg::from($arg)),*] };
 }
+
 pub(super) use args;
 
 /// A row type both dialects can decode (`#[derive(FromRow)]` gives both).
@@ -126,6 +142,7 @@ pub(super) trait Row:
     for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
 {
 }
+
 impl<T> Row for T where
     T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
 {
@@ -220,6 +237,7 @@ macro_rules! conn {
         }
     };
 }
+
 pub(super) use conn;
 
 /// What differs between the backends. Everything else is [`SqlStore`]'s, written once.
@@ -389,5 +407,50 @@ impl LastOutage {
         last.as_ref()
             .filter(|(_, _, at)| at.elapsed() < OUTAGE_REMEMBERED)
             .map(|(outage, cause, _)| StoreError::Unavailable(*outage, cause.clone()))
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Store for SqlStore<D> {
+    async fn close(&self) {
+        self.0.close().await;
+    }
+
+    fn writers(&self) -> usize {
+        D::WRITERS
+    }
+
+    async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()> {
+        let (applied,): (Option<i64>,) = self
+            .0
+            .read()
+            .await?
+            .fetch_one(
+                "SELECT max(version) FROM _sqlx_migrations WHERE success",
+                args![],
+            )
+            .await?;
+        if applied != Some(D::LATEST_MIGRATION) {
+            return Err(StoreError::Unavailable(
+                Outage::Schema,
+                format!(
+                    "migrations are at {applied:?}, this build expects {}",
+                    D::LATEST_MIGRATION
+                ),
+            ));
+        }
+        if let Some(refused) = self.1.recent() {
+            return Err(refused);
+        }
+        // Reads can go on while writes fail (a full disk, a read-only file system, a standby):
+        // ready means a write commits.
+        let mut tx = self.0.begin().await?;
+        tx.execute(
+            "UPDATE readiness SET checked_at = $1 WHERE id = 1",
+            args![now],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 }

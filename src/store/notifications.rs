@@ -1,13 +1,9 @@
-//! The store's notifications area — an enqueue (once per idempotency key), a read, a list, a
-//! cancel, an upstream event's notifications — and [`SqlStore`]'s [`Store`], which hands each
-//! other area's work to its own file: `claims` (the dispatcher), `receipts` (vendor reports and
-//! suppressions), `review` and `previews`, `outbox`, `retention`. All of it sits above the seam
-//! in [`super::seam`]; a statement that is the same text in both dialects lives with its area,
-//! one that differs in each [`Dialect`]'s tables.
+//! The store's notifications area: an enqueue (once per idempotency key), a read, a list, a
+//! cancel (by id or by key), an upstream event's notifications, and the files they carry. A
+//! statement that is the same text in both dialects lives here; one that differs, in each
+//! [`Dialect`]'s tables.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::types::Json;
@@ -23,24 +19,65 @@ use super::rows::{
 use super::rows::{by_idempotency_key, claimed_columns, notification_columns};
 use super::seam::{ACCEPT_TRIES, Arg, Conn, Dialect, SqlStore, args};
 use super::{
-    AcceptOutcome, Backlog, CallbacksTaken, CancelKey, Cancellation, Claim, ClaimedEvent,
-    EventType, InboxOutcome, LiftSuppression, ListFilter, NewAccept, NewCallbacks, NewInboxEvent,
-    NewResolution, NewSuppression, NotificationDetail, Outage, OutboxEvent, Prepare, QueueStats,
-    Recorded, ReviewFilter, ReviewPreview, RouteSlot, Store, StoreError, StoreResult,
-    SuppressionFilter,
+    AcceptOutcome, CancelKey, Cancellation, EventType, InboxOutcome, ListFilter, NewAccept,
+    NewInboxEvent, NotificationDetail, Outage, OutboxEvent, StoreError, StoreResult,
 };
 use crate::domain::certainty;
-use crate::domain::{
-    Attempt, Certainty, Channel, Decision, File, Notification, NotificationId, RoutePause, Sibling,
-    State, Suppression,
-};
-use crate::review::PermanentRefusals;
+use crate::domain::{Attempt, Certainty, File, Notification, NotificationId, State};
+
+/// Enqueued notifications: their acceptance (once per idempotency key), reads, lists and
+/// cancellations, an upstream event's notifications, and their stored files.
+#[async_trait]
+pub trait Notifications: Send + Sync {
+    /// Commits each new notification with its idempotency record and `accepted` event, all in
+    /// one transaction; keys already used are answered from their record instead.
+    async fn accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>>;
+
+    async fn notification(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+    ) -> StoreResult<NotificationDetail>;
+
+    /// Newest first, each with its attempts and resolutions, as [`Store::notification`] shows
+    /// one: the API lists notifications in the shape it shows one in.
+    async fn list(&self, tenant: &str, filter: &ListFilter)
+    -> StoreResult<Vec<NotificationDetail>>;
+
+    /// `queued` → `cancelled`; `Conflict` from any other state.
+    async fn cancel(
+        &self,
+        tenant: &str,
+        id: NotificationId,
+        now: OffsetDateTime,
+    ) -> StoreResult<Notification>;
+
+    /// Every `queued` notification of the tenant's that `key` names → `cancelled`, each with
+    /// its event, in one transaction; the others it names are answered as they stand. A key
+    /// that names none answers two empty lists.
+    async fn cancel_by_key(
+        &self,
+        tenant: &str,
+        key: &CancelKey,
+        now: OffsetDateTime,
+    ) -> StoreResult<Cancellation>;
+
+    /// Records an upstream event (`tenant`, `source`, `id`) and commits the notifications it
+    /// maps to, each with its `accepted` event, in one transaction; an event recorded before
+    /// creates nothing and answers the notification ids it created then.
+    async fn receive_event(&self, event: &NewInboxEvent) -> StoreResult<InboxOutcome>;
+
+    /// The stored contents of these attachments (by SHA-256), for a send; a file not stored is
+    /// absent from the answer.
+    async fn files(&self, sha256: &[&str]) -> StoreResult<BTreeMap<String, Vec<u8>>>;
+}
 
 const FIND: &str = concat!(
     "SELECT ",
     claimed_columns!(),
     " FROM notifications WHERE tenant = $1 AND id = $2"
 );
+
 /// `queued` → `cancelled`, each row `(id, certainty, now)` at the certainty herald's rule gives
 /// it: the rows as they now stand. A claimed notification is `sending`, so a cancellation never
 /// races a send it could not stop.
@@ -69,6 +106,7 @@ static INSERT_NOTIFICATIONS: Rows = Rows::new(
     16,
     "",
 );
+
 /// Idempotency keys, each claimed for its notification unless taken: the ids of the
 /// notifications whose keys this statement inserted.
 static CLAIM_KEYS: Rows = Rows::new(
@@ -79,6 +117,7 @@ static CLAIM_KEYS: Rows = Rows::new(
     6,
     " ON CONFLICT (tenant, key) DO NOTHING RETURNING notification_id",
 );
+
 /// Idempotency keys as they stand, by tenant and key. A join, not `(tenant, key) IN (VALUES
 /// …)`: SQLite answers that by scanning every key, and this by the primary key.
 static FIND_KEYS: Rows = Rows::new(
@@ -477,49 +516,7 @@ async fn store_files(conn: &mut impl Conn, n: &Notification, new: &[&File]) -> S
 }
 
 #[async_trait]
-impl<D: Dialect> Store for SqlStore<D> {
-    async fn close(&self) {
-        self.0.close().await;
-    }
-
-    fn writers(&self) -> usize {
-        D::WRITERS
-    }
-
-    async fn check_ready(&self, now: OffsetDateTime) -> StoreResult<()> {
-        let (applied,): (Option<i64>,) = self
-            .0
-            .read()
-            .await?
-            .fetch_one(
-                "SELECT max(version) FROM _sqlx_migrations WHERE success",
-                args![],
-            )
-            .await?;
-        if applied != Some(D::LATEST_MIGRATION) {
-            return Err(StoreError::Unavailable(
-                Outage::Schema,
-                format!(
-                    "migrations are at {applied:?}, this build expects {}",
-                    D::LATEST_MIGRATION
-                ),
-            ));
-        }
-        if let Some(refused) = self.1.recent() {
-            return Err(refused);
-        }
-        // Reads can go on while writes fail (a full disk, a read-only file system, a standby):
-        // ready means a write commits.
-        let mut tx = self.0.begin().await?;
-        tx.execute(
-            "UPDATE readiness SET checked_at = $1 WHERE id = 1",
-            args![now],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
+impl<D: Dialect> Notifications for SqlStore<D> {
     #[tracing::instrument(skip_all, fields(items = items.len()))]
     async fn accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
         let mut tries = 0;
@@ -620,232 +617,6 @@ impl<D: Dialect> Store for SqlStore<D> {
         }
     }
 
-    async fn claim(
-        &self,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-        routes: &[RouteSlot],
-        prepare: Prepare<'_>,
-    ) -> StoreResult<Vec<Claim>> {
-        SqlStore::claim(self, now, lease, limit, routes, prepare).await
-    }
-
-    async fn claim_expired(
-        &self,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-        held: &[String],
-        prepare: Prepare<'_>,
-    ) -> StoreResult<Vec<Claim>> {
-        SqlStore::claim_expired(self, now, lease, limit, held, prepare).await
-    }
-
-    async fn look_alikes(
-        &self,
-        claim: &Claim,
-        created_since: OffsetDateTime,
-    ) -> StoreResult<Vec<Sibling>> {
-        SqlStore::look_alikes(self, claim, created_since).await
-    }
-
-    async fn start_attempt(
-        &self,
-        claim: &Claim,
-        now: OffsetDateTime,
-        lease: Duration,
-        send_deadline: OffsetDateTime,
-    ) -> StoreResult<Option<Attempt>> {
-        SqlStore::start_attempt(self, claim, now, lease, send_deadline).await
-    }
-
-    async fn record_all(
-        &self,
-        items: &[(Claim, Decision)],
-        now: OffsetDateTime,
-    ) -> StoreResult<Vec<Recorded>> {
-        SqlStore::record_all(self, items, now).await
-    }
-
-    async fn record_in_review(
-        &self,
-        claim: &Claim,
-        decision: &Decision,
-        now: OffsetDateTime,
-    ) -> StoreResult<Recorded> {
-        SqlStore::record_in_review(self, claim, decision, now).await
-    }
-
-    async fn review(
-        &self,
-        tenant: &str,
-        filter: &ReviewFilter,
-    ) -> StoreResult<Vec<NotificationDetail>> {
-        SqlStore::review(self, tenant, filter).await
-    }
-
-    async fn resolve(
-        &self,
-        tenant: &str,
-        id: NotificationId,
-        generation: i64,
-        resolution: &NewResolution,
-        now: OffsetDateTime,
-    ) -> StoreResult<Notification> {
-        SqlStore::resolve(self, tenant, id, generation, resolution, now).await
-    }
-
-    async fn save_review_preview(&self, preview: &ReviewPreview) -> StoreResult<()> {
-        self.save_preview(preview).await
-    }
-
-    async fn review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<ReviewPreview> {
-        self.find_preview(tenant, token_hash).await
-    }
-
-    async fn use_review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<()> {
-        self.take_preview(tenant, token_hash).await
-    }
-
-    async fn next_due(&self) -> StoreResult<Option<OffsetDateTime>> {
-        SqlStore::next_due(self).await
-    }
-
-    async fn queue_stats(&self, now: OffsetDateTime) -> StoreResult<QueueStats> {
-        SqlStore::queue_stats(self, now).await
-    }
-
-    async fn listen_for_work(
-        &self,
-        wake: Arc<tokio::sync::Notify>,
-        shutdown: tokio_util::sync::CancellationToken,
-    ) {
-        self.0.listen_for_work(wake, shutdown).await;
-    }
-
-    async fn claim_events(
-        &self,
-        sink: &str,
-        now: OffsetDateTime,
-        lease: Duration,
-        limit: u32,
-    ) -> StoreResult<Vec<ClaimedEvent>> {
-        SqlStore::claim_events(self, sink, now, lease, limit).await
-    }
-
-    async fn mark_published(
-        &self,
-        sink: &str,
-        events: &[Uuid],
-        sinks: &[String],
-        now: OffsetDateTime,
-    ) -> StoreResult<()> {
-        SqlStore::mark_published(self, sink, events, sinks, now).await
-    }
-
-    async fn hold_back(
-        &self,
-        sink: &str,
-        events: &[Uuid],
-        until: OffsetDateTime,
-        error: &str,
-    ) -> StoreResult<()> {
-        SqlStore::hold_back(self, sink, events, until, error).await
-    }
-
-    async fn outbox_backlog(&self, sink: &str) -> StoreResult<Backlog> {
-        SqlStore::outbox_backlog(self, sink).await
-    }
-
-    async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
-        SqlStore::prune_outbox(self, published_before, limit).await
-    }
-
-    async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
-        SqlStore::forget_keys(self, before, limit).await
-    }
-
-    async fn forget_finished(
-        &self,
-        before: OffsetDateTime,
-        limit: u32,
-        refusals: PermanentRefusals,
-    ) -> StoreResult<u64> {
-        SqlStore::forget_finished(self, before, limit, refusals).await
-    }
-
-    async fn add_event(&self, event: &OutboxEvent) -> StoreResult<()> {
-        let mut tx = self.0.begin().await?;
-        insert_event(&mut *tx, event).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
-        SqlStore::forget_files(self, before, limit).await
-    }
-
-    async fn files(&self, sha256: &[&str]) -> StoreResult<BTreeMap<String, Vec<u8>>> {
-        let mut conn = self.0.read().await?;
-        let mut files = BTreeMap::new();
-        for sha256 in sha256 {
-            let found: Option<(Vec<u8>,)> = conn
-                .fetch_optional(
-                    "SELECT content FROM attachments WHERE sha256 = $1 LIMIT 1",
-                    args![*sha256],
-                )
-                .await?;
-            if let Some((content,)) = found {
-                files.insert((*sha256).to_owned(), content);
-            }
-        }
-        Ok(files)
-    }
-
-    async fn receive_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {
-        self.take_callbacks(callbacks).await
-    }
-
-    async fn pause_route(&self, pause: &RoutePause) -> StoreResult<RoutePause> {
-        self.pause(pause).await
-    }
-
-    async fn resume_route(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>> {
-        self.resume(by).await
-    }
-
-    async fn route_pauses(&self) -> StoreResult<Vec<RoutePause>> {
-        self.pauses().await
-    }
-
-    async fn suppressed(
-        &self,
-        tenant: &str,
-        channel: Channel,
-        recipient: &str,
-        category: Option<&str>,
-    ) -> StoreResult<bool> {
-        self.is_suppressed(tenant, channel, recipient, category)
-            .await
-    }
-
-    async fn suppressions(
-        &self,
-        tenant: &str,
-        filter: &SuppressionFilter,
-    ) -> StoreResult<Vec<Suppression>> {
-        self.list_suppressions(tenant, filter).await
-    }
-
-    async fn suppress(&self, new: &NewSuppression) -> StoreResult<bool> {
-        self.add_suppression(new).await
-    }
-
-    async fn lift_suppression(&self, lift: &LiftSuppression) -> StoreResult<Suppression> {
-        self.lift(lift).await
-    }
-
     #[tracing::instrument(skip_all, fields(source = %event.source, id = %event.id))]
     async fn receive_event(&self, event: &NewInboxEvent) -> StoreResult<InboxOutcome> {
         let mut tries = 0;
@@ -866,5 +637,22 @@ impl<D: Dialect> Store for SqlStore<D> {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    async fn files(&self, sha256: &[&str]) -> StoreResult<BTreeMap<String, Vec<u8>>> {
+        let mut conn = self.0.read().await?;
+        let mut files = BTreeMap::new();
+        for sha256 in sha256 {
+            let found: Option<(Vec<u8>,)> = conn
+                .fetch_optional(
+                    "SELECT content FROM attachments WHERE sha256 = $1 LIMIT 1",
+                    args![*sha256],
+                )
+                .await?;
+            if let Some((content,)) = found {
+                files.insert((*sha256).to_owned(), content);
+            }
+        }
+        Ok(files)
     }
 }
