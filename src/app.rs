@@ -17,7 +17,7 @@ use crate::dispatch::{self, Dispatcher};
 use crate::domain::{Categories, RouteInfo, Routing, Scope, Templates, operator_of};
 use crate::inbox::Inbox;
 use crate::inbox::nats::NatsInbox;
-use crate::relay::{self, Relay};
+use crate::relay::Relay;
 use crate::store::{self, GroupCommit, Store};
 use crate::telemetry;
 
@@ -88,7 +88,6 @@ impl App {
         .with_categories(categories(&config)?)
         .with_attachments(config.attachments.rules());
         let wake = Arc::new(tokio::sync::Notify::new());
-        let relay_wake = relay::Wake::default();
         let routes = Arc::new(routes);
         let dispatcher = config.dispatch.enabled.then(|| {
             Dispatcher::new(
@@ -96,7 +95,6 @@ impl App {
                 routes.clone(),
                 dispatch::Settings::from(&config.dispatch),
                 wake.clone(),
-                relay_wake.clone(),
             )
         });
         let routing = Arc::new(routing);
@@ -108,7 +106,7 @@ impl App {
             &config.events,
         )?);
         let relay = if config.relay.enabled {
-            Some(Relay::build(&config, store.clone(), relay_wake.clone()).await?)
+            Some(Relay::build(&config, store.clone()).await?)
         } else {
             None
         };
@@ -125,7 +123,6 @@ impl App {
             templates,
             inbox,
             wake,
-            relay_wake,
             metrics,
             sessions: Arc::default(),
             review: config.review.policy(),
@@ -239,7 +236,7 @@ async fn report_readiness(store: Arc<dyn Store>, shutdown: CancellationToken) {
 pub async fn relay(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let store = store::connect(&config.database.url, config.database.max_connections).await?;
     // Alone, it hears of no commit: it polls.
-    let relay = Relay::build(&config, store.clone(), relay::Wake::default()).await?;
+    let relay = Relay::build(&config, store.clone()).await?;
     tracing::info!(sinks = ?relay.sink_names(), "herald relay is running");
     relay.run(shutdown).await;
     // As `serve` does: SQLite's lock goes only once every connection has closed.

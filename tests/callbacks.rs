@@ -1,7 +1,8 @@
 //! After the send, over real HTTP on both databases: the sandbox vendor posts signed delivery
 //! reports to `POST /v1/callbacks/{route}`, late, repeated and out of order; receipts only move
-//! forward; a report settles a send whose answer was lost; a hard bounce suppresses its
-//! recipient; and what is not the vendor's, or names no message, stores nothing.
+//! forward; a report settles a send whose answer was lost (and its event leaves at once, without
+//! the relay's poll); a hard bounce suppresses its recipient; and what is not the vendor's, or
+//! names no message, stores nothing.
 
 mod support;
 
@@ -14,6 +15,7 @@ use reqwest::StatusCode;
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
+use support::nats::{self, Names, SHARED_URL};
 use support::{
     ACME, ACME_ADMIN, ACME_REVIEWER, Backend, GLOBEX, TestApp, email, eventually, problem,
     spawn_app_with,
@@ -23,6 +25,7 @@ on_both_backends!(
     reports_move_the_receipt_forward_once_whatever_their_order_and_repeats,
     one_report_twenty_times_and_a_history_in_reverse_leave_one_receipt_history,
     a_report_settles_a_send_whose_answer_was_lost,
+    a_reports_event_reaches_the_sink_without_waiting_for_the_relays_poll,
     a_report_that_came_before_the_ambiguity_settles_it_once_recorded,
     a_hard_bounce_suppresses_the_recipient_until_a_person_lifts_it,
     a_delivery_report_after_a_person_closed_it_reopens_it_and_nothing_sends_it_again,
@@ -330,6 +333,60 @@ async fn a_report_settles_a_send_whose_answer_was_lost(backend: Backend) {
     );
     let ledger = sandbox.client().unwrap().ledger().await.unwrap();
     assert_eq!(ledger.total_deliveries(), 1, "known: it was delivered once");
+}
+
+/// The store wakes the relay at every commit that writes events, a vendor's report's included:
+/// with a poll of ten minutes, the `receipt` and `delivered` a report writes reach NATS within
+/// seconds. (Before, only an enqueue and a send's record woke it; a report's waited for the poll.)
+async fn a_reports_event_reaches_the_sink_without_waiting_for_the_relays_poll(backend: Backend) {
+    let Some(client) = nats::shared().await else {
+        return;
+    };
+    let names = Names::new();
+    let relay = format!(
+        "\n[relay]\npoll_interval_ms = 600000\n{}",
+        names.sink("bus", SHARED_URL)
+    );
+    let Some((_sandbox, app)) = vendor_and_herald_with(
+        backend,
+        Profile::Plain,
+        "accept_then_drop:nth=1",
+        target(1500, 0, false),
+        &relay,
+    )
+    .await
+    else {
+        return;
+    };
+    let id = app.enqueue_id("k-1", &email("ada@example.com")).await;
+    settled(&app, &id, "the report to settle it", |n| {
+        n["state"] == "delivered"
+    })
+    .await;
+    let types = eventually(
+        "the report's event on NATS",
+        Duration::from_secs(20),
+        || async {
+            let stored = nats::stored(&client, &names.stream).await;
+            let types: Vec<String> = stored
+                .iter()
+                .filter(|s| s.event["subject"] == id.as_str())
+                .map(|s| s.event["type"].as_str().unwrap().to_owned())
+                .collect();
+            (types.len() >= 4).then_some(types)
+        },
+    )
+    .await;
+    assert_eq!(
+        types,
+        [
+            "dev.herald.notification.accepted",
+            "dev.herald.notification.unknown",
+            "dev.herald.notification.receipt",
+            "dev.herald.notification.delivered"
+        ]
+    );
+    app.stop().await;
 }
 
 async fn a_report_that_came_before_the_ambiguity_settles_it_once_recorded(backend: Backend) {

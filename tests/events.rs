@@ -255,7 +255,8 @@ async fn the_export_scenario_creates_one_notification_and_publishes_its_events_o
 }
 
 /// The relay is woken by the commits that write events — an enqueue's `accepted`, a record's
-/// `delivered` — not by its poll: with a poll of ten minutes, both reach NATS within seconds.
+/// `delivered`, a cancellation's `cancelled` — not by its poll: with a poll of ten minutes, each
+/// reaches NATS within seconds.
 async fn an_enqueue_and_its_delivery_reach_the_sink_without_waiting_for_the_relays_poll(
     backend: Backend,
 ) {
@@ -289,6 +290,20 @@ async fn an_enqueue_and_its_delivery_reach_the_sink_without_waiting_for_the_rela
             .collect();
         assert_eq!(seen, [(ACCEPTED, id.as_str()), (DELIVERED, id.as_str())]);
     }
+    // A cancellation's event too: no caller wakes the relay, the store's commit does.
+    let mut later = email("a@example.com");
+    later["send_at"] = json!("2099-01-01T00:00:00Z");
+    let id = app.enqueue_id("woken-3", &later).await;
+    let cancelled = app
+        .post_json(ACME, &format!("/v1/notifications/{id}/cancel"), &json!({}))
+        .await;
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    let stored = events_on_nats(&client, &names, 6).await;
+    let types: Vec<&str> = stored[4..]
+        .iter()
+        .map(|s| s.event["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, [ACCEPTED, "dev.herald.notification.cancelled"]);
     app.stop().await;
 }
 
@@ -1253,7 +1268,7 @@ async fn relay_throughput_to_nats(backend: Backend) {
     let path = dir.path().join("relay.toml");
     std::fs::write(&path, names.sink(&sink, SHARED_URL)).unwrap();
     let config = herald::config::Config::load(Some(&path), std::iter::empty()).unwrap();
-    let relay = herald::relay::Relay::build(&config, app.store.clone(), Default::default())
+    let relay = herald::relay::Relay::build(&config, app.store.clone())
         .await
         .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();

@@ -51,8 +51,6 @@ pub struct AppState {
     pub inbox: Arc<Inbox>,
     /// Signalled after a commit that made work due, so the dispatcher starts at once.
     pub wake: Arc<tokio::sync::Notify>,
-    /// Signalled after an enqueue commits its `accepted` events, so the relay publishes at once.
-    pub relay_wake: crate::relay::Wake,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// The web console's signed-in people.
     pub sessions: Arc<console::Sessions>,
@@ -67,10 +65,9 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// New notifications were committed: their work is due and their events are written.
+    /// New notifications were committed: their work is due (the store wakes the relay itself).
     pub fn enqueued(&self) {
         self.wake.notify_one();
-        self.relay_wake.events_written();
     }
 }
 

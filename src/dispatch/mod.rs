@@ -68,7 +68,6 @@ pub struct Dispatcher {
     /// for due work at once instead of waiting for its next poll.
     wake: Arc<Notify>,
     /// Told after each record, which writes the notification's events.
-    relay_wake: crate::relay::Wake,
     /// Records that finish together share a transaction.
     records: GroupCommit<Records>,
     files: Arc<files::Files>,
@@ -87,7 +86,6 @@ impl Dispatcher {
         routes: Arc<Routes>,
         settings: Settings,
         wake: Arc<Notify>,
-        relay_wake: crate::relay::Wake,
     ) -> Self {
         Dispatcher {
             records: GroupCommit::start(store.clone()),
@@ -95,7 +93,6 @@ impl Dispatcher {
             routes,
             settings,
             wake,
-            relay_wake,
             files: Arc::default(),
         }
     }
@@ -330,7 +327,6 @@ impl Dispatcher {
             routes: self.routes.clone(),
             settings: self.settings.clone(),
             wake: self.wake.clone(),
-            relay_wake: self.relay_wake.clone(),
             files: self.files.clone(),
         }
     }

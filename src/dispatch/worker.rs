@@ -31,7 +31,6 @@ pub(super) struct Worker {
     pub(super) routes: Arc<Routes>,
     pub(super) settings: Settings,
     pub(super) wake: Arc<Notify>,
-    pub(super) relay_wake: crate::relay::Wake,
     pub(super) files: Arc<files::Files>,
 }
 
@@ -305,7 +304,6 @@ impl Worker {
         for attempt in 1.. {
             match self.records.submit((claim.clone(), decision.clone())).await {
                 Ok(Recorded::Applied(n)) => {
-                    self.relay_wake.events_written();
                     tracing::Span::current().record("state", n.state.as_str());
                     // The route whose attempts it settled: after a failover, not `n`'s.
                     if let Some(settlement) = &decision.settle {

@@ -51,32 +51,10 @@ const GAUGE_INTERVAL: Duration = Duration::from_secs(1);
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a relay waits after the database failed it.
 const STORE_PAUSE: Duration = Duration::from_secs(1);
-/// The least time between the starts of two claims a [`Wake`] brings on: under load, signals
-/// come with every commit, and a claim per signal would cost the database a few round trips
-/// for an event or two; this way batches grow with the load instead.
+/// The least time between the starts of two claims that the store's word of written events
+/// brings on: under load, that word comes with every commit, and a claim per signal would cost
+/// the database a few round trips for an event or two; this way batches grow with the load.
 const WOKEN_GAP: Duration = Duration::from_millis(10);
-
-/// Tells the relay that events were committed, so that each sink's loop claims them at once
-/// rather than at its next poll. Told by the commits that write most events — an enqueue over
-/// HTTP, a send's record; the poll stays for the rest (another process, the NATS inbox, vendor
-/// callbacks, cancellations, circuit changes, a person's review, an operator's pause). A signal
-/// sent while a loop is busy is kept for it, so none is lost between a claim that found nothing
-/// and the wait after it.
-#[derive(Clone)]
-pub struct Wake(Arc<watch::Sender<()>>);
-
-impl Default for Wake {
-    fn default() -> Wake {
-        Wake(Arc::new(watch::channel(()).0))
-    }
-}
-
-impl Wake {
-    /// Events were committed.
-    pub fn events_written(&self) {
-        self.0.send_replace(());
-    }
-}
 
 /// Where events go: publishes a batch and says, per event and in order, whether it landed.
 #[async_trait]
@@ -179,7 +157,6 @@ pub struct Relay {
     /// Every sink's name: an event is done once all of them published it.
     names: Arc<[String]>,
     settings: Settings,
-    wake: Wake,
 }
 
 /// What one step of a sink's loop did.
@@ -197,11 +174,7 @@ enum Stepped {
 impl Relay {
     /// Builds every configured sink (the log sink on stdout if there are none). Checks what can
     /// be checked before any event: secrets, a webhook URL the SSRF guard refuses.
-    pub async fn build(
-        config: &Config,
-        store: Arc<dyn Outbox>,
-        wake: Wake,
-    ) -> anyhow::Result<Relay> {
+    pub async fn build(config: &Config, store: Arc<dyn Outbox>) -> anyhow::Result<Relay> {
         let mut sinks: Vec<(String, Arc<dyn Sink>)> = Vec::new();
         for (name, sink) in &config.sinks {
             let built = build_sink(name, sink)
@@ -223,7 +196,6 @@ impl Relay {
             sinks,
             names,
             settings: Settings::from(&config.relay),
-            wake,
         })
     }
 
@@ -260,7 +232,7 @@ impl Relay {
             sink: sink.clone(),
             names: self.names.clone(),
             settings: self.settings.clone(),
-            written: self.wake.0.subscribe(),
+            written: self.store.events_written(),
         }
     }
 }
@@ -325,7 +297,9 @@ struct SinkWorker {
     sink: Arc<dyn Sink>,
     names: Arc<[String]>,
     settings: Settings,
-    /// [`Wake`]'s signals.
+    /// The store's word that this process committed events: a signal sent while the loop is
+    /// busy is kept for it, so none is lost between a claim that found nothing and the wait
+    /// after it. Events another process commits wait for the poll.
     written: watch::Receiver<()>,
 }
 

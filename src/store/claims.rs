@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::Transaction;
 use time::OffsetDateTime;
 use tracing::field::Empty;
 use uuid::Uuid;
@@ -15,7 +14,7 @@ use super::QueueStats;
 use super::rows::{AttemptRow, AttemptWithOwner, ClaimedRow, SiblingRow, rows_into};
 use super::rows::{attempt_columns, claimed_columns, look_alike_columns};
 use super::rows::{corrupt, refused_for_good};
-use super::seam::{Arg, Conn, Dialect, SqlStore, args};
+use super::seam::{Arg, Conn, Dialect, SqlStore, Tx, args};
 use super::{Claim, ClaimMode, Prepare, RouteSlot, StoreError, StoreResult, Timestamp};
 use crate::domain::{Attempt, Notification, Sibling, suppression_recipient};
 use crate::review::Reason;
@@ -189,7 +188,7 @@ impl<D: Dialect> SqlStore<D> {
         routes: &[RouteSlot],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         match Self::claim_in(&mut tx, now, lease, limit, routes, prepare).await {
             Ok(claims) => {
                 tx.commit().await?;
@@ -209,7 +208,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// [`SqlStore::claim_once`] in `tx`: chooses, leases and reads the claims; commits nothing.
     pub(super) async fn claim_in(
-        tx: &mut Transaction<'static, D::Db>,
+        tx: &mut Tx<D>,
         now: OffsetDateTime,
         lease: Duration,
         limit: u32,
@@ -226,7 +225,7 @@ impl<D: Dialect> SqlStore<D> {
     /// queued one starts an attempt, by a send deadline within its route's send window (in
     /// `routes`; none for a route held back), a `sending` one is reconciled.
     async fn take(
-        tx: &mut Transaction<'static, D::Db>,
+        tx: &mut Tx<D>,
         due: Vec<(Uuid, String)>,
         now: OffsetDateTime,
         lease: Duration,
@@ -358,10 +357,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Marks the sends among `claims` whose recipient the tenant has suppressed: one statement
     /// for the whole claim, in its transaction, rather than one per send.
-    async fn mark_suppressed(
-        tx: &mut Transaction<'static, D::Db>,
-        claims: &mut [Claim],
-    ) -> StoreResult<()> {
+    async fn mark_suppressed(tx: &mut Tx<D>, claims: &mut [Claim]) -> StoreResult<()> {
         let sends: Vec<Recipient> = claims
             .iter()
             .filter(|c| matches!(c.mode, ClaimMode::Send { .. }))
@@ -406,7 +402,7 @@ impl<D: Dialect> SqlStore<D> {
         limit: u32,
         routes: &[RouteSlot],
     ) -> StoreResult<usize> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let due: Vec<(Uuid, String)> = tx
             .fetch_all(D::CLAIM_DUE, claim_due_args(now, limit, routes))
             .await?;
@@ -484,7 +480,7 @@ impl<D: Dialect> Claims for SqlStore<D> {
         held: &[String],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let due: Vec<(Uuid, String)> = tx
             .fetch_all(
                 D::CLAIM_EXPIRED,
@@ -536,7 +532,7 @@ impl<D: Dialect> Claims for SqlStore<D> {
         send_deadline: OffsetDateTime,
     ) -> StoreResult<Option<Attempt>> {
         let n = &claim.notification;
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let next: Option<(i32,)> = tx
             .fetch_optional(
                 "UPDATE notifications

@@ -5,7 +5,7 @@
 use time::OffsetDateTime;
 
 use super::rows::{NotificationRow, attempts_of, insert_event};
-use super::seam::{Arg, Conn, Dialect, args};
+use super::seam::{Arg, Conn, Dialect, Tx, args};
 use super::{EventType, OutboxEvent, StoreResult};
 use crate::domain::{Notification, NotificationId, Reported, reopen};
 
@@ -30,7 +30,7 @@ const REOPEN: &str = concat!(
 /// stored about it, and reopens it where the evidence contradicts it, with its `reopened` event.
 /// The notification as reopened, if it was.
 pub(super) async fn hold_against_evidence<D: Dialect>(
-    tx: &mut sqlx::Transaction<'static, D::Db>,
+    tx: &mut Tx<D>,
     n: Notification,
     now: OffsetDateTime,
 ) -> StoreResult<Option<Notification>> {
@@ -58,11 +58,11 @@ pub(super) async fn hold_against_evidence<D: Dialect>(
         && let Some(final_state) = EventType::of_final(reopened.state)
     {
         let event = OutboxEvent::for_notification(&reopened, final_state, now);
-        insert_event(&mut **tx, &event).await?;
+        insert_event(tx, &event).await?;
     }
     let mut event = OutboxEvent::for_notification(&reopened, EventType::Reopened, now);
     event.data["contradiction"] = reopen.why.clone().into();
-    insert_event(&mut **tx, &event).await?;
+    insert_event(tx, &event).await?;
     tracing::warn!(
         notification_id = %n.id,
         route = %n.route,

@@ -17,7 +17,7 @@ use super::rows::{
     corrupt, insert_event, insert_events,
 };
 use super::rows::{by_idempotency_key, claimed_columns, notification_columns};
-use super::seam::{ACCEPT_TRIES, Arg, Conn, Dialect, SqlStore, args};
+use super::seam::{ACCEPT_TRIES, Arg, Conn, Dialect, SqlStore, Tx, args};
 use super::{
     AcceptOutcome, CancelKey, Cancellation, EventType, InboxOutcome, ListFilter, NewAccept,
     NewInboxEvent, NotificationDetail, Outage, OutboxEvent, StoreError, StoreResult,
@@ -205,7 +205,7 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     async fn try_accept(&self, items: &[NewAccept]) -> StoreResult<Vec<AcceptOutcome>> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let mut outcomes: Vec<Option<AcceptOutcome>> = items.iter().map(|_| None).collect();
         // A batch to many recipients often carries one file: it is written once (per tenant:
         // a group may hold several tenants' enqueues, and each stores its own).
@@ -238,7 +238,7 @@ impl<D: Dialect> SqlStore<D> {
                 .partition(|&&i| created.contains(&items[i].notification.id.as_uuid()));
             let notifications: Vec<&Notification> =
                 new.iter().map(|&i| &items[i].notification).collect();
-            insert_notifications(&mut *tx, &notifications).await?;
+            insert_notifications(&mut tx, &notifications).await?;
             for &i in &new {
                 let item = &items[i];
                 let files: Vec<&File> = item
@@ -293,7 +293,7 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     async fn try_receive_event(&self, event: &NewInboxEvent) -> StoreResult<Option<InboxOutcome>> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let ids: Vec<Uuid> = event.notifications.iter().map(|n| n.id.as_uuid()).collect();
         // The key decides, as for idempotency keys: on PostgreSQL the insert waits for a
         // concurrent transaction holding the same event and does nothing if that one commits.
@@ -327,7 +327,7 @@ impl<D: Dialect> SqlStore<D> {
             }));
         }
         let notifications: Vec<&Notification> = event.notifications.iter().collect();
-        insert_notifications(&mut *tx, &notifications).await?;
+        insert_notifications(&mut tx, &notifications).await?;
         if !event.notifications.is_empty() {
             D::wake_others(&mut tx).await?;
         }
@@ -363,7 +363,7 @@ impl<D: Dialect> SqlStore<D> {
                 value,
             ),
         };
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let mut cancelled: Vec<NotificationId> =
             Self::cancel_in(&mut tx, candidates, args![tenant, value], now)
                 .await?
@@ -394,7 +394,7 @@ impl<D: Dialect> SqlStore<D> {
     /// ([`certainty::end`]) over its attempts says whether its cancellation is `known` or
     /// `unknown` (then it waits in review). The ones cancelled, as they now stand.
     async fn cancel_in(
-        tx: &mut sqlx::Transaction<'static, D::Db>,
+        tx: &mut Tx<D>,
         candidates: &'static str,
         args: Vec<Arg>,
         now: OffsetDateTime,
@@ -438,7 +438,7 @@ impl<D: Dialect> SqlStore<D> {
         for row in rows {
             let notification: Notification = row.try_into()?;
             insert_event(
-                &mut **tx,
+                tx,
                 &OutboxEvent::for_notification(&notification, EventType::Cancelled, now),
             )
             .await?;
@@ -449,9 +449,9 @@ impl<D: Dialect> SqlStore<D> {
 }
 
 /// New `queued` notifications with their `accepted` events.
-async fn insert_notifications(conn: &mut impl Conn, ns: &[&Notification]) -> StoreResult<()> {
+async fn insert_notifications<D: Dialect>(tx: &mut Tx<D>, ns: &[&Notification]) -> StoreResult<()> {
     INSERT_NOTIFICATIONS
-        .execute(conn, ns, |n, args| {
+        .execute(&mut **tx, ns, |n, args| {
             args.extend([
                 Arg::from(n.id),
                 Arg::from(&n.tenant),
@@ -476,7 +476,7 @@ async fn insert_notifications(conn: &mut impl Conn, ns: &[&Notification]) -> Sto
         .iter()
         .map(|n| OutboxEvent::for_notification(n, EventType::Accepted, n.created_at))
         .collect();
-    insert_events(conn, &events).await
+    insert_events(tx, &events).await
 }
 
 /// The attachment contents of a new notification not yet written in this transaction, and the
@@ -583,7 +583,7 @@ impl<D: Dialect> Notifications for SqlStore<D> {
         id: NotificationId,
         now: OffsetDateTime,
     ) -> StoreResult<Notification> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let cancelled = Self::cancel_in(&mut tx, D::CANCEL.by_id, args![tenant, id], now).await?;
         let Some(notification) = cancelled.into_iter().next() else {
             drop(tx);

@@ -20,6 +20,10 @@ use async_trait::async_trait;
 /// failure.
 #[async_trait]
 pub trait Outbox: Send + Sync {
+    /// Changes each time this process commits outbox events, whoever wrote them (see
+    /// `seam::EventsWritten`): the relay claims them at once rather than at its next poll.
+    fn events_written(&self) -> tokio::sync::watch::Receiver<()>;
+
     /// Deletes up to `limit` events that every sink published before `published_before`;
     /// returns how many went.
     async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64>;
@@ -66,8 +70,12 @@ pub trait Outbox: Send + Sync {
 
 #[async_trait]
 impl<D: Dialect> Outbox for SqlStore<D> {
+    fn events_written(&self) -> tokio::sync::watch::Receiver<()> {
+        self.2.subscribe()
+    }
+
     async fn prune_outbox(&self, published_before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let deleted = tx
             .execute(
                 "DELETE FROM outbox WHERE seq IN (
@@ -89,7 +97,7 @@ impl<D: Dialect> Outbox for SqlStore<D> {
         lease: Duration,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedEvent>> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let due: Vec<EventRow> = tx
             .fetch_all(D::RELAY.due, args![sink, now, i64::from(limit)])
             .await?;
@@ -128,7 +136,7 @@ impl<D: Dialect> Outbox for SqlStore<D> {
             return Ok(());
         }
         let ids = || Arg::Uuids(events.to_vec());
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let newly: Vec<(Uuid,)> = tx
             .fetch_all(
                 D::RELAY.published,
@@ -172,7 +180,7 @@ impl<D: Dialect> Outbox for SqlStore<D> {
         if events.is_empty() {
             return Ok(());
         }
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         tx.execute(
             D::RELAY.hold,
             vec![
@@ -201,8 +209,8 @@ impl<D: Dialect> Outbox for SqlStore<D> {
     }
 
     async fn add_event(&self, event: &OutboxEvent) -> StoreResult<()> {
-        let mut tx = self.0.begin().await?;
-        insert_event(&mut *tx, event).await?;
+        let mut tx = self.begin().await?;
+        insert_event(&mut tx, event).await?;
         tx.commit().await?;
         Ok(())
     }

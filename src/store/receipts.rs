@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::rows::{ClaimedRow, corrupt};
-use super::seam::{Arg, Conn, Dialect, SqlStore, args};
+use super::seam::{Arg, Conn, Dialect, SqlStore, Tx, args};
 use super::{
     CallbacksTaken, Claim, EventType, LiftSuppression, NewCallbacks, NewSuppression, OutboxEvent,
     StoreError, StoreResult, SuppressionFilter, Timestamp,
@@ -150,7 +150,7 @@ impl<D: Dialect> SqlStore<D> {
     /// they are taken in notification order: row locks taken in id order, as the worker's
     /// group commit takes them, cannot deadlock with it.
     async fn try_take_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let mut taken = CallbacksTaken::default();
         let mut known = Vec::with_capacity(callbacks.events.len());
         for event in &callbacks.events {
@@ -207,7 +207,7 @@ async fn sent_on_route(
 
 /// One new event's effects, or nothing for a repeat.
 async fn take_one<D: Dialect>(
-    tx: &mut sqlx::Transaction<'static, D::Db>,
+    tx: &mut Tx<D>,
     callbacks: &NewCallbacks,
     event: &CallbackEvent,
     id: NotificationId,
@@ -264,7 +264,7 @@ async fn take_one<D: Dialect>(
             .await?;
             let mut outbox = OutboxEvent::for_notification(&notification, EventType::Receipt, now);
             outbox.data["receipt"] = serde_json::to_value(&receipt).unwrap_or(Value::Null);
-            super::rows::insert_event(&mut **tx, &outbox).await?;
+            super::rows::insert_event(tx, &outbox).await?;
         }
     }
 
@@ -308,7 +308,7 @@ async fn take_one<D: Dialect>(
 /// that record's transaction (later evidence held against it afterwards may still reopen it).
 /// Whether anything was settled, and the notification if it finished.
 async fn settle<D: Dialect>(
-    tx: &mut sqlx::Transaction<'static, D::Db>,
+    tx: &mut Tx<D>,
     id: NotificationId,
     route: &str,
     idempotency_window: Option<Duration>,
@@ -374,7 +374,7 @@ async fn settle<D: Dialect>(
         if let Some(row) = row {
             let n: Notification = row.try_into()?;
             let event = OutboxEvent::for_notification(&n, EventType::Delivered, now);
-            super::rows::insert_event(&mut **tx, &event).await?;
+            super::rows::insert_event(tx, &event).await?;
             finished = Some(n);
         }
     }
@@ -387,7 +387,7 @@ async fn settle<D: Dialect>(
 /// (no idempotency window: only a lone send under the key is proven). The notification as it
 /// ends, if the reports finished it (with its `delivered` event).
 pub(super) async fn settle_recorded<D: Dialect>(
-    tx: &mut sqlx::Transaction<'static, D::Db>,
+    tx: &mut Tx<D>,
     claim: &Claim,
     decision: &Decision,
     now: OffsetDateTime,
@@ -581,14 +581,14 @@ impl<D: Dialect> Receipts for SqlStore<D> {
     }
 
     async fn suppress(&self, new: &NewSuppression) -> StoreResult<bool> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let added = suppress(&mut *tx, new).await?;
         tx.commit().await?;
         Ok(added)
     }
 
     async fn lift_suppression(&self, lift: &LiftSuppression) -> StoreResult<Suppression> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let row: Option<SuppressionRow> = tx
             .fetch_optional(
                 LIFT,

@@ -4,14 +4,13 @@
 
 use std::collections::HashMap;
 
-use sqlx::Transaction;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::many::Rows;
 use super::rows::notification_columns;
 use super::rows::{NotificationRow, SETTLE, insert_event, insert_events};
-use super::seam::{Arg, Conn, Dialect, SqlStore, args};
+use super::seam::{Arg, Conn, Dialect, SqlStore, Tx, args};
 use super::{Claim, EventType, OutboxEvent, Recorded, StoreError, StoreResult};
 use crate::domain::{
     AttemptOutcome, AttemptResult, Certainty, Decision, Next, Notification, NotificationId, State,
@@ -229,7 +228,7 @@ impl<D: Dialect> SqlStore<D> {
     /// a time, each still fenced by its own claim. The notifications their claims still held,
     /// as they now stand, by id.
     async fn record_plain(
-        tx: &mut Transaction<'static, D::Db>,
+        tx: &mut Tx<D>,
         items: &[(Claim, Decision)],
         now: OffsetDateTime,
     ) -> StoreResult<HashMap<Uuid, Notification>> {
@@ -295,7 +294,7 @@ impl<D: Dialect> SqlStore<D> {
                 EventType::of_final(n.state).map(|kind| OutboxEvent::for_notification(n, kind, now))
             })
             .collect();
-        insert_events(&mut **tx, &events).await?;
+        insert_events(tx, &events).await?;
         if applied.values().any(|n| n.state == State::Queued) {
             D::wake_others(tx).await?;
         }
@@ -306,7 +305,7 @@ impl<D: Dialect> SqlStore<D> {
     /// review differ only in `update`, the statement that moves the notification (fenced by
     /// generation either way).
     pub(super) async fn record_in(
-        tx: &mut Transaction<'static, D::Db>,
+        tx: &mut Tx<D>,
         update: &'static str,
         in_review: bool,
         claim: &Claim,
@@ -433,7 +432,7 @@ impl<D: Dialect> SqlStore<D> {
         let changed = !(in_review && notification.state == State::Unknown);
         if let Some(event_type) = EventType::of_final(notification.state).filter(|_| changed) {
             insert_event(
-                &mut **tx,
+                tx,
                 &OutboxEvent::for_notification(&notification, event_type, now),
             )
             .await?;
@@ -453,7 +452,7 @@ impl<D: Dialect> Recording for SqlStore<D> {
         items: &[(Claim, Decision)],
         now: OffsetDateTime,
     ) -> StoreResult<Vec<Recorded>> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let mut applied = Self::record_plain(&mut tx, items, now).await?;
         let mut recorded = Vec::with_capacity(items.len());
         for (claim, decision) in items {
@@ -484,7 +483,7 @@ impl<D: Dialect> Recording for SqlStore<D> {
         decision: &Decision,
         now: OffsetDateTime,
     ) -> StoreResult<Recorded> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let mut recorded =
             Self::record_in(&mut tx, RECORD_IN_REVIEW, true, claim, decision, now).await?;
         // What its look-up found is held against what came late, as a worker's record is.

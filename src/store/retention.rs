@@ -47,7 +47,7 @@ fn first_id_at(t: OffsetDateTime) -> Uuid {
 #[async_trait]
 impl<D: Dialect> Retention for SqlStore<D> {
     async fn forget_keys(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let keys = tx
             .execute(
                 "DELETE FROM idempotency_keys WHERE (tenant, key) IN (
@@ -73,7 +73,7 @@ impl<D: Dialect> Retention for SqlStore<D> {
         limit: u32,
         refusals: PermanentRefusals,
     ) -> StoreResult<u64> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let refusals_final = refusals == PermanentRefusals::Final;
         let ids: Vec<(Uuid,)> = tx
             .fetch_all(
@@ -99,7 +99,7 @@ impl<D: Dialect> Retention for SqlStore<D> {
     }
 
     async fn forget_files(&self, before: OffsetDateTime, limit: u32) -> StoreResult<u64> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         // The time is checked again outside the subquery: on PostgreSQL a delete that waited for
         // an enqueue's row lock rechecks the row as that enqueue left it (marked used now), where
         // the subquery's answer stays as it was when the delete began.

@@ -186,7 +186,7 @@ impl<D: Dialect> Review for SqlStore<D> {
         let resend = change.resend.is_some();
         let renew = change.resend.is_some_and(|r| r.renew_key);
         let lift_expiry = change.resend.is_some_and(|r| r.lift_expiry);
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         // The person's word is written before the state that rests on it (the store refuses a
         // `known` beside an ambiguity nothing settled): the fence is tested, and the row taken,
         // first.
@@ -284,7 +284,7 @@ impl<D: Dialect> Review for SqlStore<D> {
         )
         .await?;
         insert_event(
-            &mut *tx,
+            &mut tx,
             &OutboxEvent::for_notification(&notification, EventType::Resolved, now),
         )
         .await?;
@@ -302,7 +302,7 @@ impl<D: Dialect> Review for SqlStore<D> {
             .iter()
             .map(|(id, generation)| (id.as_uuid(), *generation))
             .collect();
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         tx.execute(
             "DELETE FROM review_previews WHERE expires_at <= $1",
             args![preview.created_at],
@@ -345,7 +345,7 @@ impl<D: Dialect> Review for SqlStore<D> {
 
     /// Deletes the preview: `Conflict` if it is gone already (another confirmation took it).
     async fn use_review_preview(&self, tenant: &str, token_hash: &[u8]) -> StoreResult<()> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let deleted = tx
             .execute(
                 "DELETE FROM review_previews WHERE token_hash = $1 AND tenant = $2",

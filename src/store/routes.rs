@@ -67,7 +67,7 @@ impl From<PauseRow> for RoutePause {
 #[async_trait]
 impl<D: Dialect> RoutePauses for SqlStore<D> {
     async fn pause_route(&self, pause: &RoutePause) -> StoreResult<RoutePause> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let paused = tx
             .execute(
                 PAUSE,
@@ -83,7 +83,7 @@ impl<D: Dialect> RoutePauses for SqlStore<D> {
             == 1;
         if paused {
             insert_event(
-                &mut *tx,
+                &mut tx,
                 &OutboxEvent::for_route(
                     &pause.route,
                     EventType::RoutePaused,
@@ -116,11 +116,11 @@ impl<D: Dialect> RoutePauses for SqlStore<D> {
     }
 
     async fn resume_route(&self, by: &RoutePause) -> StoreResult<Option<RoutePause>> {
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         let lifted: Option<PauseRow> = tx.fetch_optional(LIFT, args![&by.route]).await?;
         if lifted.is_some() {
             insert_event(
-                &mut *tx,
+                &mut tx,
                 &OutboxEvent::for_route(
                     &by.route,
                     EventType::RouteResumed,

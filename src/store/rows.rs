@@ -8,6 +8,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::many::Rows;
+use super::seam::Tx;
 use super::seam::{Arg, Conn, Dialect};
 use super::{
     AcceptOutcome, ClaimedEvent, EventType, OutboxEvent, StoreError, StoreResult, Timestamp,
@@ -83,14 +84,23 @@ pub(super) async fn attempts_of<D: Dialect>(
     rows.into_iter().map(|row| row.attempt.try_into()).collect()
 }
 
-pub(super) async fn insert_event(conn: &mut impl Conn, event: &OutboxEvent) -> StoreResult<()> {
-    insert_events(conn, std::slice::from_ref(event)).await
+pub(super) async fn insert_event<D: Dialect>(
+    tx: &mut Tx<D>,
+    event: &OutboxEvent,
+) -> StoreResult<()> {
+    insert_events(tx, std::slice::from_ref(event)).await
 }
 
-/// Outbox events, a few statements for all of them.
-pub(super) async fn insert_events(conn: &mut impl Conn, events: &[OutboxEvent]) -> StoreResult<()> {
+/// Outbox events, a few statements for all of them; the transaction's commit wakes the relay.
+pub(super) async fn insert_events<D: Dialect>(
+    tx: &mut Tx<D>,
+    events: &[OutboxEvent],
+) -> StoreResult<()> {
+    if !events.is_empty() {
+        tx.wrote_events();
+    }
     INSERT_EVENTS
-        .execute(conn, events, |event, args| {
+        .execute(&mut **tx, events, |event, args| {
             args.extend([
                 Arg::from(event.id),
                 Arg::from(&event.tenant),

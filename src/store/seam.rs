@@ -365,11 +365,85 @@ pub(super) struct RetentionStatements {
 }
 
 /// The store, above a dialect.
-pub(super) struct SqlStore<D>(pub(super) D, pub(super) LastOutage);
+pub(super) struct SqlStore<D>(
+    pub(super) D,
+    pub(super) LastOutage,
+    /// Raised by every commit that wrote outbox events (see [`Tx`]).
+    pub(super) EventsWritten,
+);
 
-impl<D> SqlStore<D> {
+impl<D: Dialect> SqlStore<D> {
     pub(super) fn new(dialect: D) -> Self {
-        Self(dialect, LastOutage::default())
+        Self(dialect, LastOutage::default(), EventsWritten::default())
+    }
+
+    /// Begins a write transaction whose commit says so when it wrote events.
+    pub(super) async fn begin(&self) -> StoreResult<Tx<D>> {
+        Ok(Tx {
+            tx: self.0.begin().await?,
+            wrote_events: false,
+            written: self.2.clone(),
+        })
+    }
+}
+
+/// This process's signal that outbox events were committed: the relay's wake-up, raised by the
+/// store itself so that no caller has to remember (a callback's receipt, a cancellation, a
+/// person's resolution, a pause all write events). Other processes' relays hear of them at
+/// their next poll.
+#[derive(Clone)]
+pub(super) struct EventsWritten(Arc<tokio::sync::watch::Sender<()>>);
+
+impl Default for EventsWritten {
+    fn default() -> Self {
+        EventsWritten(Arc::new(tokio::sync::watch::channel(()).0))
+    }
+}
+
+impl EventsWritten {
+    pub(super) fn subscribe(&self) -> tokio::sync::watch::Receiver<()> {
+        self.0.subscribe()
+    }
+}
+
+/// A write transaction that knows whether it wrote outbox events ([`super::rows::insert_events`]
+/// marks it), so that its commit, and only a commit, raises [`EventsWritten`]: a wake-up
+/// before the commit could let the relay look before the events are there.
+pub(super) struct Tx<D: Dialect> {
+    tx: Transaction<'static, D::Db>,
+    wrote_events: bool,
+    written: EventsWritten,
+}
+
+impl<D: Dialect> Tx<D> {
+    pub(super) fn wrote_events(&mut self) {
+        self.wrote_events = true;
+    }
+
+    pub(super) async fn rollback(self) -> StoreResult<()> {
+        Ok(self.tx.rollback().await?)
+    }
+
+    pub(super) async fn commit(self) -> StoreResult<()> {
+        self.tx.commit().await?;
+        if self.wrote_events {
+            self.written.0.send_replace(());
+        }
+        Ok(())
+    }
+}
+
+/// A transaction reads as its connection, as sqlx's own does.
+impl<D: Dialect> std::ops::Deref for Tx<D> {
+    type Target = <D::Db as Database>::Connection;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl<D: Dialect> std::ops::DerefMut for Tx<D> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
     }
 }
 
@@ -444,7 +518,7 @@ impl<D: Dialect> Store for SqlStore<D> {
         }
         // Reads can go on while writes fail (a full disk, a read-only file system, a standby):
         // ready means a write commits.
-        let mut tx = self.0.begin().await?;
+        let mut tx = self.begin().await?;
         tx.execute(
             "UPDATE readiness SET checked_at = $1 WHERE id = 1",
             args![now],
