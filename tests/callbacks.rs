@@ -117,6 +117,29 @@ async fn settled(app: &TestApp, id: &str, what: &str, check: impl Fn(&Value) -> 
     }
 }
 
+/// Counter `name` of route `vendor` with `labels` besides, from `/metrics` (0 where it has no
+/// such series); `None` where `/metrics` does not answer.
+async fn counter(app: &TestApp, name: &str, labels: &[&str]) -> Option<u64> {
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let value = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!("{name}{{"))
+                && l.contains("route=\"vendor\"")
+                && labels.iter().all(|label| l.contains(label))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+    Some(value.unwrap_or(0))
+}
+
 /// What waits for a person: the default view of the review queue.
 async fn review_queue(app: &TestApp) -> Value {
     app.get(ACME_REVIEWER, "/v1/review")
@@ -159,27 +182,9 @@ async fn reports_move_the_receipt_forward_once_whatever_their_order_and_repeats(
         "all six posts answered",
         Duration::from_secs(20),
         || async {
-            let metrics = app
-                .http
-                .get(app.url("/metrics"))
-                .send()
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
-            let count = |result: &str| {
-                metrics
-                    .lines()
-                    .find(|l| {
-                        l.starts_with("herald_callbacks_total{")
-                            && l.contains("route=\"vendor\"")
-                            && l.contains(&format!("result=\"{result}\""))
-                    })
-                    .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-                    .unwrap_or(0)
-            };
-            (count("taken") == 2 && count("repeat") == 4).then_some(())
+            let taken = counter(&app, "herald_callbacks_total", &["result=\"taken\""]).await?;
+            let repeat = counter(&app, "herald_callbacks_total", &["result=\"repeat\""]).await?;
+            (taken == 2 && repeat == 4).then_some(())
         },
     )
     .await;
@@ -406,7 +411,19 @@ async fn a_report_that_came_before_the_ambiguity_settles_it_once_recorded(backen
     assert_eq!(n["attempts"][0]["result"], "ambiguous");
     assert_eq!(n["attempts"][0]["settled_by"], "callback");
     assert_eq!(n["receipt"]["status"], "delivered");
-    // Settled in the record's own transaction: nobody could see it `unknown`.
+    // Settled in the record's own transaction, and counted as the report's settlement (the
+    // store says so; dispatch no longer infers it): nobody could see it `unknown`.
+    let by_report = ["settled_by=\"callback\"", "accepted=\"true\""];
+    // (The worker counts it once its record has committed.)
+    eventually(
+        "the settlement counted",
+        Duration::from_secs(10),
+        || async {
+            let settlements = counter(&app, "herald_settlements_total", &by_report).await?;
+            (settlements == 1).then_some(())
+        },
+    )
+    .await;
     let states = app.db.state_event_types(id.parse().unwrap()).await;
     assert_eq!(
         states,

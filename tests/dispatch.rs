@@ -536,7 +536,7 @@ async fn resent_beside_a_stale_claim(rig: &Rig, second: &Decision) -> (String, C
     };
     assert!(matches!(
         store.record(&fresh, &not_found, later).await.unwrap(),
-        Recorded::Applied(_)
+        Recorded::Applied { .. }
     ));
     let resend = store
         .claim(later, lease, 10, &vendor(), &|_| None)
@@ -552,7 +552,7 @@ async fn resent_beside_a_stale_claim(rig: &Rig, second: &Decision) -> (String, C
     );
     assert!(matches!(
         store.record(&resend, second, later).await.unwrap(),
-        Recorded::Applied(_)
+        Recorded::Applied { .. }
     ));
     (id, stale)
 }
@@ -883,7 +883,10 @@ async fn a_look_up_that_waited_out_a_late_word_settles_it(backend: Backend) {
         let ended = (n["state"].as_str(), n["certainty"].as_str());
         match (covered, &next) {
             (true, Next::Retry { .. }) => {
-                assert!(matches!(recorded, Ok(Recorded::Applied(_))), "{recorded:?}");
+                assert!(
+                    matches!(recorded, Ok(Recorded::Applied { .. })),
+                    "{recorded:?}"
+                );
                 assert_eq!(ended, (Some("queued"), None), "{n:#}");
                 assert_eq!(n["review"], Value::Null, "{n:#}");
                 // Cancelled now, it is known not sent: the database's own rule agrees.
@@ -895,7 +898,10 @@ async fn a_look_up_that_waited_out_a_late_word_settles_it(backend: Backend) {
                 );
             }
             (true, _) => {
-                assert!(matches!(recorded, Ok(Recorded::Applied(_))), "{recorded:?}");
+                assert!(
+                    matches!(recorded, Ok(Recorded::Applied { .. })),
+                    "{recorded:?}"
+                );
                 assert_eq!(ended, (Some("failed"), Some("known")), "{n:#}");
             }
             (false, _) => {

@@ -225,7 +225,7 @@ async fn applied(
     at: OffsetDateTime,
 ) -> Notification {
     match store.record(claim, d, at).await.unwrap() {
-        Recorded::Applied(n) => *n,
+        Recorded::Applied { notification, .. } => *notification,
         Recorded::Fenced => panic!("the claim was not expected to be lost"),
     }
 }
@@ -1105,7 +1105,10 @@ async fn a_lost_claim_changes_nothing_but_its_own_attempts_evidence(backend: Bac
         attempt: Some(outcome(2, AttemptResult::Accepted, Some("resent-ref"))),
         ..decision(finish(State::Delivered, Certainty::Known))
     };
-    let Recorded::Applied(n) = store.record(&fresh, &resent, t).await.unwrap() else {
+    let Recorded::Applied {
+        notification: n, ..
+    } = store.record(&fresh, &resent, t).await.unwrap()
+    else {
         panic!("the fresh claim records");
     };
     assert_eq!(
@@ -1254,7 +1257,11 @@ async fn records_sharing_a_transaction_are_each_fenced_by_their_own_claim_and_fa
     assert!(
         matches!(
             recorded.as_slice(),
-            [Recorded::Applied(_), Recorded::Fenced, Recorded::Applied(_)]
+            [
+                Recorded::Applied { .. },
+                Recorded::Fenced,
+                Recorded::Applied { .. }
+            ]
         ),
         "{recorded:?}"
     );
@@ -2228,7 +2235,7 @@ async fn a_requery_in_review_is_fenced_and_emits_only_on_change(backend: Backend
             .record_in_review(&as_claim, &nothing, t)
             .await
             .unwrap(),
-        Recorded::Applied(_)
+        Recorded::Applied { .. }
     ));
     assert!(
         matches!(

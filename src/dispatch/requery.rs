@@ -87,7 +87,7 @@ pub async fn requery(
         .record_in_review(&claim, &decision, OffsetDateTime::now_utc())
         .await?
     {
-        Recorded::Applied(_) => Ok(Requeried { answer, settled }),
+        Recorded::Applied { .. } => Ok(Requeried { answer, settled }),
         Recorded::Fenced => Err(RequeryRefused::Changed),
     }
 }

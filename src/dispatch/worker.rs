@@ -15,7 +15,7 @@ use super::policy::{Asked, Attribution, Hold, Plan, Situation, Step};
 use super::routes::Sent;
 use super::{RECORD_PAUSE, Route, Routes, Settings, files, policy, routes};
 use crate::domain::{
-    Decision, Next, Notification, SettledBy, Sibling, State, Suppression, SuppressionReason,
+    Decision, Next, Notification, SettledBy, Sibling, Suppression, SuppressionReason,
     suppression_recipient,
 };
 use crate::store::{
@@ -303,24 +303,17 @@ impl Worker {
     async fn commit(&self, claim: &Claim, mut decision: Decision, leased_until: Instant) {
         for attempt in 1.. {
             match self.records.submit((claim.clone(), decision.clone())).await {
-                Ok(Recorded::Applied(n)) => {
+                Ok(Recorded::Applied {
+                    notification: n,
+                    settled_by_report,
+                }) => {
                     tracing::Span::current().record("state", n.state.as_str());
                     // The route whose attempts it settled: after a failover, not `n`'s.
                     if let Some(settlement) = &decision.settle {
                         let route = &claim.notification.route;
                         crate::telemetry::settled(route, settlement.by, settlement.accepted);
                     }
-                    // A vendor's report, taken while the attempt was in flight, proved what
-                    // this step could not: the record finished it delivered.
-                    if n.state == State::Delivered
-                        && !matches!(
-                            decision.next,
-                            Next::Finish {
-                                state: State::Delivered,
-                                ..
-                            }
-                        )
-                    {
+                    if settled_by_report {
                         crate::telemetry::settled(
                             &claim.notification.route,
                             SettledBy::Callback,

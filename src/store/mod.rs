@@ -365,10 +365,15 @@ pub struct RouteSlot {
 /// route's adapter builds it from the notification, without I/O). `None` where it cannot.
 pub type Prepare<'a> = &'a (dyn Fn(&Notification) -> Option<Request> + Send + Sync);
 
-/// What [`Store::record`] did.
+/// What [`Recording::record`] did.
 #[derive(Debug, Clone)]
 pub enum Recorded {
-    Applied(Box<Notification>),
+    Applied {
+        notification: Box<Notification>,
+        /// A vendor's report, taken while the attempt was in flight, settled what the step left
+        /// ambiguous, in the same transaction (the step's own settlement is in its decision).
+        settled_by_report: bool,
+    },
     /// The claim was lost (its lease expired and another worker claimed the notification).
     Fenced,
 }

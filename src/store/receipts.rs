@@ -384,26 +384,26 @@ async fn settle<D: Dialect>(
 /// Within a worker's record, before its event: a vendor report may have come while the attempt
 /// was in flight, before there was an ambiguity to settle; settle by it now that there is, so
 /// that no crash between the two can leave a proven send in review. Conservative about keys
-/// (no idempotency window: only a lone send under the key is proven). The notification as it
-/// ends, if the reports finished it (with its `delivered` event).
+/// (no idempotency window: only a lone send under the key is proven). Whether the reports
+/// settled an attempt now, and the notification as it ends if they finished it (with its
+/// `delivered` event).
 pub(super) async fn settle_recorded<D: Dialect>(
     tx: &mut Tx<D>,
     claim: &Claim,
     decision: &Decision,
     now: OffsetDateTime,
-) -> StoreResult<Option<Notification>> {
+) -> StoreResult<(bool, Option<Notification>)> {
     if !leaves_unsettled(claim, decision) {
-        return Ok(None);
+        return Ok((false, None));
     }
-    let (_, finished) = settle::<D>(
+    settle::<D>(
         tx,
         claim.notification.id,
         &claim.notification.route,
         None,
         now,
     )
-    .await?;
-    Ok(finished)
+    .await
 }
 
 /// Whether the record leaves an ambiguous attempt unsettled, which a vendor's report that came

@@ -422,11 +422,16 @@ impl<D: Dialect> SqlStore<D> {
         // an ambiguity to settle. Settled by it now, in this transaction, no crash can leave a
         // proven send in review; where that finishes it, the state recorded above was never
         // seen, and the report's `delivered` is its event.
-        if !in_review
-            && let Some(finished) =
-                super::receipts::settle_recorded::<D>(tx, claim, decision, now).await?
-        {
-            return Ok(Recorded::Applied(Box::new(finished)));
+        let (settled_by_report, finished) = if in_review {
+            (false, None)
+        } else {
+            super::receipts::settle_recorded::<D>(tx, claim, decision, now).await?
+        };
+        if let Some(finished) = finished {
+            return Ok(Recorded::Applied {
+                notification: Box::new(finished),
+                settled_by_report,
+            });
         }
         // In review, a requery that settles nothing leaves it `unknown`: no state changed.
         let changed = !(in_review && notification.state == State::Unknown);
@@ -440,7 +445,10 @@ impl<D: Dialect> SqlStore<D> {
         if notification.state == State::Queued {
             D::wake_others(tx).await?;
         }
-        Ok(Recorded::Applied(Box::new(notification)))
+        Ok(Recorded::Applied {
+            notification: Box::new(notification),
+            settled_by_report,
+        })
     }
 }
 
@@ -457,18 +465,25 @@ impl<D: Dialect> Recording for SqlStore<D> {
         let mut recorded = Vec::with_capacity(items.len());
         for (claim, decision) in items {
             let mut outcome = match applied.remove(&claim.notification.id.as_uuid()) {
-                Some(n) => Recorded::Applied(Box::new(n)),
+                Some(n) => Recorded::Applied {
+                    notification: Box::new(n),
+                    settled_by_report: false,
+                },
                 // Any other record, and a plain one its claim no longer holds (whose answer
                 // may still be late evidence), one at a time.
                 None => Self::record_in(&mut tx, RECORD, false, claim, decision, now).await?,
             };
             // Evidence came while it was being sent: hold this record against it.
-            if let Recorded::Applied(n) = &outcome
-                && n.late_evidence
-                && let Some(reopened) =
-                    super::evidence::hold_against_evidence::<D>(&mut tx, (**n).clone(), now).await?
+            if let Recorded::Applied { notification, .. } = &mut outcome
+                && notification.late_evidence
+                && let Some(reopened) = super::evidence::hold_against_evidence::<D>(
+                    &mut tx,
+                    (**notification).clone(),
+                    now,
+                )
+                .await?
             {
-                outcome = Recorded::Applied(Box::new(reopened));
+                *notification = Box::new(reopened);
             }
             recorded.push(outcome);
         }
@@ -487,12 +502,13 @@ impl<D: Dialect> Recording for SqlStore<D> {
         let mut recorded =
             Self::record_in(&mut tx, RECORD_IN_REVIEW, true, claim, decision, now).await?;
         // What its look-up found is held against what came late, as a worker's record is.
-        if let Recorded::Applied(n) = &recorded
-            && n.late_evidence
+        if let Recorded::Applied { notification, .. } = &mut recorded
+            && notification.late_evidence
             && let Some(reopened) =
-                super::evidence::hold_against_evidence::<D>(&mut tx, (**n).clone(), now).await?
+                super::evidence::hold_against_evidence::<D>(&mut tx, (**notification).clone(), now)
+                    .await?
         {
-            recorded = Recorded::Applied(Box::new(reopened));
+            *notification = Box::new(reopened);
         }
         tx.commit().await?;
         Ok(recorded)
