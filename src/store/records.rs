@@ -483,7 +483,7 @@ impl<D: Dialect> Recording for SqlStore<D> {
                 )
                 .await?
             {
-                *notification = Box::new(reopened);
+                **notification = reopened;
             }
             recorded.push(outcome);
         }
@@ -508,7 +508,7 @@ impl<D: Dialect> Recording for SqlStore<D> {
                 super::evidence::hold_against_evidence::<D>(&mut tx, (**notification).clone(), now)
                     .await?
         {
-            *notification = Box::new(reopened);
+            **notification = reopened;
         }
         tx.commit().await?;
         Ok(recorded)
