@@ -21,7 +21,7 @@
 //! attempt is refused by the database itself (the trigger of migration 0022, the same test in
 //! SQL), so that no path — a new one included — can record more certainty than it has.
 
-use super::contradiction::left_late;
+use super::evidence::left_late;
 use super::{Attempt, AttemptResult, Certainty, State};
 
 /// Whether `a` may have left a message with a vendor that nothing accounts for (see the module

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::certainty;
-use super::evidence::{COVERS_LATE, may_have_left_late};
+use super::evidence::left_late;
 use super::{
     Attempt, AttemptResult, Certainty, Delivery, Notification, Reported, SettledBy, State,
 };
@@ -65,23 +65,6 @@ enum Message<'a> {
 fn late_acceptance(a: &Attempt) -> Option<Option<&str>> {
     a.taken_late().then(|| a.late_reference())
 }
-
-/// A lost call that outlived its send deadline's promise: its request may have left after
-/// another worker's look-up found nothing (see [`crate::domain::evidence::MAY_HAVE_LEFT_LATE`]),
-/// no look-up has waited it out since ([`COVERS_LATE`]), and no person has resolved the
-/// notification since.
-pub fn left_late(a: &Attempt) -> bool {
-    may_have_left_late(&a.evidence["late_result"]["evidence"])
-        && a.evidence[REVIEWED] != true
-        && !a.evidence["settlement"]["evidence"][COVERS_LATE]
-            .as_array()
-            .is_some_and(|covered| covered.contains(&a.n.into()))
-}
-
-/// Set on an attempt's evidence, beside its left-late `late_result`, once a person resolved
-/// its notification. (A key of its own: evidence only ever gains top-level keys, which both
-/// databases merge alike.)
-pub const REVIEWED: &str = "late_result_reviewed";
 
 /// How a settlement of `a` came out, if one did.
 fn settled(a: &Attempt) -> Option<&str> {
@@ -303,6 +286,7 @@ fn late_sentence(a: &Attempt, maybe_left_late: bool) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use crate::domain::evidence::REVIEWED;
     use serde_json::{Value, json};
     use time::OffsetDateTime;
     use time::macros::datetime;

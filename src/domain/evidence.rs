@@ -18,6 +18,8 @@ use utoipa::openapi::schema::{
 };
 use utoipa::openapi::{KnownFormat, Ref, RefOr};
 
+use super::Attempt;
+
 /// The component's name in the OpenAPI document.
 pub const SCHEMA_NAME: &str = "Evidence";
 
@@ -206,6 +208,23 @@ pub fn schema() -> RefOr<Schema> {
         .additional_properties(Some(AdditionalProperties::FreeForm(true)))
         .into()
 }
+
+/// A lost call that outlived its send deadline's promise: its request may have left after
+/// another worker's look-up found nothing (see [`MAY_HAVE_LEFT_LATE`]),
+/// no look-up has waited it out since ([`COVERS_LATE`]), and no person has resolved the
+/// notification since.
+pub fn left_late(a: &Attempt) -> bool {
+    may_have_left_late(&a.evidence["late_result"]["evidence"])
+        && a.evidence[REVIEWED] != true
+        && !a.evidence["settlement"]["evidence"][COVERS_LATE]
+            .as_array()
+            .is_some_and(|covered| covered.contains(&a.n.into()))
+}
+
+/// Set on an attempt's evidence, beside its left-late `late_result`, once a person resolved
+/// its notification. (A key of its own: evidence only ever gains top-level keys, which both
+/// databases merge alike.)
+pub const REVIEWED: &str = "late_result_reviewed";
 
 #[cfg(test)]
 mod tests {

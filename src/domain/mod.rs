@@ -23,9 +23,10 @@ mod values;
 pub use attachment::{AttachmentRules, File, MAX_ATTACHMENTS, NewAttachment};
 pub use category::{Categories, LIST_UNSUBSCRIBE, LIST_UNSUBSCRIBE_POST, Unsubscribe};
 pub use cloudevent::CloudEvent;
-pub use contradiction::{REVIEWED, Reopen, left_late, reopen};
+pub use contradiction::{Reopen, reopen};
 pub use decision::{AttemptOutcome, Decision, Next, Settlement};
 pub use email::grants_sender;
+pub use evidence::{REVIEWED, left_late};
 pub use herald_provider::Channel;
 pub use notification::{
     Attempt, CHANNEL_SCHEMA, Content, Contradiction, Notification, NotificationRequest, Resolution,

@@ -84,26 +84,3 @@ pub fn redact_url(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
-
-/// The migrations of one backend, embedded at build time (no `migrate!` macro: it would need
-/// sqlx's compile-time machinery for two databases).
-pub(super) fn migrator(sources: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Migrator {
-    use sqlx::migrate::{Migration, MigrationType, Migrator};
-    use std::borrow::Cow;
-    let migrations = sources
-        .iter()
-        .map(|(version, description, sql)| {
-            Migration::new(
-                *version,
-                Cow::Borrowed(*description),
-                MigrationType::Simple,
-                sqlx::SqlStr::from_static(sql),
-                false,
-            )
-        })
-        .collect::<Vec<_>>();
-    Migrator {
-        migrations: Cow::Owned(migrations),
-        ..Migrator::DEFAULT
-    }
-}

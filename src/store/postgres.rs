@@ -161,7 +161,7 @@ impl Postgres {
             .acquire_timeout(Duration::from_secs(3))
             .connect_with(options)
             .await?;
-        super::open::migrator(MIGRATIONS).run(&pool).await?;
+        super::seam::migrator(MIGRATIONS).run(&pool).await?;
         Ok(Postgres { pool })
     }
 

@@ -364,6 +364,29 @@ pub(super) struct RetentionStatements {
     pub notifications: &'static str,
 }
 
+/// The migrations of one backend, embedded at build time (no `migrate!` macro: it would need
+/// sqlx's compile-time machinery for two databases).
+pub(super) fn migrator(sources: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Migrator {
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    use std::borrow::Cow;
+    let migrations = sources
+        .iter()
+        .map(|(version, description, sql)| {
+            Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                sqlx::SqlStr::from_static(sql),
+                false,
+            )
+        })
+        .collect::<Vec<_>>();
+    Migrator {
+        migrations: Cow::Owned(migrations),
+        ..Migrator::DEFAULT
+    }
+}
+
 /// The store, above a dialect.
 pub(super) struct SqlStore<D>(
     pub(super) D,

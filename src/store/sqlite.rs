@@ -188,7 +188,7 @@ impl Sqlite {
             })
             .connect_with(options.clone())
             .await?;
-        super::open::migrator(MIGRATIONS).run(&writer).await?;
+        super::seam::migrator(MIGRATIONS).run(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(READERS)
             .acquire_timeout(Duration::from_secs(10))
