@@ -126,7 +126,7 @@ impl utoipa::Modify for CommonAnswers {
         use utoipa::openapi::content::ContentBuilder;
         use utoipa::openapi::header::HeaderBuilder;
         use utoipa::openapi::response::ResponseBuilder;
-        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         use utoipa::openapi::{Ref, RefOr};
         let components = openapi.components.get_or_insert_default();
@@ -141,6 +141,17 @@ impl utoipa::Modify for CommonAnswers {
             crate::domain::CHANNEL_SCHEMA.to_owned(),
             crate::domain::channel_component().into(),
         );
+        // A route's `provider`, as the vendors this build has: a list written by hand falls
+        // behind the registry (it named 12 of 15).
+        if let Some(RefOr::T(Schema::Object(route))) = components.schemas.get_mut("RouteBody") {
+            let providers = ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(crate::config::ProviderConfig::NAMES.iter().copied()))
+                .description(Some("The adapter: the route's `provider`."));
+            route
+                .properties
+                .insert("provider".to_owned(), providers.into());
+        }
         let header = |schema_type: Type, description: &str| {
             HeaderBuilder::new()
                 .schema(ObjectBuilder::new().schema_type(schema_type))

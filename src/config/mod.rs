@@ -19,7 +19,7 @@ mod load;
 mod routes;
 mod sections;
 
-pub use routes::{RouteConfig, TokenConfig};
+pub use routes::{ProviderConfig, RouteConfig, TokenConfig};
 pub use sections::{
     ATTACHMENT_MEMORY_BYTES, AttachmentsConfig, CategoryConfig, DEV_TENANT, DatabaseConfig,
     DispatchConfig, EventMapping, InboxConfig, InboxNatsConfig, RelayConfig, RetentionConfig,

@@ -1343,10 +1343,10 @@ export interface components {
             pace: components["schemas"]["PaceBody"];
             paused_by_operator?: null | components["schemas"]["PauseShown"];
             /**
-             * @description The adapter: the route's `provider` (`smtp`, `resend`, `sparkpost`, `postmark`, `sendgrid`,
-             *     `ses`, `mailjet`, `twilio`, `telnyx`, `onesignal`, `webhook`, `sandbox`).
+             * @description The adapter: the route's `provider`.
+             * @enum {string}
              */
-            provider: string;
+            provider: "sandbox" | "webhook" | "resend" | "smtp" | "twilio" | "mailjet" | "onesignal" | "sparkpost" | "postmark" | "sendgrid" | "telnyx" | "ses" | "fcm" | "apns" | "slack";
             /** Format: int64 */
             timeout_seconds: number;
         };

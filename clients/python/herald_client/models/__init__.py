@@ -81,6 +81,7 @@ from .review_body import ReviewBody
 from .review_item import ReviewItem
 from .review_page import ReviewPage
 from .route_body import RouteBody
+from .route_body_provider import RouteBodyProvider
 from .routes_body import RoutesBody
 from .settled_by import SettledBy
 from .state import State
@@ -172,6 +173,7 @@ __all__ = (
     "ReviewItem",
     "ReviewPage",
     "RouteBody",
+    "RouteBodyProvider",
     "RoutesBody",
     "SettledBy",
     "State",

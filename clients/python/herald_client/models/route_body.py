@@ -8,6 +8,7 @@ from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
+from ..models.route_body_provider import RouteBodyProvider
 from ..types import UNSET, Unset
 from typing import cast
 
@@ -41,8 +42,7 @@ class RouteBody:
             name (str):
             operable (bool): Whether this token may pause and resume it: its tenant operates the route.
             pace (PaceBody):
-            provider (str): The adapter: the route's `provider` (`smtp`, `resend`, `sparkpost`, `postmark`, `sendgrid`,
-                `ses`, `mailjet`, `twilio`, `telnyx`, `onesignal`, `webhook`, `sandbox`).
+            provider (RouteBodyProvider): The adapter: the route's `provider`.
             timeout_seconds (int):
             fallback (None | str | Unset): Where its notifications go once it is known not to have taken them.
             paused_by_operator (None | PauseShown | Unset):
@@ -59,7 +59,7 @@ class RouteBody:
     name: str
     operable: bool
     pace: PaceBody
-    provider: str
+    provider: RouteBodyProvider
     timeout_seconds: int
     fallback: None | str | Unset = UNSET
     paused_by_operator: None | PauseShown | Unset = UNSET
@@ -100,7 +100,7 @@ class RouteBody:
 
         pace = self.pace.to_dict()
 
-        provider = self.provider
+        provider = self.provider.value
 
         timeout_seconds = self.timeout_seconds
 
@@ -185,7 +185,10 @@ class RouteBody:
 
 
 
-        provider = d.pop("provider")
+        provider = RouteBodyProvider(d.pop("provider"))
+
+
+
 
         timeout_seconds = d.pop("timeout_seconds")
 
