@@ -12,7 +12,9 @@
 //! - [`retention`]: deletes expired idempotency keys and, when asked, old finished notifications.
 //! - [`app`]: builds the whole service from a config and runs it until shutdown.
 //! - [`server`]: serves HTTP with header timeouts, a connection cap and a shutdown deadline.
-//! - [`cli`]: the command line; [`client`]: its API client (`send`, `status`, `review`).
+//! - [`cli`]: the command line; [`client`]: its API client (`send`, `status`, `review`, `routes`);
+//!   [`check`]: `check-config`'s checks, with `--connect`'s reach of each dependency.
+//! - [`bench`]: `herald bench`, herald measured as deployed (a child `serve`, the sandbox vendor).
 //! - [`telemetry`]: logs and metrics; [`traces`]: OpenTelemetry export and W3C trace context.
 #![forbid(unsafe_code)]
 

@@ -8,7 +8,12 @@
 //! secret into it, nor into a request.
 //!
 //! [`http`] classifies HTTP failures by *when* they happened, so that each vendor adapter states
-//! only what its vendor documents differently.
+//! only what its vendor documents differently. The rest of the kit: [`settings`] (a route's
+//! table read into a vendor's settings, secrets included), [`callback`] (signed delivery reports
+//! read into receipts), [`signature`] (Standard Webhooks signing), [`lookback`] (how far back an
+//! outcome look-up can see), [`timeout`] (the deadline a send keeps), [`Attachment`] (an
+//! email's files as a vendor takes them), [`Redactor`] (secrets kept out of evidence), and,
+//! behind the `fake` feature, [`fake`]'s pieces for a vendor's stand-in in tests.
 #![forbid(unsafe_code)]
 
 mod attachment;
