@@ -35,10 +35,10 @@
 //!   only the outcome query or a person can settle now: then `unknown`.
 //! - Only a route's own vendor settles its attempts; an ambiguity left unsettled on a route it
 //!   failed over from makes any acceptance `duplicate_possible` and any failure `unknown`.
-
 //!
 //! This file decides a send; `query` what a look-up proves; `attribution` which look-alike
 //! message is whose.
+
 use std::time::Duration;
 
 use herald_provider::{Capabilities, Evidence, QueryResult, SendResult};
