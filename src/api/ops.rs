@@ -98,10 +98,10 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 #[openapi(
     info(title = "herald", description = "A notification dispatcher that never claims more than it knows."),
     paths(healthz, readyz, metrics, problem_type,
-          notifications::create, notifications::create_batch, notifications::show,
-          notifications::list, notifications::cancel, notifications::cancel_by_key,
+          notifications::create, notifications::batch::create_batch, notifications::show,
+          notifications::list, notifications::cancel::cancel, notifications::cancel::cancel_by_key,
           events::receive,
-          review::list, review::resolve_one, review::resolve_many, review::requery,
+          review::list, review::resolve_one, review::bulk::resolve_many, review::requery,
           routes::list, routes::pause, routes::resume, callbacks::receive, callbacks::list, callbacks::add, callbacks::lift,
           unsubscribe::one_click, unsubscribe::page),
     components(schemas(Problem)),

@@ -4,6 +4,8 @@
 //! nothing, so they do not burn the key. Every answer that carries a notification carries the
 //! same shape, [`NotificationBody`]: enqueue (new or replayed, alone or in a batch), show, list
 //! and cancel, and review's resolve and requery.
+//!
+//! A batch is `batch`'s, cancellations `cancel`'s; the rest is here.
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
@@ -12,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -23,7 +25,7 @@ use utoipa::ToSchema;
 use super::auth::Principal;
 use super::idempotency::{self, Answer};
 use super::problem::Problem;
-use super::{AppState, json_object, json_object_of_items, typed};
+use super::{AppState, json_object, typed};
 use crate::domain::Scope;
 use crate::domain::evidence;
 use crate::domain::{
@@ -31,14 +33,16 @@ use crate::domain::{
     ReceiptStatus, Resolution, State as NotificationState, check_metadata_key,
 };
 use crate::review::{Policy, Reason};
-use crate::store::{CancelKey, ListFilter, NewAccept, NotificationDetail};
+use crate::store::{ListFilter, NewAccept, NotificationDetail};
 
-pub const MAX_BATCH_ITEMS: usize = 1000;
-/// Distinct attachment contents in one batch: one per item at most. A batch commits in one
-/// transaction, and SQLite's one writer waits for every file it writes (10,000 small ones held
-/// it 1.3 s); a flyer shared by every item is one.
-pub const MAX_BATCH_FILES: usize = MAX_BATCH_ITEMS;
+pub(super) mod batch;
+pub(super) mod cancel;
+
+pub use batch::create_batch;
+pub use cancel::{cancel, cancel_by_key};
+
 const DEFAULT_PAGE: u32 = 50;
+
 const MAX_PAGE: u32 = 200;
 
 /// The routes; the two that enqueue take bodies up to `enqueue_limit`, which leaves room for
@@ -102,6 +106,7 @@ fn within_plain_limit<'a>(
 
 /// How long an enqueue with attachments waits for room in the budget before it is answered 503.
 const BUDGET_WAIT: Duration = Duration::from_secs(10);
+
 /// What an enqueue holds at its peak, in bodies: the body, its parsed form, the content decoded,
 /// and the copies the database's driver makes to store it (measured: `tests/memory.rs`).
 const ENQUEUE_FACTOR: usize = 6;
@@ -417,208 +422,6 @@ fn warn_of_locale_fallback(headers: &mut HeaderMap, body: &Value) {
 /// See [`warn_of_locale_fallback`].
 const LOCALE_FALLBACK_HEADER: &str = "herald-locale-fallback";
 
-// Documentation only: the handler reads the items one by one, so that each bad item gets its
-// own problem.
-/// A batch of notifications to enqueue together.
-#[derive(ToSchema)]
-#[allow(dead_code)]
-pub struct BatchRequest {
-    #[schema(schema_with = batch_items_schema)]
-    items: Vec<Value>,
-}
-
-/// Each item is a [`NotificationRequest`] with its own `idempotency_key`.
-fn batch_items_schema() -> utoipa::openapi::Array {
-    use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
-    use utoipa::openapi::{ArrayBuilder, RefOr};
-    let mut item = match <NotificationRequest as utoipa::PartialSchema>::schema() {
-        RefOr::T(Schema::Object(object)) => object,
-        _ => Object::new(),
-    };
-    item.properties.insert(
-        "idempotency_key".into(),
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .min_length(Some(1))
-            .max_length(Some(255))
-            .into(),
-    );
-    item.required.push("idempotency_key".into());
-    ArrayBuilder::new()
-        .items(item)
-        .min_items(Some(1))
-        .max_items(Some(MAX_BATCH_ITEMS))
-        .build()
-}
-
-/// One item's result in a batch, in request order.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct BatchResult {
-    pub idempotency_key: Option<String>,
-    pub status: u16,
-    /// The original answer was replayed for a key used before with the same body.
-    pub replayed: bool,
-    /// The item's notification, for a `202` (new or replayed).
-    #[schema(value_type = Option<NotificationBody>)]
-    pub notification: Option<Value>,
-    /// Why the item was refused, for any other status; nothing was stored for it.
-    pub problem: Option<Problem>,
-}
-
-impl BatchResult {
-    fn problem(key: Option<String>, problem: Problem) -> Self {
-        BatchResult {
-            idempotency_key: key,
-            status: problem.status,
-            replayed: false,
-            notification: None,
-            problem: Some(problem),
-        }
-    }
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct BatchBody {
-    pub results: Vec<BatchResult>,
-}
-
-/// Enqueue up to 1,000 notifications in one transaction, each with its own `idempotency_key`.
-/// Items that fail validation are answered with their problem and store nothing; the rest
-/// commit together.
-#[utoipa::path(post, path = "/v1/notifications/batch", operation_id = "enqueue_notifications",
-    tag = "notifications",
-    request_body = BatchRequest,
-    params(("traceparent" = Option<String>, Header, description = TRACEPARENT_DOC)),
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Per-item results in request order", body = BatchBody),
-        (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No items, or more than 1,000", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "The token is over its `rate_limit_per_second`, counting every item (`/problems/rate-limited`): nothing was stored; send the same request again after Retry-After", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u32, description = "Seconds until the token may enqueue this many again"))),
-        (status = 503, description = "Nothing was stored: the database is away, or other requests and sends with attachments hold this process's memory for them (`/problems/busy`); send the same request again after Retry-After", body = Problem, content_type = "application/problem+json"),
-    ))]
-pub async fn create_batch(
-    State(state): State<AppState>,
-    principal: Principal,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, Problem> {
-    principal.require(Scope::Send)?;
-    let length = body.as_ref().map_or(0, Bytes::len);
-    let mut body = json_object_of_items(body)?;
-    let items = match body.get_mut("items").map(Value::take) {
-        Some(Value::Array(items)) => {
-            within_plain_limit(&state, length, &items)?;
-            items
-        }
-        _ => {
-            return Err(Problem::invalid_field(crate::domain::FieldError::new(
-                "items",
-                "must be an array of notifications",
-            )));
-        }
-    };
-    if items.is_empty() || items.len() > MAX_BATCH_ITEMS {
-        return Err(Problem::invalid_field(crate::domain::FieldError::new(
-            "items",
-            format!("must hold 1 to {MAX_BATCH_ITEMS} notifications"),
-        )));
-    }
-    // Each item counts, valid or not: the work of reading it is done either way.
-    principal.admit(items.len())?;
-    let now = OffsetDateTime::now_utc();
-    let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(items.len());
-    let mut accepted: Vec<(usize, NewAccept)> = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let field = |f: &str| format!("items[{i}].{f}");
-        let Value::Object(mut object) = item else {
-            results.push(Some(BatchResult::problem(
-                None,
-                Problem::malformed(format!("items[{i}] must be a JSON object")),
-            )));
-            continue;
-        };
-        let key = idempotency::key_of_item(&mut object);
-        let key_text = key.as_ref().ok().map(|k| k.as_str().to_owned());
-        let prepared = key
-            .map_err(Problem::invalid_field)
-            .and_then(|key| prepare(&state, &principal, key, Value::Object(object), now));
-        match prepared {
-            Ok(prepared) => {
-                accepted.push((i, prepared));
-                results.push(None);
-            }
-            Err(mut problem) => {
-                problem.field = problem.field.map(|f| field(&f));
-                results.push(Some(BatchResult::problem(key_text, problem)));
-            }
-        }
-    }
-    let files: std::collections::HashSet<&str> = accepted
-        .iter()
-        .flat_map(|(_, item)| item.files.iter().map(|f| f.sha256.as_str()))
-        .collect();
-    if files.len() > MAX_BATCH_FILES {
-        return Err(Problem::invalid_field(crate::domain::FieldError::new(
-            "items",
-            format!(
-                "carry {} distinct attachment files; a batch carries at most {MAX_BATCH_FILES} \
-                 (send it in parts)",
-                files.len()
-            ),
-        )));
-    }
-    if !accepted.is_empty() {
-        let (positions, mut items): (Vec<usize>, Vec<NewAccept>) = accepted.into_iter().unzip();
-        let enqueue =
-            tracing::info_span!("enqueue", items = items.len(), tenant = %principal.tenant);
-        let outcomes = async {
-            let trace_parent = crate::traces::current_or(super::trace_parent(&headers));
-            for item in &mut items {
-                item.notification.trace_parent = trace_parent.clone();
-            }
-            state.store.accept(&items).await
-        }
-        .instrument(enqueue)
-        .await?;
-        let mut created = 0;
-        for ((i, item), outcome) in positions.into_iter().zip(items).zip(outcomes) {
-            let key = Some(item.key.as_str().to_owned());
-            results[i] = Some(match idempotency::answer(outcome, item.response) {
-                Answer::Created(body) => {
-                    created += 1;
-                    BatchResult {
-                        idempotency_key: key,
-                        status: 202,
-                        replayed: false,
-                        notification: Some(body),
-                        problem: None,
-                    }
-                }
-                Answer::Replayed { status, body } => BatchResult {
-                    idempotency_key: key,
-                    status,
-                    replayed: true,
-                    notification: Some(body),
-                    problem: None,
-                },
-                Answer::Refused(problem) => BatchResult::problem(key, problem),
-            });
-        }
-        if created > 0 {
-            metrics::counter!("herald_notifications_accepted_total").increment(created);
-            state.enqueued();
-        }
-    }
-    let results = results
-        .into_iter()
-        .map(|r| r.expect("every item has a result"))
-        .collect();
-    Ok(Json(BatchBody { results }).into_response())
-}
-
 pub(super) fn parse_id(id: &str) -> Result<NotificationId, Problem> {
     // An id that cannot exist is simply not found: the same answer as another tenant's id.
     NotificationId::parse(id).ok_or_else(Problem::not_found)
@@ -769,106 +572,4 @@ pub async fn list(
         None
     };
     Ok(Json(ListBody { data, next_cursor }))
-}
-
-/// Cancel a notification that is still `queued`; the answer is the notification as it now
-/// stands, as `GET /v1/notifications/{id}` shows it.
-#[utoipa::path(post, path = "/v1/notifications/{id}/cancel", operation_id = "cancel_notification",
-    tag = "notifications", security(("bearer" = [])),
-    params(("id" = String, Path, format = Uuid, description = "The notification id")),
-    responses(
-        (status = 200, description = "Cancelled", body = NotificationBody),
-        (status = 404, description = "No such notification for this tenant", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Not queued any more", body = Problem, content_type = "application/problem+json"),
-    ))]
-pub async fn cancel(
-    State(state): State<AppState>,
-    principal: Principal,
-    Path(id): Path<String>,
-) -> Result<Json<NotificationBody>, Problem> {
-    principal.require(Scope::Send)?;
-    let id = parse_id(&id)?;
-    state
-        .store
-        .cancel(&principal.tenant, id, OffsetDateTime::now_utc())
-        .await?;
-    // Read again for the attempts and review: a queued notification may have tried before.
-    let detail = state.store.notification(&principal.tenant, id).await?;
-    Ok(Json(NotificationBody::of(detail, state.review)))
-}
-
-/// `POST /v1/notifications/cancel`: exactly one of the two keys.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CancelByKey {
-    /// Cancels every notification enqueued with this `cancellation_key` that is still queued.
-    #[schema(example = "signup-flow/user-42")]
-    pub cancellation_key: Option<String>,
-    /// Cancels the notification enqueued under this `Idempotency-Key`, if it is still queued.
-    pub idempotency_key: Option<String>,
-}
-
-/// What a cancellation by key did.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CancelledByKey {
-    /// The notifications the key names that were queued and are now cancelled.
-    #[schema(value_type = Vec<String>)]
-    pub cancelled: Vec<NotificationId>,
-    /// Those it names that it did not cancel, with the state each stands in: claimed,
-    /// ended or cancelled before — or enqueued under the key while it ran (`queued`).
-    pub not_cancelled: Vec<NotCancelled>,
-}
-
-/// A notification a cancellation by key named but could not cancel.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NotCancelled {
-    #[schema(value_type = String, format = Uuid)]
-    pub id: NotificationId,
-    pub state: NotificationState,
-}
-
-/// Cancel, in one transaction, every notification of the tenant's still `queued` under a
-/// `cancellation_key` (or the one enqueued under an `Idempotency-Key`), and say what became of
-/// the rest. A key that names none answers two empty lists.
-#[utoipa::path(post, path = "/v1/notifications/cancel", operation_id = "cancel_notifications_by_key",
-    tag = "notifications", security(("bearer" = [])),
-    request_body = CancelByKey,
-    responses(
-        (status = 200, description = "Cancelled what was queued", body = CancelledByKey),
-        (status = 400, description = "Not a JSON object", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Neither key, both, or one that is not 1 to 255 printable ASCII characters", body = Problem, content_type = "application/problem+json"),
-    ))]
-pub async fn cancel_by_key(
-    State(state): State<AppState>,
-    principal: Principal,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<CancelledByKey>, Problem> {
-    principal.require(Scope::Send)?;
-    let body: CancelByKey = typed(json_object(body)?)?;
-    let (field, key, named): (_, _, fn(String) -> CancelKey) =
-        match (body.cancellation_key, body.idempotency_key) {
-            (Some(key), None) => ("cancellation_key", key, CancelKey::Cancellation),
-            (None, Some(key)) => ("idempotency_key", key, CancelKey::Idempotency),
-            _ => {
-                return Err(Problem::invalid_field(crate::domain::FieldError::new(
-                    "cancellation_key",
-                    "give exactly one of cancellation_key and idempotency_key",
-                )));
-            }
-        };
-    // Both keys follow the Idempotency-Key's rule, and are stored as given.
-    IdempotencyKey::parse(field, &key).map_err(Problem::invalid_field)?;
-    let key = named(key);
-    let done = state
-        .store
-        .cancel_by_key(&principal.tenant, &key, OffsetDateTime::now_utc())
-        .await?;
-    Ok(Json(CancelledByKey {
-        cancelled: done.cancelled,
-        not_cancelled: done
-            .not_cancelled
-            .into_iter()
-            .map(|(id, state)| NotCancelled { id, state })
-            .collect(),
-    }))
 }
