@@ -20,6 +20,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::Principal;
 use super::problem::Problem;
 use super::{AppState, body_bytes, json_object, typed};
+use crate::dispatch::Route;
 use crate::domain::Scope;
 use crate::domain::{
     Channel, FieldError, SettledBy, Suppression, SuppressionReason, suppression_recipient,
@@ -27,7 +28,9 @@ use crate::domain::{
 };
 use crate::review::parse_note;
 use crate::store::{LiftSuppression, NewCallbacks, NewSuppression, StoreError, SuppressionFilter};
-use herald_provider::callback::{CallbackError, CallbackRef, CallbackRequest};
+use herald_provider::callback::{
+    CallbackError, CallbackEvent, CallbackRef, CallbackRequest, Callbacks,
+};
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 200;
@@ -90,63 +93,46 @@ pub async fn receive(
             ),
         ));
     };
-    let outcome = |outcome: &'static str| {
-        metrics::counter!("herald_callbacks_total", "route" => route_name.clone(), "result" => outcome)
-            .increment(1);
-    };
-    let now = OffsetDateTime::now_utc();
     let request = CallbackRequest {
         query: query.as_deref().unwrap_or(""),
         headers: &headers,
         body: &body,
-        now,
+        now: OffsetDateTime::now_utc(),
     };
-    let events = reader.receive(&request).await.map_err(|err| {
-        tracing::info!(route = %route_name, %err, "callback refused");
-        match err {
-            CallbackError::Unauthenticated(detail) => {
-                outcome("unauthenticated");
-                Problem::new(
-                    StatusCode::UNAUTHORIZED,
-                    "callback-unauthenticated",
-                    "The callback is not authenticated",
-                    detail,
-                )
-            }
-            CallbackError::Malformed(detail) => {
-                outcome("malformed");
-                Problem::malformed(detail)
-            }
-            CallbackError::Unreachable(detail) => {
-                outcome("vendor_unreachable");
-                Problem::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "callback-vendor-unreachable",
-                    "The vendor could not be reached to check the callback",
-                    detail,
-                )
-            }
-        }
-    })?;
+    take(&state, route, reader, &request)
+        .await
+        .map(Json)
+        .map_err(|refused| refused.answer(&route_name))
+}
+
+/// Reads a callback with its route's reader, then stores what it reports: each step either
+/// passes it on or refuses it, and [`Refused::answer`] says how.
+async fn take(
+    state: &AppState,
+    route: &Route,
+    reader: &dyn Callbacks,
+    request: &CallbackRequest<'_>,
+) -> Result<CallbackReceipt, Refused> {
+    let route_name = route.name();
+    let events = reader.receive(request).await.map_err(Refused::Reader)?;
     // A replay of reports this process stored lately (a captured callback sent again and
     // again) is the repeat it is: answered so without the database, and without spending the
     // budget the vendor's next real report needs.
     if !events.is_empty() && route.reported_lately(events.iter().map(|e| e.event_id.as_str())) {
-        outcome("repeat");
-        return Ok(Json(CallbackReceipt {
+        counted(route_name, "repeat");
+        return Ok(CallbackReceipt {
             events: events.len(),
             new: 0,
             repeats: events.len(),
             unknown: 0,
-        }));
+        });
     }
     // Counted once the vendor's signature holds: forged requests (a 401 each, after one HMAC)
     // never spend the genuine reports' budget, which keeps a storm of real ones (or of a leaked
     // secret) from the database.
-    if let Err(wait) = route.admit_callback(std::time::Instant::now()) {
-        outcome("rate_limited");
-        return Err(rate_limited(&route_name, wait));
-    }
+    route
+        .admit_callback(std::time::Instant::now())
+        .map_err(Refused::RateLimited)?;
     // A vendor's time that herald could not store and read back is left out, as an unreadable
     // one is: the report is taken, timed at its arrival. Text it cannot store is refused.
     let events: Vec<_> = events
@@ -156,67 +142,131 @@ pub async fn receive(
             event
         })
         .collect();
-    let with_nul = events.iter().find_map(|e| {
-        let (CallbackRef::Key(reference) | CallbackRef::ProviderRef(reference)) = &e.reference;
-        [
-            ("event id", &e.event_id),
-            ("message reference", reference),
-            ("status", &e.vendor_status),
-        ]
-        .into_iter()
-        .find_map(|(what, text)| text.contains('\0').then_some(what))
-    });
-    if let Some(what) = with_nul {
-        outcome("malformed");
-        return Err(Problem::malformed(format!(
-            "the report's {what} holds the NUL character (U+0000)"
-        )));
+    if let Some(what) = events.iter().find_map(holds_nul) {
+        return Err(Refused::Nul(what));
     }
     let count = events.len();
     let ids: Vec<String> = events.iter().map(|e| e.event_id.clone()).collect();
     let taken = state
         .store
         .receive_callbacks(&NewCallbacks {
-            route: route_name.clone(),
+            route: route_name.to_owned(),
             events,
             idempotency_window: route.capabilities().idempotency_window,
-            received_at: now,
+            received_at: request.now,
         })
         .await
         .map_err(|err| match err {
-            StoreError::NotFound => {
-                outcome("unknown_message");
-                Problem::new(
-                    StatusCode::NOT_FOUND,
-                    "callback-unknown-message",
-                    "No such message",
-                    format!(
-                        "no event of the callback names a message sent on route `{route_name}`"
-                    ),
-                )
-            }
-            other => other.into(),
+            StoreError::NotFound => Refused::UnknownMessage,
+            other => Refused::Store(other),
         })?;
     // Reports that named no message may name one later: only a callback whose every report
     // the store holds is remembered.
     if taken.unknown == 0 {
         route.remember_reports(ids.into_iter());
     }
-    outcome(match (taken.new, taken.repeats) {
-        (0, 0) => "ignored",
-        (0, _) => "repeat",
-        _ => "taken",
-    });
+    counted(
+        route_name,
+        match (taken.new, taken.repeats) {
+            (0, 0) => "ignored",
+            (0, _) => "repeat",
+            _ => "taken",
+        },
+    );
     for id in &taken.settled {
         tracing::info!(route = %route_name, notification_id = %id, "a vendor report settled an ambiguous send");
-        crate::telemetry::settled(&route_name, SettledBy::Callback, true);
+        crate::telemetry::settled(route_name, SettledBy::Callback, true);
     }
-    Ok(Json(CallbackReceipt {
+    Ok(CallbackReceipt {
         events: count,
         new: taken.new,
         repeats: taken.repeats,
         unknown: taken.unknown,
-    }))
+    })
+}
+
+/// Counts one callback request by its result (`herald_callbacks_total`).
+fn counted(route: &str, result: &'static str) {
+    metrics::counter!("herald_callbacks_total", "route" => route.to_owned(), "result" => result)
+        .increment(1);
+}
+
+/// What of a report holds the NUL character, which neither database stores as text.
+fn holds_nul(event: &CallbackEvent) -> Option<&'static str> {
+    let (CallbackRef::Key(reference) | CallbackRef::ProviderRef(reference)) = &event.reference;
+    [
+        ("event id", &event.event_id),
+        ("message reference", reference),
+        ("status", &event.vendor_status),
+    ]
+    .into_iter()
+    .find_map(|(what, text)| text.contains('\0').then_some(what))
+}
+
+/// Why herald refused a callback: nothing of it was stored.
+enum Refused {
+    /// The route's reader refused it: not the vendor's, not readable, or not checkable now.
+    Reader(CallbackError),
+    /// Over the route's callback rate: sent again after the wait.
+    RateLimited(std::time::Duration),
+    /// A report's text holds the NUL character.
+    Nul(&'static str),
+    /// No report names a message sent on the route.
+    UnknownMessage,
+    /// The database failed.
+    Store(StoreError),
+}
+
+impl Refused {
+    /// The answer to a refused callback, counted by its result (a database's failure is not a
+    /// callback's result, and counts nothing).
+    fn answer(self, route: &str) -> Problem {
+        let (result, problem) = match self {
+            Refused::Reader(err) => {
+                tracing::info!(route, %err, "callback refused");
+                match err {
+                    CallbackError::Unauthenticated(detail) => (
+                        "unauthenticated",
+                        Problem::new(
+                            StatusCode::UNAUTHORIZED,
+                            "callback-unauthenticated",
+                            "The callback is not authenticated",
+                            detail,
+                        ),
+                    ),
+                    CallbackError::Malformed(detail) => ("malformed", Problem::malformed(detail)),
+                    CallbackError::Unreachable(detail) => (
+                        "vendor_unreachable",
+                        Problem::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "callback-vendor-unreachable",
+                            "The vendor could not be reached to check the callback",
+                            detail,
+                        ),
+                    ),
+                }
+            }
+            Refused::RateLimited(wait) => ("rate_limited", rate_limited(route, wait)),
+            Refused::Nul(what) => (
+                "malformed",
+                Problem::malformed(format!(
+                    "the report's {what} holds the NUL character (U+0000)"
+                )),
+            ),
+            Refused::UnknownMessage => (
+                "unknown_message",
+                Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "callback-unknown-message",
+                    "No such message",
+                    format!("no event of the callback names a message sent on route `{route}`"),
+                ),
+            ),
+            Refused::Store(err) => return err.into(),
+        };
+        counted(route, result);
+        problem
+    }
 }
 
 /// The answer to a callback over its route's rate: nothing read, sent again after `wait`.
