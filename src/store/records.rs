@@ -335,53 +335,120 @@ impl<D: Dialect> SqlStore<D> {
         if !in_review {
             args.push(Arg::from(withdrawn));
         }
-        // A settlement stands before the state that rests on it: the store refuses a `known`
-        // beside an ambiguity still unsettled. So where this step settles, the fence is tested
-        // (and the row taken) first, and nothing is settled where the record is fenced out.
-        let held = match &decision.settle {
-            None => true,
-            Some(settle) => {
-                let fence = if in_review { "unknown" } else { "sending" };
-                let held: Option<(Uuid,)> = tx
-                    .fetch_optional(FENCE, args![id, claim.generation, now, fence])
-                    .await?;
-                if held.is_some() {
-                    tx.execute(
-                        SETTLE,
-                        vec![
-                            Arg::from(id),
-                            Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
-                            Arg::from(settle.by.as_str()),
-                            Arg::json(&settle.record(now)),
-                            Arg::from(&settle.provider_ref),
-                            Arg::from(first_unsettled(claim, decision)),
-                            Arg::from(&claim.notification.route),
-                        ],
-                    )
-                    .await?;
-                }
-                held.is_some()
-            }
-        };
+        let held = Self::settle_first(tx, in_review, claim, decision, now).await?;
         let row: Option<NotificationRow> = match held {
             true => tx.fetch_optional(update, args).await?,
             false => None,
         };
         let Some(row) = row else {
-            if let Some((n, late)) = decision.late_evidence(now) {
-                // Marked first: the mark waits for whoever holds the notification now to
-                // commit, and their record, made later, sees it.
-                let row: NotificationRow = tx.fetch_one(MARK_LATE_EVIDENCE, args![id]).await?;
-                tx.execute(
-                    ANNOTATE_ATTEMPT,
-                    vec![Arg::from(id), Arg::from(n), Arg::json(&late)],
-                )
-                .await?;
-                super::evidence::hold_against_evidence::<D>(tx, row.try_into()?, now).await?;
-            }
+            Self::keep_late_answer(tx, decision, id, now).await?;
             return Ok(Recorded::Fenced);
         };
         let notification: Notification = row.try_into()?;
+        Self::write_attempts(tx, claim, decision, withdrawn, now).await?;
+        // A vendor's report may have come while the attempt was in flight, before there was
+        // an ambiguity to settle. Settled by it now, in this transaction, no crash can leave a
+        // proven send in review; where that finishes it, the state recorded above was never
+        // seen, and the report's `delivered` is its event.
+        let (settled_by_report, finished) = if in_review {
+            (false, None)
+        } else {
+            super::receipts::settle_recorded::<D>(tx, claim, decision, now).await?
+        };
+        if let Some(finished) = finished {
+            return Ok(Recorded::Applied {
+                notification: Box::new(finished),
+                settled_by_report,
+            });
+        }
+        // In review, a requery that settles nothing leaves it `unknown`: no state changed.
+        let changed = !(in_review && notification.state == State::Unknown);
+        if let Some(event_type) = EventType::of_final(notification.state).filter(|_| changed) {
+            insert_event(
+                tx,
+                &OutboxEvent::for_notification(&notification, event_type, now),
+            )
+            .await?;
+        }
+        if notification.state == State::Queued {
+            D::wake_others(tx).await?;
+        }
+        Ok(Recorded::Applied {
+            notification: Box::new(notification),
+            settled_by_report,
+        })
+    }
+
+    /// A settlement stands before the state that rests on it: the store refuses a `known`
+    /// beside an ambiguity still unsettled. So where this step settles, the fence is tested
+    /// (and the row taken) first, and nothing is settled where the record is fenced out.
+    /// Whether the fence holds.
+    async fn settle_first(
+        tx: &mut Tx<D>,
+        in_review: bool,
+        claim: &Claim,
+        decision: &Decision,
+        now: OffsetDateTime,
+    ) -> StoreResult<bool> {
+        let Some(settle) = &decision.settle else {
+            return Ok(true);
+        };
+        let id = claim.notification.id;
+        let fence = if in_review { "unknown" } else { "sending" };
+        let held: Option<(Uuid,)> = tx
+            .fetch_optional(FENCE, args![id, claim.generation, now, fence])
+            .await?;
+        if held.is_some() {
+            tx.execute(
+                SETTLE,
+                vec![
+                    Arg::from(id),
+                    Arg::from(decision.attempt.as_ref().map_or(0, |a| a.n)),
+                    Arg::from(settle.by.as_str()),
+                    Arg::json(&settle.record(now)),
+                    Arg::from(&settle.provider_ref),
+                    Arg::from(first_unsettled(claim, decision)),
+                    Arg::from(&claim.notification.route),
+                ],
+            )
+            .await?;
+        }
+        Ok(held.is_some())
+    }
+
+    /// A record its claim no longer holds keeps the answer it carried, as late evidence on its
+    /// attempt, and holds the notification against it.
+    async fn keep_late_answer(
+        tx: &mut Tx<D>,
+        decision: &Decision,
+        id: NotificationId,
+        now: OffsetDateTime,
+    ) -> StoreResult<()> {
+        if let Some((n, late)) = decision.late_evidence(now) {
+            // Marked first: the mark waits for whoever holds the notification now to
+            // commit, and their record, made later, sees it.
+            let row: NotificationRow = tx.fetch_one(MARK_LATE_EVIDENCE, args![id]).await?;
+            tx.execute(
+                ANNOTATE_ATTEMPT,
+                vec![Arg::from(id), Arg::from(n), Arg::json(&late)],
+            )
+            .await?;
+            super::evidence::hold_against_evidence::<D>(tx, row.try_into()?, now).await?;
+        }
+        Ok(())
+    }
+
+    /// The attempts as the step leaves them: the one a hold withdraws, the one it finished,
+    /// what a look-up found on those still unsettled, and a failover's note on the attempt
+    /// that caused it (the timeline shows the switch there).
+    async fn write_attempts(
+        tx: &mut Tx<D>,
+        claim: &Claim,
+        decision: &Decision,
+        withdrawn: Option<i32>,
+        now: OffsetDateTime,
+    ) -> StoreResult<()> {
+        let id = claim.notification.id;
         if let Some(n) = withdrawn {
             tx.execute(WITHDRAW_ATTEMPT, args![id, n]).await?;
         }
@@ -418,37 +485,7 @@ impl<D: Dialect> SqlStore<D> {
             )
             .await?;
         }
-        // A vendor's report may have come while the attempt was in flight, before there was
-        // an ambiguity to settle. Settled by it now, in this transaction, no crash can leave a
-        // proven send in review; where that finishes it, the state recorded above was never
-        // seen, and the report's `delivered` is its event.
-        let (settled_by_report, finished) = if in_review {
-            (false, None)
-        } else {
-            super::receipts::settle_recorded::<D>(tx, claim, decision, now).await?
-        };
-        if let Some(finished) = finished {
-            return Ok(Recorded::Applied {
-                notification: Box::new(finished),
-                settled_by_report,
-            });
-        }
-        // In review, a requery that settles nothing leaves it `unknown`: no state changed.
-        let changed = !(in_review && notification.state == State::Unknown);
-        if let Some(event_type) = EventType::of_final(notification.state).filter(|_| changed) {
-            insert_event(
-                tx,
-                &OutboxEvent::for_notification(&notification, event_type, now),
-            )
-            .await?;
-        }
-        if notification.state == State::Queued {
-            D::wake_others(tx).await?;
-        }
-        Ok(Recorded::Applied {
-            notification: Box::new(notification),
-            settled_by_report,
-        })
+        Ok(())
     }
 }
 
