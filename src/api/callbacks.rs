@@ -223,7 +223,7 @@ impl Refused {
     fn answer(self, route: &str) -> Problem {
         let (result, problem) = match self {
             Refused::Reader(err) => {
-                tracing::info!(route, %err, "callback refused");
+                tracing::info!(route = %route, %err, "callback refused");
                 match err {
                     CallbackError::Unauthenticated(detail) => (
                         "unauthenticated",

@@ -36,8 +36,8 @@ pub struct RoutesBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RouteBody {
     pub name: String,
-    /// The adapter: the route's `provider`. (Its schema's list of values is the build's own,
-    /// put in by the OpenAPI document's `modify` from the vendors herald is built with.)
+    /// The adapter: the route's `provider`. (Its schema's description names the vendors this
+    /// build has, put in by the OpenAPI document's `modify` from the registry.)
     pub provider: String,
     /// The channels it carries, and those it is the default route of.
     pub channels: Vec<String>,

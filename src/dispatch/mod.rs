@@ -67,7 +67,6 @@ pub struct Dispatcher {
     /// process does, and by this dispatcher when it schedules a retry: the claim loop then looks
     /// for due work at once instead of waiting for its next poll.
     wake: Arc<Notify>,
-    /// Told after each record, which writes the notification's events.
     /// Records that finish together share a transaction.
     records: GroupCommit<Records>,
     files: Arc<files::Files>,

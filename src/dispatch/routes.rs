@@ -4,7 +4,7 @@
 //!
 //! A send is bounded by its attempt's send deadline: every wait before the request is written
 //! (the route's permit, its pace, its circuit) ends by it, the last look at the clock comes
-//! right before the call, and the call is cut at the route's timeout (and [`CALL_SLACK`]). A
+//! right before the call, and the call is cut at the route's timeout (and `CALL_SLACK`). A
 //! send that cannot start in time is held, never sent late: the proof that another worker makes
 //! of "not sent" rests on that deadline.
 //!

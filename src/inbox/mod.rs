@@ -7,7 +7,7 @@
 //! Rendering is strict: a missing variable is an error that names it.
 //!
 //! (`tenant`, `source`, `id`) is recorded in the same transaction as the notifications, with a
-//! unique key that decides races ([`Store::receive_event`]): a repeat creates nothing and
+//! unique key that decides races ([`Notifications::receive_event`]): a repeat creates nothing and
 //! answers the notifications the first one created. Events come over HTTP
 //! (`POST /v1/events`, in `api`) or from NATS JetStream ([`nats`]).
 

@@ -320,9 +320,13 @@ impl SinkWorker {
                     failing = 0;
                     continue;
                 }
+                // One commit may write several events of one notification (a report's receipt
+                // and its delivery), and each claim takes only the earliest: what it left waits
+                // for no further word, so the loop looks again shortly, and only an idle step
+                // waits for the next word or the poll.
                 Ok(Stepped::Published { full: false } | Stepped::Partly) => {
                     failing = 0;
-                    (self.settings.poll_interval, true)
+                    (WOKEN_GAP, false)
                 }
                 Ok(Stepped::Idle) => (self.settings.poll_interval, true),
                 Ok(Stepped::Failed(failure)) => {

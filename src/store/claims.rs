@@ -43,7 +43,7 @@ pub trait Claims: Send + Sync {
     ) -> StoreResult<Vec<Claim>>;
 
     /// Queued notifications on the routes `held` back (paused, circuit open, waiting out a
-    /// vendor's pause) whose expiry has passed, up to `limit`, claimed as [`Store::claim`]
+    /// vendor's pause) whose expiry has passed, up to `limit`, claimed as [`Claims::claim`]
     /// does: an expiry wins over every hold, and the worker ends them without a vendor call.
     async fn claim_expired(
         &self,
@@ -179,7 +179,7 @@ fn lease_expired_evidence(now: OffsetDateTime) -> Value {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    /// [`Store::claim`]'s transaction.
+    /// [`Claims::claim`]'s transaction.
     pub(super) async fn claim_once(
         &self,
         now: OffsetDateTime,
@@ -470,7 +470,7 @@ impl<D: Dialect> Claims for SqlStore<D> {
         claimed
     }
 
-    /// [`Store::claim_expired`]: the held routes' queued work whose expiry passed, leased as
+    /// [`Claims::claim_expired`]: the held routes' queued work whose expiry passed, leased as
     /// a claim is, for the worker to end without a vendor call.
     async fn claim_expired(
         &self,

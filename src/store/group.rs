@@ -37,7 +37,7 @@ pub trait Batch: Send + Sync + 'static {
     async fn commit(store: &dyn Store, items: &[Self::Item]) -> StoreResult<Vec<Self::Outcome>>;
 }
 
-/// Single enqueues: [`Store::accept`].
+/// Single enqueues: [`Notifications::accept`](super::Notifications::accept).
 pub struct Accepts;
 
 #[async_trait]
@@ -54,7 +54,8 @@ impl Batch for Accepts {
     }
 }
 
-/// The dispatcher's records: [`Store::record_all`], at the time of the commit.
+/// The dispatcher's records: [`Recording::record_all`](super::Recording::record_all), at the
+/// time of the commit.
 pub struct Records;
 
 #[async_trait]

@@ -39,7 +39,7 @@ pub trait Notifications: Send + Sync {
         id: NotificationId,
     ) -> StoreResult<NotificationDetail>;
 
-    /// Newest first, each with its attempts and resolutions, as [`Store::notification`] shows
+    /// Newest first, each with its attempts and resolutions, as [`Notifications::notification`] shows
     /// one: the API lists notifications in the shape it shows one in.
     async fn list(&self, tenant: &str, filter: &ListFilter)
     -> StoreResult<Vec<NotificationDetail>>;
@@ -140,7 +140,7 @@ impl<D: Dialect> SqlStore<D> {
         row.ok_or(StoreError::NotFound)
     }
 
-    /// Notifications with their attempts and resolutions, as [`Store::notification`] shows one.
+    /// Notifications with their attempts and resolutions, as [`Notifications::notification`] shows one.
     pub(super) async fn details(
         &self,
         rows: Vec<ClaimedRow>,
@@ -337,7 +337,7 @@ impl<D: Dialect> SqlStore<D> {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    /// One try at [`Store::cancel_by_key`].
+    /// One try at [`Notifications::cancel_by_key`].
     async fn try_cancel_by_key(
         &self,
         tenant: &str,

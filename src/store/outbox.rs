@@ -20,8 +20,9 @@ use async_trait::async_trait;
 /// failure.
 #[async_trait]
 pub trait Outbox: Send + Sync {
-    /// Changes each time this process commits outbox events, whoever wrote them (see
-    /// `seam::EventsWritten`): the relay claims them at once rather than at its next poll.
+    /// Changes each time this store (one per process) commits outbox events, whoever wrote
+    /// them (see `seam::EventsWritten`): the relay claims them at once rather than at its next
+    /// poll.
     fn events_written(&self) -> tokio::sync::watch::Receiver<()>;
 
     /// Deletes up to `limit` events that every sink published before `published_before`;

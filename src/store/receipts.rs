@@ -146,7 +146,7 @@ enum Taken {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    /// One try at [`SqlStore::take_callbacks`]. Every event's notification is found first and
+    /// One try at [`Receipts::receive_callbacks`]. Every event's notification is found first and
     /// they are taken in notification order: row locks taken in id order, as the worker's
     /// group commit takes them, cannot deadlock with it.
     async fn try_take_callbacks(&self, callbacks: &NewCallbacks) -> StoreResult<CallbacksTaken> {

@@ -301,7 +301,7 @@ pub(super) trait Dialect: Send + Sync + 'static {
     async fn snapshot(&self) -> StoreResult<Transaction<'static, Self::Db>>;
     /// Tells other herald processes, once `tx` commits, that work is due.
     async fn wake_others(tx: &mut <Self::Db as Database>::Connection) -> StoreResult<()>;
-    /// See [`Store::listen_for_work`].
+    /// See [`Claims::listen_for_work`](super::Claims::listen_for_work).
     async fn listen_for_work(&self, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken);
     /// See [`Store::close`].
     async fn close(&self);

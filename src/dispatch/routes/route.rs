@@ -526,14 +526,14 @@ impl Route {
 
 /// What [`Route::admit`] decided: the call goes ahead, holding what it was given, or herald
 /// refuses it itself (the route rests or an operator sends its work to the fallback).
-pub(super) enum Admission<'a> {
+enum Admission<'a> {
     Go(Admitted<'a>),
     Refused(SendResult),
 }
 
 /// What an admitted call holds until it ends: a permit of the route's concurrency, room for its
 /// files' contents, the request with those contents put in, and when the clock was last read.
-pub(super) struct Admitted<'a> {
+struct Admitted<'a> {
     _permit: tokio::sync::SemaphorePermit<'a>,
     _room: Option<Reserved>,
     expanded: Option<Request>,
