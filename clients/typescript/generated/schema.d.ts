@@ -1342,11 +1342,8 @@ export interface components {
             operable: boolean;
             pace: components["schemas"]["PaceBody"];
             paused_by_operator?: null | components["schemas"]["PauseShown"];
-            /**
-             * @description The adapter: the route's `provider`.
-             * @enum {string}
-             */
-            provider: "sandbox" | "webhook" | "resend" | "smtp" | "twilio" | "mailjet" | "onesignal" | "sparkpost" | "postmark" | "sendgrid" | "telnyx" | "ses" | "fcm" | "apns" | "slack";
+            /** @description The adapter: the route's `provider`; this build has `sandbox`, `webhook`, `resend`, `smtp`, `twilio`, `mailjet`, `onesignal`, `sparkpost`, `postmark`, `sendgrid`, `telnyx`, `ses`, `fcm`, `apns`, `slack`. */
+            provider: string;
             /** Format: int64 */
             timeout_seconds: number;
         };

@@ -81,7 +81,6 @@ from .review_body import ReviewBody
 from .review_item import ReviewItem
 from .review_page import ReviewPage
 from .route_body import RouteBody
-from .route_body_provider import RouteBodyProvider
 from .routes_body import RoutesBody
 from .settled_by import SettledBy
 from .state import State
@@ -173,7 +172,6 @@ __all__ = (
     "ReviewItem",
     "ReviewPage",
     "RouteBody",
-    "RouteBodyProvider",
     "RoutesBody",
     "SettledBy",
     "State",

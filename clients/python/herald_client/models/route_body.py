@@ -8,7 +8,6 @@ from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
-from ..models.route_body_provider import RouteBodyProvider
 from ..types import UNSET, Unset
 from typing import cast
 
@@ -42,7 +41,8 @@ class RouteBody:
             name (str):
             operable (bool): Whether this token may pause and resume it: its tenant operates the route.
             pace (PaceBody):
-            provider (RouteBodyProvider): The adapter: the route's `provider`.
+            provider (str): The adapter: the route's `provider`; this build has `sandbox`, `webhook`, `resend`, `smtp`,
+                `twilio`, `mailjet`, `onesignal`, `sparkpost`, `postmark`, `sendgrid`, `telnyx`, `ses`, `fcm`, `apns`, `slack`.
             timeout_seconds (int):
             fallback (None | str | Unset): Where its notifications go once it is known not to have taken them.
             paused_by_operator (None | PauseShown | Unset):
@@ -59,7 +59,7 @@ class RouteBody:
     name: str
     operable: bool
     pace: PaceBody
-    provider: RouteBodyProvider
+    provider: str
     timeout_seconds: int
     fallback: None | str | Unset = UNSET
     paused_by_operator: None | PauseShown | Unset = UNSET
@@ -100,7 +100,7 @@ class RouteBody:
 
         pace = self.pace.to_dict()
 
-        provider = self.provider.value
+        provider = self.provider
 
         timeout_seconds = self.timeout_seconds
 
@@ -185,10 +185,7 @@ class RouteBody:
 
 
 
-        provider = RouteBodyProvider(d.pop("provider"))
-
-
-
+        provider = d.pop("provider")
 
         timeout_seconds = d.pop("timeout_seconds")
 
