@@ -72,19 +72,37 @@ pub(super) fn detail(value: &Value) -> String {
 
 /// A notification's timeline, readable by a person.
 pub(super) fn timeline(n: &Value, why: Option<&str>) -> String {
-    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
     let mut out = String::new();
+    summary(&mut out, n, why);
+    attempts(&mut out, n);
+    receipts(&mut out, n);
+    resolutions(&mut out, n);
+    out
+}
+
+/// A field as the timeline prints it: `-` where it is absent.
+fn or_dash(v: &Value) -> &str {
+    v.as_str().unwrap_or("-")
+}
+
+/// What the notification is and where it stands.
+fn summary(out: &mut String, n: &Value, why: Option<&str>) {
     let _ = writeln!(
         out,
         "{} {} to {} via route `{}`",
-        text(&n["id"]),
-        text(&n["channel"]),
-        text(&n["to"]),
-        text(&n["route"])
+        or_dash(&n["id"]),
+        or_dash(&n["channel"]),
+        or_dash(&n["to"]),
+        or_dash(&n["route"])
     );
-    let _ = writeln!(out, "state      {} ({})", state_of(n), text(&n["delivery"]));
-    let _ = writeln!(out, "created    {}", text(&n["created_at"]));
-    let _ = writeln!(out, "updated    {}", text(&n["updated_at"]));
+    let _ = writeln!(
+        out,
+        "state      {} ({})",
+        state_of(n),
+        or_dash(&n["delivery"])
+    );
+    let _ = writeln!(out, "created    {}", or_dash(&n["created_at"]));
+    let _ = writeln!(out, "updated    {}", or_dash(&n["updated_at"]));
     if let Some(next) = n["next_attempt_at"].as_str() {
         let _ = writeln!(out, "next try   {next}");
     }
@@ -95,8 +113,8 @@ pub(super) fn timeline(n: &Value, why: Option<&str>) -> String {
         let _ = writeln!(
             out,
             "attached   {} ({}, {} bytes)",
-            text(&a["filename"]),
-            text(&a["content_type"]),
+            or_dash(&a["filename"]),
+            or_dash(&a["content_type"]),
             a["size"]
         );
     }
@@ -111,59 +129,71 @@ pub(super) fn timeline(n: &Value, why: Option<&str>) -> String {
     if let Some(why) = why {
         let _ = writeln!(out, "in review  {why}");
     }
+}
+
+/// Every attempt, with its evidence, settlement, look-up and failover.
+fn attempts(out: &mut String, n: &Value) {
     let _ = writeln!(out, "\nattempts");
     let attempts = n["attempts"].as_array().cloned().unwrap_or_default();
     if attempts.is_empty() {
         let _ = writeln!(out, "  none yet");
     }
     for a in &attempts {
-        let _ = writeln!(
-            out,
-            "  #{} {} → {}  on {}  {}{}  key {}{}",
-            a["n"],
-            text(&a["started_at"]),
-            text(&a["finished_at"]),
-            text(&a["route"]),
-            text(&a["result"]),
-            match a["permanent"].as_bool() {
-                Some(true) => " (permanent)",
-                Some(false) => " (transient)",
-                None => "",
-            },
-            text(&a["provider_idempotency_key"]),
-            a["provider_ref"]
-                .as_str()
-                .map(|r| format!("  ref {r}"))
-                .unwrap_or_default()
-        );
-        let evidence = &a["evidence"];
-        let _ = writeln!(
-            out,
-            "      {}{}: {}",
-            evidence["stage"].as_str().unwrap_or("?"),
-            evidence["status"]
-                .as_u64()
-                .map(|s| format!(" {s}"))
-                .unwrap_or_default(),
-            detail(&evidence["detail"])
-        );
-        if let Some(by) = a["settled_by"].as_str() {
-            let settlement = &evidence["settlement"];
-            let _ = writeln!(
-                out,
-                "      settled by {by}: {} {}",
-                settlement["outcome"].as_str().unwrap_or("?"),
-                settlement["evidence"]
-            );
-        }
-        if let Some(look_up) = evidence["look_up"].as_object() {
-            let _ = writeln!(out, "      look-up: {}", Value::Object(look_up.clone()));
-        }
-        if let Some(to) = evidence["failover"]["to"].as_str() {
-            let because = text(&evidence["failover"]["because"]);
-            let _ = writeln!(out, "      then failed over to `{to}`: {because}");
-        }
+        attempt(out, a);
     }
+}
+
+fn attempt(out: &mut String, a: &Value) {
+    let _ = writeln!(
+        out,
+        "  #{} {} → {}  on {}  {}{}  key {}{}",
+        a["n"],
+        or_dash(&a["started_at"]),
+        or_dash(&a["finished_at"]),
+        or_dash(&a["route"]),
+        or_dash(&a["result"]),
+        match a["permanent"].as_bool() {
+            Some(true) => " (permanent)",
+            Some(false) => " (transient)",
+            None => "",
+        },
+        or_dash(&a["provider_idempotency_key"]),
+        a["provider_ref"]
+            .as_str()
+            .map(|r| format!("  ref {r}"))
+            .unwrap_or_default()
+    );
+    let evidence = &a["evidence"];
+    let _ = writeln!(
+        out,
+        "      {}{}: {}",
+        evidence["stage"].as_str().unwrap_or("?"),
+        evidence["status"]
+            .as_u64()
+            .map(|s| format!(" {s}"))
+            .unwrap_or_default(),
+        detail(&evidence["detail"])
+    );
+    if let Some(by) = a["settled_by"].as_str() {
+        let settlement = &evidence["settlement"];
+        let _ = writeln!(
+            out,
+            "      settled by {by}: {} {}",
+            settlement["outcome"].as_str().unwrap_or("?"),
+            settlement["evidence"]
+        );
+    }
+    if let Some(look_up) = evidence["look_up"].as_object() {
+        let _ = writeln!(out, "      look-up: {}", Value::Object(look_up.clone()));
+    }
+    if let Some(to) = evidence["failover"]["to"].as_str() {
+        let because = or_dash(&evidence["failover"]["because"]);
+        let _ = writeln!(out, "      then failed over to `{to}`: {because}");
+    }
+}
+
+/// The vendor's delivery receipts, where it sent any.
+fn receipts(out: &mut String, n: &Value) {
     let receipts = n["receipts"].as_array().cloned().unwrap_or_default();
     if !receipts.is_empty() {
         let _ = writeln!(out, "\nreceipts");
@@ -171,13 +201,17 @@ pub(super) fn timeline(n: &Value, why: Option<&str>) -> String {
             let _ = writeln!(
                 out,
                 "  {} {}  ({}: {})",
-                text(&r["at"]),
-                text(&r["status"]),
-                text(&r["source"]),
-                text(&r["vendor_status"])
+                or_dash(&r["at"]),
+                or_dash(&r["status"]),
+                or_dash(&r["source"]),
+                or_dash(&r["vendor_status"])
             );
         }
     }
+}
+
+/// What people said about it, with their notes.
+fn resolutions(out: &mut String, n: &Value) {
     let resolutions = n["review"]["resolutions"]
         .as_array()
         .cloned()
@@ -188,9 +222,9 @@ pub(super) fn timeline(n: &Value, why: Option<&str>) -> String {
             let _ = writeln!(
                 out,
                 "  {} {}: {}{}{}{} — {:?}",
-                text(&r["at"]),
-                text(&r["principal"]),
-                text(&r["outcome"]),
+                or_dash(&r["at"]),
+                or_dash(&r["principal"]),
+                or_dash(&r["outcome"]),
                 r["then"]
                     .as_str()
                     .map(|t| format!(" + {t}"))
@@ -201,9 +235,8 @@ pub(super) fn timeline(n: &Value, why: Option<&str>) -> String {
                 } else {
                     ""
                 },
-                text(&r["note"])
+                or_dash(&r["note"])
             );
         }
     }
-    out
 }

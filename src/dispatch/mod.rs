@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use time::OffsetDateTime;
 use tokio::sync::{Notify, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use budget::{Budget, Reserved};
 pub use circuit::CircuitState;
 pub use requery::{Requeried, RequeryRefused, requery};
+use routes::PendingGuard;
 pub use routes::{Route, Routes, build_routes, check_route};
 use watchers::{read_pauses, refresh_gauges, report_circuit};
 use worker::Worker;
@@ -100,28 +101,7 @@ impl Dispatcher {
     /// until their routes' timeouts to finish and be recorded. A send cut off by the deadline
     /// (or by SIGKILL) stays `in_flight` until its lease ends, when recovery reconciles it.
     pub async fn run(self, shutdown: CancellationToken) {
-        let listener = tokio::spawn({
-            let (store, wake, shutdown) = (self.store.clone(), self.wake.clone(), shutdown.clone());
-            async move { store.listen_for_work(wake, shutdown).await }
-        });
-        let gauges = tokio::spawn(refresh_gauges(self.store.clone(), shutdown.clone()));
-        let pauses = tokio::spawn(read_pauses(
-            self.store.clone(),
-            self.routes.clone(),
-            self.wake.clone(),
-            shutdown.clone(),
-        ));
-        let circuits: Vec<_> = self
-            .routes
-            .all()
-            .map(|route| {
-                tokio::spawn(report_circuit(
-                    self.store.clone(),
-                    route.name().to_owned(),
-                    route.circuit_changes(),
-                ))
-            })
-            .collect();
+        let watchers = self.watch(&shutdown);
         let permits = Arc::new(Semaphore::new(self.settings.concurrency));
         let mut tasks = JoinSet::new();
         // The last claim took all it had room for: more work is due than this process sends.
@@ -151,15 +131,7 @@ impl Dispatcher {
                 let expired = self.claim_expired(now, free, &slots).await;
                 if !expired.is_empty() {
                     for claim in expired {
-                        let permit = permits
-                            .clone()
-                            .try_acquire_owned()
-                            .expect("claimed no more than free permits");
-                        let worker = self.worker();
-                        tasks.spawn(async move {
-                            worker.dispatch(claim).await;
-                            drop(permit);
-                        });
+                        self.start(&mut tasks, &permits, claim, None);
                     }
                     continue;
                 }
@@ -172,18 +144,7 @@ impl Dispatcher {
             }
             // What a claim may take: the free permits, within what the routes allow.
             let room = free.min(slots.iter().map(|slot| slot.take as usize).sum());
-            // With a backlog, a claim waits for room for a quarter of what the routes that can
-            // take work now may have in flight, rather than taking each send's place as it
-            // frees: a few large claims cost the database fewer round trips per send than many
-            // of one or two, and their sends finish together, so their records share commits
-            // too. (Counted over those routes only: a paused one's share would never free.)
-            let worth_claiming = (self
-                .settings
-                .concurrency
-                .min(self.routes.concurrency(&slots))
-                / 4)
-            .clamp(1, self.settings.batch_size.max(1) as usize);
-            if backlogged && room < worth_claiming && !tasks.is_empty() {
+            if backlogged && room < self.worth_claiming(&slots) && !tasks.is_empty() {
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = tasks.join_next() => continue,
@@ -206,21 +167,80 @@ impl Dispatcher {
             let full = claims.len() >= room;
             backlogged = full;
             for claim in claims {
-                let permit = permits
-                    .clone()
-                    .try_acquire_owned()
-                    .expect("claimed no more than free permits");
                 let pending = self.routes.pending(&claim.notification.route);
-                let worker = self.worker();
-                tasks.spawn(async move {
-                    worker.dispatch(claim).await;
-                    drop((permit, pending));
-                });
+                self.start(&mut tasks, &permits, claim, pending);
             }
             if !full {
                 self.idle(&shutdown, held_back, &mut tasks).await;
             }
         }
+        self.finish(tasks).await;
+        watchers.iter().for_each(|watcher| watcher.abort());
+    }
+
+    /// The background tasks beside the claim loop: the listener for other processes' work,
+    /// the queue gauges, the operators' pauses, and each route's circuit reporter.
+    fn watch(&self, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
+        let listener = tokio::spawn({
+            let (store, wake, shutdown) = (self.store.clone(), self.wake.clone(), shutdown.clone());
+            async move { store.listen_for_work(wake, shutdown).await }
+        });
+        let gauges = tokio::spawn(refresh_gauges(self.store.clone(), shutdown.clone()));
+        let pauses = tokio::spawn(read_pauses(
+            self.store.clone(),
+            self.routes.clone(),
+            self.wake.clone(),
+            shutdown.clone(),
+        ));
+        let circuits = self.routes.all().map(|route| {
+            tokio::spawn(report_circuit(
+                self.store.clone(),
+                route.name().to_owned(),
+                route.circuit_changes(),
+            ))
+        });
+        [listener, gauges, pauses]
+            .into_iter()
+            .chain(circuits)
+            .collect()
+    }
+
+    /// Sends one claim on its own task, holding one of the process's permits (and, where it
+    /// counts against its route, the route's pending guard) until it is recorded.
+    fn start(
+        &self,
+        tasks: &mut JoinSet<()>,
+        permits: &Arc<Semaphore>,
+        claim: Claim,
+        pending: Option<PendingGuard>,
+    ) {
+        let permit = permits
+            .clone()
+            .try_acquire_owned()
+            .expect("claimed no more than free permits");
+        let worker = self.worker();
+        tasks.spawn(async move {
+            worker.dispatch(claim).await;
+            drop((permit, pending));
+        });
+    }
+
+    /// With a backlog, a claim waits for room for a quarter of what the routes that can take
+    /// work now may have in flight, rather than taking each send's place as it frees: a few
+    /// large claims cost the database fewer round trips per send than many of one or two, and
+    /// their sends finish together, so their records share commits too. (Counted over those
+    /// routes only: a paused one's share would never free.)
+    fn worth_claiming(&self, slots: &[RouteSlot]) -> usize {
+        (self
+            .settings
+            .concurrency
+            .min(self.routes.concurrency(slots))
+            / 4)
+        .clamp(1, self.settings.batch_size.max(1) as usize)
+    }
+
+    /// Gives the sends in flight until the longest route timeout to finish and be recorded.
+    async fn finish(&self, mut tasks: JoinSet<()>) {
         let grace = self.routes.longest_timeout() + Duration::from_secs(1);
         let drained =
             tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
@@ -231,10 +251,6 @@ impl Dispatcher {
             );
             tasks.abort_all();
         }
-        listener.abort();
-        gauges.abort();
-        pauses.abort();
-        circuits.iter().for_each(|reporter| reporter.abort());
     }
 
     /// Dispatches until nothing is left to do within `horizon`: every claim is processed, and

@@ -15,7 +15,8 @@ use super::{ACTIONS, reason_label};
 use super::{QUEUE_PAGE, failure, page, rfc3339};
 use crate::api::AppState;
 use crate::api::review::{Filter, ReviewItem};
-use crate::review::Reason;
+use crate::review::{Policy, Reason};
+use crate::store::NotificationDetail;
 
 /// A metric's value from `/metrics`' own text (summed over its series), for the front page;
 /// 0 where it has no series.
@@ -37,10 +38,13 @@ pub(super) struct QueueQuery {
     pub(super) done: Option<String>,
 }
 
+/// An age counter's span: from `since` (inclusive) until `until` (exclusive), open where absent.
+type Bucket = (Option<OffsetDateTime>, Option<OffsetDateTime>);
+
 /// The links of the front page's age counters: each lists exactly the items it counts
 /// (`since` inclusive, `until` exclusive, on the time an item ended in review, which is its
 /// `updated_at` while it waits).
-fn age_buckets(now: OffsetDateTime) -> [(Option<OffsetDateTime>, Option<OffsetDateTime>); 3] {
+fn age_buckets(now: OffsetDateTime) -> [Bucket; 3] {
     let hour = now - time::Duration::hours(1);
     let day = now - time::Duration::days(1);
     [
@@ -85,84 +89,10 @@ pub(super) async fn queue(
         Ok(both) => both,
         Err(err) => return failure(StatusCode::SERVICE_UNAVAILABLE, err.to_string()),
     };
-    let rows: Vec<Value> = items
-        .into_iter()
-        .filter_map(|detail| ReviewItem::of(detail, state.review))
-        .map(|item| {
-            let n = &item.notification.notification;
-            serde_json::json!({
-                "id": n.id.to_string(),
-                "reason": item.reason,
-                "label": reason_label(item.reason),
-                "route": n.route,
-                "to": n.to,
-                "why": item.why,
-                "age": crate::review::age_in_words(now - n.updated_at),
-            })
-        })
-        .collect();
-    // Counters, each the size of the list its link shows: by reason (`?reason=`), and over
-    // what waits for a person (the default view) by route (`?route=`) and by age.
+    let rows = rows(items, state.review, now);
     let buckets = age_buckets(now);
-    let mut by_reason: HashMap<Reason, u64> = HashMap::new();
-    let mut by_route: HashMap<String, u64> = HashMap::new();
-    let mut by_age = [0u64; 3];
-    for detail in &everything {
-        let n = &detail.notification;
-        let Some(reason) = crate::review::reason(n, &detail.attempts) else {
-            continue;
-        };
-        *by_reason.entry(reason).or_default() += 1;
-        if !state.review.waits(reason) {
-            continue;
-        }
-        *by_route.entry(n.route.clone()).or_default() += 1;
-        if let Some(slot) = buckets.iter().position(|(since, until)| {
-            since.is_none_or(|s| n.updated_at >= s) && until.is_none_or(|u| n.updated_at < u)
-        }) {
-            by_age[slot] += 1;
-        }
-    }
-    let mut by_route: Vec<(String, u64)> = by_route.into_iter().collect();
-    by_route.sort();
-    let ages: Vec<Value> = ["under an hour", "under a day", "older"]
-        .iter()
-        .zip(buckets)
-        .zip(by_age)
-        .map(|((label, (since, until)), count)| {
-            let mut link = Vec::new();
-            if let Some(since) = since {
-                link.push(format!("since={}", rfc3339(since)));
-            }
-            if let Some(until) = until {
-                link.push(format!("until={}", rfc3339(until)));
-            }
-            serde_json::json!({"label": label, "count": count, "query": link.join("&")})
-        })
-        .collect();
-    let reasons: Vec<Value> = Reason::ALL
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "reason": r.as_str(),
-                "label": reason_label(*r),
-                "count": by_reason.get(r).copied().unwrap_or(0),
-                "waits": state.review.waits(*r),
-            })
-        })
-        .collect();
+    let counters = Counters::of(&everything, state.review, &buckets);
     let text = state.metrics.render();
-    let accepted = metric(&text, "herald_notifications_accepted_total");
-    let replays = metric(&text, "herald_idempotency_replays_total");
-    let hit_rate = if accepted + replays > 0.0 {
-        format!(
-            "{:.1} % ({replays} of {})",
-            100.0 * replays / (accepted + replays),
-            accepted + replays
-        )
-    } else {
-        "no requests yet".to_owned()
-    };
     let queue_age = match state.store.queue_stats(now).await {
         Ok(stats) => stats
             .oldest_due
@@ -182,11 +112,11 @@ pub(super) async fn queue(
             principal => session.principal.name,
             items => rows,
             actions => ACTIONS,
-            reasons => reasons,
+            reasons => counters.reasons(state.review),
             choices => Reason::ALL.iter().map(|r| (r.as_str(), reason_label(*r))).collect::<Vec<_>>(),
-            routes => by_route,
-            ages => ages,
-            hit_rate => hit_rate,
+            routes => counters.routes(),
+            ages => counters.ages(buckets),
+            hit_rate => hit_rate(&text),
             queue_age => queue_age,
             // A count of events: a whole number, whatever the exposition's float says.
             outbox_backlog => metric(&text, "herald_outbox_backlog").round() as i64,
@@ -196,6 +126,116 @@ pub(super) async fn queue(
             next => next,
         },
     )
+}
+
+/// The listed items as the page's rows.
+fn rows(items: Vec<NotificationDetail>, review: Policy, now: OffsetDateTime) -> Vec<Value> {
+    items
+        .into_iter()
+        .filter_map(|detail| ReviewItem::of(detail, review))
+        .map(|item| {
+            let n = &item.notification.notification;
+            serde_json::json!({
+                "id": n.id.to_string(),
+                "reason": item.reason,
+                "label": reason_label(item.reason),
+                "route": n.route,
+                "to": n.to,
+                "why": item.why,
+                "age": crate::review::age_in_words(now - n.updated_at),
+            })
+        })
+        .collect()
+}
+
+/// The front page's counters, each the size of the list its link shows: by reason
+/// (`?reason=`), and over what waits for a person (the default view) by route (`?route=`) and
+/// by age.
+struct Counters {
+    by_reason: HashMap<Reason, u64>,
+    by_route: HashMap<String, u64>,
+    by_age: [u64; 3],
+}
+
+impl Counters {
+    fn of(everything: &[NotificationDetail], review: Policy, buckets: &[Bucket; 3]) -> Self {
+        let mut counters = Counters {
+            by_reason: HashMap::new(),
+            by_route: HashMap::new(),
+            by_age: [0; 3],
+        };
+        for detail in everything {
+            let n = &detail.notification;
+            let Some(reason) = crate::review::reason(n, &detail.attempts) else {
+                continue;
+            };
+            *counters.by_reason.entry(reason).or_default() += 1;
+            if !review.waits(reason) {
+                continue;
+            }
+            *counters.by_route.entry(n.route.clone()).or_default() += 1;
+            if let Some(slot) = buckets.iter().position(|(since, until)| {
+                since.is_none_or(|s| n.updated_at >= s) && until.is_none_or(|u| n.updated_at < u)
+            }) {
+                counters.by_age[slot] += 1;
+            }
+        }
+        counters
+    }
+
+    fn reasons(&self, review: Policy) -> Vec<Value> {
+        Reason::ALL
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "reason": r.as_str(),
+                    "label": reason_label(*r),
+                    "count": self.by_reason.get(r).copied().unwrap_or(0),
+                    "waits": review.waits(*r),
+                })
+            })
+            .collect()
+    }
+
+    fn routes(&self) -> Vec<(String, u64)> {
+        let mut by_route: Vec<(String, u64)> =
+            self.by_route.iter().map(|(r, n)| (r.clone(), *n)).collect();
+        by_route.sort();
+        by_route
+    }
+
+    fn ages(&self, buckets: [Bucket; 3]) -> Vec<Value> {
+        ["under an hour", "under a day", "older"]
+            .iter()
+            .zip(buckets)
+            .zip(self.by_age)
+            .map(|((label, (since, until)), count)| {
+                let mut link = Vec::new();
+                if let Some(since) = since {
+                    link.push(format!("since={}", rfc3339(since)));
+                }
+                if let Some(until) = until {
+                    link.push(format!("until={}", rfc3339(until)));
+                }
+                serde_json::json!({"label": label, "count": count, "query": link.join("&")})
+            })
+            .collect()
+    }
+}
+
+/// How often an enqueue was a replay of an earlier one, from this process's counters.
+fn hit_rate(metrics: &str) -> String {
+    let accepted = metric(metrics, "herald_notifications_accepted_total");
+    let replays = metric(metrics, "herald_idempotency_replays_total");
+    if accepted + replays > 0.0 {
+        format!(
+            "{:.1} % ({replays} of {})",
+            100.0 * replays / (accepted + replays),
+            accepted + replays
+        )
+    } else {
+        "no requests yet".to_owned()
+    }
 }
 
 #[cfg(test)]

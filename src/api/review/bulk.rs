@@ -95,6 +95,20 @@ pub struct BulkBody {
     pub expires_at: Option<OffsetDateTime>,
 }
 
+impl BulkBody {
+    fn empty(dry_run: bool) -> Self {
+        BulkBody {
+            dry_run,
+            ids: Vec::new(),
+            items: Vec::new(),
+            refused: Vec::new(),
+            more: false,
+            preview: None,
+            expires_at: None,
+        }
+    }
+}
+
 /// One notification of a bulk resolution, as a person checks it before confirming.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct BulkItem {
@@ -287,15 +301,7 @@ pub(super) async fn preview_many(
     if let Some(note) = &request.note {
         review::parse_note(note).map_err(Problem::invalid_field)?;
     }
-    let mut body = BulkBody {
-        dry_run: true,
-        ids: Vec::new(),
-        items: Vec::new(),
-        refused: Vec::new(),
-        more: false,
-        preview: None,
-        expires_at: None,
-    };
+    let mut body = BulkBody::empty(true);
     let (chosen, made_for) = match list {
         Some(list) => {
             let mut chosen = Vec::with_capacity(list.len());
@@ -377,7 +383,62 @@ pub(super) async fn confirm_many(
     let note = review::parse_note(request.note.as_deref().unwrap_or_default())
         .map_err(Problem::invalid_field)?;
     let hash = token_hash(token);
-    let stored = match state.store.review_preview(&principal.tenant, &hash).await {
+    let stored = live_preview(state, principal, &hash).await?;
+    let asks = confirmed_asks(state, request, &stored)?;
+    state
+        .store
+        .use_review_preview(&principal.tenant, &hash)
+        .await
+        .map_err(|err| match err {
+            StoreError::Conflict(detail) => Problem::preview_stale(detail),
+            err => err.into(),
+        })?;
+    let mut body = BulkBody::empty(false);
+    for (id, generation) in stored.items {
+        let refuse = |detail: String| BulkRefusal { id, detail };
+        let detail = match state.store.notification(&principal.tenant, id).await {
+            Ok(detail) => detail,
+            Err(StoreError::NotFound) => {
+                body.refused.push(refuse("it no longer exists".to_owned()));
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if detail.generation != generation {
+            body.refused.push(refuse(
+                "it changed since the preview (another resolution, a vendor's report, or \
+                 dispatch); look at it again"
+                    .to_owned(),
+            ));
+            continue;
+        }
+        let Some(&ask) = asks.get(&id) else {
+            tracing::error!(notification_id = %id, "a stored preview lists an id without its outcome");
+            return Err(Problem::internal());
+        };
+        let item = review::reason(&detail.notification, &detail.attempts)
+            .map(|reason| BulkItem::of(&detail, reason, ask));
+        match apply(state, principal, detail, &ask, &note).await {
+            Ok(()) => {
+                body.ids.push(id);
+                body.items.extend(item);
+            }
+            Err(problem) if problem.status == StatusCode::CONFLICT.as_u16() => {
+                body.refused.push(refuse(problem.detail))
+            }
+            Err(problem) => return Err(problem),
+        }
+    }
+    Ok(body)
+}
+
+/// The preview `hash` names, if this tenant made it and it has not expired.
+async fn live_preview(
+    state: &AppState,
+    principal: &Principal,
+    hash: &[u8],
+) -> Result<ReviewPreview, Problem> {
+    let stored = match state.store.review_preview(&principal.tenant, hash).await {
         Ok(stored) => stored,
         Err(StoreError::NotFound) => {
             return Err(Problem::preview_stale(
@@ -396,11 +457,21 @@ pub(super) async fn confirm_many(
                 .unwrap_or_default()
         )));
     }
+    Ok(stored)
+}
+
+/// Each previewed notification's outcome, once the request is the one the preview was made
+/// for: the same filter and outcome, or the same list, or only the preview and a note.
+fn confirmed_asks(
+    state: &AppState,
+    request: &BulkRequest,
+    stored: &ReviewPreview,
+) -> Result<HashMap<NotificationId, Ask>, Problem> {
     let said: Previewed = serde_json::from_value(stored.request.clone()).map_err(|err| {
         tracing::error!(%err, "a stored preview does not hold what it was made for");
         Problem::internal()
     })?;
-    let asks: HashMap<NotificationId, Ask> = match said {
+    Ok(match said {
         Previewed::Filter { ask, filter, max } => {
             if request.items.is_some() {
                 return Err(Problem::preview_stale(
@@ -452,60 +523,7 @@ pub(super) async fn confirm_many(
             }
             list.into_iter().collect()
         }
-    };
-    state
-        .store
-        .use_review_preview(&principal.tenant, &hash)
-        .await
-        .map_err(|err| match err {
-            StoreError::Conflict(detail) => Problem::preview_stale(detail),
-            err => err.into(),
-        })?;
-    let mut body = BulkBody {
-        dry_run: false,
-        ids: Vec::new(),
-        items: Vec::new(),
-        refused: Vec::new(),
-        more: false,
-        preview: None,
-        expires_at: None,
-    };
-    for (id, generation) in stored.items {
-        let refuse = |detail: String| BulkRefusal { id, detail };
-        let detail = match state.store.notification(&principal.tenant, id).await {
-            Ok(detail) => detail,
-            Err(StoreError::NotFound) => {
-                body.refused.push(refuse("it no longer exists".to_owned()));
-                continue;
-            }
-            Err(err) => return Err(err.into()),
-        };
-        if detail.generation != generation {
-            body.refused.push(refuse(
-                "it changed since the preview (another resolution, a vendor's report, or \
-                 dispatch); look at it again"
-                    .to_owned(),
-            ));
-            continue;
-        }
-        let Some(&ask) = asks.get(&id) else {
-            tracing::error!(notification_id = %id, "a stored preview lists an id without its outcome");
-            return Err(Problem::internal());
-        };
-        let item = review::reason(&detail.notification, &detail.attempts)
-            .map(|reason| BulkItem::of(&detail, reason, ask));
-        match apply(state, principal, detail, &ask, &note).await {
-            Ok(()) => {
-                body.ids.push(id);
-                body.items.extend(item);
-            }
-            Err(problem) if problem.status == StatusCode::CONFLICT.as_u16() => {
-                body.refused.push(refuse(problem.detail))
-            }
-            Err(problem) => return Err(problem),
-        }
-    }
-    Ok(body)
+    })
 }
 
 /// An outcome as the API spells it: `not_delivered + close`, `delivered (forced)`.
