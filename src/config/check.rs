@@ -1,10 +1,11 @@
 //! The checks a config passes after it is read: each problem named with its key.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use super::load::Loader;
 use super::sections::{MAX_RATE, MAX_RETENTION_SECONDS, MIN_IDEMPOTENCY_SECONDS, MIN_RATE};
-use super::{Config, SinkConfig};
+use super::{Config, RouteConfig, SinkConfig};
 use crate::domain::Templates;
 
 /// Safety margin between a route's timeout and the lease (see [`DispatchConfig::lease_seconds`]).
@@ -166,155 +167,106 @@ impl Config {
     /// a count of slots, that overflows or is zero panics or stops serving long after
     /// `check-config` said the file was valid.
     fn check_bounds(&self, loader: &mut Loader) {
-        const HOUR: u64 = 3600;
-        const DAY: u64 = 24 * HOUR;
-        let (d, r, s) = (&self.dispatch, &self.relay, &self.server);
-        let mut bounded: Vec<(String, u64, u64, u64)> = [
-            ("dispatch.lease_seconds", d.lease_seconds, 1, DAY),
-            (
-                "dispatch.poll_interval_ms",
-                d.poll_interval_ms,
-                1,
-                HOUR * 1000,
-            ),
-            ("dispatch.retry_base_ms", d.retry_base_ms, 1, DAY * 1000),
-            (
-                "dispatch.retry_max_seconds",
-                d.retry_max_seconds,
-                1,
-                30 * DAY,
-            ),
-            ("relay.lease_seconds", r.lease_seconds, 1, DAY),
-            ("relay.poll_interval_ms", r.poll_interval_ms, 1, HOUR * 1000),
-            ("relay.retry_base_ms", r.retry_base_ms, 1, DAY * 1000),
-            ("relay.retry_max_seconds", r.retry_max_seconds, 1, 30 * DAY),
-            (
-                "relay.retention_seconds",
-                r.retention_seconds,
-                0,
-                MAX_RETENTION_SECONDS,
-            ),
-            (
-                "server.header_timeout_seconds",
-                s.header_timeout_seconds,
-                1,
-                HOUR,
-            ),
-            (
-                "server.body_timeout_seconds",
-                s.body_timeout_seconds,
-                1,
-                HOUR,
-            ),
-            (
-                "server.shutdown_grace_seconds",
-                s.shutdown_grace_seconds,
-                0,
-                HOUR,
-            ),
-            (
-                "server.max_connections",
-                s.max_connections as u64,
-                1,
-                1_000_000,
-            ),
-            ("dispatch.concurrency", d.concurrency as u64, 1, 100_000),
-            ("dispatch.batch_size", u64::from(d.batch_size), 1, 100_000),
-            ("dispatch.max_attempts", u64::from(d.max_attempts), 1, 1000),
-            ("relay.batch_size", u64::from(r.batch_size), 1, 100_000),
-            ("relay.prune_batch", u64::from(r.prune_batch), 1, 1_000_000),
-            (
-                "server.max_body_bytes",
-                s.max_body_bytes as u64,
-                1024,
-                1 << 30,
-            ),
-            (
-                "database.max_connections",
-                u64::from(self.database.max_connections),
-                1,
-                10_000,
-            ),
-        ]
-        .into_iter()
-        .map(|(key, value, min, max)| (key.to_owned(), value, min, max))
-        .collect();
-        for (name, sink) in &self.sinks {
-            if let SinkConfig::Nats {
+        let sinks = self.sinks.iter().filter_map(|(name, sink)| match sink {
+            SinkConfig::Nats {
                 timeout_seconds, ..
             }
             | SinkConfig::Webhook {
                 timeout_seconds, ..
-            } = sink
-            {
-                bounded.push((
-                    format!("sinks.{name}.timeout_seconds"),
-                    *timeout_seconds,
-                    1,
-                    HOUR,
-                ));
-            }
-        }
-        for (name, route) in &self.routes {
-            bounded.extend([
-                (
-                    format!("routes.{name}.timeout_seconds"),
-                    route.timeout.as_secs(),
-                    1,
-                    HOUR,
-                ),
-                (
-                    format!("routes.{name}.concurrency"),
-                    route.concurrency as u64,
-                    1,
-                    100_000,
-                ),
-                (
-                    format!("routes.{name}.max_attempts"),
-                    u64::from(route.max_attempts),
-                    1,
-                    1000,
-                ),
-                (
-                    format!("routes.{name}.burst"),
-                    u64::from(route.burst),
-                    1,
-                    1_000_000,
-                ),
-                (
-                    format!("routes.{name}.max_age_seconds"),
-                    route.max_age.as_secs(),
-                    1,
-                    MAX_RETENTION_SECONDS,
-                ),
-                (
-                    format!("routes.{name}.circuit_open_seconds"),
-                    route.circuit_open.as_secs(),
-                    1,
-                    DAY,
-                ),
-                (
-                    format!("routes.{name}.callback_rate_limit_per_second"),
-                    route.callback_rate_limit_per_second.into(),
-                    1,
-                    1_000_000,
-                ),
-                (
-                    format!("routes.{name}.callback_burst"),
-                    route.callback_burst.into(),
-                    1,
-                    1_000_000,
-                ),
-            ]);
-        }
-        for (key, value, min, max) in bounded {
-            if !(min..=max).contains(&value) {
+            } => Some(Bound::new(
+                format!("sinks.{name}.timeout_seconds"),
+                *timeout_seconds,
+                1..=HOUR,
+            )),
+            _ => None,
+        });
+        let routes = self
+            .routes
+            .iter()
+            .flat_map(|(name, route)| route_bounds(name, route));
+        for bound in self.setting_bounds().into_iter().chain(sinks).chain(routes) {
+            if !bound.range.contains(&bound.value) {
                 loader.push(
-                    &key,
-                    format!("{value} is out of range: must be from {min} to {max}"),
+                    &bound.key,
+                    format!(
+                        "{} is out of range: must be from {} to {}",
+                        bound.value,
+                        bound.range.start(),
+                        bound.range.end()
+                    ),
                 );
             }
         }
+    }
+
+    /// The bounds of the settings outside routes and sinks.
+    fn setting_bounds(&self) -> Vec<Bound> {
+        let (d, r, s) = (&self.dispatch, &self.relay, &self.server);
+        [
+            ("dispatch.lease_seconds", d.lease_seconds, 1..=DAY),
+            (
+                "dispatch.poll_interval_ms",
+                d.poll_interval_ms,
+                1..=HOUR * 1000,
+            ),
+            ("dispatch.retry_base_ms", d.retry_base_ms, 1..=DAY * 1000),
+            (
+                "dispatch.retry_max_seconds",
+                d.retry_max_seconds,
+                1..=30 * DAY,
+            ),
+            ("dispatch.concurrency", d.concurrency as u64, 1..=100_000),
+            ("dispatch.batch_size", d.batch_size.into(), 1..=100_000),
+            ("dispatch.max_attempts", d.max_attempts.into(), 1..=1000),
+            ("relay.lease_seconds", r.lease_seconds, 1..=DAY),
+            (
+                "relay.poll_interval_ms",
+                r.poll_interval_ms,
+                1..=HOUR * 1000,
+            ),
+            ("relay.retry_base_ms", r.retry_base_ms, 1..=DAY * 1000),
+            ("relay.retry_max_seconds", r.retry_max_seconds, 1..=30 * DAY),
+            (
+                "relay.retention_seconds",
+                r.retention_seconds,
+                0..=MAX_RETENTION_SECONDS,
+            ),
+            ("relay.batch_size", r.batch_size.into(), 1..=100_000),
+            ("relay.prune_batch", r.prune_batch.into(), 1..=1_000_000),
+            (
+                "server.header_timeout_seconds",
+                s.header_timeout_seconds,
+                1..=HOUR,
+            ),
+            (
+                "server.body_timeout_seconds",
+                s.body_timeout_seconds,
+                1..=HOUR,
+            ),
+            (
+                "server.shutdown_grace_seconds",
+                s.shutdown_grace_seconds,
+                0..=HOUR,
+            ),
+            (
+                "server.max_connections",
+                s.max_connections as u64,
+                1..=1_000_000,
+            ),
+            (
+                "server.max_body_bytes",
+                s.max_body_bytes as u64,
+                1024..=1 << 30,
+            ),
+            (
+                "database.max_connections",
+                self.database.max_connections.into(),
+                1..=10_000,
+            ),
+        ]
+        .into_iter()
+        .map(|(key, value, range)| Bound::new(key.to_owned(), value, range))
+        .collect()
     }
 
     /// Category names a path and a header can carry; links where a category has them.
@@ -360,7 +312,27 @@ impl Config {
         }
     }
 
+    /// Every check, in the order `check-config` lists their problems.
     pub(super) fn check(&self, loader: &mut Loader) {
+        self.check_channels(loader);
+        self.check_fallbacks(loader);
+        self.check_bounds(loader);
+        // Each template compiles, and each of its locales renders from the default's data.
+        if let Err(problem) = Templates::new(self.templates.clone()).check() {
+            loader.push("templates", problem);
+        }
+        self.check_categories(loader);
+        self.attachments.check(loader);
+        self.check_timeouts(loader);
+        self.check_tokens(loader);
+        self.check_route_grants(loader);
+        self.check_retention(loader);
+        self.check_sinks(loader);
+        self.check_inbox(loader);
+    }
+
+    /// Each channel's default route exists and carries that channel.
+    fn check_channels(&self, loader: &mut Loader) {
         for (channel, route) in &self.channels {
             let key = format!("channels.{channel}");
             match self.routes.get(route) {
@@ -374,14 +346,10 @@ impl Config {
                 Some(_) => {}
             }
         }
-        self.check_fallbacks(loader);
-        self.check_bounds(loader);
-        // Each template compiles, and each of its locales renders from the default's data.
-        if let Err(problem) = Templates::new(self.templates.clone()).check() {
-            loader.push("templates", problem);
-        }
-        self.check_categories(loader);
-        self.attachments.check(loader);
+    }
+
+    /// A route's send ends before its lease does, so no other process claims it while it runs.
+    fn check_timeouts(&self, loader: &mut Loader) {
         let lease = Duration::from_secs(self.dispatch.lease_seconds);
         for (name, route) in &self.routes {
             if route.timeout.saturating_add(LEASE_MARGIN) > lease {
@@ -396,6 +364,10 @@ impl Config {
                 );
             }
         }
+    }
+
+    /// Each token can do something, and its rate limit is one herald can keep.
+    fn check_tokens(&self, loader: &mut Loader) {
         for (i, token) in self.tokens.iter().enumerate() {
             if token.scopes.is_empty() {
                 loader.push(
@@ -423,7 +395,10 @@ impl Config {
                 _ => {}
             }
         }
-        self.check_route_grants(loader);
+    }
+
+    /// A key is answered for its whole window, and nothing is kept past what a time can hold.
+    fn check_retention(&self, loader: &mut Loader) {
         let retention = &self.retention;
         if retention.idempotency_seconds < MIN_IDEMPOTENCY_SECONDS {
             loader.push(
@@ -454,6 +429,10 @@ impl Config {
         if retention.batch_size == 0 {
             loader.push("retention.batch_size", "must be at least 1");
         }
+    }
+
+    /// A NATS sink publishes to subjects it may, and a webhook sink has a secret to sign with.
+    fn check_sinks(&self, loader: &mut Loader) {
         for (name, sink) in &self.sinks {
             if let SinkConfig::Nats { subject_prefix, .. } = sink
                 && (subject_prefix.is_empty()
@@ -478,6 +457,10 @@ impl Config {
                 );
             }
         }
+    }
+
+    /// The NATS inbox listens somewhere and knows whose notifications it receives.
+    fn check_inbox(&self, loader: &mut Loader) {
         if let Some(nats) = &self.inbox.nats {
             if nats.subjects.is_empty() {
                 loader.push("inbox.nats.subjects", "must name at least one subject");
@@ -489,4 +472,51 @@ impl Config {
             }
         }
     }
+}
+
+const HOUR: u64 = 3600;
+const DAY: u64 = 24 * HOUR;
+
+/// A setting's value and the range herald runs with.
+struct Bound {
+    key: String,
+    value: u64,
+    range: RangeInclusive<u64>,
+}
+
+impl Bound {
+    fn new(key: String, value: u64, range: RangeInclusive<u64>) -> Self {
+        Bound { key, value, range }
+    }
+}
+
+/// The bounds of one route's settings.
+fn route_bounds(name: &str, route: &RouteConfig) -> [Bound; 8] {
+    let key = |setting: &str| format!("routes.{name}.{setting}");
+    [
+        Bound::new(key("timeout_seconds"), route.timeout.as_secs(), 1..=HOUR),
+        Bound::new(key("concurrency"), route.concurrency as u64, 1..=100_000),
+        Bound::new(key("max_attempts"), route.max_attempts.into(), 1..=1000),
+        Bound::new(key("burst"), route.burst.into(), 1..=1_000_000),
+        Bound::new(
+            key("max_age_seconds"),
+            route.max_age.as_secs(),
+            1..=MAX_RETENTION_SECONDS,
+        ),
+        Bound::new(
+            key("circuit_open_seconds"),
+            route.circuit_open.as_secs(),
+            1..=DAY,
+        ),
+        Bound::new(
+            key("callback_rate_limit_per_second"),
+            route.callback_rate_limit_per_second.into(),
+            1..=1_000_000,
+        ),
+        Bound::new(
+            key("callback_burst"),
+            route.callback_burst.into(),
+            1..=1_000_000,
+        ),
+    ]
 }

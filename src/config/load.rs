@@ -284,21 +284,7 @@ impl Config {
         path: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<(Config, Vec<String>), ConfigProblems> {
-        let mut table = match path {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    ConfigProblems(vec![format!("cannot read {}: {e}", path.display())])
-                })?;
-                toml::from_str::<toml::Table>(&text).map_err(|e| {
-                    ConfigProblems(vec![format!(
-                        "{} is not valid TOML: {}",
-                        path.display(),
-                        e.to_string().trim_end()
-                    )])
-                })?
-            }
-            None => toml::Table::new(),
-        };
+        let mut table = read_table(path)?;
         let mut loader = Loader {
             origins: Origins {
                 file: path.map(Path::to_path_buf),
@@ -330,52 +316,7 @@ impl Config {
             events: BTreeMap::new(),
             origins: Origins::default(),
         };
-        // Tokens, routes, sinks and events one by one: each names its own problems.
-        match table.remove("tokens") {
-            Some(toml::Value::Array(tokens)) => {
-                for (i, token) in tokens.into_iter().enumerate() {
-                    config
-                        .tokens
-                        .extend(loader.parse(&format!("tokens[{i}]"), token));
-                }
-            }
-            Some(_) => loader.push("tokens", "must be an array of tables ([[tokens]])"),
-            None => {}
-        }
-        for (name, route) in loader.named(&mut table, "routes") {
-            let toml::Value::Table(route) = route else {
-                loader.push(&format!("routes.{name}"), "must be a table");
-                continue;
-            };
-            match RouteConfig::from_table(&name, route, &config.dispatch, &mut loader) {
-                Some(route) => {
-                    config.routes.insert(name, route);
-                }
-                None => loader.broken_routes.push(name),
-            }
-        }
-        for (name, sink) in loader.named(&mut table, "sinks") {
-            let key = format!("sinks.{name}");
-            let toml::Value::Table(sink) = sink else {
-                loader.push(&key, "must be a table");
-                continue;
-            };
-            if let Some(sink) = loader.parse_tagged(&key, "kind", sink, &[]) {
-                config.sinks.insert(name, sink);
-            }
-        }
-        for (event_type, mappings) in loader.named(&mut table, "events") {
-            let mappings = match mappings {
-                toml::Value::Array(many) => many,
-                one => vec![one],
-            };
-            let key = format!("events.\"{event_type}\"");
-            let parsed: Vec<EventMapping> = mappings
-                .into_iter()
-                .filter_map(|m| loader.parse(&key, m))
-                .collect();
-            config.events.insert(event_type, parsed);
-        }
+        config.read_listed(&mut table, &mut loader);
         for unknown in table.keys() {
             loader.push(
                 unknown,
@@ -385,21 +326,91 @@ impl Config {
             );
         }
         if config.routes.is_empty() && !loader.problems.iter().any(|p| p.starts_with("routes.")) {
-            config.routes.insert(
-                "sandbox".into(),
-                RouteConfig::builtin_sandbox(&config.dispatch),
-            );
-            for channel in Channel::ALL {
-                config
-                    .channels
-                    .entry(channel)
-                    .or_insert_with(|| "sandbox".into());
-            }
+            config.route_all_to_sandbox();
         }
         config.check(&mut loader);
         config.origins = loader.origins;
         Ok((config, loader.problems))
     }
+
+    /// Tokens, routes, sinks and events, one by one: each names its own problems, and a
+    /// broken one leaves the others read.
+    fn read_listed(&mut self, table: &mut toml::Table, loader: &mut Loader) {
+        match table.remove("tokens") {
+            Some(toml::Value::Array(tokens)) => {
+                for (i, token) in tokens.into_iter().enumerate() {
+                    self.tokens
+                        .extend(loader.parse(&format!("tokens[{i}]"), token));
+                }
+            }
+            Some(_) => loader.push("tokens", "must be an array of tables ([[tokens]])"),
+            None => {}
+        }
+        for (name, route) in loader.named(table, "routes") {
+            let toml::Value::Table(route) = route else {
+                loader.push(&format!("routes.{name}"), "must be a table");
+                continue;
+            };
+            match RouteConfig::from_table(&name, route, &self.dispatch, loader) {
+                Some(route) => {
+                    self.routes.insert(name, route);
+                }
+                None => loader.broken_routes.push(name),
+            }
+        }
+        for (name, sink) in loader.named(table, "sinks") {
+            let key = format!("sinks.{name}");
+            let toml::Value::Table(sink) = sink else {
+                loader.push(&key, "must be a table");
+                continue;
+            };
+            if let Some(sink) = loader.parse_tagged(&key, "kind", sink, &[]) {
+                self.sinks.insert(name, sink);
+            }
+        }
+        for (event_type, mappings) in loader.named(table, "events") {
+            let mappings = match mappings {
+                toml::Value::Array(many) => many,
+                one => vec![one],
+            };
+            let key = format!("events.\"{event_type}\"");
+            let parsed: Vec<EventMapping> = mappings
+                .into_iter()
+                .filter_map(|m| loader.parse(&key, m))
+                .collect();
+            self.events.insert(event_type, parsed);
+        }
+    }
+
+    /// With no routes configured, every channel goes to the built-in sandbox: `herald serve`
+    /// runs from nothing.
+    fn route_all_to_sandbox(&mut self) {
+        self.routes.insert(
+            "sandbox".into(),
+            RouteConfig::builtin_sandbox(&self.dispatch),
+        );
+        for channel in Channel::ALL {
+            self.channels
+                .entry(channel)
+                .or_insert_with(|| "sandbox".into());
+        }
+    }
+}
+
+/// The file's table, or an empty one where there is no file.
+fn read_table(path: Option<&Path>) -> Result<toml::Table, ConfigProblems> {
+    let Some(path) = path else {
+        return Ok(toml::Table::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigProblems(vec![format!("cannot read {}: {e}", path.display())]))?;
+    toml::from_str::<toml::Table>(&text).map_err(|e| {
+        ConfigProblems(vec![format!(
+            "{} is not valid TOML: {}",
+            path.display(),
+            e.to_string().trim_end()
+        )])
+    })
 }
 
 /// `HERALD_DATABASE__URL=…` sets `database.url`; `HERALD_ROUTES__MAIL__PORT=2525` sets
