@@ -274,6 +274,26 @@ impl<D: Dialect> SqlStore<D> {
             )
             .await?;
         }
+        let (mut claims, fixed, started) =
+            Self::claims_of(rows, &was_queued, now, routes, prepare)?;
+        Self::mark_suppressed(tx, &mut claims).await?;
+        if !fixed.is_empty() {
+            tx.execute(D::CLAIM_FIX_REQUESTS, vec![Arg::json(&fixed)])
+                .await?;
+        }
+        Self::read_attempts(tx, &mut claims, &started, earlier, now).await?;
+        Ok(claims)
+    }
+
+    /// The leased rows as claims, with the requests fixed and the attempts started for the
+    /// ones taken for a send.
+    fn claims_of(
+        rows: Vec<ClaimedRow>,
+        was_queued: &[Uuid],
+        now: OffsetDateTime,
+        routes: &[RouteSlot],
+        prepare: Prepare<'_>,
+    ) -> StoreResult<(Vec<Claim>, Vec<FixedRequest>, Vec<StartedAttempt>)> {
         let mut claims = Vec::with_capacity(rows.len());
         let (mut fixed, mut started) = (Vec::new(), Vec::new());
         for row in rows {
@@ -320,11 +340,18 @@ impl<D: Dialect> SqlStore<D> {
                 budget_since: row.budget_since.map(Timestamp::into_inner),
             });
         }
-        Self::mark_suppressed(tx, &mut claims).await?;
-        if !fixed.is_empty() {
-            tx.execute(D::CLAIM_FIX_REQUESTS, vec![Arg::json(&fixed)])
-                .await?;
-        }
+        Ok((claims, fixed, started))
+    }
+
+    /// Starts the claim's attempts and reads every claim's history into it: the attempt just
+    /// started, and for the rows that had attempts before (`earlier`), all of them.
+    async fn read_attempts(
+        tx: &mut Tx<D>,
+        claims: &mut [Claim],
+        started: &[StartedAttempt],
+        earlier: Vec<Uuid>,
+        now: OffsetDateTime,
+    ) -> StoreResult<()> {
         let mut attempts: Vec<AttemptWithOwner> = match started.is_empty() {
             true => Vec::new(),
             false => {
@@ -352,7 +379,7 @@ impl<D: Dialect> SqlStore<D> {
                 claim.attempts.push(row.attempt.try_into()?);
             }
         }
-        Ok(claims)
+        Ok(())
     }
 
     /// Marks the sends among `claims` whose recipient the tenant has suppressed: one statement

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 
 use super::rows::{ClaimedRow, NotificationRow, SETTLE, attempts_of, insert_event};
 use super::rows::{claimed_columns, notification_columns, refused_for_good};
-use super::seam::{Arg, Conn, Dialect, SqlStore, args};
+use super::seam::{Arg, Conn, Dialect, SqlStore, Tx, args};
 use super::{
     EventType, NewResolution, NotificationDetail, OutboxEvent, ReviewFilter, StoreError,
     StoreResult, Timestamp,
@@ -206,39 +206,9 @@ impl<D: Dialect> Review for SqlStore<D> {
             return Err(changed());
         }
         if let Some(accepted) = change.settle {
-            let settlement = Settlement {
-                by: SettledBy::Review,
-                accepted,
-                evidence: serde_json::json!({"principal": resolution.principal, "note": resolution.note}),
-                provider_ref: None,
-            };
-            tx.execute(
-                SETTLE,
-                vec![
-                    Arg::from(id),
-                    Arg::from(0),
-                    Arg::from(SettledBy::Review.as_str()),
-                    Arg::json(&settlement.record(now)),
-                    Arg::Text(None),
-                    Arg::I32(None),
-                    // A person settles the notification's ambiguity on every route it was sent.
-                    Arg::Text(None),
-                ],
-            )
-            .await?;
+            settle_by_review(&mut tx, id, resolution, accepted, now).await?;
         }
-        // A request that may have left late was the person's to weigh: not held against their
-        // word again.
-        let weighed = serde_json::json!({ REVIEWED: true });
-        for a in attempts_of::<D>(&mut *tx, id).await? {
-            if left_late(&a) {
-                tx.execute(
-                    super::records::ANNOTATE_ATTEMPT,
-                    vec![Arg::from(id), Arg::from(a.n), Arg::json(&weighed)],
-                )
-                .await?;
-            }
-        }
+        mark_weighed(&mut tx, id).await?;
         let row: Option<NotificationRow> = tx
             .fetch_optional(
                 RESOLVE,
@@ -261,28 +231,7 @@ impl<D: Dialect> Review for SqlStore<D> {
             return Err(changed());
         };
         let notification: Notification = row.try_into()?;
-        tx.execute(
-            "INSERT INTO resolutions
-                 (notification_id, seq, principal, outcome, then_action, note, created_at,
-                  state_before, certainty_before, state_after, certainty_after, forced, key_renewed)
-             VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM resolutions WHERE notification_id = $1),
-                     $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            vec![
-                Arg::from(id),
-                Arg::from(&resolution.principal),
-                Arg::from(resolution.outcome.as_str()),
-                Arg::from(resolution.then.map(|t| t.as_str())),
-                Arg::from(&resolution.note),
-                Arg::from(now),
-                Arg::from(resolution.before.0.as_str()),
-                Arg::from(resolution.before.1.map(|c| c.as_str())),
-                Arg::from(notification.state.as_str()),
-                Arg::from(notification.certainty.map(|c| c.as_str())),
-                Arg::from(Some(change.forced)),
-                Arg::from(Some(renew)),
-            ],
-        )
-        .await?;
+        insert_resolution(&mut tx, resolution, &notification, now).await?;
         insert_event(
             &mut tx,
             &OutboxEvent::for_notification(&notification, EventType::Resolved, now),
@@ -360,4 +309,82 @@ impl<D: Dialect> Review for SqlStore<D> {
         }
         Ok(())
     }
+}
+
+/// A person's word settles the notification's ambiguity on every route it was sent.
+async fn settle_by_review<D: Dialect>(
+    tx: &mut Tx<D>,
+    id: NotificationId,
+    resolution: &NewResolution,
+    accepted: bool,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let settlement = Settlement {
+        by: SettledBy::Review,
+        accepted,
+        evidence: serde_json::json!({"principal": resolution.principal, "note": resolution.note}),
+        provider_ref: None,
+    };
+    tx.execute(
+        SETTLE,
+        vec![
+            Arg::from(id),
+            Arg::from(0),
+            Arg::from(SettledBy::Review.as_str()),
+            Arg::json(&settlement.record(now)),
+            Arg::Text(None),
+            Arg::I32(None),
+            Arg::Text(None),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A request that may have left late was the person's to weigh: not held against their word
+/// again.
+async fn mark_weighed<D: Dialect>(tx: &mut Tx<D>, id: NotificationId) -> StoreResult<()> {
+    let weighed = serde_json::json!({ REVIEWED: true });
+    for a in attempts_of::<D>(&mut **tx, id).await? {
+        if left_late(&a) {
+            tx.execute(
+                super::records::ANNOTATE_ATTEMPT,
+                vec![Arg::from(id), Arg::from(a.n), Arg::json(&weighed)],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// The audit record of a resolution: who said what, and the state before and after it.
+async fn insert_resolution<D: Dialect>(
+    tx: &mut Tx<D>,
+    resolution: &NewResolution,
+    notification: &Notification,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO resolutions
+             (notification_id, seq, principal, outcome, then_action, note, created_at,
+              state_before, certainty_before, state_after, certainty_after, forced, key_renewed)
+         VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM resolutions WHERE notification_id = $1),
+                 $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        vec![
+            Arg::from(notification.id),
+            Arg::from(&resolution.principal),
+            Arg::from(resolution.outcome.as_str()),
+            Arg::from(resolution.then.map(|t| t.as_str())),
+            Arg::from(&resolution.note),
+            Arg::from(now),
+            Arg::from(resolution.before.0.as_str()),
+            Arg::from(resolution.before.1.map(|c| c.as_str())),
+            Arg::from(notification.state.as_str()),
+            Arg::from(notification.certainty.map(|c| c.as_str())),
+            Arg::from(Some(resolution.change.forced)),
+            Arg::from(Some(resolution.change.resend.is_some_and(|r| r.renew_key))),
+        ],
+    )
+    .await?;
+    Ok(())
 }

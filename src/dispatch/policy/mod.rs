@@ -497,6 +497,7 @@ fn ruled(s: &Situation<'_>, mut decision: Decision) -> Decision {
     decision
 }
 
+/// What a send's answer decides: its attempt as recorded, what it settles, and what comes next.
 fn decide_sent(
     s: &Situation<'_>,
     n: i32,
@@ -505,131 +506,169 @@ fn decide_sent(
     overran: bool,
     jitter: f64,
 ) -> Decision {
-    let unsettled = !s.unsettled(Some(n)).is_empty();
-    let elsewhere = s.unsettled_elsewhere();
     let mut attempt = outcome(n, &result);
     // An answer settles itself; without one, whoever looks the send up must know that it may
     // have left after the moment its deadline promised.
     if overran && attempt.result == AttemptResult::Ambiguous {
         attempt.evidence[MAY_HAVE_LEFT_LATE] = true.into();
     }
-    let attempt = Some(attempt);
-    let because = || format!("attempt {n} on `{}`: {}", s.route, result.reason());
-    let answer = json!({"attempt": n, "answer": attempt.as_ref().map(|a| a.evidence.clone())});
-    let key_settles = |accepted: bool| Settlement {
-        by: SettledBy::IdempotentReplay,
-        accepted,
-        evidence: answer.clone(),
-        provider_ref: None,
+    let sent = Sent {
+        s,
+        n,
+        replay,
+        result: &result,
+        unsettled: !s.unsettled(Some(n)).is_empty(),
+        elsewhere: s.unsettled_elsewhere(),
+        answer: json!({"attempt": n, "answer": attempt.evidence.clone()}),
     };
-    let replay_settles = |accepted: bool| (replay && unsettled).then(|| key_settles(accepted));
-    match &result {
-        SendResult::Accepted { .. } => {
-            let settle = replay_settles(true);
-            let certainty = if (unsettled && settle.is_none()) || elsewhere {
-                Certainty::DuplicatePossible
-            } else {
-                Certainty::Known
-            };
-            Decision {
-                attempt,
-                settle,
-                findings: None,
-                next: s.finish(State::Delivered, certainty),
-            }
-        }
+    let (settle, findings, next) = match &result {
+        SendResult::Accepted { .. } => sent.accepted(),
         SendResult::Rejected {
             permanent: true, ..
-        } => {
-            // A vendor that keeps idempotent answers would have replayed an acceptance: a
-            // rejection of the replay proves the first send was not taken either. Not a refusal
-            // of the route itself (credentials, account): that vendor never looked at the key.
-            let route_refused = refuses_the_route(&result);
-            let settle = if route_refused {
-                None
-            } else {
-                replay_settles(false)
-            };
-            let open = unsettled && settle.is_none();
-            let may_leave = !open || s.delivery == Delivery::AtLeastOnce;
-            let failover = (may_leave && route_refused)
-                .then(|| s.failover(because()))
-                .flatten();
-            let next = match failover {
-                Some(next) => next,
-                None if open || elsewhere => s.finish(State::Unknown, Certainty::Unknown),
-                None => s.finish(State::Failed, Certainty::Known),
-            };
-            Decision {
-                attempt,
-                settle,
-                findings: None,
-                next,
-            }
-        }
+        } => sent.refused(),
         SendResult::Rejected {
             permanent: false,
             retry_after,
             ..
-        } => {
-            let may_leave = !unsettled || s.delivery == Delivery::AtLeastOnce;
-            let failover = (!replay && may_leave)
-                .then(|| s.failover(because()))
-                .flatten();
-            let next = if let Some(next) = failover {
-                next
-            } else if !s.attempts_left() {
-                s.exhausted(Some(n))
-            } else if replay {
-                // The ambiguity stands; replay again later, still under the same key.
-                Next::Reconcile {
-                    at: s.retry_at(jitter, *retry_after),
-                }
-            } else {
-                Next::Retry {
-                    at: s.retry_at(jitter, *retry_after),
-                }
-            };
-            Decision {
-                attempt,
-                settle: None,
-                findings: None,
-                next,
+        } => (None, None, sent.refused_for_now(*retry_after, jitter)),
+        SendResult::Ambiguous { .. } => (None, None, Next::Reconcile { at: s.now }),
+        SendResult::KeyReused { .. } => sent.key_reused(),
+    };
+    Decision {
+        attempt: Some(attempt),
+        settle,
+        findings,
+        next,
+    }
+}
+
+/// A send's answer in the light of the attempts before it.
+struct Sent<'a> {
+    s: &'a Situation<'a>,
+    n: i32,
+    /// The send replayed an earlier attempt's key to settle it.
+    replay: bool,
+    result: &'a SendResult,
+    /// Earlier ambiguous attempts on this route whose outcome is not settled.
+    unsettled: bool,
+    /// An ambiguity left unsettled on a route this one failed over from.
+    elsewhere: bool,
+    answer: Value,
+}
+
+/// What a send's answer decides besides its attempt: a settlement of earlier attempts, a
+/// contradiction found, and what comes next.
+type Answered = (Option<Settlement>, Option<Value>, Next);
+
+impl Sent<'_> {
+    fn key_settles(&self, accepted: bool) -> Settlement {
+        Settlement {
+            by: SettledBy::IdempotentReplay,
+            accepted,
+            evidence: self.answer.clone(),
+            provider_ref: None,
+        }
+    }
+
+    /// A replay's answer settles the attempts it replayed.
+    fn replay_settles(&self, accepted: bool) -> Option<Settlement> {
+        (self.replay && self.unsettled).then(|| self.key_settles(accepted))
+    }
+
+    fn because(&self) -> String {
+        format!(
+            "attempt {} on `{}`: {}",
+            self.n,
+            self.s.route,
+            self.result.reason()
+        )
+    }
+
+    fn accepted(&self) -> Answered {
+        let settle = self.replay_settles(true);
+        let certainty = if (self.unsettled && settle.is_none()) || self.elsewhere {
+            Certainty::DuplicatePossible
+        } else {
+            Certainty::Known
+        };
+        (settle, None, self.s.finish(State::Delivered, certainty))
+    }
+
+    /// A vendor that keeps idempotent answers would have replayed an acceptance: a rejection
+    /// of the replay proves the first send was not taken either. Not a refusal of the route
+    /// itself (credentials, account): that vendor never looked at the key.
+    fn refused(&self) -> Answered {
+        let s = self.s;
+        let route_refused = refuses_the_route(self.result);
+        let settle = if route_refused {
+            None
+        } else {
+            self.replay_settles(false)
+        };
+        let open = self.unsettled && settle.is_none();
+        let may_leave = !open || s.delivery == Delivery::AtLeastOnce;
+        let failover = (may_leave && route_refused)
+            .then(|| s.failover(self.because()))
+            .flatten();
+        let next = match failover {
+            Some(next) => next,
+            None if open || self.elsewhere => s.finish(State::Unknown, Certainty::Unknown),
+            None => s.finish(State::Failed, Certainty::Known),
+        };
+        (settle, None, next)
+    }
+
+    fn refused_for_now(&self, retry_after: Option<Duration>, jitter: f64) -> Next {
+        let s = self.s;
+        let may_leave = !self.unsettled || s.delivery == Delivery::AtLeastOnce;
+        let failover = (!self.replay && may_leave)
+            .then(|| s.failover(self.because()))
+            .flatten();
+        if let Some(next) = failover {
+            next
+        } else if !s.attempts_left() {
+            s.exhausted(Some(self.n))
+        } else if self.replay {
+            // The ambiguity stands; replay again later, still under the same key.
+            Next::Reconcile {
+                at: s.retry_at(jitter, retry_after),
+            }
+        } else {
+            Next::Retry {
+                at: s.retry_at(jitter, retry_after),
             }
         }
-        SendResult::Ambiguous { .. } => Decision {
-            attempt,
-            settle: None,
-            findings: None,
-            next: Next::Reconcile { at: s.now },
-        },
-        // An earlier request under this key was processed. With unsettled ambiguous attempts,
-        // that was one of them: accepted, and (the vendor deduplicating the key) once. With
-        // none, the answer contradicts everything herald recorded: a person must look.
-        SendResult::KeyReused { .. } if unsettled => {
-            let deduplicated =
-                s.capabilities.idempotency_window.is_some() || s.unsettled(Some(n)).len() == 1;
-            let certainty = if deduplicated && !elsewhere {
-                Certainty::Known
-            } else {
-                Certainty::DuplicatePossible
-            };
-            Decision {
-                attempt,
-                settle: Some(key_settles(true)),
-                findings: None,
-                next: s.finish(State::Delivered, certainty),
-            }
+    }
+
+    /// An earlier request under this key was processed. With unsettled ambiguous attempts,
+    /// that was one of them: accepted, and (the vendor deduplicating the key) once. With none,
+    /// the answer contradicts everything herald recorded: a person must look.
+    fn key_reused(&self) -> Answered {
+        let s = self.s;
+        if !self.unsettled {
+            let contradiction = json!({"contradiction": format!(
+                "attempt {}: the vendor says this key was used with another request, but no \
+                 earlier attempt of this notification is unsettled",
+                self.n
+            )});
+            return (
+                None,
+                Some(contradiction),
+                s.finish(State::Unknown, Certainty::Unknown),
+            );
         }
-        SendResult::KeyReused { .. } => Decision {
-            attempt,
-            settle: None,
-            findings: Some(json!({"contradiction": format!(
-                "attempt {n}: the vendor says this key was used with another request, but no \
-                 earlier attempt of this notification is unsettled"
-            )})),
-            next: s.finish(State::Unknown, Certainty::Unknown),
-        },
+        let deduplicated =
+            s.capabilities.idempotency_window.is_some() || s.unsettled(Some(self.n)).len() == 1;
+        let certainty = if deduplicated && !self.elsewhere {
+            Certainty::Known
+        } else {
+            Certainty::DuplicatePossible
+        };
+        (
+            Some(self.key_settles(true)),
+            None,
+            s.finish(State::Delivered, certainty),
+        )
     }
 }
 
