@@ -55,38 +55,7 @@ impl App {
         let metrics = telemetry::metrics_handle();
         let budget = Arc::new(dispatch::Budget::new(config.attachments.memory_bytes));
         let routes = dispatch::build_routes(&config, budget.clone()).await?;
-        let serves = tokens.tenants();
-        let routing = Routing::new(
-            config
-                .routes
-                .iter()
-                .map(|(name, route)| {
-                    let info = RouteInfo {
-                        channels: route.provider.settings().channels().to_vec(),
-                        delivery: route.delivery,
-                        tenants: route.tenants.clone(),
-                        allowed_from: route.allowed_from.clone(),
-                        tags: routes.get(name).is_some_and(|r| r.capabilities().tags),
-                        attachments: routes
-                            .get(name)
-                            .is_some_and(|r| r.capabilities().attachments),
-                        operator: operator_of(
-                            route.operated_by.as_deref(),
-                            route.tenants.as_deref(),
-                            &serves,
-                        ),
-                    };
-                    (name.clone(), info)
-                })
-                .collect::<BTreeMap<_, _>>(),
-            config
-                .channels
-                .iter()
-                .map(|(c, r)| (*c, r.clone()))
-                .collect(),
-        )
-        .with_categories(categories(&config)?)
-        .with_attachments(config.attachments.rules());
+        let routing = routing(&config, &routes, &tokens)?;
         let wake = Arc::new(tokio::sync::Notify::new());
         let routes = Arc::new(routes);
         let dispatcher = config.dispatch.enabled.then(|| {
@@ -139,15 +108,10 @@ impl App {
             state,
             Duration::from_secs(config.server.body_timeout_seconds),
         );
-        let limits = crate::server::Limits {
-            header_timeout: Duration::from_secs(config.server.header_timeout_seconds),
-            max_connections: config.server.max_connections,
-            shutdown_grace: Duration::from_secs(config.server.shutdown_grace_seconds),
-        };
         Ok(App {
             listener,
             router,
-            limits,
+            limits: crate::server::Limits::from(&config.server),
             store,
             dispatcher,
             relay,
@@ -252,6 +216,43 @@ pub const MIN_DEV_TOKEN_CHARS: usize = 8;
 
 /// The shortest unsubscribe secret: 32 bytes, HMAC-SHA256's own output.
 pub const MIN_UNSUBSCRIBE_SECRET_BYTES: usize = 32;
+
+/// What the API checks a notification against: each route's channels, tenants, senders and
+/// capabilities, the channels' default routes, the categories and the attachment rules.
+fn routing(config: &Config, routes: &dispatch::Routes, tokens: &Tokens) -> anyhow::Result<Routing> {
+    let serves = tokens.tenants();
+    Ok(Routing::new(
+        config
+            .routes
+            .iter()
+            .map(|(name, route)| {
+                let info = RouteInfo {
+                    channels: route.provider.settings().channels().to_vec(),
+                    delivery: route.delivery,
+                    tenants: route.tenants.clone(),
+                    allowed_from: route.allowed_from.clone(),
+                    tags: routes.get(name).is_some_and(|r| r.capabilities().tags),
+                    attachments: routes
+                        .get(name)
+                        .is_some_and(|r| r.capabilities().attachments),
+                    operator: operator_of(
+                        route.operated_by.as_deref(),
+                        route.tenants.as_deref(),
+                        &serves,
+                    ),
+                };
+                (name.clone(), info)
+            })
+            .collect::<BTreeMap<_, _>>(),
+        config
+            .channels
+            .iter()
+            .map(|(c, r)| (*c, r.clone()))
+            .collect(),
+    )
+    .with_categories(categories(&config)?)
+    .with_attachments(config.attachments.rules()))
+}
 
 /// The configured categories, with their unsubscribe secrets resolved and checked: long
 /// enough once blanks are left out, and none a token's secret too (one signs links anybody may

@@ -29,6 +29,16 @@ pub struct Limits {
     pub shutdown_grace: Duration,
 }
 
+impl From<&crate::config::ServerConfig> for Limits {
+    fn from(server: &crate::config::ServerConfig) -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(server.header_timeout_seconds),
+            max_connections: server.max_connections,
+            shutdown_grace: Duration::from_secs(server.shutdown_grace_seconds),
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown`; then stops accepting, lets open connections
 /// finish their requests for up to `shutdown_grace`, and closes what is left.
 pub async fn serve(

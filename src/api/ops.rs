@@ -7,6 +7,13 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use time::OffsetDateTime;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::header::{Header, HeaderBuilder};
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Components, Ref, RefOr};
 use utoipa::{OpenApi, ToSchema};
 
 use super::problem::Problem;
@@ -123,62 +130,7 @@ impl utoipa::Modify for CommonAnswers {
     /// (a fault that herald logs) and 503 (database unavailable); `WWW-Authenticate` on every
     /// 401, `Retry-After` on every 503, and `X-Request-Id` on every answer.
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::content::ContentBuilder;
-        use utoipa::openapi::header::HeaderBuilder;
-        use utoipa::openapi::response::ResponseBuilder;
-        use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        use utoipa::openapi::{Ref, RefOr};
-        let components = openapi.components.get_or_insert_default();
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-        components
-            .schemas
-            .insert(evidence::SCHEMA_NAME.to_owned(), evidence::schema());
-        components.schemas.insert(
-            crate::domain::CHANNEL_SCHEMA.to_owned(),
-            crate::domain::channel_component().into(),
-        );
-        // A route's `provider`, named as the vendors this build has: a list written by hand
-        // falls behind the registry (it named 12 of 15). Said, not an enum: a client generated
-        // today must still read a route of a vendor added tomorrow.
-        // (The committed document, which the clients test compares, shows it was put in.)
-        if let Some(RefOr::T(Schema::Object(route))) = components.schemas.get_mut("RouteBody") {
-            let names: Vec<String> = crate::config::ProviderConfig::NAMES
-                .iter()
-                .map(|name| format!("`{name}`"))
-                .collect();
-            let providers = ObjectBuilder::new()
-                .schema_type(Type::String)
-                .description(Some(format!(
-                    "The adapter: the route's `provider`; this build has {}.",
-                    names.join(", ")
-                )));
-            route
-                .properties
-                .insert("provider".to_owned(), providers.into());
-        }
-        let header = |schema_type: Type, description: &str| {
-            HeaderBuilder::new()
-                .schema(ObjectBuilder::new().schema_type(schema_type))
-                .description(Some(description))
-                .build()
-        };
-        let problem = |description: &str| {
-            RefOr::T(
-                ResponseBuilder::new()
-                    .description(description)
-                    .content(
-                        "application/problem+json",
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name("Problem")))
-                            .build(),
-                    )
-                    .build(),
-            )
-        };
+        add_components(openapi.components.get_or_insert_default());
         for item in openapi.paths.paths.values_mut() {
             let operations = [
                 &mut item.get,
@@ -188,55 +140,116 @@ impl utoipa::Modify for CommonAnswers {
                 &mut item.patch,
             ];
             for operation in operations.into_iter().flatten() {
-                for parameter in operation.parameters.iter_mut().flatten() {
-                    if parameter.name == "channel" {
-                        parameter.schema =
-                            Some(Ref::from_schema_name(crate::domain::CHANNEL_SCHEMA).into());
-                    }
-                }
-                let responses = &mut operation.responses.responses;
-                if operation.security.is_some() {
-                    for (status, description) in [
-                        ("401", "No valid token"),
-                        ("403", "The token lacks the scope"),
-                        (
-                            "500",
-                            "herald failed to handle the request; the cause is in its log",
-                        ),
-                        ("503", "The database is unavailable; nothing was stored"),
-                    ] {
-                        responses
-                            .entry(status.to_owned())
-                            .or_insert_with(|| problem(description));
-                    }
-                }
-                for (status, response) in responses.iter_mut() {
-                    let RefOr::T(response) = response else {
-                        continue;
-                    };
-                    response.headers.insert(
-                        "X-Request-Id".to_owned(),
-                        header(
-                            Type::String,
-                            "The request's own X-Request-Id, or a new UUID: quote it when \
-                             asking about a request in herald's log",
-                        ),
-                    );
-                    match status.as_str() {
-                        "401" => response.headers.insert(
-                            "WWW-Authenticate".to_owned(),
-                            header(Type::String, "`Bearer`"),
-                        ),
-                        "503" => response.headers.insert(
-                            "Retry-After".to_owned(),
-                            header(Type::Integer, "Seconds to wait before retrying"),
-                        ),
-                        _ => None,
-                    };
-                }
+                add_shared_answers(operation);
             }
         }
     }
+}
+
+/// The bearer scheme, and the schemas no handler can name: evidence, the channel, a route's
+/// provider.
+fn add_components(components: &mut Components) {
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+    );
+    components
+        .schemas
+        .insert(evidence::SCHEMA_NAME.to_owned(), evidence::schema());
+    components.schemas.insert(
+        crate::domain::CHANNEL_SCHEMA.to_owned(),
+        crate::domain::channel_component().into(),
+    );
+    // A route's `provider`, named as the vendors this build has: a list written by hand
+    // falls behind the registry (it named 12 of 15). Said, not an enum: a client generated
+    // today must still read a route of a vendor added tomorrow.
+    // (The committed document, which the clients test compares, shows it was put in.)
+    if let Some(RefOr::T(Schema::Object(route))) = components.schemas.get_mut("RouteBody") {
+        let names: Vec<String> = crate::config::ProviderConfig::NAMES
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect();
+        let providers = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(format!(
+                "The adapter: the route's `provider`; this build has {}.",
+                names.join(", ")
+            )));
+        route
+            .properties
+            .insert("provider".to_owned(), providers.into());
+    }
+}
+
+/// The channel parameter's type, the answers every operation with a token shares, and each
+/// answer's headers.
+fn add_shared_answers(operation: &mut Operation) {
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if parameter.name == "channel" {
+            parameter.schema = Some(Ref::from_schema_name(crate::domain::CHANNEL_SCHEMA).into());
+        }
+    }
+    let responses = &mut operation.responses.responses;
+    if operation.security.is_some() {
+        for (status, description) in [
+            ("401", "No valid token"),
+            ("403", "The token lacks the scope"),
+            (
+                "500",
+                "herald failed to handle the request; the cause is in its log",
+            ),
+            ("503", "The database is unavailable; nothing was stored"),
+        ] {
+            responses
+                .entry(status.to_owned())
+                .or_insert_with(|| problem_answer(description));
+        }
+    }
+    for (status, response) in responses.iter_mut() {
+        let RefOr::T(response) = response else {
+            continue;
+        };
+        response.headers.insert(
+            "X-Request-Id".to_owned(),
+            answer_header(
+                Type::String,
+                "The request's own X-Request-Id, or a new UUID: quote it when \
+                 asking about a request in herald's log",
+            ),
+        );
+        match status.as_str() {
+            "401" => response.headers.insert(
+                "WWW-Authenticate".to_owned(),
+                answer_header(Type::String, "`Bearer`"),
+            ),
+            "503" => response.headers.insert(
+                "Retry-After".to_owned(),
+                answer_header(Type::Integer, "Seconds to wait before retrying"),
+            ),
+            _ => None,
+        };
+    }
+}
+
+fn answer_header(schema_type: Type, description: &str) -> Header {
+    HeaderBuilder::new()
+        .schema(ObjectBuilder::new().schema_type(schema_type))
+        .description(Some(description))
+        .build()
+}
+
+fn problem_answer(description: &str) -> RefOr<Response> {
+    RefOr::T(
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/problem+json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build(),
+    )
 }
 
 /// The OpenAPI 3.1 document, generated from the handlers and types above.

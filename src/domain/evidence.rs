@@ -86,61 +86,6 @@ pub fn schema_ref() -> Ref {
 /// The component: every member herald writes, each optional (an attempt in flight has none
 /// yet), and open to members a later version adds.
 pub fn schema() -> RefOr<Schema> {
-    let text = |description: &str| {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .description(Some(description))
-    };
-    let time = |description: &str| {
-        text(description).format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
-    };
-    let free_form = |description: &str| {
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .additional_properties(Some(AdditionalProperties::FreeForm(true)))
-            .description(Some(description))
-    };
-    let settlement = ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .description(Some(
-            "Added when a later step settled this ambiguous attempt.",
-        ))
-        .property("by", Ref::from_schema_name("SettledBy"))
-        .property(
-            "outcome",
-            text("Whether the provider had accepted the message.")
-                .enum_values(Some(["accepted", "not_accepted"])),
-        )
-        .property(
-            "evidence",
-            free_form(
-                "What settled it: the replayed answer (`attempt`, `answer`), the outcome \
-                 query's look-up (`look_alikes`, `query`, …), or a person's `principal` and \
-                 `note`.",
-            ),
-        )
-        .property("at", time("When it was settled."));
-    let look_up = ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .description(Some(
-            "Added when an outcome query found something that settles nothing on its own \
-             (look-alike messages it cannot attribute, a failed query).",
-        ))
-        .property("findings", free_form("What the look-up found."))
-        .property("at", time("When it looked."));
-    let late_result = ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .description(Some(
-            "The result of this attempt that arrived after its lease had ended: kept as \
-             evidence only, never as the result.",
-        ))
-        .property("result", Ref::from_schema_name("AttemptResult"))
-        .property(
-            "provider_ref",
-            ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])),
-        )
-        .property("evidence", schema_ref())
-        .property("at", time("When it came."));
     ObjectBuilder::new()
         .schema_type(Type::Object)
         .description(Some(
@@ -202,11 +147,81 @@ pub fn schema() -> RefOr<Schema> {
             ),
         )
         .property("at", time("When herald wrote this evidence."))
-        .property("settlement", settlement)
-        .property("look_up", look_up)
-        .property("late_result", late_result)
+        .property("settlement", settlement())
+        .property("look_up", look_up())
+        .property("late_result", late_result())
         .additional_properties(Some(AdditionalProperties::FreeForm(true)))
         .into()
+}
+
+fn text(description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+}
+
+fn time(description: &str) -> ObjectBuilder {
+    text(description).format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+}
+
+fn free_form(description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+        .description(Some(description))
+}
+
+/// `settlement`: what settled an ambiguous attempt later.
+fn settlement() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "Added when a later step settled this ambiguous attempt.",
+        ))
+        .property("by", Ref::from_schema_name("SettledBy"))
+        .property(
+            "outcome",
+            text("Whether the provider had accepted the message.")
+                .enum_values(Some(["accepted", "not_accepted"])),
+        )
+        .property(
+            "evidence",
+            free_form(
+                "What settled it: the replayed answer (`attempt`, `answer`), the outcome \
+                 query's look-up (`look_alikes`, `query`, …), or a person's `principal` and \
+                 `note`.",
+            ),
+        )
+        .property("at", time("When it was settled."))
+}
+
+/// `look_up`: what an outcome query found that settles nothing.
+fn look_up() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "Added when an outcome query found something that settles nothing on its own \
+             (look-alike messages it cannot attribute, a failed query).",
+        ))
+        .property("findings", free_form("What the look-up found."))
+        .property("at", time("When it looked."))
+}
+
+/// `late_result`: a result that came after its lease ended.
+fn late_result() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "The result of this attempt that arrived after its lease had ended: kept as \
+             evidence only, never as the result.",
+        ))
+        .property("result", Ref::from_schema_name("AttemptResult"))
+        .property(
+            "provider_ref",
+            ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])),
+        )
+        .property("evidence", schema_ref())
+        .property("at", time("When it came."))
 }
 
 /// A lost call that outlived its send deadline's promise: its request may have left after

@@ -118,11 +118,30 @@ pub async fn create_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     principal.require(Scope::Send)?;
+    let items = items_of(&state, body)?;
+    // Each item counts, valid or not: the work of reading it is done either way.
+    principal.admit(items.len())?;
+    let now = OffsetDateTime::now_utc();
+    let (mut results, accepted) = prepare_all(&state, &principal, items, now);
+    within_file_limit(&accepted)?;
+    if !accepted.is_empty() {
+        store_all(&state, &principal, &headers, accepted, &mut results).await?;
+    }
+    let results = results
+        .into_iter()
+        .map(|r| r.expect("every item has a result"))
+        .collect();
+    Ok(Json(BatchBody { results }).into_response())
+}
+
+/// The request's items: an array of 1 to [`MAX_BATCH_ITEMS`], within the body limit for
+/// what they carry.
+fn items_of(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Vec<Value>, Problem> {
     let length = body.as_ref().map_or(0, Bytes::len);
     let mut body = json_object_of_items(body)?;
     let items = match body.get_mut("items").map(Value::take) {
         Some(Value::Array(items)) => {
-            within_plain_limit(&state, length, &items)?;
+            within_plain_limit(state, length, &items)?;
             items
         }
         _ => {
@@ -138,9 +157,17 @@ pub async fn create_batch(
             format!("must hold 1 to {MAX_BATCH_ITEMS} notifications"),
         )));
     }
-    // Each item counts, valid or not: the work of reading it is done either way.
-    principal.admit(items.len())?;
-    let now = OffsetDateTime::now_utc();
+    Ok(items)
+}
+
+/// Each item checked as a single enqueue would be: a result now for the ones refused (their
+/// fields named by position), and the others, with their positions, to store.
+fn prepare_all(
+    state: &AppState,
+    principal: &Principal,
+    items: Vec<Value>,
+    now: OffsetDateTime,
+) -> (Vec<Option<BatchResult>>, Vec<(usize, NewAccept)>) {
     let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(items.len());
     let mut accepted: Vec<(usize, NewAccept)> = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
@@ -156,7 +183,7 @@ pub async fn create_batch(
         let key_text = key.as_ref().ok().map(|k| k.as_str().to_owned());
         let prepared = key
             .map_err(Problem::invalid_field)
-            .and_then(|key| prepare(&state, &principal, key, Value::Object(object), now));
+            .and_then(|key| prepare(state, principal, key, Value::Object(object), now));
         match prepared {
             Ok(prepared) => {
                 accepted.push((i, prepared));
@@ -168,6 +195,11 @@ pub async fn create_batch(
             }
         }
     }
+    (results, accepted)
+}
+
+/// A batch carries at most [`MAX_BATCH_FILES`] distinct attachment files.
+fn within_file_limit(accepted: &[(usize, NewAccept)]) -> Result<(), Problem> {
     let files: std::collections::HashSet<&str> = accepted
         .iter()
         .flat_map(|(_, item)| item.files.iter().map(|f| f.sha256.as_str()))
@@ -182,51 +214,57 @@ pub async fn create_batch(
             ),
         )));
     }
-    if !accepted.is_empty() {
-        let (positions, mut items): (Vec<usize>, Vec<NewAccept>) = accepted.into_iter().unzip();
-        let enqueue =
-            tracing::info_span!("enqueue", items = items.len(), tenant = %principal.tenant);
-        let outcomes = async {
-            let trace_parent = crate::traces::current_or(crate::api::trace_parent(&headers));
-            for item in &mut items {
-                item.notification.trace_parent = trace_parent.clone();
-            }
-            state.store.accept(&items).await
+    Ok(())
+}
+
+/// Stores the accepted items in one transaction and fills in their results: created,
+/// replayed, or refused by their key.
+async fn store_all(
+    state: &AppState,
+    principal: &Principal,
+    headers: &HeaderMap,
+    accepted: Vec<(usize, NewAccept)>,
+    results: &mut [Option<BatchResult>],
+) -> Result<(), Problem> {
+    let (positions, mut items): (Vec<usize>, Vec<NewAccept>) = accepted.into_iter().unzip();
+    let enqueue = tracing::info_span!("enqueue", items = items.len(), tenant = %principal.tenant);
+    let outcomes = async {
+        // The enqueue span's context, so that a send's span follows from it.
+        let trace_parent = crate::traces::current_or(crate::api::trace_parent(headers));
+        for item in &mut items {
+            item.notification.trace_parent = trace_parent.clone();
         }
-        .instrument(enqueue)
-        .await?;
-        let mut created = 0;
-        for ((i, item), outcome) in positions.into_iter().zip(items).zip(outcomes) {
-            let key = Some(item.key.as_str().to_owned());
-            results[i] = Some(match idempotency::answer(outcome, item.response) {
-                Answer::Created(body) => {
-                    created += 1;
-                    BatchResult {
-                        idempotency_key: key,
-                        status: 202,
-                        replayed: false,
-                        notification: Some(body),
-                        problem: None,
-                    }
-                }
-                Answer::Replayed { status, body } => BatchResult {
+        state.store.accept(&items).await
+    }
+    .instrument(enqueue)
+    .await?;
+    let mut created = 0;
+    for ((i, item), outcome) in positions.into_iter().zip(items).zip(outcomes) {
+        let key = Some(item.key.as_str().to_owned());
+        results[i] = Some(match idempotency::answer(outcome, item.response) {
+            Answer::Created(body) => {
+                created += 1;
+                BatchResult {
                     idempotency_key: key,
-                    status,
-                    replayed: true,
+                    status: 202,
+                    replayed: false,
                     notification: Some(body),
                     problem: None,
-                },
-                Answer::Refused(problem) => BatchResult::problem(key, problem),
-            });
-        }
-        if created > 0 {
-            metrics::counter!("herald_notifications_accepted_total").increment(created);
-            state.enqueued();
-        }
+                }
+            }
+            Answer::Replayed { status, body } => BatchResult {
+                idempotency_key: key,
+                status,
+                replayed: true,
+                notification: Some(body),
+                problem: None,
+            },
+            Answer::Refused(problem) => BatchResult::problem(key, problem),
+        });
     }
-    let results = results
-        .into_iter()
-        .map(|r| r.expect("every item has a result"))
-        .collect();
-    Ok(Json(BatchBody { results }).into_response())
+    if created > 0 {
+        metrics::counter!("herald_notifications_accepted_total").increment(created);
+        state.enqueued();
+    }
+    Ok(())
 }

@@ -352,120 +352,144 @@ pub fn parse_recipient(field: &str, channel: Channel, to: &str) -> Result<String
 
 /// What each channel needs and refuses. An email subject becomes a mail header and a push
 /// subject a title, so both are header-checked.
-pub(super) fn check_content(channel: Channel, c: &Content) -> Result<(), FieldError> {
-    let forbid = |field: &str, set: bool| {
-        if set {
-            Err(FieldError::new(
-                field,
-                format!("is not used on the {channel} channel"),
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    let require = |field: &str, set: bool| {
-        if set {
-            Ok(())
-        } else {
-            Err(FieldError::new(
-                field,
-                format!("is required on the {channel} channel"),
-            ))
-        }
-    };
-    if let Some(subject) = &c.subject {
+pub(super) fn check_content(channel: Channel, content: &Content) -> Result<(), FieldError> {
+    if let Some(subject) = &content.subject {
         header_safe("subject", subject, MAX_SUBJECT_BYTES)?;
     }
+    let rules = ContentRules { channel, content };
     if channel != Channel::Chat {
-        forbid("blocks", c.blocks.is_some())?;
+        rules.forbid("blocks", content.blocks.is_some())?;
     }
     match channel {
-        Channel::Email => {
-            require("subject", c.subject.is_some())?;
-            require("text", c.text.is_some() || c.html.is_some())?;
-            for (field, part) in [("text", &c.text), ("html", &c.html)] {
-                if part
-                    .as_ref()
-                    .is_some_and(|p| p.len() > MAX_EMAIL_PART_BYTES)
-                {
-                    return Err(FieldError::new(
-                        field,
-                        format!("must be at most {MAX_EMAIL_PART_BYTES} bytes"),
-                    ));
-                }
-            }
-            forbid("payload", c.payload.is_some())
-        }
-        Channel::Sms => {
-            forbid("subject", c.subject.is_some())?;
-            forbid("html", c.html.is_some())?;
-            forbid("payload", c.payload.is_some())?;
-            let text = c.text.as_deref().unwrap_or_default();
-            require("text", !text.is_empty())?;
-            if text.chars().count() > MAX_SMS_CHARS {
-                return Err(FieldError::new(
-                    "text",
-                    format!("must be at most {MAX_SMS_CHARS} characters"),
-                ));
-            }
+        Channel::Email => rules.email(),
+        Channel::Sms => rules.sms(),
+        Channel::Push => rules.push(),
+        Channel::Webhook => rules.webhook(),
+        Channel::Chat => rules.chat(),
+    }
+}
+
+/// One channel's rules over a notification's content.
+struct ContentRules<'a> {
+    channel: Channel,
+    content: &'a Content,
+}
+
+impl ContentRules<'_> {
+    fn forbid(&self, field: &str, set: bool) -> Result<(), FieldError> {
+        if set {
+            Err(FieldError::new(
+                field,
+                format!("is not used on the {} channel", self.channel),
+            ))
+        } else {
             Ok(())
         }
-        Channel::Push => {
-            forbid("html", c.html.is_some())?;
-            forbid("payload", c.payload.is_some())?;
-            let text = c.text.as_deref().unwrap_or_default();
-            require("text", !text.is_empty())?;
-            if text.len() > MAX_PUSH_TEXT_BYTES {
-                return Err(FieldError::new(
-                    "text",
-                    format!("must be at most {MAX_PUSH_TEXT_BYTES} bytes"),
-                ));
-            }
+    }
+
+    fn require(&self, field: &str, set: bool) -> Result<(), FieldError> {
+        if set {
             Ok(())
+        } else {
+            Err(FieldError::new(
+                field,
+                format!("is required on the {} channel", self.channel),
+            ))
         }
-        Channel::Webhook => {
-            forbid("subject", c.subject.is_some())?;
-            forbid("text", c.text.is_some())?;
-            forbid("html", c.html.is_some())?;
-            match &c.payload {
-                Some(payload @ Value::Object(_)) if json_bytes(payload) > MAX_PAYLOAD_BYTES => {
-                    Err(FieldError::new(
-                        "payload",
-                        format!("must be at most {MAX_PAYLOAD_BYTES} bytes as JSON"),
-                    ))
-                }
-                Some(Value::Object(_)) => Ok(()),
-                Some(_) => Err(FieldError::new("payload", "must be a JSON object")),
-                None => require("payload", false),
-            }
-        }
-        Channel::Chat => {
-            forbid("subject", c.subject.is_some())?;
-            forbid("html", c.html.is_some())?;
-            forbid("payload", c.payload.is_some())?;
-            // A phone shows the text, also beside blocks: blank shows nothing.
-            let text = c.text.as_deref().unwrap_or_default();
-            require("text", !text.trim().is_empty())?;
-            // Counted in UTF-16 units, the larger count of "characters" (an emoji is two).
-            if text.encode_utf16().count() > MAX_CHAT_TEXT_CHARS {
+    }
+
+    fn email(&self) -> Result<(), FieldError> {
+        self.require("subject", self.content.subject.is_some())?;
+        self.require(
+            "text",
+            self.content.text.is_some() || self.content.html.is_some(),
+        )?;
+        for (field, part) in [("text", &self.content.text), ("html", &self.content.html)] {
+            if part
+                .as_ref()
+                .is_some_and(|p| p.len() > MAX_EMAIL_PART_BYTES)
+            {
                 return Err(FieldError::new(
-                    "text",
-                    format!("must be at most {MAX_CHAT_TEXT_CHARS} characters"),
+                    field,
+                    format!("must be at most {MAX_EMAIL_PART_BYTES} bytes"),
                 ));
             }
-            match &c.blocks {
-                None => Ok(()),
-                Some(Value::Array(blocks))
-                    if (1..=MAX_CHAT_BLOCKS).contains(&blocks.len())
-                        && blocks.iter().all(Value::is_object) =>
-                {
-                    Ok(())
-                }
-                Some(_) => Err(FieldError::new(
-                    "blocks",
-                    format!("must be an array of 1 to {MAX_CHAT_BLOCKS} JSON objects"),
-                )),
+        }
+        self.forbid("payload", self.content.payload.is_some())
+    }
+
+    fn sms(&self) -> Result<(), FieldError> {
+        self.forbid("subject", self.content.subject.is_some())?;
+        self.forbid("html", self.content.html.is_some())?;
+        self.forbid("payload", self.content.payload.is_some())?;
+        let text = self.content.text.as_deref().unwrap_or_default();
+        self.require("text", !text.is_empty())?;
+        if text.chars().count() > MAX_SMS_CHARS {
+            return Err(FieldError::new(
+                "text",
+                format!("must be at most {MAX_SMS_CHARS} characters"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn push(&self) -> Result<(), FieldError> {
+        self.forbid("html", self.content.html.is_some())?;
+        self.forbid("payload", self.content.payload.is_some())?;
+        let text = self.content.text.as_deref().unwrap_or_default();
+        self.require("text", !text.is_empty())?;
+        if text.len() > MAX_PUSH_TEXT_BYTES {
+            return Err(FieldError::new(
+                "text",
+                format!("must be at most {MAX_PUSH_TEXT_BYTES} bytes"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn webhook(&self) -> Result<(), FieldError> {
+        self.forbid("subject", self.content.subject.is_some())?;
+        self.forbid("text", self.content.text.is_some())?;
+        self.forbid("html", self.content.html.is_some())?;
+        match &self.content.payload {
+            Some(payload @ Value::Object(_)) if json_bytes(payload) > MAX_PAYLOAD_BYTES => {
+                Err(FieldError::new(
+                    "payload",
+                    format!("must be at most {MAX_PAYLOAD_BYTES} bytes as JSON"),
+                ))
             }
+            Some(Value::Object(_)) => Ok(()),
+            Some(_) => Err(FieldError::new("payload", "must be a JSON object")),
+            None => self.require("payload", false),
+        }
+    }
+
+    fn chat(&self) -> Result<(), FieldError> {
+        self.forbid("subject", self.content.subject.is_some())?;
+        self.forbid("html", self.content.html.is_some())?;
+        self.forbid("payload", self.content.payload.is_some())?;
+        // A phone shows the text, also beside blocks: blank shows nothing.
+        let text = self.content.text.as_deref().unwrap_or_default();
+        self.require("text", !text.trim().is_empty())?;
+        // Counted in UTF-16 units, the larger count of "characters" (an emoji is two).
+        if text.encode_utf16().count() > MAX_CHAT_TEXT_CHARS {
+            return Err(FieldError::new(
+                "text",
+                format!("must be at most {MAX_CHAT_TEXT_CHARS} characters"),
+            ));
+        }
+        match &self.content.blocks {
+            None => Ok(()),
+            Some(Value::Array(blocks))
+                if (1..=MAX_CHAT_BLOCKS).contains(&blocks.len())
+                    && blocks.iter().all(Value::is_object) =>
+            {
+                Ok(())
+            }
+            Some(_) => Err(FieldError::new(
+                "blocks",
+                format!("must be an array of 1 to {MAX_CHAT_BLOCKS} JSON objects"),
+            )),
         }
     }
 }
