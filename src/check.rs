@@ -35,20 +35,7 @@ pub async fn load(
 pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems> {
     let mut problems = Vec::new();
     // Parts whose secrets are missing are not built: their one problem is already named.
-    let mut unresolved = Vec::new();
-    for (key, source) in config.secrets() {
-        // A literal cannot be missing; this check, run by `serve` too, is where it is warned of.
-        if source.is_literal() {
-            tracing::warn!(
-                "{key} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development"
-            );
-            continue;
-        }
-        if let Err(err) = source.resolve(&key) {
-            problems.push(format!("{err:#} ({})", config.origins.of(&key)));
-            unresolved.push(key);
-        }
-    }
+    let unresolved = resolve_secrets(config, &mut problems);
     let blocked = |prefix: &str| {
         unresolved.iter().any(|key| {
             key.strip_prefix(prefix)
@@ -119,6 +106,26 @@ pub async fn check(config: &Config, connect: bool) -> Result<(), ConfigProblems>
     } else {
         Err(ConfigProblems(problems))
     }
+}
+
+/// Resolves every secret the config names, adding a problem for each that does not resolve;
+/// answers their keys.
+fn resolve_secrets(config: &Config, problems: &mut Vec<String>) -> Vec<String> {
+    let mut unresolved = Vec::new();
+    for (key, source) in config.secrets() {
+        // A literal cannot be missing; this check, run by `serve` too, is where it is warned of.
+        if source.is_literal() {
+            tracing::warn!(
+                "{key} is written literally in the config; use {{ env = … }} or {{ file = … }} outside development"
+            );
+            continue;
+        }
+        if let Err(err) = source.resolve(&key) {
+            problems.push(format!("{err:#} ({})", config.origins.of(&key)));
+            unresolved.push(key);
+        }
+    }
+    unresolved
 }
 
 /// Opens a TCP connection to `host:port` and closes it: the vendor sees a connection, no

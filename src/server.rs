@@ -39,14 +39,9 @@ impl From<&crate::config::ServerConfig> for Limits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown`; then stops accepting, lets open connections
-/// finish their requests for up to `shutdown_grace`, and closes what is left.
-pub async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    limits: Limits,
-    shutdown: CancellationToken,
-) {
+/// HTTP/1 and HTTP/2 connections that a client cannot hold open for free: headers must arrive,
+/// and HTTP/2 pings be answered, within `header_timeout`.
+fn connection_builder(limits: Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -58,7 +53,18 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(limits.header_timeout))
         .keep_alive_timeout(limits.header_timeout);
-    let builder = Arc::new(builder);
+    builder
+}
+
+/// Serves `router` on `listener` until `shutdown`; then stops accepting, lets open connections
+/// finish their requests for up to `shutdown_grace`, and closes what is left.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    shutdown: CancellationToken,
+) {
+    let builder = Arc::new(connection_builder(limits));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let connections = TaskTracker::new();
     loop {

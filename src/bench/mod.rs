@@ -104,6 +104,9 @@ impl Children<'_> {
     }
 }
 
+/// The throughput run: enqueue one by one, then in batches, through an API-only herald; drain
+/// with the dispatch processes; then offer a steady load to time accept → delivered. Long
+/// because the phases must run in this order and each one's figures are read between them.
 async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Value> {
     let url = database_url(args, children.dir);
     if args.processes > 1 && !url.starts_with("postgres") {

@@ -131,7 +131,44 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         1 => certainty::end(State::Delivered, Certainty::Known, attempts),
         _ => (State::Delivered, Certainty::DuplicatePossible),
     };
-    let contradicted = match (n.state, n.certainty) {
+    if !contradicts(n, attempts, count, open, &maybe) {
+        return None;
+    }
+    let record = match n.certainty {
+        Some(c) => format!("{}/{c}", n.state),
+        None => n.state.to_string(),
+    };
+    let cause = if late.is_empty() {
+        "callback"
+    } else {
+        "late_result"
+    };
+    let evidence: Vec<String> = late.into_iter().chain(reports).collect();
+    let evidence = if evidence.is_empty() {
+        "later evidence shows a message the record does not account for".to_owned()
+    } else {
+        evidence.join("; ")
+    };
+    let conclusion = conclusion(state, certainty, count, !maybe.is_empty());
+    Some(Reopen {
+        state,
+        certainty,
+        duplicate: count >= 2,
+        cause,
+        why: format!("{evidence}, while the record said {record}: {conclusion}"),
+    })
+}
+
+/// Whether `count` messages shown (and `maybe`, sends that may have left late with one more)
+/// contradict what the record says of `n`.
+fn contradicts(
+    n: &Notification,
+    attempts: &[Attempt],
+    count: usize,
+    open: bool,
+    maybe: &[&Attempt],
+) -> bool {
+    match (n.state, n.certainty) {
         (State::Delivered, Some(Certainty::Known)) => count >= 2 || (count == 1 && open),
         (State::Queued | State::Failed | State::Unknown | State::Cancelled, _) if count >= 1 => {
             true
@@ -155,33 +192,19 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
                     .any(|a| settled(a) == Some("not_accepted") && late_acceptance(a).is_some())
         }
         (State::Delivered | State::Cancelled, _) => false,
-    };
-    if !contradicted {
-        return None;
     }
-    let record = match n.certainty {
-        Some(c) => format!("{}/{c}", n.state),
-        None => n.state.to_string(),
-    };
-    let cause = if late.is_empty() {
-        "callback"
-    } else {
-        "late_result"
-    };
-    let evidence: Vec<String> = late.into_iter().chain(reports).collect();
-    let evidence = if evidence.is_empty() {
-        "later evidence shows a message the record does not account for".to_owned()
-    } else {
-        evidence.join("; ")
-    };
-    let conclusion = match certainty {
+}
+
+/// What the evidence comes to, in words, for the reopened record.
+fn conclusion(state: State, certainty: Certainty, count: usize, may_hold_more: bool) -> String {
+    match certainty {
         Certainty::Known => format!("the vendor took {count} message(s)"),
         Certainty::DuplicatePossible => format!(
             "the vendor took {count} message(s){}, so the recipient may have it more than once",
-            if maybe.is_empty() {
-                ""
-            } else {
+            if may_hold_more {
                 " and may hold one more"
+            } else {
+                ""
             }
         ),
         Certainty::Unknown if state == State::Cancelled => "the vendor may hold the message that \
@@ -190,14 +213,7 @@ pub fn reopen(n: &Notification, attempts: &[Attempt], reported: &[Reported]) -> 
         Certainty::Unknown => "the vendor may hold a message, and only a person can settle \
                                whether it does"
             .to_owned(),
-    };
-    Some(Reopen {
-        state,
-        certainty,
-        duplicate: count >= 2,
-        cause,
-        why: format!("{evidence}, while the record said {record}: {conclusion}"),
-    })
+    }
 }
 
 /// Adds to `messages` those that vendors reported and no counted send accounts for, and says

@@ -392,7 +392,8 @@ pub struct Resend {
 pub struct Refused(pub String);
 
 /// What `ask` changes on `n` (with its `attempts`), where the route's vendor keeps keys for
-/// `window`; or why it may not.
+/// `window`; or why it may not. Long because it is one table over (reason, outcome, then):
+/// every resolution a person may make reads in one place.
 pub fn resolve(
     n: &Notification,
     attempts: &[Attempt],
@@ -479,24 +480,28 @@ pub fn resolve(
                 ..change(n.state, n.certainty, None, None)
             })
         }
-        (reason, outcome, then) => Err(Refused(format!(
-            "`{}{}` does not resolve an item in review for `{reason}`: {}",
-            outcome.as_str(),
-            then.map(|t| format!(" + {}", t.as_str()))
-                .unwrap_or_default(),
-            match reason {
-                Reason::Unknown => "say delivered, or not_delivered with resend or close",
-                Reason::MayHaveSent => {
-                    "it was cancelled and is never sent again: say delivered, or not_delivered \
-                     with close"
-                }
-                Reason::DuplicatePossible | Reason::Contradicted => "acknowledge it",
-                Reason::Exhausted | Reason::Rejected => {
-                    "resend it with not_delivered + resend, or close it with not_delivered + close"
-                }
-            }
-        ))),
+        (reason, outcome, then) => Err(not_an_answer(reason, outcome, then)),
     }
+}
+
+/// Why `outcome` (+ `then`) does not resolve an item waiting for `reason`, and what would.
+fn not_an_answer(reason: Reason, outcome: Outcome, then: Option<Then>) -> Refused {
+    let would = match reason {
+        Reason::Unknown => "say delivered, or not_delivered with resend or close",
+        Reason::MayHaveSent => {
+            "it was cancelled and is never sent again: say delivered, or not_delivered with close"
+        }
+        Reason::DuplicatePossible | Reason::Contradicted => "acknowledge it",
+        Reason::Exhausted | Reason::Rejected => {
+            "resend it with not_delivered + resend, or close it with not_delivered + close"
+        }
+    };
+    Refused(format!(
+        "`{}{}` does not resolve an item in review for `{reason}`: {would}",
+        outcome.as_str(),
+        then.map(|t| format!(" + {}", t.as_str()))
+            .unwrap_or_default(),
+    ))
 }
 
 /// Whether the vendor still deduplicates the current key: its window runs from the first

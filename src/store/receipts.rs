@@ -240,54 +240,11 @@ async fn take_one<D: Dialect>(
     let notification: Notification = row.notification.try_into()?;
     let source = format!("callback:{route}");
     if event.status != ReceiptStatus::None {
-        let (rank,): (i32,) = tx.fetch_one(RECEIPT_RANK, args![id]).await?;
-        if i32::from(event.status.rank()) > rank {
-            let receipt = Receipt {
-                status: event.status,
-                at: event.at.unwrap_or(now),
-                source: source.clone(),
-                vendor_status: event.vendor_status.clone(),
-            };
-            tx.execute(
-                INSERT_RECEIPT,
-                vec![
-                    Arg::from(id),
-                    Arg::from(receipt.status.as_str()),
-                    Arg::from(i32::from(receipt.status.rank())),
-                    Arg::from(receipt.at),
-                    Arg::from(&receipt.source),
-                    Arg::from(&receipt.vendor_status),
-                    Arg::from(event.event_id.as_str()),
-                    Arg::from(now),
-                ],
-            )
-            .await?;
-            let mut outbox = OutboxEvent::for_notification(&notification, EventType::Receipt, now);
-            outbox.data["receipt"] = serde_json::to_value(&receipt).unwrap_or(Value::Null);
-            super::rows::insert_event(tx, &outbox).await?;
-        }
+        record_receipt(tx, &notification, event, &source, now).await?;
     }
-
     if event.suppress {
-        let suppression = Suppression {
-            channel: notification.channel,
-            recipient: suppression_recipient(notification.channel, &notification.to),
-            category: None,
-            reason: SuppressionReason::of_receipt(event.status),
-            source: source.clone(),
-            evidence: json!({"notification_id": id, "event_id": event.event_id,
-                             "vendor_status": event.vendor_status}),
-            note: None,
-            created_at: now,
-        };
-        let new = NewSuppression {
-            tenant: notification.tenant.clone(),
-            suppression,
-            principal: source.clone(),
-        };
-        suppress(&mut **tx, &new).await?;
+        suppress_recipient(tx, &notification, event, &source, now).await?;
     }
-
     let (settled, finished) = settle::<D>(tx, id, route, callbacks.idempotency_window, now).await?;
     let settled = settled || finished.is_some();
     let reopened =
@@ -296,6 +253,75 @@ async fn take_one<D: Dialect>(
     Ok(Taken::New {
         settled: settled || reopened.is_some(),
     })
+}
+
+/// Keeps the event's receipt, and its `receipt` event, where it is further along than the
+/// notification's receipt so far (a `delivered` that arrives after its `bounced` changes
+/// nothing).
+async fn record_receipt<D: Dialect>(
+    tx: &mut Tx<D>,
+    notification: &Notification,
+    event: &CallbackEvent,
+    source: &str,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let id = notification.id;
+    let (rank,): (i32,) = tx.fetch_one(RECEIPT_RANK, args![id]).await?;
+    if i32::from(event.status.rank()) > rank {
+        let receipt = Receipt {
+            status: event.status,
+            at: event.at.unwrap_or(now),
+            source: source.to_owned(),
+            vendor_status: event.vendor_status.clone(),
+        };
+        tx.execute(
+            INSERT_RECEIPT,
+            vec![
+                Arg::from(id),
+                Arg::from(receipt.status.as_str()),
+                Arg::from(i32::from(receipt.status.rank())),
+                Arg::from(receipt.at),
+                Arg::from(&receipt.source),
+                Arg::from(&receipt.vendor_status),
+                Arg::from(event.event_id.as_str()),
+                Arg::from(now),
+            ],
+        )
+        .await?;
+        let mut outbox = OutboxEvent::for_notification(notification, EventType::Receipt, now);
+        outbox.data["receipt"] = serde_json::to_value(&receipt).unwrap_or(Value::Null);
+        super::rows::insert_event(tx, &outbox).await?;
+    }
+    Ok(())
+}
+
+/// Suppresses the recipient on this channel for the tenant: the event says they asked not to
+/// get more, or cannot (a hard bounce, a complaint, an unsubscribe).
+async fn suppress_recipient<D: Dialect>(
+    tx: &mut Tx<D>,
+    notification: &Notification,
+    event: &CallbackEvent,
+    source: &str,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let suppression = Suppression {
+        channel: notification.channel,
+        recipient: suppression_recipient(notification.channel, &notification.to),
+        category: None,
+        reason: SuppressionReason::of_receipt(event.status),
+        source: source.to_owned(),
+        evidence: json!({"notification_id": notification.id, "event_id": event.event_id,
+                         "vendor_status": event.vendor_status}),
+        note: None,
+        created_at: now,
+    };
+    let new = NewSuppression {
+        tenant: notification.tenant.clone(),
+        suppression,
+        principal: source.to_owned(),
+    };
+    suppress(&mut **tx, &new).await?;
+    Ok(())
 }
 
 /// Settles the ambiguous attempts that the stored vendor reports prove (any receipt means that

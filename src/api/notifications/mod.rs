@@ -485,6 +485,28 @@ pub async fn list(
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<ListBody>, Problem> {
     principal.require(Scope::Read)?;
+    let mut filter = list_filter(&params)?;
+    let limit = filter.limit as usize;
+    // One row more than asked tells whether another page exists.
+    filter.limit += 1;
+    let mut data: Vec<NotificationBody> = state
+        .store
+        .list(&principal.tenant, &filter)
+        .await?
+        .into_iter()
+        .map(|detail| NotificationBody::of(detail, state.review))
+        .collect();
+    let next_cursor = if data.len() > limit {
+        data.truncate(limit);
+        data.last().map(|n| n.notification.id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(ListBody { data, next_cursor }))
+}
+
+/// The list's query as a filter: each parameter at most once, none unknown.
+fn list_filter(params: &[(String, String)]) -> Result<ListFilter, Problem> {
     let bad = |name: &str, detail: &str| {
         Problem::new(
             StatusCode::BAD_REQUEST,
@@ -508,7 +530,7 @@ pub async fn list(
         ..ListFilter::default()
     };
     let mut given = HashSet::new();
-    for (name, value) in &params {
+    for (name, value) in params {
         // Filters must all hold, so a second value for one of them could only match nothing or
         // silently replace the first.
         if !given.insert(name.as_str()) {
@@ -555,21 +577,5 @@ pub async fn list(
             },
         }
     }
-    let limit = filter.limit as usize;
-    // One row more than asked tells whether another page exists.
-    filter.limit += 1;
-    let mut data: Vec<NotificationBody> = state
-        .store
-        .list(&principal.tenant, &filter)
-        .await?
-        .into_iter()
-        .map(|detail| NotificationBody::of(detail, state.review))
-        .collect();
-    let next_cursor = if data.len() > limit {
-        data.truncate(limit);
-        data.last().map(|n| n.notification.id.to_string())
-    } else {
-        None
-    };
-    Ok(Json(ListBody { data, next_cursor }))
+    Ok(filter)
 }

@@ -59,57 +59,17 @@ pub(super) fn attribute_unruled(
     asked_at: OffsetDateTime,
     jitter: f64,
 ) -> Attribution {
-    let sought = s.unsettled(None);
-    // A late answer of a send this look-up is for names what it should find: not attributed.
-    let late = s
-        .here()
-        .filter(|a| !sought.iter().any(|o| o.n == a.n))
-        .chain(s.siblings.iter().map(|sib| &sib.attempt))
-        .filter_map(Attempt::late_reference);
-    // Sends of this notification's that were proven absent, until their own workers said they
-    // may have left after that proof: as much this notification's as the sought ones.
-    let left_late_since: Vec<&Attempt> = s
-        .here()
-        .filter(|a| settled_not_accepted(a) && left_late(a) && a.late_reference().is_none())
-        .collect();
-    let attributed: std::collections::HashSet<&str> = s
-        .here()
-        .chain(s.siblings.iter().map(|sib| &sib.attempt))
-        .filter_map(|a| a.provider_ref.as_deref())
-        .chain(late)
-        .collect();
-    let free: Vec<&String> = refs
-        .iter()
-        .filter(|r| !attributed.contains(r.as_str()))
-        .collect();
-    let rivals: Vec<&Sibling> = s
-        .siblings
-        .iter()
-        .filter(|sib| may_have_sent(s, &sib.attempt, since))
-        .collect();
-    let rival_attempts: Vec<&Attempt> = rivals.iter().map(|sib| &sib.attempt).collect();
-    // Everything but the sought sends that must be visible before absence or a count proves
-    // anything.
-    let shown: Vec<&Attempt> = rival_attempts
-        .iter()
-        .chain(&left_late_since)
-        .copied()
-        .collect();
-    let in_flight = rivals
-        .iter()
-        .filter(|sib| sib.attempt.result == AttemptResult::InFlight)
-        .count();
-    let own = sought.len() + left_late_since.len();
-    let sends = own + rivals.len();
-    let record = json!({
-        "look_alikes": refs,
-        "free": free,
-        "own_sends": own,
-        "own_sends_left_late": left_late_since.len(),
-        "sibling_sends": rivals.len(),
-        "sibling_sends_in_flight": in_flight,
-        "query": evidence_json(evidence),
-    });
+    let census = Census::of(s, refs, since);
+    let Census {
+        sought,
+        free,
+        rivals,
+        shown,
+        in_flight,
+        ..
+    } = &census;
+    let (own, sends) = (census.own(), census.sends());
+    let record = census.record(refs, evidence);
     let settle_with = |reference: &String, certainty: Certainty| {
         Attribution::Decided(settled(
             query_settles(true, record.clone(), Some(reference.clone())),
@@ -124,7 +84,7 @@ pub(super) fn attribute_unruled(
             Certainty::DuplicatePossible
         }
     };
-    let visible = asked_at >= visible_by(s, &shown, asked_at);
+    let visible = asked_at >= visible_by(s, shown, asked_at);
     if sought.is_empty() {
         return Attribution::Inconclusive(record);
     }
@@ -135,20 +95,20 @@ pub(super) fn attribute_unruled(
             refs.len(),
             evidence.detail
         );
-        return Attribution::Decided(not_found(s, &shown, &evidence, asked_at, jitter));
+        return Attribution::Decided(not_found(s, shown, &evidence, asked_at, jitter));
     }
     if rivals.is_empty() {
         return if free.len() > own {
             Attribution::Inconclusive(record)
         } else if free.len() < own && !visible {
-            Attribution::Decided(wait_until(visible_by(s, &shown, asked_at)))
+            Attribution::Decided(wait_until(visible_by(s, shown, asked_at)))
         } else {
             settle_with(free[0], once_or_more(free.len()))
         };
     }
     // A sibling's send in flight may own any free message, and its answer will say which:
     // wait for it before counting.
-    if in_flight > 0 {
+    if *in_flight > 0 {
         return Attribution::Decided(wait_until(s.now + s.limits.retry_base));
     }
     if free.len() == sends {
@@ -161,9 +121,99 @@ pub(super) fn attribute_unruled(
         ));
     }
     if free.len() < sends && !visible {
-        return Attribution::Decided(wait_until(visible_by(s, &shown, asked_at)));
+        return Attribution::Decided(wait_until(visible_by(s, shown, asked_at)));
     }
     Attribution::Inconclusive(record)
+}
+
+/// What a look-up's look-alike messages are weighed against: the sends they may belong to.
+struct Census<'a> {
+    /// This route's unsettled ambiguous sends, which the look-up is for.
+    sought: Vec<&'a Attempt>,
+    /// Sends of this notification's that were proven absent, until their own workers said they
+    /// may have left after that proof: as much this notification's as the sought ones.
+    left_late_since: Vec<&'a Attempt>,
+    /// The look-alikes no known send has claimed.
+    free: Vec<&'a String>,
+    /// Siblings' sends that may have produced one of them.
+    rivals: Vec<&'a Sibling>,
+    /// Everything but the sought sends that must be visible before absence or a count proves
+    /// anything.
+    shown: Vec<&'a Attempt>,
+    /// Rivals still in flight.
+    in_flight: usize,
+}
+
+impl<'a> Census<'a> {
+    fn of(s: &'a Situation<'_>, refs: &'a [String], since: OffsetDateTime) -> Self {
+        let sought = s.unsettled(None);
+        // A late answer of a send this look-up is for names what it should find: not
+        // attributed.
+        let late = s
+            .here()
+            .filter(|a| !sought.iter().any(|o| o.n == a.n))
+            .chain(s.siblings.iter().map(|sib| &sib.attempt))
+            .filter_map(Attempt::late_reference);
+        let left_late_since: Vec<&Attempt> = s
+            .here()
+            .filter(|a| settled_not_accepted(a) && left_late(a) && a.late_reference().is_none())
+            .collect();
+        let attributed: std::collections::HashSet<&str> = s
+            .here()
+            .chain(s.siblings.iter().map(|sib| &sib.attempt))
+            .filter_map(|a| a.provider_ref.as_deref())
+            .chain(late)
+            .collect();
+        let free: Vec<&String> = refs
+            .iter()
+            .filter(|r| !attributed.contains(r.as_str()))
+            .collect();
+        let rivals: Vec<&Sibling> = s
+            .siblings
+            .iter()
+            .filter(|sib| may_have_sent(s, &sib.attempt, since))
+            .collect();
+        let shown: Vec<&Attempt> = rivals
+            .iter()
+            .map(|sib| &sib.attempt)
+            .chain(left_late_since.iter().copied())
+            .collect();
+        let in_flight = rivals
+            .iter()
+            .filter(|sib| sib.attempt.result == AttemptResult::InFlight)
+            .count();
+        Census {
+            sought,
+            left_late_since,
+            free,
+            rivals,
+            shown,
+            in_flight,
+        }
+    }
+
+    /// This notification's sends the look-alikes may be.
+    fn own(&self) -> usize {
+        self.sought.len() + self.left_late_since.len()
+    }
+
+    /// Every send the look-alikes may be.
+    fn sends(&self) -> usize {
+        self.own() + self.rivals.len()
+    }
+
+    /// The count as the look-up's evidence records it.
+    fn record(&self, refs: &[String], evidence: &Evidence) -> Value {
+        json!({
+            "look_alikes": refs,
+            "free": self.free,
+            "own_sends": self.own(),
+            "own_sends_left_late": self.left_late_since.len(),
+            "sibling_sends": self.rivals.len(),
+            "sibling_sends_in_flight": self.in_flight,
+            "query": evidence_json(evidence),
+        })
+    }
 }
 
 /// Whether a sibling's attempt may have produced a look-alike message seen since `since` that

@@ -73,20 +73,7 @@ impl NotificationRequest {
                 FieldError::new("delivery", "must be at_most_once or at_least_once")
             })?,
         };
-        let email = EmailFields {
-            from: self.from.as_deref(),
-            reply_to: self.reply_to.as_deref(),
-            cc: self.cc.as_deref().unwrap_or_default(),
-            bcc: self.bcc.as_deref().unwrap_or_default(),
-            tags: self.tags.as_ref(),
-            headers: self.headers.as_ref(),
-        }
-        .parse(channel, route, route_info)?;
-        let (attachments, files) = self.attachments(channel, route, route_info, routing)?;
-        let email = EmailOptions {
-            attachments,
-            ..email
-        };
+        let (email, files) = self.email(channel, route, route_info, routing)?;
         let categories = routing.categories();
         let category = self
             .category
@@ -146,6 +133,33 @@ impl NotificationRequest {
             trace_parent: None,
         };
         Ok((notification, files))
+    }
+
+    /// An email's options as kept and its attachments' contents; other channels refuse them.
+    fn email(
+        &self,
+        channel: Channel,
+        route: &str,
+        route_info: &RouteInfo,
+        routing: &Routing,
+    ) -> Result<(EmailOptions, Vec<File>), FieldError> {
+        let email = EmailFields {
+            from: self.from.as_deref(),
+            reply_to: self.reply_to.as_deref(),
+            cc: self.cc.as_deref().unwrap_or_default(),
+            bcc: self.bcc.as_deref().unwrap_or_default(),
+            tags: self.tags.as_ref(),
+            headers: self.headers.as_ref(),
+        }
+        .parse(channel, route, route_info)?;
+        let (attachments, files) = self.attachments(channel, route, route_info, routing)?;
+        Ok((
+            EmailOptions {
+                attachments,
+                ..email
+            },
+            files,
+        ))
     }
 
     /// An email's attachments as kept and their contents; refused on other channels and on a
