@@ -250,7 +250,7 @@ fn routing(config: &Config, routes: &dispatch::Routes, tokens: &Tokens) -> anyho
             .map(|(c, r)| (*c, r.clone()))
             .collect(),
     )
-    .with_categories(categories(&config)?)
+    .with_categories(categories(config)?)
     .with_attachments(config.attachments.rules()))
 }
 

@@ -1,7 +1,7 @@
 //! Which states a notification moves between, and who moves it, written once as data. Every
 //! guard that moves one — a worker's record, a requery, a person's resolution, a cancellation,
 //! a vendor's report, a reopening, retention — is held against this table on both databases
-//! (`every_guard_moves_only_as_the_transition_table_allows` in `tests/store.rs`), and the review
+//! (`every_guard_moves_only_as_the_transition_table_allows` in `tests/store/transitions.rs`), and the review
 //! rule's two forms (Rust and SQL) against each other.
 //! A move a guard makes that the table lacks, or a row no guard makes, fails that test.
 

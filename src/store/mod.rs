@@ -4,7 +4,8 @@
 //! in with only what differs between them; [`Store`] requires them all. The areas:
 //! `notifications`, `claims`, `records`, `receipts` (with `evidence`), `review`, `outbox`,
 //! `retention`, `routes` (pauses). A caller that needs one area takes only its trait. The
-//! conformance suite in `tests/store.rs` runs the same cases against both databases.
+//! conformance suite in `tests/store.rs` (one file per area under `tests/store/`) runs the
+//! same cases against both databases.
 //!
 //! Every state change writes its outbox event in the same transaction as the change itself.
 
