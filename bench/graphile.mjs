@@ -16,6 +16,7 @@
 // The database must exist; the worker creates its own schema in it.
 
 import { EventEmitter } from "node:events";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -144,8 +145,12 @@ async function drain(utils) {
   let failure = null;
   let allRan;
   const ran = new Promise((resolve) => (allRan = resolve));
+  let databaseCpuAtStart = null;
   events.on("job:start", () => {
-    firstStart ??= performance.now();
+    if (firstStart == null) {
+      firstStart = performance.now();
+      databaseCpuAtStart = postgresCpuSeconds();
+    }
   });
   events.on("job:success", () => {
     if (++succeeded === jobs) allRan();
@@ -207,6 +212,7 @@ async function drain(utils) {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   const finished = performance.now();
+  const databaseCpu = postgresCpuSeconds();
   clearInterval(ticker);
   await runner.stop();
   const seconds = (finished - firstStart) / 1000;
@@ -215,7 +221,36 @@ async function drain(utils) {
     process_seconds: round(seconds),
     processed_per_second: Math.round(jobs / seconds),
     drain_wall_seconds: round((finished - launched) / 1000),
+    // The server's CPU per job over the same window as the rate, as herald bench reads its own.
+    database_cpu_us_per_job:
+      databaseCpu == null || databaseCpuAtStart == null
+        ? null
+        : Math.round(((databaseCpu - databaseCpuAtStart) * 1e7) / jobs) / 10,
   };
+}
+
+/**
+ * The CPU time of every `postgres` process on this machine so far (user and system, and what
+ * the server reaped of ended backends), in seconds; null where there is none (a server
+ * elsewhere). /proc/PID/stat's 14th to 17th fields, in USER_HZ ticks (100 a second).
+ */
+function postgresCpuSeconds() {
+  let ticks = 0;
+  let found = false;
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      continue; // it ended meanwhile
+    }
+    const command = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    if (command !== "postgres") continue;
+    const fields = stat.slice(stat.lastIndexOf(")") + 1).trim().split(/\s+/);
+    ticks += [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+    found = true;
+  }
+  return found ? ticks / 100 : null;
 }
 
 async function remaining(utils) {

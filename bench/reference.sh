@@ -40,6 +40,12 @@
 #   batch enqueue/s    ÷ graphile-worker addJobs/s       target ≥ 0.5
 #   delivered/s        ÷ graphile-worker, HTTP task/s    target ≥ 1.0
 #   delivered/s        ÷ graphile-worker, no-op jobs/s   (no target: a no-op does no I/O)
+#   PostgreSQL CPU per delivered notification ÷ per graphile-worker HTTP job
+#                                                        target ≤ 3.0
+# (PostgreSQL's CPU is every `postgres` process's user and system time from /proc over each
+# drain window, read by herald bench and bench/graphile.mjs alike: the server must be on this
+# machine for it. It is what bounds scale-out: herald processes are stateless, and the database
+# is the one part they share.)
 # With --runs N every figure is the median of N runs (and each run's figures are listed too).
 #
 # Usage:
@@ -301,6 +307,9 @@ const ratio = (a, b, target) =>
   a == null || b == null
     ? null
     : { value: Math.round((a / b) * 100) / 100, target, met: target == null ? null : a / b >= target };
+// For a cost, where less is better: met at or below the target.
+const ratioAtMost = (a, b, target) =>
+  a == null || b == null ? null : { value: Math.round((a / b) * 100) / 100, at_most: target, met: a / b <= target };
 const round = (x) => (x == null ? null : Math.round(x));
 
 const pgbench = {
@@ -328,6 +337,7 @@ const http = runs[0].graphile_worker_http && {
   concurrentJobs: runs[0].graphile_worker_http.concurrency,
   jobs: runs[0].graphile_worker_http.jobs,
   processed_per_second: round(of(["graphile_worker_http", "processed_per_second"])),
+  database_cpu_us_per_job: of(["graphile_worker_http", "database_cpu_us_per_job"]),
 };
 const herald = runs[0].herald && {
   notifications: runs[0].herald.notifications,
@@ -335,6 +345,7 @@ const herald = runs[0].herald && {
   single_per_second: round(of(["herald", "accepted_per_second", "single"])),
   batch_per_second: round(of(["herald", "accepted_per_second", "batch"])),
   delivered_per_second: round(of(["herald", "delivered_per_second"])),
+  database_cpu_us_per_delivered: of(["herald", "database_cpu_us_per_delivered"]),
 };
 const summary = {
   server: "PostgreSQL $server_version",
@@ -351,6 +362,7 @@ const summary = {
     batch_enqueue_vs_graphile_addjobs: graphile && ratio(herald.batch_per_second, graphile.add_per_second, 0.5),
     delivered_vs_graphile_http: http && ratio(herald.delivered_per_second, http.processed_per_second, 1.0),
     delivered_vs_graphile_noop: graphile && ratio(herald.delivered_per_second, graphile.processed_per_second, null),
+    database_cpu_per_delivery_vs_graphile_http: http && ratioAtMost(herald.database_cpu_us_per_delivered, http.database_cpu_us_per_job, 3.0),
   },
   per_run: runs,
 };

@@ -166,6 +166,8 @@ pub(super) struct Delivery {
     /// Their CPU time for each notification delivered, in µs; `None` where `/proc` cannot
     /// say, or where every notification had been delivered before the first read.
     pub(super) cpu_us_each: Option<f64>,
+    /// The database server's CPU time for each, over the same window, where it can be read.
+    pub(super) database_cpu_us_each: Option<f64>,
 }
 
 /// Waits until the servers' dispatchers have delivered `total` notifications beyond `already`,
@@ -174,6 +176,7 @@ pub(super) struct Delivery {
 pub(super) async fn wait_delivered(
     client: &reqwest::Client,
     servers: &[Server],
+    database: Option<&DatabaseCpu>,
     phase: &'static str,
     total: usize,
     already: usize,
@@ -183,15 +186,21 @@ pub(super) async fn wait_delivered(
     let started = Instant::now();
     let mut last_change = (Instant::now(), 0);
     let mut first_read = None;
+    let database_time = async || match database {
+        Some(database) => database.read().await,
+        None => None,
+    };
     loop {
         let delivered = delivered(client, servers).await?.saturating_sub(already);
-        let (at_start, cpu_at_start) =
-            *first_read.get_or_insert_with(|| (delivered, cpu_time(servers)));
+        if first_read.is_none() {
+            first_read = Some((delivered, cpu_time(servers), database_time().await));
+        }
+        let (at_start, cpu_at_start, database_at_start) = first_read.expect("read just now");
         done.store(delivered, Ordering::Relaxed);
         if delivered >= total {
             progress.finish();
             let counted = total - at_start.min(total);
-            let cpu_us_each = match (cpu_at_start, cpu_time(servers)) {
+            let each = |from: Option<Duration>, to: Option<Duration>| match (from, to) {
                 (Some(from), Some(to)) if counted > 0 => {
                     Some(to.saturating_sub(from).as_secs_f64() * 1e6 / counted as f64)
                 }
@@ -199,7 +208,8 @@ pub(super) async fn wait_delivered(
             };
             return Ok(Delivery {
                 per_second: counted as f64 / started.elapsed().as_secs_f64(),
-                cpu_us_each,
+                cpu_us_each: each(cpu_at_start, cpu_time(servers)),
+                database_cpu_us_each: each(database_at_start, database_time().await),
             });
         }
         if delivered != last_change.1 {
@@ -209,6 +219,94 @@ pub(super) async fn wait_delivered(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Where the database server's CPU time is read from.
+pub(super) enum DatabaseCpu {
+    /// Every `postgres` process on this machine, from `/proc`: the server is local.
+    Processes,
+    /// `pg_stat_statements`' execution time over every statement: a stand-in where the
+    /// server is elsewhere (time spent executing, not CPU, and without its own processes'
+    /// work such as WAL writing and autovacuum).
+    Statements(String),
+}
+
+impl DatabaseCpu {
+    /// How `url`'s server can be measured from here, if it can: SQLite runs inside herald's
+    /// own process, and its CPU is herald's.
+    pub(super) async fn of(url: &str) -> Option<DatabaseCpu> {
+        if !url.starts_with("postgres") {
+            return None;
+        }
+        let local = url::Url::parse(url).ok().is_some_and(|url| {
+            matches!(
+                url.host_str(),
+                None | Some("127.0.0.1" | "localhost" | "[::1]")
+            )
+        });
+        if local && postgres_processes_cpu().is_some() {
+            return Some(DatabaseCpu::Processes);
+        }
+        match crate::store::statement_time(url).await {
+            Ok(Some(_)) => Some(DatabaseCpu::Statements(url.to_owned())),
+            _ => None,
+        }
+    }
+
+    pub(super) async fn read(&self) -> Option<Duration> {
+        match self {
+            DatabaseCpu::Processes => postgres_processes_cpu(),
+            DatabaseCpu::Statements(url) => crate::store::statement_time(url).await.ok()?,
+        }
+    }
+
+    /// What the figure is, for the report.
+    pub(super) fn source(&self) -> &'static str {
+        match self {
+            DatabaseCpu::Processes => "every postgres process's user and system CPU, from /proc",
+            DatabaseCpu::Statements(_) => {
+                "pg_stat_statements total_exec_time: a stand-in, the server not being local"
+            }
+        }
+    }
+}
+
+/// The CPU time of every `postgres` process on this machine so far, with what the server has
+/// reaped of its ended backends; `None` where there is none.
+fn postgres_processes_cpu() -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Some((command, used)) = process_cpu(pid, true)
+            && command == "postgres"
+        {
+            total += used;
+            found = true;
+        }
+    }
+    found.then_some(total)
+}
+
+/// A process's command name and the CPU time it has used so far, user and system, all its
+/// threads, and with `reaped` its waited-for children's too.
+pub(super) fn process_cpu(pid: u32, reaped: bool) -> Option<(String, Duration)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let command = head.split_once('(')?.1;
+    // After the command name (in parentheses, and it may hold spaces): utime, stime, cutime
+    // and cstime are the 12th to 15th fields, in USER_HZ ticks: 100 a second on every
+    // architecture but Alpha.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    let mut used = ticks(11)? + ticks(12)?;
+    if reaped {
+        used += ticks(13)? + ticks(14)?;
+    }
+    Some((command.to_owned(), Duration::from_millis(used * 10)))
 }
 
 /// The processes' CPU time together, where `/proc` has it for each.
@@ -313,7 +411,7 @@ pub(super) async fn offered_load(
         sent??;
     }
     progress.finish();
-    wait_delivered(client, servers, "deliveries", count, already).await?;
+    wait_delivered(client, servers, None, "deliveries", count, already).await?;
 
     let mut sorted_ms = Vec::with_capacity(count);
     let mut cursor: Option<String> = None;

@@ -43,7 +43,7 @@ mod measure;
 mod server;
 
 use measure::{
-    client, delivered, drive, enqueue_one, offered_load, per, percentile, statements,
+    DatabaseCpu, client, delivered, drive, enqueue_one, offered_load, per, percentile, statements,
     wait_delivered,
 };
 use server::{Server, TraceSink};
@@ -149,7 +149,8 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
         workers.push(Server::herald(&url, &name, true, Some(&vendor.base), children).await?);
     }
     // The first processes deliver while the others start: the rate counts from when all run.
-    let drain = wait_delivered(&client, &workers, "drain", 2 * n, 0).await?;
+    let database_cpu = DatabaseCpu::of(&url).await;
+    let drain = wait_delivered(&client, &workers, database_cpu.as_ref(), "drain", 2 * n, 0).await?;
     let drained = statements(&client, &workers).await?;
     // A share of what herald sustains end to end: the slower of accepting and delivering.
     let rate = (single.per_second.min(drain.per_second) * args.latency_share).max(1.0);
@@ -185,6 +186,10 @@ async fn phases(args: &BenchArgs, children: &Children<'_>) -> anyhow::Result<Val
         "delivered_per_second": drain.per_second.round(),
         // The drain's processes, all their threads, from the first read of the count to the last.
         "cpu_us_per_delivered": drain.cpu_us_each.map(|us| (us * 10.0).round() / 10.0),
+        // The database server's, over the same window: the figure that bounds how far more
+        // herald processes on more machines can go, the database being the one shared part.
+        "database_cpu_us_per_delivered": drain.database_cpu_us_each.map(|us| (us * 10.0).round() / 10.0),
+        "database_cpu_source": database_cpu.as_ref().map(DatabaseCpu::source),
         // Round trips to the database (BEGIN and COMMIT not counted), periodic reads included.
         "statements_per_notification": {
             "single": per(after_single - started, n),
@@ -253,7 +258,7 @@ async fn soak(args: &BenchArgs, children: &Children<'_>, seconds: u64) -> anyhow
         sent??;
     }
     let one = std::slice::from_ref(&herald);
-    wait_delivered(&client, one, "soak deliveries", count, 0).await?;
+    wait_delivered(&client, one, None, "soak deliveries", count, 0).await?;
     samples.push(soak_sample(&client, &herald, &url, &request_ms, started, count).await?);
     let delivered = delivered(&client, one).await?;
     herald.stop().await;

@@ -181,14 +181,7 @@ impl Server {
 
     /// The CPU time the child has used so far, user and system, all its threads.
     pub(super) fn cpu_time(&self) -> Option<Duration> {
-        let pid = self.child.id()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // After the command name (in parentheses, and it may hold spaces): utime and stime are
-        // the 12th and 13th fields, in USER_HZ ticks: 100 a second on every architecture but
-        // Alpha.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
-        Some(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+        super::measure::process_cpu(self.child.id()?, false).map(|(_, used)| used)
     }
 
     /// SIGTERM, and the child's own orderly exit.

@@ -47,7 +47,7 @@ pub use claims::Claims;
 pub use events::{EventType, OutboxEvent};
 pub use group::{Accepts, GroupCommit, Records};
 pub use notifications::Notifications;
-pub use open::{analyze, connect, database_bytes, reach, redact_url};
+pub use open::{analyze, connect, database_bytes, reach, redact_url, statement_time};
 pub use outbox::Outbox;
 pub use receipts::Receipts;
 pub use records::Recording;

@@ -40,6 +40,16 @@ pub async fn database_bytes(url: &str) -> anyhow::Result<u64> {
     }
 }
 
+/// PostgreSQL's execution time over every statement so far, from `pg_stat_statements` (for
+/// `herald bench`, where the server's processes are not on this machine); `None` where the
+/// extension is not installed, and on SQLite, which runs inside herald's own process.
+pub async fn statement_time(url: &str) -> anyhow::Result<Option<std::time::Duration>> {
+    match Backend::of(url)? {
+        Backend::Sqlite => Ok(None),
+        Backend::Postgres => postgres::Postgres::statement_time(url).await,
+    }
+}
+
 /// Brings the planner's statistics up to date, as autovacuum does on PostgreSQL within a minute
 /// of a table filling (SQLite plans without them): `herald bench` measures a deployment whose
 /// planner knows its tables, not the first minute of a new database.

@@ -184,6 +184,22 @@ impl Postgres {
         Ok(u64::try_from(bytes).unwrap_or_default())
     }
 
+    /// The server's execution time over every statement so far, where `pg_stat_statements`
+    /// is installed and readable; `None` where it is not.
+    pub async fn statement_time(url: &str) -> anyhow::Result<Option<Duration>> {
+        use sqlx::Connection;
+        let mut connection = Self::direct(url).await?;
+        let total: Result<(Option<f64>,), _> =
+            sqlx::query_as("SELECT sum(total_exec_time)::float8 FROM pg_stat_statements")
+                .fetch_one(&mut connection)
+                .await;
+        connection.close().await?;
+        Ok(total
+            .ok()
+            .and_then(|(ms,)| ms)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0)))
+    }
+
     pub async fn analyze(url: &str) -> anyhow::Result<()> {
         use sqlx::Connection;
         let mut connection = Self::direct(url).await?;
