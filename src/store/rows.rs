@@ -414,16 +414,19 @@ macro_rules! refused_for_good {
 pub(super) use refused_for_good;
 
 /// `tenants(tenant)`: each tenant with queued or sending notifications, found by skipping
-/// through `notifications_due_by_tenant` one tenant at a time (the last row is NULL).
+/// through `notifications_due_by_tenant` one tenant at a time. The walk ends in a NULL row,
+/// which `tenants` leaves out: a claim's search of a NULL tenant's due work matched nothing,
+/// and PostgreSQL answered it by reading every due row (a claim during a bench's drain: 19.7 ms
+/// with 16,000 due rows read and left, 1.5 ms without).
 macro_rules! due_tenants {
     () => {
-        "WITH RECURSIVE tenants(tenant) AS (
+        "WITH RECURSIVE tenant_walk(tenant) AS (
              SELECT min(tenant) FROM notifications WHERE state IN ('queued', 'sending')
              UNION ALL
              SELECT (SELECT min(n.tenant) FROM notifications n
-                     WHERE n.state IN ('queued', 'sending') AND n.tenant > tenants.tenant)
-             FROM tenants WHERE tenants.tenant IS NOT NULL
-         ) "
+                     WHERE n.state IN ('queued', 'sending') AND n.tenant > tenant_walk.tenant)
+             FROM tenant_walk WHERE tenant_walk.tenant IS NOT NULL
+         ), tenants(tenant) AS (SELECT tenant FROM tenant_walk WHERE tenant IS NOT NULL) "
     };
 }
 pub(super) use due_tenants;

@@ -265,7 +265,7 @@ async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
         let running: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
              WHERE datname = current_database() AND state = 'active'
-               AND query LIKE 'WITH RECURSIVE tenants%'
+               AND query LIKE 'WITH RECURSIVE tenant_walk%'
                AND now() - query_start >= interval '20 milliseconds'",
         )
         .fetch_one(&db)
@@ -305,6 +305,74 @@ async fn a_claim_never_takes_a_row_another_claim_leased_while_it_chose() {
             n: 1,
             suppressed: false
         }));
+    db.close().await;
+}
+
+/// A claim reads the due rows it takes, not the whole backlog: with one tenant's 3,000 due
+/// notifications (and statistics that say so, as autovacuum leaves them), claiming ten reads
+/// a few dozen index entries of `notifications`. The walk of tenants ends in a NULL row; a
+/// search of that tenant's due work once read every due row to find none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_reads_the_rows_it_takes_not_the_backlog() {
+    let Some(rig) = rig(Backend::Postgres).await else {
+        return;
+    };
+    let t = now();
+    let backlog: Vec<NewAccept> = (0..3_000)
+        .map(|i| {
+            let n = notification("acme", "a", "+1", &format!("n{i}"), t);
+            accept_of(&format!("key-{i}"), n, 1)
+        })
+        .collect();
+    rig.store.accept(&backlog).await.unwrap();
+    // Its backends' counters reported (a backend reports when it ends, if not before), then
+    // reset: what is counted next is the claim's alone.
+    rig.store.close().await;
+    let db = sqlx::PgPool::connect(&rig.db.url).await.unwrap();
+    sqlx::query("ANALYZE").execute(&db).await.unwrap();
+    sqlx::query("SELECT pg_stat_reset()")
+        .execute(&db)
+        .await
+        .unwrap();
+    let store = herald::store::connect(&rig.db.url, 8).await.unwrap();
+    let index_reads = || async {
+        sqlx::query_as::<_, (i64, i64)>(
+            "SELECT coalesce(sum(idx_tup_read), 0)::bigint, coalesce(sum(idx_scan), 0)::bigint
+             FROM pg_stat_user_indexes WHERE relname = 'notifications'",
+        )
+        .fetch_one(&db)
+        .await
+        .unwrap()
+    };
+    assert_eq!(
+        index_reads().await,
+        (0, 0),
+        "the counters start from nothing"
+    );
+    assert_eq!(claim(&*store, t, 10, &["a"]).await.len(), 10);
+    store.close().await;
+    let mut reads = index_reads().await;
+    for _ in 0..50 {
+        if reads.1 > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        reads = index_reads().await;
+    }
+    assert!(reads.1 > 0, "the claim's index scans were never reported");
+    let by_index: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT indexrelname::text, idx_tup_read FROM pg_stat_user_indexes
+         WHERE relname = 'notifications' AND idx_tup_read > 0",
+    )
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    assert!(
+        reads.0 < 300,
+        "claiming 10 of 3,000 due notifications read {} index entries of notifications: \
+         {by_index:?}",
+        reads.0
+    );
     db.close().await;
 }
 
