@@ -231,8 +231,9 @@ async function drain(utils) {
 
 /**
  * The CPU time of every `postgres` process on this machine so far (user and system, and what
- * the server reaped of ended backends), in seconds; null where there is none (a server
- * elsewhere). /proc/PID/stat's 14th to 17th fields, in USER_HZ ticks (100 a second).
+ * the server reaped of ended backends), in seconds; null where none runs here. It is the
+ * server's only where the server runs on this machine (bench/reference.sh compares it only
+ * then). /proc/PID/stat's 14th to 17th fields, in USER_HZ ticks (100 a second).
  */
 function postgresCpuSeconds() {
   let ticks = 0;

@@ -239,9 +239,10 @@ impl DatabaseCpu {
             return None;
         }
         let local = url::Url::parse(url).ok().is_some_and(|url| {
+            // No host, or an empty one with the socket's folder in `?host=`: a Unix socket.
             matches!(
                 url.host_str(),
-                None | Some("127.0.0.1" | "localhost" | "[::1]")
+                None | Some("" | "127.0.0.1" | "localhost" | "[::1]")
             )
         });
         if local && postgres_processes_cpu().is_some() {

@@ -215,9 +215,6 @@ impl Config {
                 d.retry_max_seconds,
                 1..=30 * DAY,
             ),
-            ("dispatch.concurrency", d.concurrency as u64, 1..=100_000),
-            ("dispatch.batch_size", d.batch_size.into(), 1..=100_000),
-            ("dispatch.max_attempts", d.max_attempts.into(), 1..=1000),
             ("relay.lease_seconds", r.lease_seconds, 1..=DAY),
             (
                 "relay.poll_interval_ms",
@@ -231,8 +228,6 @@ impl Config {
                 r.retention_seconds,
                 0..=MAX_RETENTION_SECONDS,
             ),
-            ("relay.batch_size", r.batch_size.into(), 1..=100_000),
-            ("relay.prune_batch", r.prune_batch.into(), 1..=1_000_000),
             (
                 "server.header_timeout_seconds",
                 s.header_timeout_seconds,
@@ -253,6 +248,11 @@ impl Config {
                 s.max_connections as u64,
                 1..=1_000_000,
             ),
+            ("dispatch.concurrency", d.concurrency as u64, 1..=100_000),
+            ("dispatch.batch_size", d.batch_size.into(), 1..=100_000),
+            ("dispatch.max_attempts", d.max_attempts.into(), 1..=1000),
+            ("relay.batch_size", r.batch_size.into(), 1..=100_000),
+            ("relay.prune_batch", r.prune_batch.into(), 1..=1_000_000),
             (
                 "server.max_body_bytes",
                 s.max_body_bytes as u64,

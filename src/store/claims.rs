@@ -285,8 +285,8 @@ impl<D: Dialect> SqlStore<D> {
         Ok(claims)
     }
 
-    /// The leased rows as claims, with the requests fixed and the attempts started for the
-    /// ones taken for a send.
+    /// The leased rows as claims, and for the ones taken for a send the requests to fix and
+    /// the attempts to start (written by the caller).
     fn claims_of(
         rows: Vec<ClaimedRow>,
         was_queued: &[Uuid],

@@ -231,7 +231,7 @@ impl<D: Dialect> Review for SqlStore<D> {
             return Err(changed());
         };
         let notification: Notification = row.try_into()?;
-        insert_resolution(&mut tx, resolution, &notification, now).await?;
+        insert_resolution(&mut tx, resolution, &notification, renew, now).await?;
         insert_event(
             &mut tx,
             &OutboxEvent::for_notification(&notification, EventType::Resolved, now),
@@ -362,6 +362,7 @@ async fn insert_resolution<D: Dialect>(
     tx: &mut Tx<D>,
     resolution: &NewResolution,
     notification: &Notification,
+    key_renewed: bool,
     now: OffsetDateTime,
 ) -> StoreResult<()> {
     tx.execute(
@@ -382,7 +383,7 @@ async fn insert_resolution<D: Dialect>(
             Arg::from(notification.state.as_str()),
             Arg::from(notification.certainty.map(|c| c.as_str())),
             Arg::from(Some(resolution.change.forced)),
-            Arg::from(Some(resolution.change.resend.is_some_and(|r| r.renew_key))),
+            Arg::from(Some(key_renewed)),
         ],
     )
     .await?;

@@ -256,11 +256,11 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// transaction ends. It reads at most `$2` rows of each tenant with work (through
     /// [`due_tenants!`]), whatever the backlog: sorting every due row made each claim cost as
     /// much as the whole backlog (47 ms at 20,000 queued on SQLite, against 1 ms now).
+    const CLAIM_DUE: &'static str;
     /// `$1` now, `$2` limit, `$3` routes held back (route names) → `(id, state)` of queued
     /// notifications on those routes whose expiry has passed, oldest expiry first, locked
     /// against other claimers: a held route's expired work is ended without waiting for it.
     const CLAIM_EXPIRED: &'static str;
-    const CLAIM_DUE: &'static str;
     /// `$1` now, `$2` lease end, `$3` ids, `$4` the ids that were queued → [`ClaimedRow`]s.
     const CLAIM_TAKE: &'static str;
     /// `$1` ids, `$2` now, `$3` evidence: their `in_flight` attempts become `ambiguous`.

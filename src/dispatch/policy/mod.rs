@@ -549,9 +549,9 @@ struct Sent<'a> {
     /// The send replayed an earlier attempt's key to settle it.
     replay: bool,
     result: &'a SendResult,
-    /// Earlier ambiguous attempts on this route whose outcome is not settled.
+    /// Whether earlier ambiguous attempts on this route are still unsettled.
     unsettled: bool,
-    /// An ambiguity left unsettled on a route this one failed over from.
+    /// Whether an ambiguity is left unsettled on a route this one failed over from.
     elsewhere: bool,
     answer: Value,
 }
