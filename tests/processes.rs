@@ -87,7 +87,7 @@ fn seen(log: &str) -> Vec<Seen> {
         .filter_map(|line| {
             if line.contains("summary=\"LISTEN ") {
                 Some(Seen::Listen)
-            } else if line.contains("SELECT id, state FROM notifications") {
+            } else if line.contains("SELECT id, state, generation, attempt_count") {
                 Some(Seen::Claim)
             } else if line.contains("SELECT min(at) FROM (") {
                 Some(Seen::NextDue)

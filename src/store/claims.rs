@@ -138,7 +138,7 @@ struct Recipient<'a> {
     category: Option<&'a str>,
 }
 
-/// A request a claim fixes, as `CLAIM_FIX_REQUESTS` reads it. Serialized as it is, never through
+/// A request a claim fixes, as `CLAIM_TAKE` reads it. Serialized as it is, never through
 /// a `Value` (which orders keys its own way): SQLite stores the text, and look-alikes compare it
 /// with the request serialized directly.
 #[derive(Serialize)]
@@ -215,18 +215,19 @@ impl<D: Dialect> SqlStore<D> {
         routes: &[RouteSlot],
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
-        let due: Vec<(Uuid, String)> = tx
+        let due: Vec<ClaimedRow> = tx
             .fetch_all(D::CLAIM_DUE, claim_due_args(now, limit, routes))
             .await?;
         Self::take(tx, due, now, lease, routes, prepare).await
     }
 
-    /// Leases the `due` notifications (`(id, state)` as chosen) and reads them as claims: a
+    /// Leases the `due` notifications (as chosen and locked) and reads them as claims: a
     /// queued one starts an attempt, by a send deadline within its route's send window (in
-    /// `routes`; none for a route held back), a `sending` one is reconciled.
+    /// `routes`; none for a route held back), with its provider request fixed if it had none;
+    /// a `sending` one is reconciled.
     async fn take(
         tx: &mut Tx<D>,
-        due: Vec<(Uuid, String)>,
+        due: Vec<ClaimedRow>,
         now: OffsetDateTime,
         lease: Duration,
         routes: &[RouteSlot],
@@ -235,12 +236,13 @@ impl<D: Dialect> SqlStore<D> {
         if due.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<Uuid> = due.iter().map(|(id, _)| *id).collect();
+        let ids: Vec<Uuid> = due.iter().map(|row| row.notification.id).collect();
         let was_queued: Vec<Uuid> = due
             .iter()
-            .filter(|(_, state)| state == "queued")
-            .map(|(id, _)| *id)
+            .filter(|row| row.notification.state == "queued")
+            .map(|row| row.notification.id)
             .collect();
+        let fixed = Self::requests_to_fix(due, prepare)?;
         let rows: Vec<ClaimedRow> = tx
             .fetch_all(
                 D::CLAIM_TAKE,
@@ -249,6 +251,7 @@ impl<D: Dialect> SqlStore<D> {
                     Arg::from(now + lease),
                     Arg::Uuids(ids),
                     Arg::Uuids(was_queued.clone()),
+                    Arg::json(&fixed),
                 ],
             )
             .await?;
@@ -274,42 +277,48 @@ impl<D: Dialect> SqlStore<D> {
             )
             .await?;
         }
-        let (mut claims, fixed, started) =
-            Self::claims_of(rows, &was_queued, now, routes, prepare)?;
+        let (mut claims, started) = Self::claims_of(rows, &was_queued, now, routes)?;
         Self::mark_suppressed(tx, &mut claims).await?;
-        if !fixed.is_empty() {
-            tx.execute(D::CLAIM_FIX_REQUESTS, vec![Arg::json(&fixed)])
-                .await?;
-        }
         Self::read_attempts(tx, &mut claims, &started, earlier, now).await?;
         Ok(claims)
     }
 
-    /// The leased rows as claims, and for the ones taken for a send the requests to fix and
-    /// the attempts to start (written by the caller).
+    /// The provider requests of the chosen notifications taken for their first send that have
+    /// none yet: fixed now, in the transaction that commits the intent, before any call.
+    fn requests_to_fix(
+        due: Vec<ClaimedRow>,
+        prepare: Prepare<'_>,
+    ) -> StoreResult<Vec<FixedRequest>> {
+        let mut fixed = Vec::new();
+        for row in due {
+            if row.notification.state != "queued" || row.provider_request.is_some() {
+                continue;
+            }
+            let notification: Notification = row.notification.try_into()?;
+            if let Some(request) = prepare(&notification) {
+                fixed.push(FixedRequest {
+                    id: notification.id.as_uuid(),
+                    request,
+                });
+            }
+        }
+        Ok(fixed)
+    }
+
+    /// The leased rows as claims, and for the ones taken for a send the attempts to start
+    /// (written by the caller).
     fn claims_of(
         rows: Vec<ClaimedRow>,
         was_queued: &[Uuid],
         now: OffsetDateTime,
         routes: &[RouteSlot],
-        prepare: Prepare<'_>,
-    ) -> StoreResult<(Vec<Claim>, Vec<FixedRequest>, Vec<StartedAttempt>)> {
+    ) -> StoreResult<(Vec<Claim>, Vec<StartedAttempt>)> {
         let mut claims = Vec::with_capacity(rows.len());
-        let (mut fixed, mut started) = (Vec::new(), Vec::new());
+        let mut started = Vec::new();
         for row in rows {
             let notification: Notification = row.notification.try_into()?;
             let first = was_queued.contains(&notification.id.as_uuid());
-            let mut request = row.provider_request.map(|r| r.0);
-            if request.is_none() && first {
-                // Fixed now, in the transaction that commits the intent: before any call.
-                request = prepare(&notification);
-                if let Some(prepared) = &request {
-                    fixed.push(FixedRequest {
-                        id: notification.id.as_uuid(),
-                        request: prepared.clone(),
-                    });
-                }
-            }
+            let request = row.provider_request.map(|r| r.0);
             let mode = if first {
                 let window = routes
                     .iter()
@@ -340,7 +349,7 @@ impl<D: Dialect> SqlStore<D> {
                 budget_since: row.budget_since.map(Timestamp::into_inner),
             });
         }
-        Ok((claims, fixed, started))
+        Ok((claims, started))
     }
 
     /// Starts the claim's attempts and reads every claim's history into it: the attempt just
@@ -508,7 +517,7 @@ impl<D: Dialect> Claims for SqlStore<D> {
         prepare: Prepare<'_>,
     ) -> StoreResult<Vec<Claim>> {
         let mut tx = self.begin().await?;
-        let due: Vec<(Uuid, String)> = tx
+        let due: Vec<ClaimedRow> = tx
             .fetch_all(
                 D::CLAIM_EXPIRED,
                 vec![

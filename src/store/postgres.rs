@@ -281,7 +281,9 @@ impl Dialect for Postgres {
     // process is claiming right now are simply not due for us.
     const CLAIM_DUE: &'static str = concat!(
         due_tenants!(),
-        "SELECT id, state FROM notifications
+        "SELECT id, state, ",
+        claimed_columns!(),
+        " FROM notifications
          WHERE id IN (
              SELECT due.id FROM (
                  SELECT id, route, turn, due_at,
@@ -305,14 +307,21 @@ impl Dialect for Postgres {
          AND state IN ('queued', 'sending') AND due_at <= $1 AND route = ANY($3)
          FOR UPDATE SKIP LOCKED"
     );
-    const CLAIM_EXPIRED: &'static str = "SELECT id, state FROM notifications
+    const CLAIM_EXPIRED: &'static str = concat!(
+        "SELECT id, state, ",
+        claimed_columns!(),
+        " FROM notifications
          WHERE state = 'queued' AND expires_at <= $1 AND route = ANY($3)
          ORDER BY expires_at LIMIT $2
-         FOR UPDATE SKIP LOCKED";
+         FOR UPDATE SKIP LOCKED"
+    );
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
-             attempt_count = attempt_count + CASE WHEN id = ANY($4) THEN 1 ELSE 0 END
+             attempt_count = attempt_count + CASE WHEN id = ANY($4) THEN 1 ELSE 0 END,
+             provider_request = coalesce(provider_request,
+                 (SELECT r.request FROM jsonb_to_recordset($5) AS r(id uuid, request jsonb)
+                  WHERE r.id = notifications.id))
          WHERE id = ANY($3)
          RETURNING ",
         claimed_columns!()
@@ -320,9 +329,6 @@ impl Dialect for Postgres {
     const CLAIM_EXPIRE: &'static str = "UPDATE attempts
          SET result = 'ambiguous', finished_at = $2, evidence = json_patch(evidence, $3)
          WHERE notification_id = ANY($1) AND result = 'in_flight'";
-    const CLAIM_FIX_REQUESTS: &'static str =
-        "UPDATE notifications n SET provider_request = r.request
-         FROM jsonb_to_recordset($1) AS r(id uuid, request jsonb) WHERE n.id = r.id";
     const CLAIM_START_ATTEMPTS: &'static str = concat!(
         "INSERT INTO attempts
              (notification_id, n, generation, route, provider_idempotency_key, started_at,

@@ -250,23 +250,24 @@ pub(super) trait Dialect: Send + Sync + 'static {
     /// Write transactions worth running at once (see [`Store::writers`]).
     const WRITERS: usize;
 
-    /// `$1` now, `$2` limit, `$3` routes, `$4` a JSON array of `{route, take}` → `(id, state)`
-    /// of due notifications, tenants taking turns (each one's oldest due first) and no route
+    /// `$1` now, `$2` limit, `$3` routes, `$4` a JSON array of `{route, take}` → `id, state`
+    /// and the [`ClaimedRow`] columns of due notifications (as locked, before their lease), tenants taking turns (each one's oldest due first) and no route
     /// given more than its `take`, each locked against other claimers until the
     /// transaction ends. It reads at most `$2` rows of each tenant with work (through
     /// [`due_tenants!`]), whatever the backlog: sorting every due row made each claim cost as
     /// much as the whole backlog (47 ms at 20,000 queued on SQLite, against 1 ms now).
     const CLAIM_DUE: &'static str;
-    /// `$1` now, `$2` limit, `$3` routes held back (route names) → `(id, state)` of queued
-    /// notifications on those routes whose expiry has passed, oldest expiry first, locked
+    /// `$1` now, `$2` limit, `$3` routes held back (route names) → `id, state` and the
+    /// [`ClaimedRow`] columns of queued notifications on those routes whose expiry has passed, oldest expiry first, locked
     /// against other claimers: a held route's expired work is ended without waiting for it.
     const CLAIM_EXPIRED: &'static str;
-    /// `$1` now, `$2` lease end, `$3` ids, `$4` the ids that were queued → [`ClaimedRow`]s.
+    /// `$1` now, `$2` lease end, `$3` ids, `$4` the ids that were queued, `$5` a JSON array of
+    /// `{id, request}`: the provider requests fixed now, each set where none was → the leased
+    /// [`ClaimedRow`]s. (Fixed in the lease's own update: a separate one wrote every first
+    /// send's row twice.)
     const CLAIM_TAKE: &'static str;
     /// `$1` ids, `$2` now, `$3` evidence: their `in_flight` attempts become `ambiguous`.
     const CLAIM_EXPIRE: &'static str;
-    /// `$1` a JSON array of `{id, request}`: each notification's provider request, fixed.
-    const CLAIM_FIX_REQUESTS: &'static str;
     /// `$1` a JSON array of `{id, n, generation, route, key, send_deadline}`, `$2` now: an
     /// `in_flight` attempt each, returned as [`AttemptWithOwner`]s. (One statement for a whole
     /// claim, not two per notification: a claim of 64 made 128 round trips while it held its

@@ -358,7 +358,9 @@ impl Dialect for Sqlite {
     // number changes, which cost the dispatching process 4 % of its CPU time.
     const CLAIM_DUE: &'static str = concat!(
         due_tenants!(),
-        "SELECT id, state FROM notifications
+        "SELECT id, state, ",
+        claimed_columns!(),
+        " FROM notifications
          WHERE id IN (
              SELECT due.id FROM (
                  SELECT id, route, turn, due_at,
@@ -378,17 +380,24 @@ impl Dialect for Sqlite {
              WHERE due.place <= r.take
              ORDER BY due.turn, due.due_at LIMIT CAST($2 AS INTEGER))"
     );
-    const CLAIM_EXPIRED: &'static str = "SELECT id, state FROM notifications
+    const CLAIM_EXPIRED: &'static str = concat!(
+        "SELECT id, state, ",
+        claimed_columns!(),
+        " FROM notifications
          WHERE state = 'queued' AND expires_at <= $1
            AND route IN (SELECT value FROM json_each($3))
-         ORDER BY expires_at LIMIT CAST($2 AS INTEGER)";
+         ORDER BY expires_at LIMIT CAST($2 AS INTEGER)"
+    );
     const CLAIM_TAKE: &'static str = concat!(
         "UPDATE notifications
          SET state = 'sending', generation = generation + 1, due_at = $2, updated_at = $1,
              attempt_count = attempt_count + (id IN ",
         ids_in!(4),
-        "
-         ) WHERE id IN ",
+        "),
+             provider_request = coalesce(provider_request,
+                 (SELECT value -> 'request' FROM json_each($5)
+                  WHERE unhex(replace(value ->> 'id', '-', '')) = notifications.id))
+         WHERE id IN ",
         ids_in!(3),
         " RETURNING ",
         claimed_columns!()
@@ -399,10 +408,6 @@ impl Dialect for Sqlite {
          WHERE result = 'in_flight' AND notification_id IN ",
         ids_in!(1)
     );
-    const CLAIM_FIX_REQUESTS: &'static str = "UPDATE notifications SET provider_request = r.request
-         FROM (SELECT unhex(replace(value ->> 'id', '-', '')) AS id, value -> 'request' AS request
-               FROM json_each($1)) r
-         WHERE notifications.id = r.id";
     const CLAIM_START_ATTEMPTS: &'static str = concat!(
         "INSERT INTO attempts
              (notification_id, n, generation, route, provider_idempotency_key, started_at,
