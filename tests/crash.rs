@@ -1605,7 +1605,8 @@ fn check_shared_references(seen: &[Seen]) -> Vec<String> {
 /// one of its own sends could have made them — right after its worker's last look at the clock,
 /// where the attempt says when that was — never a `known` member's second (I2 and I3 per
 /// group). Where a freeze's residue sent one of the group's requests late, its windows stay
-/// open after their deadline (`residue`).
+/// open after their deadline, and an `at_most_once` member may hold one per send, as the
+/// residue allows a single notification (`residue`).
 fn check_groups(seen: &[Seen], residue: &SentLate) -> Vec<String> {
     let mut groups: BTreeMap<usize, Vec<&Seen>> = BTreeMap::new();
     for s in seen {
@@ -1634,7 +1635,11 @@ fn check_groups(seen: &[Seen], residue: &SentLate) -> Vec<String> {
                         w
                     })
                     .collect();
-                let cap = if s.delivery() == "at_most_once" {
+                // As for a single notification (`check_notification`): the residue keeps no
+                // promise of `at_most_once`. A send cut off after its last look at the clock
+                // reaches the vendor after the look-up that proved it absent, and the member is
+                // sent again; its record must say so (reopened), which `min`/`max` still hold.
+                let cap = if s.delivery() == "at_most_once" && !late_allowed {
                     1
                 } else {
                     windows.len()
